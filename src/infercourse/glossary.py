@@ -1,0 +1,57 @@
+"""The glossary: one source (``glossary.yml``) for the glossary page and every page's tooltips.
+
+Each entry has ``term`` (as written in prose), ``id`` (the anchor on the glossary page),
+``definition`` (plain text: it is also the tooltip), and optionally ``abbr`` (the exact words
+that get the tooltip; none means no tooltip), ``vllm`` (the vLLM parameter or metric name) and
+``lesson`` (a docs-relative link to the lesson that teaches it).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+SOURCE = Path(__file__).with_name("glossary.yml")
+_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_FIELDS = {"term", "id", "definition", "abbr", "vllm", "lesson"}
+
+
+@cache
+def entries() -> list[dict]:
+    """All glossary entries, in file order, validated.
+
+    Raises:
+        ValueError: an entry lacks ``term``/``id``/``definition``, has an unknown field, a
+            malformed or repeated ``id``, or two entries claim the same tooltip word.
+    """
+    items = yaml.safe_load(SOURCE.read_text(encoding="utf-8"))
+    seen_ids: set[str] = set()
+    seen_abbr: set[str] = set()
+    for item in items:
+        where = f"{SOURCE.name}, entry {item.get('term', item)!r}"
+        missing = {"term", "id", "definition"} - item.keys()
+        if missing:
+            raise ValueError(f"{where}: missing {sorted(missing)}")
+        if item.keys() - _FIELDS:
+            raise ValueError(f"{where}: unknown fields {sorted(item.keys() - _FIELDS)}; allowed: {sorted(_FIELDS)}")
+        if not _ID.match(item["id"]) or item["id"] in seen_ids:
+            raise ValueError(f"{where}: id {item['id']!r} must be unique, lowercase letters, digits and '-'")
+        seen_ids.add(item["id"])
+        for word in item.get("abbr", []):
+            if word in seen_abbr:
+                raise ValueError(f"{where}: tooltip word {word!r} is claimed twice")
+            seen_abbr.add(word)
+    return items
+
+
+def abbreviations_markdown() -> str:
+    """The Markdown abbreviation list (``*[TTFT]: ...``) that pymdownx.snippets appends to every page."""
+    lines = [
+        f"*[{word}]: {' '.join(item['definition'].split())}"
+        for item in entries()
+        for word in item.get("abbr", [])
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,45 @@
+"""mkdocs-macros entry point: what a page may call inside ``{{ ... }}`` and ``{% ... %}``.
+
+Pages compute their prose numbers next to the prose, from the registry, e.g.::
+
+    {% set qwen = model(course_model).config %}
+    Qwen2.5-7B has {{ param_count(qwen) | count }} parameters.
+
+Nothing here holds a number of its own.
+"""
+
+from __future__ import annotations
+
+from infercourse import course, fmt, glossary, registry, roofline, snippets, transformer
+
+
+def define_env(env) -> None:
+    """Register the registry, the formulas and the number formats with mkdocs-macros."""
+    env.variables.update(
+        models=registry.MODELS,
+        gpus=registry.GPUS,
+        course_model=registry.COURSE_MODEL,
+        lab_gpu=registry.LAB_GPU,
+        vllm_gpu_version=registry.VLLM_GPU_VERSION,
+        vllm_default_gpu_memory_utilization=registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
+        awq_group_size=registry.AWQ_GROUP_SIZE,
+    )
+    for function in (
+        registry.model,
+        registry.gpu,
+        transformer.param_breakdown,
+        transformer.param_count,
+        transformer.linear_weight_count,
+        transformer.kv_bytes_per_token,
+        transformer.weight_bytes,
+        transformer.awq_weight_bytes,
+        roofline.ridge_point,
+        roofline.time_floor,
+        glossary.entries,
+        course.parts,
+        course.lesson_label,
+    ):
+        env.macro(function)
+    env.macro(snippets.load, "snippet")
+    for name in ("count", "fixed", "gb", "gib", "pct", "ms"):
+        env.filter(getattr(fmt, name), name)

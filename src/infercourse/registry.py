@@ -1,0 +1,226 @@
+"""The fact registry: every input number the course uses, once, with its source and unit.
+
+Derived numbers (parameter counts, KV bytes per token, ridge points, floors) are never stored
+here; they are computed from these facts by :mod:`infercourse.transformer` and
+:mod:`infercourse.roofline`.
+
+Units: memory in GB (10^9 bytes), bandwidth in GB/s (10^9 bytes per second), compute in
+TFLOP/s (10^12 FLOP per second), dense (no 2:4 sparsity) with FP32 accumulate unless a field
+says otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """A public model's ``config.json`` values that the course's arithmetic reads.
+
+    Attributes:
+        name: the Hugging Face repository id, e.g. ``"Qwen/Qwen2.5-7B-Instruct"``.
+        config: the subset of ``config.json`` the formulas need, keys spelled as in the file.
+        source: where the values were read.
+        card_params: the parameter count the model card states, as text (e.g. ``"7.61B"``), for
+            a reader to compare with the count derived from ``config``.
+    """
+
+    name: str
+    config: Mapping[str, Any]
+    source: str
+    card_params: str
+
+
+@dataclass(frozen=True)
+class GPUFacts:
+    """Datasheet figures of one GPU.
+
+    Attributes:
+        name: marketing name, e.g. ``"RTX 4090"``.
+        memory_gb: device memory in GB (10^9 bytes), as the vendor states it.
+        bandwidth_gb_s: peak memory bandwidth in GB/s (10^9 bytes/s).
+        bf16_dense_tflops: peak BF16 tensor-core throughput in TFLOP/s, dense (no sparsity),
+            FP32 accumulate (what vLLM's GEMMs use).
+        source: where the figures come from; "secondary" where no vendor page was found.
+        note: anything a reader must know to use the figures (e.g. the FP16-accumulate rate).
+    """
+
+    name: str
+    memory_gb: float
+    bandwidth_gb_s: float
+    bf16_dense_tflops: float
+    source: str
+    note: str = ""
+
+
+def _frozen(config: dict[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(config))
+
+
+_QWEN_SOURCE = "config.json of Hugging Face `{repo}` (checked in the project's FACTS.md)"
+
+MODELS: Mapping[str, ModelFacts] = MappingProxyType(
+    {
+        "Qwen/Qwen2.5-7B-Instruct": ModelFacts(
+            name="Qwen/Qwen2.5-7B-Instruct",
+            config=_frozen(
+                {
+                    "model_type": "qwen2",
+                    "hidden_size": 3584,
+                    "intermediate_size": 18944,
+                    "num_hidden_layers": 28,
+                    "num_attention_heads": 28,
+                    "num_key_value_heads": 4,
+                    "vocab_size": 152064,
+                    "tie_word_embeddings": False,
+                    "max_position_embeddings": 32768,
+                    "rope_theta": 1000000.0,
+                    "torch_dtype": "bfloat16",
+                }
+            ),
+            source=_QWEN_SOURCE.format(repo="Qwen/Qwen2.5-7B-Instruct"),
+            card_params="7.61B (6.53B non-embedding)",
+        ),
+        "Qwen/Qwen2.5-0.5B-Instruct": ModelFacts(
+            name="Qwen/Qwen2.5-0.5B-Instruct",
+            config=_frozen(
+                {
+                    "model_type": "qwen2",
+                    "hidden_size": 896,
+                    "intermediate_size": 4864,
+                    "num_hidden_layers": 24,
+                    "num_attention_heads": 14,
+                    "num_key_value_heads": 2,
+                    "vocab_size": 151936,
+                    "tie_word_embeddings": True,
+                    "max_position_embeddings": 32768,
+                    "torch_dtype": "bfloat16",
+                }
+            ),
+            source=_QWEN_SOURCE.format(repo="Qwen/Qwen2.5-0.5B-Instruct"),
+            card_params="0.49B",
+        ),
+        "meta-llama/Meta-Llama-3-8B": ModelFacts(
+            name="meta-llama/Meta-Llama-3-8B",
+            config=_frozen(
+                {
+                    "model_type": "llama",
+                    "hidden_size": 4096,
+                    "intermediate_size": 14336,
+                    "num_hidden_layers": 32,
+                    "num_attention_heads": 32,
+                    "num_key_value_heads": 8,
+                    "vocab_size": 128256,
+                    "tie_word_embeddings": False,
+                    "attention_bias": False,
+                    "max_position_embeddings": 8192,
+                    "torch_dtype": "bfloat16",
+                }
+            ),
+            source="config.json of Hugging Face `meta-llama/Meta-Llama-3-8B` (values recalled from the public file; the derived total matches the card)",
+            card_params="8.03B",
+        ),
+        "Qwen/Qwen3-4B": ModelFacts(
+            name="Qwen/Qwen3-4B",
+            config=_frozen(
+                {
+                    "model_type": "qwen3",
+                    "hidden_size": 2560,
+                    "intermediate_size": 9728,
+                    "num_hidden_layers": 36,
+                    "num_attention_heads": 32,
+                    "num_key_value_heads": 8,
+                    "head_dim": 128,
+                    "vocab_size": 151936,
+                    "tie_word_embeddings": True,
+                    "attention_bias": False,
+                    "max_position_embeddings": 40960,
+                    "torch_dtype": "bfloat16",
+                }
+            ),
+            source="config.json of Hugging Face `Qwen/Qwen3-4B` (values recalled from the public file; the derived total matches the card)",
+            card_params="4.0B",
+        ),
+    }
+)
+"""Model configs by Hugging Face id. The course's model is :data:`COURSE_MODEL`."""
+
+COURSE_MODEL = "Qwen/Qwen2.5-7B-Instruct"
+
+_ADA_WHITEPAPER = "NVIDIA Ada GPU architecture whitepaper, appendix A"
+
+GPUS: Mapping[str, GPUFacts] = MappingProxyType(
+    {
+        "RTX 4090": GPUFacts(
+            name="RTX 4090",
+            memory_gb=24,
+            bandwidth_gb_s=1008,
+            bf16_dense_tflops=165.2,
+            source=_ADA_WHITEPAPER,
+            note="330.3 TFLOP/s with FP16 accumulate; GeForce cards run FP32 accumulate at half rate.",
+        ),
+        "H200": GPUFacts(
+            name="H200 SXM",
+            memory_gb=141,
+            bandwidth_gb_s=4800,
+            bf16_dense_tflops=989,
+            source="NVIDIA H200 datasheet",
+            note="1979 TFLOP/s is the 2:4-sparse figure.",
+        ),
+        "H100": GPUFacts(
+            name="H100 SXM",
+            memory_gb=80,
+            bandwidth_gb_s=3350,
+            bf16_dense_tflops=989,
+            source="NVIDIA H100 datasheet",
+            note="1979 TFLOP/s is the 2:4-sparse figure.",
+        ),
+        "A100": GPUFacts(
+            name="A100 80GB SXM",
+            memory_gb=80,
+            bandwidth_gb_s=2039,
+            bf16_dense_tflops=312,
+            source="NVIDIA A100 datasheet",
+        ),
+    }
+)
+"""GPU datasheet figures by short name. The course's lab card is :data:`LAB_GPU`."""
+
+LAB_GPU = "RTX 4090"
+"""The card the labs are written for (AutoDL's RTX 4090, 24 GB)."""
+
+VLLM_GPU_VERSION = "0.26.0"
+"""The vLLM release the labs and their API check are pinned to on a GPU."""
+
+VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+"""``gpu_memory_utilization`` default of ``vllm.LLM`` in 0.26.0 (read from its source; FACTS.md)."""
+
+AWQ_GROUP_SIZE = 128
+"""Group size of ``Qwen/Qwen2.5-7B-Instruct-AWQ`` (its ``quantization_config``)."""
+
+
+def model(name: str = COURSE_MODEL) -> ModelFacts:
+    """Return the registry entry for a model id.
+
+    Raises:
+        KeyError: naming the unknown id and listing the known ones.
+    """
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise KeyError(f"unknown model {name!r}; the registry has: {', '.join(MODELS)}") from None
+
+
+def gpu(name: str = LAB_GPU) -> GPUFacts:
+    """Return the registry entry for a GPU short name (``"RTX 4090"``, ``"H200"``, ...).
+
+    Raises:
+        KeyError: naming the unknown GPU and listing the known ones.
+    """
+    try:
+        return GPUS[name]
+    except KeyError:
+        raise KeyError(f"unknown GPU {name!r}; the registry has: {', '.join(GPUS)}") from None
