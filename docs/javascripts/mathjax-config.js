@@ -13,10 +13,10 @@ window.MathJax = {
   },
   startup: {
     // Material's instant navigation swaps the page body without a reload: typeset each new page.
+    // (SVG output keeps its font cache per formula, so there is no output cache to clear.)
     ready: () => {
       MathJax.startup.defaultReady();
       document$.subscribe(() => {
-        MathJax.startup.output.clearCache();
         MathJax.typesetClear();
         MathJax.texReset();
         MathJax.typesetPromise();

@@ -12,7 +12,7 @@ SOURCE = Path(__file__).with_name("course.yml")
 
 @cache
 def parts() -> list[dict]:
-    """Parts in reading order, each ``{"part": str, "lessons": [{"code", "title", "teaches", "page"?}]}``.
+    """Parts in reading order, each ``{"part": str, "lessons": [{"code", "title", "teaches", "page"}]}`; ``page`` is None for a planned lesson`.
 
     Raises:
         ValueError: a lesson lacks ``code``, ``title`` or ``teaches``, or a code repeats.
@@ -27,6 +27,7 @@ def parts() -> list[dict]:
             if lesson["code"] in codes:
                 raise ValueError(f"{SOURCE.name}: lesson code {lesson['code']!r} repeats")
             codes.add(lesson["code"])
+            lesson.setdefault("page", None)
     return items
 
 

@@ -21,7 +21,7 @@ _FIELDS = {"term", "id", "definition", "abbr", "vllm", "lesson"}
 
 @cache
 def entries() -> list[dict]:
-    """All glossary entries, in file order, validated.
+    """All glossary entries, in file order, validated; absent optional fields are None ([] for ``abbr``).
 
     Raises:
         ValueError: an entry lacks ``term``/``id``/``definition``, has an unknown field, a
@@ -44,6 +44,9 @@ def entries() -> list[dict]:
             if word in seen_abbr:
                 raise ValueError(f"{where}: tooltip word {word!r} is claimed twice")
             seen_abbr.add(word)
+        item.setdefault("abbr", [])
+        item.setdefault("vllm", None)
+        item.setdefault("lesson", None)
     return items
 
 
@@ -52,6 +55,6 @@ def abbreviations_markdown() -> str:
     lines = [
         f"*[{word}]: {' '.join(item['definition'].split())}"
         for item in entries()
-        for word in item.get("abbr", [])
+        for word in item["abbr"]
     ]
     return "\n".join(lines) + "\n"

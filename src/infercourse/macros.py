@@ -16,17 +16,20 @@ from infercourse import course, fmt, glossary, registry, roofline, snippets, tra
 def define_env(env) -> None:
     """Register the registry, the formulas and the number formats with mkdocs-macros."""
     env.variables.update(
-        models=registry.MODELS,
-        gpus=registry.GPUS,
-        course_model=registry.COURSE_MODEL,
-        lab_gpu=registry.LAB_GPU,
-        vllm_gpu_version=registry.VLLM_GPU_VERSION,
-        vllm_default_gpu_memory_utilization=registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
-        awq_group_size=registry.AWQ_GROUP_SIZE,
+        {
+            "models": registry.MODELS,
+            "gpus": registry.GPUS,
+            "course_model": registry.COURSE_MODEL,
+            "lab_gpu": registry.LAB_GPU,
+            "vllm_gpu_version": registry.VLLM_GPU_VERSION,
+            "vllm_default_gpu_memory_utilization": registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
+            "awq_group_size": registry.AWQ_GROUP_SIZE,
+        }
     )
     for function in (
         registry.model,
         registry.gpu,
+        transformer.head_dim,
         transformer.param_breakdown,
         transformer.param_count,
         transformer.linear_weight_count,

@@ -1,0 +1,217 @@
+"""Build the labs' test models offline, deterministically (no model hub needed).
+
+Run with the lab environment's Python (it has torch, transformers and tokenizers):
+
+    .venv-labs/bin/python scripts/make_test_models.py [--out .cache/models]
+
+Makes two folders under ``--out``:
+
+``tiny-qwen2``
+    A randomly initialised Qwen2 (2 layers, hidden 256, 4 heads of size 64, 2 KV heads,
+    intermediate 512, bf16, ``max_position_embeddings`` 8192) with a 512-token byte-level BPE
+    tokenizer trained here on Python's own standard-library sources. CI runs every lab on a
+    real vLLM CPU engine against it. Head size 64 because the CPU attention refuses 16.
+
+``qwen2.5-7b-instruct-config``
+    The exact ``config.json`` of ``Qwen/Qwen2.5-7B-Instruct`` (values from the project's
+    registry, other fields as in the public file) and a STAND-IN tokenizer (the tiny one above,
+    vocabulary 512, not Qwen's 151,646-token tokenizer). No weights: run it with
+    ``--load-format dummy`` on a GPU box without hub access; the architecture, shapes and hence
+    timings are the real model's, the weights are random.
+
+Determinism: torch and Python RNGs are seeded, the training corpus is a fixed, sorted list of
+stdlib files, and the tokenizer trainer runs single-threaded. ``manifest.json`` in each folder
+records the corpus's SHA-256 and every file's SHA-256, so two builds can be compared. (A
+different Python 3.11 patch release ships slightly different stdlib text and so may train a
+different tokenizer; the manifest shows it.)
+
+Exit status 1 with a one-line message on bad input (unwritable folder, missing package).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import sys
+import sysconfig
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # the registry: the 7B config's values live there once
+
+TINY = "tiny-qwen2"
+BIG = "qwen2.5-7b-instruct-config"
+SEED = 0
+VOCAB = 512
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# Fixed list of stdlib modules whose source trains the tokenizer (about 1 MB of Python text).
+CORPUS_FILES = [
+    "argparse.py", "ast.py", "calendar.py", "collections/__init__.py", "csv.py", "dataclasses.py",
+    "datetime.py", "difflib.py", "enum.py", "functools.py", "inspect.py", "json/decoder.py",
+    "json/encoder.py", "logging/__init__.py", "pathlib.py", "pprint.py", "random.py", "shutil.py",
+    "statistics.py", "string.py", "textwrap.py", "typing.py",
+]
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+# Fields of the public Qwen/Qwen2.5-7B-Instruct config.json that the registry does not hold
+# (the registry holds the ones the course's arithmetic reads; those win).
+QWEN25_7B_OTHER_FIELDS = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "attention_dropout": 0.0,
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
+    "hidden_act": "silu",
+    "initializer_range": 0.02,
+    "max_window_layers": 28,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": None,
+    "sliding_window": 131072,
+    "transformers_version": "4.43.1",
+    "use_cache": True,
+    "use_sliding_window": False,
+}
+
+
+def _die(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(1)
+
+
+def corpus() -> tuple[list[str], str]:
+    """The training texts (one per stdlib file, in a fixed order) and their combined SHA-256."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    texts, digest = [], hashlib.sha256()
+    for name in CORPUS_FILES:
+        path = stdlib / name
+        if not path.is_file():
+            _die(f"stdlib file {path} not found; run with a CPython 3.11 that ships its sources")
+        text = path.read_text(encoding="utf-8")
+        texts.append(text)
+        digest.update(text.encode())
+    return texts, digest.hexdigest()
+
+
+def train_tokenizer(texts: list[str]):
+    """A byte-level BPE tokenizer with VOCAB ids (256 byte symbols, 3 specials, merges), as transformers' fast tokenizer."""
+    os.environ["RAYON_NUM_THREADS"] = "1"  # the trainer's merge order must not depend on threads
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB,
+        special_tokens=SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    if tok.get_vocab_size() != VOCAB:
+        _die(f"tokenizer trained to {tok.get_vocab_size()} ids, wanted {VOCAB}; the corpus is too small")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token=None,
+        model_max_length=32768,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def save_tiny(out: Path, tokenizer) -> None:
+    """Randomly initialise the tiny Qwen2 (seeded) and save it with its tokenizer into ``out``."""
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    random.seed(SEED)
+    torch.manual_seed(SEED)
+    config = Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,  # head size 256 / 4 = 64 (the CPU attention refuses 16)
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        rope_theta=1_000_000.0,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    config.dtype = torch.bfloat16  # written to config.json as "dtype"
+    model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+    model.generation_config = GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, do_sample=False
+    )
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+
+
+def save_big(out: Path, tokenizer) -> None:
+    """Write the Qwen2.5-7B-Instruct config.json (no weights) and the stand-in tokenizer into ``out``."""
+    from infercourse.registry import COURSE_MODEL, model
+
+    config = dict(QWEN25_7B_OTHER_FIELDS)
+    config.update(model(COURSE_MODEL).config)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(dict(sorted(config.items())), indent=2) + "\n")
+    (out / "generation_config.json").write_text(
+        json.dumps({"bos_token_id": 151643, "eos_token_id": [151645, 151643], "do_sample": False}, indent=2) + "\n"
+    )
+    tokenizer.save_pretrained(out)
+    (out / "README.md").write_text(
+        f"# {COURSE_MODEL}: config only\n\n"
+        "`config.json` is the public model's. The tokenizer is a STAND-IN (a 512-token byte-level BPE\n"
+        "trained locally), not Qwen's. There are no weights: use `--load-format dummy`.\n"
+    )
+
+
+def write_manifest(out: Path, extra: dict) -> None:
+    """Record the SHA-256 of every file in ``out`` (and ``extra``) in ``out/manifest.json``."""
+    files = {
+        p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    }
+    (out / "manifest.json").write_text(json.dumps({**extra, "files": files}, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / ".cache" / "models", help="parent folder of the models")
+    args = parser.parse_args(argv)
+    try:
+        import tokenizers  # noqa: F401
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        _die(f"{exc.name} is not installed; run this with the lab environment: make labenv, then .venv-labs/bin/python {sys.argv[0]}")
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _die(f"cannot create {args.out}: {exc.strerror}")
+    texts, corpus_sha = corpus()
+    tokenizer = train_tokenizer(texts)
+    info = {"seed": SEED, "corpus_files": CORPUS_FILES, "corpus_sha256": corpus_sha,
+            "python": sys.version.split()[0]}
+    for name, save in ((TINY, save_tiny), (BIG, save_big)):
+        out = args.out / name
+        save(out, tokenizer)
+        write_manifest(out, info)
+        print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

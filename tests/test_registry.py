@@ -1,0 +1,93 @@
+"""The fact registry and the formulas derived from it, against hand arithmetic from FACTS.md."""
+
+from __future__ import annotations
+
+import pytest
+
+from infercourse import fmt, registry, roofline, transformer
+from infercourse.snippets import load
+
+QWEN = registry.model("Qwen/Qwen2.5-7B-Instruct").config
+
+
+def test_qwen_param_count_module_by_module():
+    parts = transformer.param_breakdown(QWEN)
+    assert parts["embedding"] == 544_997_376 == parts["lm_head"]  # 152,064 * 3,584, untied
+    # per layer: q 3584*3584+3584, k and v 3584*512+512 each, o 3584*3584 = 29,364,736
+    assert parts["attention"] == 28 * 29_364_736
+    assert parts["mlp"] == 28 * 203_685_888  # 3 * 3584 * 18944
+    assert parts["norms"] == 28 * 2 * 3584 + 3584
+    assert transformer.param_count(QWEN) == 7_615_616_512
+    assert transformer.param_count(QWEN) - 2 * 544_997_376 == 6_525_621_760  # non-embedding (card: 6.53B)
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("meta-llama/Meta-Llama-3-8B", 8_030_261_248),  # card 8.03B
+    ("Qwen/Qwen2.5-0.5B-Instruct", 494_032_768),  # tied embeddings, card 0.49B
+    ("Qwen/Qwen3-4B", 4_022_468_096),  # explicit head_dim 128, q/k norms, tied, card 4.0B
+])
+def test_other_models_param_counts(name, expected):
+    assert transformer.param_count(registry.model(name).config) == expected
+
+
+@pytest.mark.parametrize("name, kappa", [
+    ("Qwen/Qwen2.5-7B-Instruct", 57_344),  # 2*28*4*128*2
+    ("meta-llama/Meta-Llama-3-8B", 131_072),  # 2*32*8*128*2
+    ("Qwen/Qwen3-4B", 147_456),  # 2*36*8*128*2 (head_dim 128, not 2560/32 = 80)
+])
+def test_kv_bytes_per_token(name, kappa):
+    assert transformer.kv_bytes_per_token(registry.model(name).config) == kappa
+
+
+def test_weight_bytes_bf16_and_awq():
+    assert transformer.weight_bytes(QWEN) == 15_231_233_024  # 2 * N
+    assert fmt.gb(transformer.weight_bytes(QWEN)) == "15.23 GB"
+    assert fmt.gib(transformer.weight_bytes(QWEN)) == "14.19 GiB"
+    # AWQ: 6,525,288,448 quantised weights * (0.5 + 2.5/128) + 2 * 1,090,328,064 fp16 rest
+    assert transformer.linear_weight_count(QWEN) == 28 * 233_046_016
+    assert transformer.awq_weight_bytes(QWEN, 128) == pytest.approx(6_525_288_448 * 0.51953125 + 2_180_656_128)
+    assert fmt.gb(transformer.awq_weight_bytes(QWEN, 128)) == "5.57 GB"
+
+
+def test_ridge_points():
+    assert roofline.ridge_point(registry.gpu("RTX 4090")) == pytest.approx(165.2e12 / 1008e9)
+    assert roofline.ridge_point(registry.gpu("H200")) == pytest.approx(989e12 / 4800e9)
+
+
+def test_time_floor_takes_the_slower_resource():
+    g = registry.gpu("RTX 4090")
+    assert roofline.time_floor(g, flops=165.2e12, bytes_moved=0) == pytest.approx(1.0)
+    assert roofline.time_floor(g, flops=0, bytes_moved=2016e9) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: transformer.param_count({"hidden_size": 8}),
+    lambda: transformer.kv_bytes_per_token(QWEN, dtype_bytes=0),
+    lambda: transformer.param_count({**QWEN, "num_hidden_layers": -1}),
+    lambda: transformer.awq_weight_bytes(QWEN, group_size=0),
+    lambda: roofline.attainable_flops(registry.gpu(), 0),
+    lambda: fmt.gb(-1),
+    lambda: fmt.count(float("nan")),
+])
+def test_bad_input_raises_value_error(call):
+    with pytest.raises(ValueError):
+        call()
+
+
+def test_unknown_names_are_listed():
+    with pytest.raises(KeyError, match="RTX 4090"):
+        registry.gpu("RTX 9090")
+    with pytest.raises(KeyError, match="Qwen/Qwen2.5-7B-Instruct"):
+        registry.model("Qwen/Qwen9")
+
+
+def test_lesson_0a_snippet_constants_equal_the_registry():
+    pi = load("lesson_0a/phase_intensity.py")
+    kv = load("lesson_0a/kv_growth.py")
+    assert pi.PARAMS == transformer.param_count(QWEN)
+    assert pi.KV_BYTES_PER_TOKEN == transformer.kv_bytes_per_token(QWEN) == kv.KV_BYTES_PER_TOKEN
+    assert pi.WEIGHT_BYTES == 2 == transformer.BYTES_PER_DTYPE[QWEN["torch_dtype"]]
+    for short, (tflops, bandwidth) in zip(("RTX 4090", "H200"), pi.GPUS.values()):
+        g = registry.gpu(short)
+        assert (tflops, bandwidth) == (g.bf16_dense_tflops, g.bandwidth_gb_s)
+    assert list(pi.GPUS) == [registry.gpu("RTX 4090").name, registry.gpu("H200").name]
