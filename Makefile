@@ -5,6 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
+export NO_MKDOCS_2_WARNING := 1  # silence the Material end-of-life banner in build logs
 
 .PHONY: serve build test chromium lock vendor clean
 
