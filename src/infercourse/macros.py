@@ -24,6 +24,7 @@ def define_env(env) -> None:
             "vllm_gpu_version": registry.VLLM_GPU_VERSION,
             "vllm_default_gpu_memory_utilization": registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
             "awq_group_size": registry.AWQ_GROUP_SIZE,
+            "autodl": registry.AUTODL_RTX_4090,
         }
     )
     for function in (

@@ -224,3 +224,36 @@ def gpu(name: str = LAB_GPU) -> GPUFacts:
         return GPUS[name]
     except KeyError:
         raise KeyError(f"unknown GPU {name!r}; the registry has: {', '.join(GPUS)}") from None
+
+
+@dataclass(frozen=True)
+class RentalFacts:
+    """What a lab costs on a rented card: the price and the assumptions behind a time estimate.
+
+    Attributes:
+        card: the GPU's short name in :data:`GPUS`.
+        cny_per_hour: on-demand price in yuan per hour.
+        download_mb_s: assumed model download speed in MB/s (10^6 bytes/s).
+        engine_start_min: assumed vLLM start-up (weights load, profiling, CUDA-graph capture), minutes.
+        source: where the figures come from, and how sure they are.
+    """
+
+    card: str
+    cny_per_hour: float
+    download_mb_s: float
+    engine_start_min: float
+    source: str
+
+
+AUTODL_RTX_4090 = RentalFacts(
+    card="RTX 4090",
+    cny_per_hour=2.0,
+    download_mb_s=50,
+    engine_start_min=2,
+    source=(
+        "secondary, unverified: AutoDL's on-demand RTX 4090 price as commonly quoted (about 2 yuan/h; "
+        "check the console, prices vary by region and time); download speed and start-up time are "
+        "the course's assumptions, not measurements"
+    ),
+)
+"""The lab card the cost estimates in lab boxes use."""
