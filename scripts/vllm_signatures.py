@@ -16,6 +16,7 @@ What is extracted (all by ``ast``, nothing of vLLM is imported):
 - ``llm_init``: keyword parameters of ``LLM.__init__`` (it passes ``**kwargs`` to EngineArgs);
 - ``engine_args``: fields of the ``EngineArgs`` dataclass (an unknown one is a TypeError);
 - ``llm_methods`` and, per method, its parameters (``llm_method_params``);
+- ``llm_init_defaults`` / ``sampling_defaults``: their literal default values;
 - ``sampling_params``: fields of ``SamplingParams`` (its constructor's keywords);
 - ``request_output``: attributes of ``RequestOutput`` (``self.x = ...`` in ``__init__``, methods);
 - ``request_metrics``: fields of ``RequestStateStats`` (the type of ``RequestOutput.metrics``);
@@ -80,6 +81,32 @@ def _params(fn: ast.FunctionDef) -> list[str]:
     return [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs) if p.arg not in ("self", "cls")]
 
 
+def _defaults(fn: ast.FunctionDef) -> dict:
+    """Literal default values of a function's parameters (others left out)."""
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) + [
+        (p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+    out = {}
+    for param, default in pairs:
+        try:
+            out[param.arg] = ast.literal_eval(default)
+        except ValueError:
+            pass
+    return dict(sorted(out.items()))
+
+
+def _field_defaults(cls: ast.ClassDef) -> dict:
+    out = {}
+    for n in cls.body:
+        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.value is not None:
+            try:
+                out[n.target.id] = ast.literal_eval(n.value)
+            except ValueError:
+                pass
+    return dict(sorted(out.items()))
+
+
 def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef]:
     return {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
@@ -118,10 +145,12 @@ def extract(read) -> dict:
         "exports": sorted(exports),
         "llm_init": sorted(_params(methods["__init__"])),
         "llm_init_has_kwargs": methods["__init__"].args.kwarg is not None,
+        "llm_init_defaults": _defaults(methods["__init__"]),
         "engine_args": sorted(engine_fields),
         "llm_methods": sorted(m for m in methods if not m.startswith("_") or m == "__init__"),
         "llm_method_params": {m: sorted(_params(f)) for m, f in sorted(methods.items()) if not m.startswith("_")},
         "sampling_params": sorted(_fields(sampling)),
+        "sampling_defaults": _field_defaults(sampling),
         "request_output": sorted(a for a in out_attrs if not a.startswith("_")),
         "request_metrics": sorted(_fields(stats)),
         **_cli(read, engine_fields, [f for f, kind in _field_types(engine_args).items() if kind.startswith("bool")]),

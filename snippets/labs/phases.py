@@ -70,8 +70,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def check_input(args: argparse.Namespace) -> None:
     """Refuse, before the (slow) engine start, what cannot work."""
     looks_like_path = args.model.startswith(("/", ".", "~")) or os.sep + os.sep in args.model
-    if looks_like_path and not Path(args.model).expanduser().is_dir():
+    folder = Path(args.model).expanduser()
+    if looks_like_path and not folder.is_dir():
         fail(f"model folder {args.model} not found; pass --model with an existing folder or a hub id")
+    if folder.is_dir() and not (folder / "config.json").is_file():
+        fail(f"model folder {args.model} has no config.json; pass a folder saved with save_pretrained (or a hub id)")
     need = max(p + n for p, n in GRID)
     if need > args.max_model_len:
         fail(f"the grid needs {need} tokens (prompt + output) but --max-model-len is {args.max_model_len}; "
@@ -198,9 +201,10 @@ def main(argv: list[str] | None = None) -> int:
             enable_prefix_caching=False,  # each prompt is timed cold
             disable_log_stats=False,  # fills RequestOutput.metrics
         )
-    except Exception as exc:  # vLLM raises many kinds; the message says which
-        fail(f"vLLM could not start an engine for {args.model!r}: "
-             f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+    except Exception as exc:  # vLLM raises many kinds; its message, folded onto one line, says which
+        reason = " | ".join(line.strip() for line in str(exc).splitlines() if line.strip())[:400]
+        fail(f"vLLM could not start an engine for {args.model!r} ({type(exc).__name__}: {reason}); "
+             "check --model, --load-format and --dtype")
     engine_start_s = time.perf_counter() - started
 
     tokenizer = llm.get_tokenizer()

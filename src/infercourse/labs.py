@@ -306,11 +306,13 @@ slack covers attention kernels that read the KV cache less efficiently than GEMV
 Not applied to CPU receipts: there the tiny model's KV cache outweighs its weights, so the claim's
 premise does not hold (see TPOT_VS_TTFT)."""
 
-DECODE_R2 = 0.99
-DECODE_SPREAD = 1.5
+DECODE_R2 = 0.98
+DECODE_SPREAD = 2.0
 """Decode time against n-1 at a 128-token prompt (n = 32, 128, 512) must fit a line with R^2 of
-at least DECODE_R2, and decode_s/(n-1) may differ by at most DECODE_SPREAD x between rows
-(the CPU smoke run gives about 1.25 x: its 31-step row carries more fixed cost per step)."""
+at least DECODE_R2, and decode_s/(n-1) may differ by at most DECODE_SPREAD x between rows. Loose
+because CI's 2-core CPU is shared (runs there gave spreads of 1.2x to 1.4x), yet it still refuses
+what "linear" rules out: a decode time that did not grow with n would give a 16x spread (511/31),
+one growing with n squared as well."""
 
 
 def _ttft_grows(receipt: Mapping[str, Any]) -> ClaimResult:
@@ -365,13 +367,15 @@ def _decode_linear(receipt: Mapping[str, Any]) -> ClaimResult:
     rows = [_row(receipt, 128, n) for n in (32, 128, 512)]
     steps = [r["output_tokens"] - 1 for r in rows]
     decode = [r["decode_s"] for r in rows]
-    _, slope, r2 = linear_fit(steps, decode)
+    statement = (f"decode time vs n-1 (n = 32, 128, 512; prompt 128) is a line: R^2 >= {DECODE_R2}, "
+                 f"decode_s/(n-1) within {DECODE_SPREAD}x")
+    try:
+        _, slope, r2 = linear_fit(steps, decode)
+    except ValueError as exc:  # e.g. the same decode time for every n: not a line through growth
+        return ClaimResult("decode_linear_in_output", statement, False, f"no fit: {exc}")
     per_step = [d / s for d, s in zip(decode, steps)]
-    spread = max(per_step) / min(per_step)
-    return ClaimResult("decode_linear_in_output",
-                       f"decode time vs n-1 (n = 32, 128, 512; prompt 128) is a line: R^2 >= {DECODE_R2}, "
-                       f"decode_s/(n-1) within {DECODE_SPREAD}x",
-                       r2 >= DECODE_R2 and spread <= DECODE_SPREAD,
+    spread = max(per_step) / min(per_step) if min(per_step) > 0 else math.inf
+    return ClaimResult("decode_linear_in_output", statement, r2 >= DECODE_R2 and spread <= DECODE_SPREAD,
                        f"R^2 = {r2:.4f}, slope {slope * 1e3:.3f} ms/token, per-step spread x{spread:.2f}")
 
 

@@ -1,0 +1,247 @@
+"""Receipt schema, the phases lab's claims, roofline floors and the lesson's expected output.
+
+Every number below is worked by hand next to it, from FACTS.md's Qwen2.5-7B-Instruct figures:
+N = 7,615,616,512 parameters, b = 2 B (bf16), so N*b = 15,231,233,024 B; kappa = 57,344 B/token;
+RTX 4090: 1008 GB/s, 165.2 TFLOP/s (BF16 dense, FP32 accumulate).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infercourse import labs, snippets
+from infercourse.registry import gpu, model
+
+ROOT = Path(__file__).resolve().parents[1]
+CFG = model("Qwen/Qwen2.5-7B-Instruct").config
+
+
+def _receipt(kind="gpu", ttft=(20.0, 110.0, 450.0), tpot=17.0, tpot_4096=17.5, decode=None) -> dict:
+    """A receipt shaped like the phases lab's. Decode time = TPOT * (n - 1) unless given."""
+    ttft_by_prompt = dict(zip((128, 1024, 4096), ttft))
+    rows = []
+    for i, (s, n) in enumerate(labs.PHASES_GRID):
+        t = tpot_4096 if s == 4096 else tpot
+        rows.append({"prompt_tokens": s, "output_tokens": n, "ttft_ms": ttft_by_prompt[s], "tpot_ms": t,
+                     "decode_s": decode[i] if decode else t * (n - 1) / 1e3})
+    machine = ({"kind": "gpu", "name": "NVIDIA GeForce RTX 4090", "memory_gib": 24.0, "driver": "550.54",
+                "cuda_driver_api": "12.4"} if kind == "gpu" else {"kind": "cpu", "name": "AMD EPYC", "cores": 2})
+    return {
+        "schema": 1, "lab": "phases", "command": "python snippets/labs/phases.py", "git_commit": None,
+        "date_utc": "2026-11-30T10:00:00Z", "machine": machine,
+        "versions": {"python": "3.11.7", "vllm": "0.26.0", "torch": "2.11.0", "transformers": "5.5.3"},
+        "model": "Qwen/Qwen2.5-7B-Instruct", "load_format": "auto", "dtype": "auto", "max_model_len": 8192,
+        "settings": {"repeats": 3}, "engine_start_s": 60.0,
+        "units": {"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s", "engine_start_s": "s"}, "results": rows,
+    }
+
+
+# --- the grid is the lab's ------------------------------------------------------------------------
+
+def test_labs_uses_the_grid_of_the_lab_itself():
+    lab = snippets.load("labs/phases.py")  # must import without vLLM (the docs venv has none)
+    assert labs.PHASES_GRID == lab.GRID == ((128, 32), (128, 128), (128, 512), (1024, 128), (4096, 128))
+
+
+# --- schema ---------------------------------------------------------------------------------------
+
+def test_a_well_formed_receipt_validates():
+    labs.validate_receipt(_receipt())
+    labs.validate_receipt(_receipt(kind="cpu"))
+
+
+@pytest.mark.parametrize(
+    "break_it, message",
+    [
+        (lambda r: r.pop("machine"), "missing 'machine'"),
+        (lambda r: r["machine"].update(kind="tpu"), "kind must be 'gpu' or 'cpu'"),
+        (lambda r: r["machine"].pop("driver"), "machine: missing 'driver'"),
+        (lambda r: r["units"].update(ttft_ms="s"), "'ttft_ms' must be 'ms'"),
+        (lambda r: r["results"][0].update(tpot_ms=math.nan), "not a finite non-negative number"),
+        (lambda r: r["results"][1].pop("decode_s"), "results[1]: missing 'decode_s'"),
+        (lambda r: r.update(date_utc="30/11/2026"), "is not YYYY-MM-DDTHH:MM:SSZ"),
+        (lambda r: r["versions"].pop("vllm"), "versions: missing 'vllm'"),
+        (lambda r: r.update(results=[]), "results is empty"),
+        (lambda r: r.update(max_model_len="8192"), "'max_model_len' is str"),
+    ],
+)
+def test_a_broken_receipt_is_refused(break_it, message):
+    r = _receipt()
+    break_it(r)
+    with pytest.raises(labs.ReceiptError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")):
+        labs.validate_receipt(r)
+
+
+def test_committed_receipts_follow_the_schema():
+    for path in sorted((ROOT / "receipts").glob("*/*.json")):
+        receipt = labs.load_receipt(path)
+        assert path.parent.name == labs.machine_slug(receipt["machine"]), path
+        assert path.stem == receipt["lab"], path
+
+
+# --- claims ---------------------------------------------------------------------------------------
+
+def _by_claim(receipt) -> dict:
+    return {r.claim: r.passed for r in labs.check(receipt)}
+
+
+def test_claims_pass_on_a_receipt_that_shows_the_lesson():
+    # TTFT 20 -> 110 -> 450 ms: x5.5 and x4.09, both >= 1.2.
+    # TPOT 17.0 -> 17.5 ms: +2.9 %; TTFT +2,150 %; 2.9 % <= 0.1 * 2,150 % and 17.5/17 = 1.029 <= 1.25.
+    # decode = 17 ms * (n - 1): exactly a line, R^2 = 1, spread 1.0.
+    assert _by_claim(_receipt()) == {"ttft_grows_with_prompt": True, "tpot_flat_vs_ttft": True,
+                                     "tpot_within_tolerance_gpu": True, "decode_linear_in_output": True}
+
+
+def test_ttft_that_does_not_grow_fails():
+    # 22/20 = 1.1 < 1.2.
+    assert _by_claim(_receipt(ttft=(20.0, 22.0, 450.0)))["ttft_grows_with_prompt"] is False
+
+
+def test_tpot_growing_like_ttft_fails():
+    # TTFT growth 450/20 - 1 = 21.5; TPOT 17 -> 90.1 is growth 4.3 > 0.1 * 21.5 = 2.15; ratio 5.3 > 1.25.
+    claims = _by_claim(_receipt(tpot_4096=90.1))
+    assert claims["tpot_flat_vs_ttft"] is False and claims["tpot_within_tolerance_gpu"] is False
+
+
+def test_gpu_tolerance_boundary():
+    # 21.25/17 = 1.25 exactly: within; 21.3/17 = 1.253: outside.
+    assert _by_claim(_receipt(tpot_4096=21.25))["tpot_within_tolerance_gpu"] is True
+    assert _by_claim(_receipt(tpot_4096=21.3))["tpot_within_tolerance_gpu"] is False
+
+
+def test_gpu_tolerance_does_not_apply_to_a_cpu_receipt():
+    assert _by_claim(_receipt(kind="cpu", tpot_4096=30.0))["tpot_within_tolerance_gpu"] is None
+
+
+def test_decode_that_does_not_grow_with_output_fails():
+    # decode 1.0, 1.1, 1.0 s for n-1 = 31, 127, 511: per step 32.3, 8.66, 1.96 ms, spread x16.5 > 2.
+    decode = [1.0, 1.1, 1.0, 17 * 127 / 1e3, 17.5 * 127 / 1e3]
+    assert _by_claim(_receipt(decode=decode))["decode_linear_in_output"] is False
+    flat = [1.0, 1.0, 1.0, 2.0, 2.0]  # no line to fit at all: fails, does not raise
+    assert _by_claim(_receipt(decode=flat))["decode_linear_in_output"] is False
+
+
+def test_linear_fit_by_hand():
+    # y = 1 + 2x exactly.
+    assert labs.linear_fit([0, 1, 2], [1, 3, 5]) == pytest.approx((1.0, 2.0, 1.0))
+    # y = 0, 1, 0: slope sum((x-1)(y-1/3))/2 = (1/3 - 1/3)/2 = 0, so R^2 = 0.
+    assert labs.linear_fit([0, 1, 2], [0, 1, 0]) == pytest.approx((1 / 3, 0.0, 0.0), abs=1e-12)
+    with pytest.raises(ValueError):
+        labs.linear_fit([1, 2], [1, 2])
+
+
+def test_check_refuses_an_unknown_lab():
+    r = _receipt()
+    r["lab"] = "nope"
+    with pytest.raises(KeyError, match="no claims for lab 'nope'"):
+        labs.check(r)
+
+
+# --- GPUs and floors ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("NVIDIA GeForce RTX 4090", "RTX 4090"),
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA GeForce RTX 4090 D", None),  # 147 TFLOP/s, not the 4090's 165
+        ("NVIDIA H100 PCIe", None),  # 2.0 TB/s, not the SXM's 3.35
+        ("NVIDIA A100-SXM4-40GB", None),  # 1.56 TB/s, not the 80 GB's 2.04
+        ("NVIDIA H200 NVL", None),
+    ],
+)
+def test_gpu_lookup_by_device_name(name, key):
+    assert labs.gpu_for_name(name) == (gpu(key) if key else None)
+
+
+def test_machine_slug():
+    assert labs.machine_slug({"kind": "gpu", "name": "NVIDIA GeForce RTX 4090"}) == "rtx-4090"
+    assert labs.machine_slug({"kind": "gpu", "name": "NVIDIA A100-SXM4-80GB"}) == "a100-sxm4-80gb"
+    assert labs.machine_slug({"kind": "cpu", "name": "AMD EPYC"}) == "cpu-amd-epyc"
+    with pytest.raises(ValueError):
+        labs.machine_slug({"kind": "cpu"})
+
+
+def test_phases_floors_by_hand():
+    f = labs.phases_floors(gpu("RTX 4090"), CFG, 128, 32)
+    # TTFT: compute 2*N*128 = 1.9496e12 FLOP / 165.2e12 = 11.80 ms; memory (N*b + 57,344*128 =
+    # 15,238,573,056 B) / 1008e9 = 15.1176 ms; the floor is the larger.
+    assert f["ttft_s"] == pytest.approx(15_238_573_056 / 1008e9)
+    assert f["ttft_s"] * 1e3 == pytest.approx(15.1176, abs=1e-4)
+    # TPOT: N*b + 57,344*(128 + 16) = 15,239,490,560 B / 1008e9 = 15.1185 ms; decode = 31 of them.
+    assert f["tpot_s"] * 1e3 == pytest.approx(15.1185, abs=1e-4)
+    assert f["decode_s"] == pytest.approx(31 * 15_239_490_560 / 1008e9)
+    g = labs.phases_floors(gpu("RTX 4090"), CFG, 4096, 128)
+    # TTFT: 2*N*4096 = 62,387,130,466,304 FLOP / 165.2e12 = 377.646 ms (compute-bound).
+    assert g["ttft_s"] * 1e3 == pytest.approx(377.646, abs=1e-3)
+    # TPOT: N*b + 57,344*4160 = 15,469,784,064 B / 1008e9 = 15.3470 ms.
+    assert g["tpot_s"] * 1e3 == pytest.approx(15.3470, abs=1e-4)
+    with pytest.raises(ValueError):
+        labs.phases_floors(gpu("RTX 4090"), CFG, 0, 32)
+
+
+def test_efficiency_of_a_gpu_receipt():
+    eff = labs.efficiency(_receipt())
+    # (128, 32): floor 15.1185 ms / measured 17.0 ms = 0.8893.
+    assert eff[0]["tpot_floor_ms"] == pytest.approx(15.1185, abs=1e-4)
+    assert eff[0]["efficiency"] == pytest.approx(15.1185 / 17.0, abs=1e-5)
+    assert labs.efficiency(_receipt(kind="cpu")) is None
+    unknown = _receipt()
+    unknown["machine"]["name"] = "NVIDIA H100 PCIe"
+    assert labs.efficiency(unknown) is None
+
+
+# --- the lesson's expected output ------------------------------------------------------------------
+
+def test_expected_output_is_labelled_prediction_with_the_hand_worked_rows(tmp_path):
+    text = labs.expected_output("phases", receipts_dir=tmp_path)
+    assert "Prediction for the RTX 4090 from the roofline, not a measurement." in text
+    assert "| 128 | 32 | 15.1 | 15.12 | 0.47 |" in text  # 15.1176 ms, 15.1185 ms, 31 x 15.1185 ms = 0.469 s
+    assert "| 4,096 | 128 | 377.6 | 15.35 | 1.95 |" in text  # 377.646 ms, 15.3470 ms, 127 x 15.347 = 1.949 s
+    assert "No GPU receipt is committed yet" in text
+
+
+def test_expected_output_shows_committed_receipts(tmp_path):
+    folder = tmp_path / "rtx-4090"
+    folder.mkdir()
+    (folder / "phases.json").write_text(json.dumps(_receipt()))
+    text = labs.expected_output("phases", receipts_dir=tmp_path)
+    assert "Measured (committed receipts)" in text
+    # first row: TTFT 20.0, TPOT 17.00, decode 17 ms x 31 = 0.527 s, efficiency 15.1185/17 = 89 %.
+    assert "| NVIDIA GeForce RTX 4090 | 0.26.0 | 2026-11-30 | `Qwen/Qwen2.5-7B-Instruct` (auto) | 128 | 32 | 20.0 | 17.00 | 0.53 | 89 % |" in text
+    with pytest.raises(KeyError):
+        labs.expected_output("nope")
+
+
+def test_expected_output_refuses_a_broken_committed_receipt(tmp_path):
+    folder = tmp_path / "rtx-4090"
+    folder.mkdir()
+    broken = _receipt()
+    del broken["versions"]
+    (folder / "phases.json").write_text(json.dumps(broken))
+    with pytest.raises(labs.ReceiptError, match="missing 'versions'"):
+        labs.expected_output("phases", receipts_dir=tmp_path)
+
+
+# --- the checker script ---------------------------------------------------------------------------
+
+def test_check_receipts_script_exit_status(tmp_path):
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(_receipt()))
+    bad.write_text(json.dumps(_receipt(ttft=(20.0, 22.0, 450.0))))
+    script = ROOT / "scripts" / "check_receipts.py"
+    ok = subprocess.run([sys.executable, script, good], capture_output=True, text=True)
+    assert ok.returncode == 0 and "FAIL" not in ok.stdout and "efficiency 89%" in ok.stdout, ok.stdout + ok.stderr
+    failed = subprocess.run([sys.executable, script, bad], capture_output=True, text=True)
+    assert failed.returncode == 1 and "FAIL ttft_grows_with_prompt" in failed.stdout
+    missing = subprocess.run([sys.executable, script, tmp_path / "none.json"], capture_output=True, text=True)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
