@@ -129,3 +129,39 @@ def test_engine_refusal_is_one_line(lab_setup, tmp_path):
     assert "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: vLLM could not start an engine") and "no-such-architecture" in last
+
+
+# --- the test models -------------------------------------------------------------------------------
+
+MODELS = ROOT / ".cache" / "models"
+
+
+def test_tiny_model_is_what_the_cpu_engine_needs(lab_setup):
+    config = json.loads((TINY / "config.json").read_text())
+    assert config["hidden_size"] // config["num_attention_heads"] == 64  # 256 / 4; the CPU attention refuses 16
+    assert (config["num_hidden_layers"], config["num_key_value_heads"], config["vocab_size"]) == (2, 2, 512)
+    assert config["max_position_embeddings"] >= 4224  # the phases grid's longest request: 4096 + 128
+    tokenizer = json.loads((TINY / "tokenizer.json").read_text())
+    assert len(tokenizer["model"]["vocab"]) == 512
+
+
+def test_config_only_folder_is_the_course_model(lab_setup):
+    from infercourse.registry import COURSE_MODEL, model
+    from infercourse.transformer import param_count
+
+    config = json.loads((MODELS / "qwen2.5-7b-instruct-config" / "config.json").read_text())
+    assert {k: config[k] for k in model(COURSE_MODEL).config} == dict(model(COURSE_MODEL).config)
+    assert config["architectures"] == ["Qwen2ForCausalLM"]
+    assert param_count(config) == 7_615_616_512  # FACTS.md: 2 x 544,997,376 + 28 x 233,057,792 + 3,584
+    tokenizer = json.loads((MODELS / "qwen2.5-7b-instruct-config" / "tokenizer.json").read_text())
+    assert len(tokenizer["model"]["vocab"]) <= config["vocab_size"]  # stand-in ids all embed
+
+
+def test_model_builder_is_deterministic(lab_setup, tmp_path):
+    done = subprocess.run([str(LAB_PYTHON), str(ROOT / "scripts" / "make_test_models.py"), "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name in ("tiny-qwen2", "qwen2.5-7b-instruct-config"):
+        again = json.loads((tmp_path / name / "manifest.json").read_text())
+        built = json.loads((MODELS / name / "manifest.json").read_text())
+        assert again["files"] == built["files"], name  # same SHA-256 for every file, weights included
