@@ -121,6 +121,7 @@ def train_tokenizer(texts: list[str]):
         bos_token="<|endoftext|>",
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"],  # so all_special_ids lists every special token
         unk_token=None,
         model_max_length=32768,
     )

@@ -214,8 +214,11 @@ def test_expected_output_shows_committed_receipts(tmp_path):
     folder = tmp_path / "rtx-4090"
     folder.mkdir()
     (folder / "phases.json").write_text(json.dumps(_receipt()))
+    (tmp_path / "cpu-amd-epyc").mkdir()
+    (tmp_path / "cpu-amd-epyc" / "phases.json").write_text(json.dumps(_receipt(kind="cpu")))
     text = labs.expected_output("phases", receipts_dir=tmp_path)
     assert "Measured (committed receipts)" in text
+    assert "AMD EPYC" not in text  # CPU receipts are not GPU measurements
     # first row: TTFT 20.0, TPOT 17.00, decode 17 ms x 31 = 0.527 s, efficiency 15.1185/17 = 89 %.
     assert "| NVIDIA GeForce RTX 4090 | 0.26.0 | 2026-11-30 | `Qwen/Qwen2.5-7B-Instruct` (auto) | 128 | 32 | 20.0 | 17.00 | 0.53 | 89 % |" in text
     with pytest.raises(KeyError):

@@ -471,7 +471,8 @@ def _measured_phases(receipts: list[dict]) -> str:
 
 def expected_output(lab: str, receipts_dir: Path | str = RECEIPTS_DIR) -> str:
     """Markdown for a lesson's "expected output" of ``lab``: the roofline prediction for the course's
-    GPU (labelled as a prediction) and, beside it, a table of the committed receipts of that lab.
+    GPU (labelled as a prediction) and, beside it, a table of the committed GPU receipts of that lab
+    (CPU receipts prove a lab runs, not how fast a GPU is; they are not shown).
 
     Raises:
         KeyError: no expected output is defined for ``lab``.
@@ -479,4 +480,5 @@ def expected_output(lab: str, receipts_dir: Path | str = RECEIPTS_DIR) -> str:
     """
     if lab != "phases":
         raise KeyError(f"no expected output for lab {lab!r}; known: phases")
-    return _prediction_phases() + "\n\n" + _measured_phases(committed_receipts(lab, receipts_dir)) + "\n"
+    gpu_receipts = [r for r in committed_receipts(lab, receipts_dir) if r["machine"]["kind"] == "gpu"]
+    return _prediction_phases() + "\n\n" + _measured_phases(gpu_receipts) + "\n"
