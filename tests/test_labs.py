@@ -6,8 +6,9 @@ environment and the model first (make labenv testmodels); a plain `pytest` build
 
 In CI (CI=true) a lab that cannot run FAILS; locally it is skipped with the reason.
 
-Measured here (2 cores, warm torch.compile cache): engine start about 25-60 s, the whole phases
-lab about 85 s (see the test's printed summary with `pytest -s`).
+Measured on the 2-core CI machine (phases, median of 5 runs per row): engine start 24-30 s and
+the whole lab about 50 s with vLLM's torch.compile cache warm (.cache/vllm/); engine start about
+60 s cold. `pytest -s` prints each run's figures.
 """
 
 from __future__ import annotations

@@ -124,6 +124,11 @@ def test_decode_that_does_not_grow_with_output_fails():
     # decode 1.0, 1.1, 1.0 s for n-1 = 31, 127, 511: per step 32.3, 8.66, 1.96 ms, spread x16.5 > 2.
     decode = [1.0, 1.1, 1.0, 17 * 127 / 1e3, 17.5 * 127 / 1e3]
     assert _by_claim(_receipt(decode=decode))["decode_linear_in_output"] is False
+    # decode growing with n squared: 31^2, 127^2, 511^2 ms. R^2 of a line is 0.981 (passes R^2 alone),
+    # per step 31, 127, 511 ms: spread 511/31 = 16.5 > 2.
+    square = [31**2 / 1e3, 127**2 / 1e3, 511**2 / 1e3, 2.0, 2.0]
+    result = {r.claim: r for r in labs.check(_receipt(decode=square))}["decode_linear_in_output"]
+    assert result.passed is False and "R^2 = 0.981" in result.detail and "x16.48" in result.detail
     flat = [1.0, 1.0, 1.0, 2.0, 2.0]  # no line to fit at all: fails, does not raise
     assert _by_claim(_receipt(decode=flat))["decode_linear_in_output"] is False
 

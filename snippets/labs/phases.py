@@ -62,14 +62,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
     p.add_argument("--max-model-len", type=int, default=8192, help="context length the engine reserves")
     p.add_argument("--dtype", default="auto", help="weights/activations dtype (auto = the config's)")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per grid row; the median is kept")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per grid row; the median is kept")
     p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
     return p.parse_args(argv)
 
 
 def check_input(args: argparse.Namespace) -> None:
     """Refuse, before the (slow) engine start, what cannot work."""
-    looks_like_path = args.model.startswith(("/", ".", "~")) or os.sep + os.sep in args.model
+    looks_like_path = args.model.startswith(("/", ".", "~"))  # else a hub id such as Qwen/Qwen2.5-7B-Instruct
     folder = Path(args.model).expanduser()
     if looks_like_path and not folder.is_dir():
         fail(f"model folder {args.model} not found; pass --model with an existing folder or a hub id")
