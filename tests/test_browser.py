@@ -64,7 +64,8 @@ def _check_rendered(page, where: str) -> dict:
     return state
 
 
-def test_lesson_renders_offline_and_after_instant_navigation(browser, server):
+@pytest.mark.parametrize("slug", ["0a-prefill-decode", "1a-kv-cache", "2a-roofline"])
+def test_lesson_renders_offline_and_after_instant_navigation(browser, server, slug):
     context = browser.new_context()
     page = context.new_page()
     page.add_init_script(OPEN_SHADOW_ROOTS)
@@ -73,13 +74,13 @@ def test_lesson_renders_offline_and_after_instant_navigation(browser, server):
     page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: console_errors.append(str(e)))
 
-    page.goto(f"{server}/lessons/0a-prefill-decode/", wait_until="networkidle")
+    page.goto(f"{server}/lessons/{slug}/", wait_until="networkidle")
     first = _check_rendered(page, "first load")
 
     page.click("a.md-nav__link[href$='glossary/']")  # instant navigation (XHR, no reload)
     page.wait_for_url("**/glossary/")
-    page.click("a.md-nav__link[href$='0a-prefill-decode/']")
-    page.wait_for_url("**/0a-prefill-decode/")
+    page.click(f"a.md-nav__link[href$='{slug}/']")
+    page.wait_for_url(f"**/{slug}/")
     again = _check_rendered(page, "after instant navigation")
     assert page.evaluate("performance.getEntriesByType('navigation').length") == 1, "navigation reloaded the page"
     assert (again["math"], again["diagrams"]) == (first["math"], first["diagrams"])

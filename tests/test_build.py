@@ -98,3 +98,26 @@ def test_page_shows_what_the_snippet_printed(site):
     assert ["128", "127.9", "1.00", "128"] in rows
     assert ["1,024", "1,020.1", "1.00", "1,024"] in rows
     assert html.count("<svg") >= 2, "the build-time figures are missing"
+
+
+def _rows(site, page):
+    soup = BeautifulSoup((site / page).read_text(encoding="utf-8"), "html.parser")
+    return [[c.get_text(strip=True) for c in tr.find_all("td")] for tr in soup.find_all("tr")]
+
+
+def test_lesson_1a_shows_what_the_snippet_printed(site):
+    rows = _rows(site, "lessons/1a-kv-cache/index.html")
+    # kappa by hand: 2*28*4*128*2 = 57,344; 2*40*40*128*2 = 819,200; 61*(512+64)*2 = 70,272
+    assert any(r[:5] == ["Qwen/Qwen2.5-7B-Instruct", "GQA", "K and V: 4 heads × 128", "57,344", "28,672"] for r in rows)
+    assert any(r[:2] == ["meta-llama/Llama-2-13b-hf", "MHA"] and r[3] == "819,200" for r in rows)
+    assert any(r[:2] == ["deepseek-ai/DeepSeek-V3", "MLA"] and r[3] == "70,272" for r in rows)
+    # capacity by hand (tests/test_kv_roofline.py): 110,160 tokens; 110,160 / 8,192 = 13.45
+    assert any(r[:4] == ["bf16", "57,344", "5.88", "110,160"] and r[5] == "13.45" for r in rows)
+
+
+def test_lesson_2a_shows_what_the_snippet_printed(site):
+    html = (site / "lessons/2a-roofline/index.html").read_text(encoding="utf-8")
+    rows = _rows(site, "lessons/2a-roofline/index.html")
+    # B = 1, S = 512: bytes 15,231,233,024 + 29,360,128 = 15.26 GB; floor 15,260,593,152 / 1.008e12 = 15.14 ms
+    assert any(r[:3] == ["1", "15.26", "1.00"] and r[4] == "15.14" for r in rows)
+    assert html.count("<svg") >= 1, "the build-time roofline figure is missing"

@@ -10,7 +10,7 @@ Nothing here holds a number of its own.
 
 from __future__ import annotations
 
-from infercourse import course, fmt, glossary, registry, roofline, snippets, transformer
+from infercourse import course, fmt, glossary, memory, registry, roofline, snippets, transformer
 
 
 def define_env(env) -> None:
@@ -25,6 +25,9 @@ def define_env(env) -> None:
             "vllm_default_gpu_memory_utilization": registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
             "awq_group_size": registry.AWQ_GROUP_SIZE,
             "autodl": registry.AUTODL_RTX_4090,
+            "gpu_memory_total_mib": registry.GPU_MEMORY_TOTAL_MIB,
+            "vllm_non_kv_reserve_gib": registry.VLLM_NON_KV_RESERVE_GIB,
+            "vllm_default_block_size": registry.VLLM_DEFAULT_BLOCK_SIZE,
         }
     )
     for function in (
@@ -35,10 +38,24 @@ def define_env(env) -> None:
         transformer.param_count,
         transformer.linear_weight_count,
         transformer.kv_bytes_per_token,
+        transformer.kv_bytes_per_layer_token,
+        transformer.kv_cache_bytes,
+        transformer.sliding_window_layers,
+        transformer.attention_kind,
+        transformer.is_mla,
         transformer.weight_bytes,
         transformer.awq_weight_bytes,
         roofline.ridge_point,
         roofline.time_floor,
+        roofline.attainable_flops,
+        roofline.decode_bytes_per_step,
+        roofline.decode_intensity,
+        roofline.decode_intensity_limit,
+        roofline.compute_bound_batch,
+        memory.device_total_bytes,
+        memory.kv_budget_bytes,
+        memory.kv_capacity_tokens,
+        memory.max_concurrency,
         glossary.entries,
         course.parts,
         course.lesson_label,

@@ -144,6 +144,64 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
             source="config.json of Hugging Face `Qwen/Qwen3-4B` (values recalled from the public file; the derived total matches the card)",
             card_params="4.0B",
         ),
+        "meta-llama/Llama-2-13b-hf": ModelFacts(
+            name="meta-llama/Llama-2-13b-hf",
+            config=_frozen(
+                {
+                    "model_type": "llama",
+                    "hidden_size": 5120,
+                    "intermediate_size": 13824,
+                    "num_hidden_layers": 40,
+                    "num_attention_heads": 40,
+                    "num_key_value_heads": 40,  # MHA: one KV head per attention head
+                    "vocab_size": 32000,
+                    "tie_word_embeddings": False,
+                    "attention_bias": False,
+                    "max_position_embeddings": 4096,
+                    "torch_dtype": "float16",
+                }
+            ),
+            source="config.json of Hugging Face `meta-llama/Llama-2-13b-hf` (recalled from public config, secondary; layers, heads and head size checked in FACTS.md)",
+            card_params="13B",
+        ),
+        "mistralai/Mistral-7B-v0.1": ModelFacts(
+            name="mistralai/Mistral-7B-v0.1",
+            config=_frozen(
+                {
+                    "model_type": "mistral",
+                    "hidden_size": 4096,
+                    "intermediate_size": 14336,
+                    "num_hidden_layers": 32,
+                    "num_attention_heads": 32,
+                    "num_key_value_heads": 8,
+                    "vocab_size": 32000,
+                    "tie_word_embeddings": False,
+                    "max_position_embeddings": 32768,
+                    "sliding_window": 4096,  # every layer attends to the last 4096 tokens only
+                    "torch_dtype": "bfloat16",
+                }
+            ),
+            source="config.json of Hugging Face `mistralai/Mistral-7B-v0.1` (recalled from public config, secondary)",
+            card_params="7.3B",
+        ),
+        "deepseek-ai/DeepSeek-V3": ModelFacts(
+            name="deepseek-ai/DeepSeek-V3",
+            config=_frozen(
+                {
+                    "model_type": "deepseek_v3",
+                    "hidden_size": 7168,
+                    "num_hidden_layers": 61,
+                    "num_attention_heads": 128,
+                    "num_key_value_heads": 128,
+                    "kv_lora_rank": 512,  # MLA: the cached, compressed latent per token and layer
+                    "qk_rope_head_dim": 64,  # MLA: the decoupled RoPE key, cached beside the latent
+                    "qk_nope_head_dim": 128,
+                    "v_head_dim": 128,
+                }
+            ),
+            source="config.json of Hugging Face `deepseek-ai/DeepSeek-V3` (recalled from public config, secondary; layers, kv_lora_rank and qk_rope_head_dim checked in FACTS.md)",
+            card_params="671B total, 37B activated per token (MoE)",
+        ),
     }
 )
 """Model configs by Hugging Face id. The course's model is :data:`COURSE_MODEL`."""
@@ -197,6 +255,23 @@ VLLM_GPU_VERSION = "0.26.0"
 
 VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 """``gpu_memory_utilization`` default of ``vllm.LLM`` in 0.26.0 (read from its source; FACTS.md)."""
+
+GPU_MEMORY_TOTAL_MIB: Mapping[str, int] = MappingProxyType({"RTX 4090": 24564})
+"""Total device memory as CUDA reports it (``nvidia-smi --query-gpu=memory.total``, the total of
+``torch.cuda.mem_get_info``), in MiB (2^20 bytes). vLLM multiplies *this* by
+``gpu_memory_utilization``. The datasheet's "24 GB" is really 24 GiB of GDDR6X (12 chips of
+16 Gbit), less a little the driver keeps. Secondary: the value widely published in ``nvidia-smi``
+output for the RTX 4090; a lab receipt records the real figure of its card."""
+
+VLLM_NON_KV_RESERVE_GIB = 2.0
+"""ASSUMPTION (labelled as such on every page that uses it), GiB: memory vLLM keeps besides the
+weights and the KV cache on a 24 GB card at its defaults (8,192 batched tokens): the activation
+peak of its profiling run, non-torch memory (CUDA context, cuBLAS workspaces) and CUDA graphs.
+Public vLLM start-up logs of 7-8B models on 24 GB cards show about 1.8-2 GiB; lab 1A measures it."""
+
+VLLM_DEFAULT_BLOCK_SIZE = 16
+"""Tokens per KV-cache block of vLLM on CUDA by default (the paging unit; secondary, recalled from
+vLLM's ``CacheConfig``); the cache is allocated in whole blocks."""
 
 AWQ_GROUP_SIZE = 128
 """Group size of ``Qwen/Qwen2.5-7B-Instruct-AWQ`` (its ``quantization_config``)."""

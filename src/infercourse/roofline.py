@@ -36,3 +36,72 @@ def time_floor(gpu: GPUFacts, flops: float, bytes_moved: float) -> float:
     if flops < 0 or bytes_moved < 0:
         raise ValueError(f"flops and bytes_moved must be non-negative, got {flops!r}, {bytes_moved!r}")
     return max(flops / (gpu.bf16_dense_tflops * 1e12), bytes_moved / (gpu.bandwidth_gb_s * 1e9))
+
+
+def _positive(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return value
+
+
+def decode_bytes_per_step(params: float, kv_bytes_per_token: float, context_len: float, batch: int = 1,
+                          weight_bytes: float = 2) -> float:
+    """Bytes one decode step moves: every weight once, plus each sequence's whole cache (B).
+
+    N * b + B * kappa * S, with N ``params``, b ``weight_bytes`` per parameter (2 for BF16, about
+    0.7 for AWQ 4-bit), B ``batch`` sequences, kappa ``kv_bytes_per_token`` (B/token) and S
+    ``context_len`` tokens of context per sequence.
+
+    Raises:
+        ValueError: an argument is not positive.
+    """
+    for name, value in (("params", params), ("kv_bytes_per_token", kv_bytes_per_token),
+                        ("context_len", context_len), ("batch", batch), ("weight_bytes", weight_bytes)):
+        _positive(name, value)
+    return params * weight_bytes + batch * kv_bytes_per_token * context_len
+
+
+def decode_intensity(params: float, kv_bytes_per_token: float, context_len: float, batch: int = 1,
+                     weight_bytes: float = 2) -> float:
+    """FLOP/byte of one decode step of ``batch`` sequences: I(B) = 2 N B / (N b + B kappa S).
+
+    Counts 2 FLOPs per parameter per token; attention's own FLOPs are left out (lesson 0A).
+
+    Raises:
+        ValueError: an argument is not positive.
+    """
+    return 2 * params * batch / decode_bytes_per_step(params, kv_bytes_per_token, context_len, batch, weight_bytes)
+
+
+def decode_intensity_limit(params: float, kv_bytes_per_token: float, context_len: float) -> float:
+    """The intensity I(B) approaches as B grows without bound: 2 N / (kappa S), FLOP/byte.
+
+    Once the caches dominate the bytes, each extra sequence brings 2N FLOPs and kappa * S bytes.
+
+    Raises:
+        ValueError: an argument is not positive.
+    """
+    for name, value in (("params", params), ("kv_bytes_per_token", kv_bytes_per_token), ("context_len", context_len)):
+        _positive(name, value)
+    return 2 * params / (kv_bytes_per_token * context_len)
+
+
+def compute_bound_batch(gpu: GPUFacts, params: float, kv_bytes_per_token: float, context_len: float,
+                        weight_bytes: float = 2) -> float | None:
+    """The batch size B* at which decode reaches ``gpu``'s ridge point R, or None if none does.
+
+    Solving 2 N B / (N b + B kappa S) = R gives B* = R N b / (2 N - R kappa S), a real number
+    (round up for a whole batch). When 2 N <= R kappa S the limit 2N / (kappa S) is at or below
+    R: no batch size makes decode compute-bound at this context.
+
+    Raises:
+        ValueError: an argument is not positive.
+    """
+    for name, value in (("params", params), ("kv_bytes_per_token", kv_bytes_per_token),
+                        ("context_len", context_len), ("weight_bytes", weight_bytes)):
+        _positive(name, value)
+    ridge = ridge_point(gpu)
+    denominator = 2 * params - ridge * kv_bytes_per_token * context_len
+    if denominator <= 0:
+        return None
+    return ridge * params * weight_bytes / denominator

@@ -1,7 +1,8 @@
 """Sizes derived from a decoder-only transformer's ``config.json``.
 
-Covers the dense architectures in the registry (Qwen2, Qwen3, Llama): RMSNorm, SwiGLU MLP
-(gate, up, down), grouped-query attention. Every function takes the config as a mapping with
+Parameter counts cover the dense architectures in the registry (Qwen2, Qwen3, Llama, Mistral):
+RMSNorm, SwiGLU MLP (gate, up, down), multi-head, multi-query or grouped-query attention. KV-cache
+sizes also cover multi-head latent attention (DeepSeek-V2/V3) and sliding-window layers. Every function takes the config as a mapping with
 the keys spelled as in ``config.json``.
 """
 
@@ -50,8 +51,13 @@ def param_breakdown(config: Mapping[str, Any]) -> dict[str, int]:
         includes the final norm; ``lm_head`` is 0 when ``tie_word_embeddings`` is true.
 
     Raises:
-        ValueError: a required key is missing or not a positive integer.
+        ValueError: a required key is missing or not a positive integer, or the config is an
+            MLA or mixture-of-experts model (``kv_lora_rank``, ``n_routed_experts``), which this
+            dense count does not cover.
     """
+    for key in ("kv_lora_rank", "n_routed_experts", "num_experts"):
+        if config.get(key) is not None:
+            raise ValueError(f"config sets {key!r}: MLA and mixture-of-experts models are not covered by this dense count")
     hidden = _need(config, "hidden_size")
     layers = _need(config, "num_hidden_layers")
     vocab = _need(config, "vocab_size")
@@ -95,25 +101,105 @@ def linear_weight_count(config: Mapping[str, Any]) -> int:
     return _need(config, "num_hidden_layers") * per_layer
 
 
+def _check_dtype_bytes(dtype_bytes: int) -> None:
+    if not isinstance(dtype_bytes, int) or isinstance(dtype_bytes, bool) or dtype_bytes <= 0:
+        raise ValueError(f"dtype_bytes must be a positive integer (2 for bf16, 1 for fp8), got {dtype_bytes!r}")
+
+
+def is_mla(config: Mapping[str, Any]) -> bool:
+    """True for multi-head latent attention (DeepSeek-V2/V3): the config sets ``kv_lora_rank``."""
+    return config.get("kv_lora_rank") is not None
+
+
+def attention_kind(config: Mapping[str, Any]) -> str:
+    """``"MHA"``, ``"MQA"``, ``"GQA"`` or ``"MLA"``, read from the KV-head count (or ``kv_lora_rank``).
+
+    Raises:
+        ValueError: a required key is missing or not a positive integer.
+    """
+    if is_mla(config):
+        return "MLA"
+    heads, kv = _need(config, "num_attention_heads"), _need(config, "num_key_value_heads")
+    if kv == heads:
+        return "MHA"
+    return "MQA" if kv == 1 else "GQA"
+
+
+def kv_bytes_per_layer_token(config: Mapping[str, Any], dtype_bytes: int = 2) -> int:
+    """Bytes one layer caches for one token (B).
+
+    MHA/MQA/GQA: K and V of every KV head, 2 * n_kv * d_h * b. MLA: one compressed latent of
+    ``kv_lora_rank`` elements plus the decoupled RoPE key of ``qk_rope_head_dim`` elements,
+    (kv_lora_rank + qk_rope_head_dim) * b; MLA caches no per-head K and V.
+
+    Raises:
+        ValueError: a config key is missing, or ``dtype_bytes`` is not a positive integer.
+    """
+    _check_dtype_bytes(dtype_bytes)
+    if is_mla(config):
+        return (_need(config, "kv_lora_rank") + _need(config, "qk_rope_head_dim")) * dtype_bytes
+    return 2 * _need(config, "num_key_value_heads") * head_dim(config) * dtype_bytes
+
+
 def kv_bytes_per_token(config: Mapping[str, Any], dtype_bytes: int = 2) -> int:
-    """KV-cache bytes per token, kappa = 2 * L * n_kv * d_h * b (K and V, every layer).
+    """KV-cache bytes per token over all layers, kappa (B/token), with no sliding window applied.
+
+    MHA, MQA or GQA: kappa = 2 * L * n_kv * d_h * b (K and V; ``num_key_value_heads``, not the
+    attention heads; d_h from ``head_dim`` where the config sets it). MLA (``kv_lora_rank`` set):
+    kappa = L * (kv_lora_rank + qk_rope_head_dim) * b.
 
     Args:
-        config: the model's config (MHA, MQA or GQA; ``num_key_value_heads``, not the attention heads).
+        config: the model's config.json as a mapping.
         dtype_bytes: bytes per cached element b (2 for bf16/fp16, 1 for fp8).
 
     Raises:
         ValueError: a config key is missing, or ``dtype_bytes`` is not a positive integer.
     """
-    if not isinstance(dtype_bytes, int) or dtype_bytes <= 0:
-        raise ValueError(f"dtype_bytes must be a positive integer (2 for bf16), got {dtype_bytes!r}")
-    return 2 * _need(config, "num_hidden_layers") * _need(config, "num_key_value_heads") * head_dim(config) * dtype_bytes
+    return _need(config, "num_hidden_layers") * kv_bytes_per_layer_token(config, dtype_bytes)
+
+
+def sliding_window_layers(config: Mapping[str, Any]) -> int:
+    """How many layers attend only to the last ``sliding_window`` tokens (0 when none do).
+
+    Where the config lists ``layer_types``, the layers marked ``"sliding_attention"``; otherwise
+    every layer when ``sliding_window`` is set and ``use_sliding_window`` is not false (Mistral's
+    convention; Qwen2 configs carry a ``sliding_window`` value with ``use_sliding_window: false``).
+
+    Raises:
+        ValueError: ``sliding_window`` is set but not a positive integer, or a key is missing.
+    """
+    if config.get("sliding_window") is None or config.get("use_sliding_window") is False:
+        return 0
+    _need(config, "sliding_window")
+    layer_types = config.get("layer_types")
+    if layer_types is not None:
+        return sum(1 for kind in layer_types if kind == "sliding_attention")
+    return _need(config, "num_hidden_layers")
+
+
+def kv_cache_bytes(config: Mapping[str, Any], tokens: int, dtype_bytes: int = 2) -> int:
+    """Bytes of one sequence's KV cache holding ``tokens`` tokens of context (B).
+
+    Full-attention layers keep every token; sliding-window layers keep at most ``sliding_window``
+    tokens (an engine may free the older ones), so their share stops growing at the window:
+    (L - L_w) * tokens * kappa_layer + L_w * min(tokens, W) * kappa_layer.
+
+    Raises:
+        ValueError: ``tokens`` is not a non-negative integer, ``dtype_bytes`` is not a positive
+            integer, or a config key is missing.
+    """
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+        raise ValueError(f"tokens must be a non-negative integer, got {tokens!r}")
+    per_layer = kv_bytes_per_layer_token(config, dtype_bytes)
+    layers = _need(config, "num_hidden_layers")
+    windowed = sliding_window_layers(config)
+    capped = min(tokens, config["sliding_window"]) if windowed else tokens
+    return (layers - windowed) * tokens * per_layer + windowed * capped * per_layer
 
 
 def weight_bytes(config: Mapping[str, Any], dtype_bytes: int = 2) -> int:
     """Bytes of all weights stored in one dtype: N * b. Raises ``ValueError`` on a non-positive width."""
-    if not isinstance(dtype_bytes, int) or dtype_bytes <= 0:
-        raise ValueError(f"dtype_bytes must be a positive integer (2 for bf16), got {dtype_bytes!r}")
+    _check_dtype_bytes(dtype_bytes)
     return param_count(config) * dtype_bytes
 
 

@@ -1,0 +1,167 @@
+"""Lab 2A: decode at batch sizes 1..64 and see throughput rise while the step time barely moves.
+
+For each batch size B in BATCHES the script sends B requests together (prompt ``--prompt-len``
+tokens, exactly ``--output-len`` output tokens each) and reads, from ``RequestOutput.metrics``,
+each request's decode time per token (TPOT). All B requests decode in the same engine steps, so
+the median TPOT is the step time t(B). It prints
+
+- output tokens/s = B / t(B);
+- achieved bandwidth = bytes per step / t(B), with bytes per step = N b + B kappa S (weights once,
+  every sequence's cache at its mean context S = prompt + output / 2).
+
+What to look for: t(B) stays near the floor N b / bandwidth while B is small, so tokens/s grows
+almost in proportion to B; the achieved bandwidth stays below the datasheet's.
+
+Run (GPU, vLLM 0.26.0):  python snippets/labs/batch_decode.py --receipt batch_decode.json
+No hub access:           python snippets/labs/batch_decode.py --model PATH --load-format dummy
+
+Method: prefix caching off, random prompts, ``ignore_eos=True``, greedy, no detokenisation, one
+untimed warm-up batch per size, ``max_num_seqs`` at least the largest batch.
+Standalone: imports only the standard library and vLLM (vLLM, torch, transformers inside ``main``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+LAB = "batch_decode"
+BATCHES = (1, 2, 4, 8, 16, 32, 64)
+SEED = 0
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print one line saying what is wrong and exit with ``code``."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Decode at batch sizes 1..64; tokens/s and achieved bandwidth.")
+    p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
+    p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
+    p.add_argument("--max-model-len", type=int, default=2048, help="context length the engine reserves")
+    p.add_argument("--prompt-len", type=int, default=512, help="prompt tokens per request")
+    p.add_argument("--output-len", type=int, default=128, help="output tokens per request (exact)")
+    p.add_argument("--bandwidth-gb-s", type=float, default=1008.0, help="datasheet bandwidth (GB/s), RTX 4090")
+    p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
+    return p.parse_args(argv)
+
+
+def check_input(args) -> None:
+    if args.model.startswith(("/", ".", "~")) and not Path(args.model).expanduser().is_dir():
+        fail(f"model folder {args.model} not found; pass --model with an existing folder or a hub id")
+    if args.prompt_len < 1 or args.output_len < 2:
+        fail(f"need --prompt-len >= 1 and --output-len >= 2, got {args.prompt_len}, {args.output_len}")
+    if args.prompt_len + args.output_len > args.max_model_len:
+        fail(f"prompt + output = {args.prompt_len + args.output_len} tokens exceed --max-model-len {args.max_model_len}")
+
+
+def kv_bytes_per_token(hf_config, dtype_bytes: int) -> int:
+    """kappa (B/token): 2 * L * n_kv * d_h * b (GQA/MHA), head_dim from the config where set."""
+    cfg = getattr(hf_config, "text_config", hf_config)
+    d_h = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * d_h * dtype_bytes
+
+
+def param_count(hf_config) -> int:
+    """Parameters of the model built on PyTorch's meta device (no memory; tied weights once)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(hf_config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def machine() -> dict:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout.splitlines()[0]
+        name, mib, driver = (s.strip() for s in out.split(","))
+        return {"kind": "gpu", "name": name, "memory_total_mib": int(mib), "driver": driver}
+    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
+        return {"kind": "cpu", "cores": os.cpu_count()}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    check_input(args)
+    try:
+        from vllm import LLM, SamplingParams
+    except ImportError as exc:
+        fail(f"vLLM is not importable ({exc}); install vllm==0.26.0")
+
+    started = time.perf_counter()
+    try:
+        llm = LLM(model=args.model, load_format=args.load_format, max_model_len=args.max_model_len, seed=SEED,
+                  max_num_seqs=max(BATCHES), enable_prefix_caching=False, disable_log_stats=False)
+    except Exception as exc:  # vLLM raises many kinds; the message says which
+        fail(f"vLLM could not start: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}")
+    engine_start_s = time.perf_counter() - started
+
+    import torch
+
+    model_config = llm.llm_engine.vllm_config.model_config
+    b = torch.empty((), dtype=model_config.dtype).element_size()
+    n_params, kappa = param_count(model_config.hf_config), kv_bytes_per_token(model_config.hf_config, b)
+    tokenizer = llm.get_tokenizer()
+    vocab, special = len(tokenizer), set(tokenizer.all_special_ids)
+    rng = random.Random(SEED)
+    params = SamplingParams(max_tokens=args.output_len, ignore_eos=True, temperature=0, detokenize=False)
+
+    def prompts(count):
+        return [{"prompt_token_ids": [t for t in (rng.randrange(vocab) for _ in range(2 * args.prompt_len))
+                                      if t not in special][: args.prompt_len]} for _ in range(count)]
+
+    rows = []
+    mean_context = args.prompt_len + args.output_len / 2
+    for batch in BATCHES:
+        llm.generate(prompts(batch), params, use_tqdm=False)  # untimed warm-up at this batch size
+        outputs = llm.generate(prompts(batch), params, use_tqdm=False)
+        tpots = []
+        for out in outputs:
+            m = out.metrics
+            if m is None:
+                fail("vLLM returned no per-request metrics; this vLLM ignores disable_log_stats=False", 3)
+            if m.num_generation_tokens != args.output_len:
+                fail(f"asked for {args.output_len} tokens, the engine made {m.num_generation_tokens}", 3)
+            tpots.append((m.last_token_ts - m.first_token_ts) / (m.num_generation_tokens - 1))
+        step_s = statistics.median(tpots)
+        bytes_per_step = n_params * b + batch * kappa * mean_context
+        rows.append({"batch": batch, "step_ms": round(step_s * 1e3, 4), "tokens_per_s": round(batch / step_s, 2),
+                     "bytes_per_step": round(bytes_per_step), "achieved_gb_s": round(bytes_per_step / step_s / 1e9, 2),
+                     "floor_ms": round(bytes_per_step / (args.bandwidth_gb_s * 1e9) * 1e3, 4)})
+
+    print(f"{args.model} ({args.load_format} weights), N = {n_params:,}, kappa = {kappa:,} B/token, "
+          f"prompt {args.prompt_len} + output {args.output_len}, engine start {engine_start_s:.1f} s")
+    print(f"{'batch':>5} {'step (ms)':>10} {'floor (ms)':>10} {'tokens/s':>10} {'achieved GB/s':>14}")
+    for r in rows:
+        print(f"{r['batch']:>5} {r['step_ms']:>10.2f} {r['floor_ms']:>10.2f} {r['tokens_per_s']:>10.1f} {r['achieved_gb_s']:>14.1f}")
+    if args.receipt:
+        receipt = {"schema": 1, "lab": LAB, "command": shlex.join(["python", *sys.argv]),
+                   "date_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "machine": machine(),
+                   "model": args.model, "load_format": args.load_format, "max_model_len": args.max_model_len,
+                   "settings": {"prompt_len": args.prompt_len, "output_len": args.output_len, "statistic": "median TPOT",
+                                "enable_prefix_caching": False, "bandwidth_gb_s": args.bandwidth_gb_s},
+                   "params": n_params, "kv_bytes_per_token": kappa, "engine_start_s": round(engine_start_s, 3),
+                   "units": {"step_ms": "ms", "floor_ms": "ms", "tokens_per_s": "tokens/s", "bytes_per_step": "B",
+                             "achieved_gb_s": "GB/s (10^9 B/s)"},
+                   "results": rows}
+        args.receipt.parent.mkdir(parents=True, exist_ok=True)
+        args.receipt.write_text(json.dumps(receipt, indent=2) + "\n")
+        print(f"receipt: {args.receipt}")
+    return 0
+
+
+if __name__ == "__main__":  # vLLM starts its engine in a subprocess (spawn): the guard is required
+    raise SystemExit(main())

@@ -1,0 +1,87 @@
+"""How much of a GPU's memory is left for the KV cache, and how many tokens and sequences fit.
+
+Bytes are plain bytes; GB (10^9) and GiB (2^30) appear only when :mod:`infercourse.fmt` writes
+them. The model is vLLM's: it multiplies the device total (as CUDA reports it) by
+``gpu_memory_utilization``, subtracts the weights and what its profiling run saw besides them
+(activations, non-torch memory, CUDA graphs), and gives the rest to the KV cache, in whole blocks.
+"""
+
+from __future__ import annotations
+
+import math
+
+from infercourse import registry
+
+
+def _positive(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return value
+
+
+def device_total_bytes(gpu_name: str = registry.LAB_GPU) -> int:
+    """Device memory in bytes as CUDA reports it (``registry.GPU_MEMORY_TOTAL_MIB`` * 2^20).
+
+    Raises:
+        KeyError: no reported total is in the registry for ``gpu_name``.
+    """
+    try:
+        return registry.GPU_MEMORY_TOTAL_MIB[gpu_name] * 2**20
+    except KeyError:
+        raise KeyError(f"no CUDA-reported memory total for {gpu_name!r}; known: {', '.join(registry.GPU_MEMORY_TOTAL_MIB)}") from None
+
+
+def kv_budget_bytes(total_bytes: float, weight_bytes: float, reserve_bytes: float,
+                    utilization: float = registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION) -> float:
+    """Bytes left for the KV cache: total * utilization - weights - reserve (B).
+
+    Args:
+        total_bytes: device memory as CUDA reports it (B), not the datasheet's GB.
+        weight_bytes: the model's weights as loaded (B).
+        reserve_bytes: activations, non-torch memory and CUDA graphs (B); may be 0.
+        utilization: vLLM's ``gpu_memory_utilization``, in (0, 1].
+
+    Raises:
+        ValueError: a non-positive size, a utilization outside (0, 1], a negative reserve, or
+            nothing left for the cache (the model does not fit).
+    """
+    _positive("total_bytes", total_bytes)
+    _positive("weight_bytes", weight_bytes)
+    if isinstance(reserve_bytes, bool) or not isinstance(reserve_bytes, (int, float)) or reserve_bytes < 0:
+        raise ValueError(f"reserve_bytes must be a non-negative number, got {reserve_bytes!r}")
+    if not (isinstance(utilization, (int, float)) and 0 < utilization <= 1):
+        raise ValueError(f"utilization must be in (0, 1], got {utilization!r}")
+    budget = total_bytes * utilization - weight_bytes - reserve_bytes
+    if budget <= 0:
+        raise ValueError(f"weight_bytes + reserve_bytes leave nothing for the KV cache ({budget:.0f} B)")
+    return budget
+
+
+def kv_capacity_tokens(budget_bytes: float, kv_bytes_per_token: float,
+                       block_size: int = registry.VLLM_DEFAULT_BLOCK_SIZE) -> int:
+    """Tokens of KV cache that fit in ``budget_bytes``, in whole blocks of ``block_size`` tokens.
+
+    floor(budget / (kappa * block_size)) * block_size.
+
+    Raises:
+        ValueError: a non-positive budget or kappa, or a block size that is not a positive integer.
+    """
+    _positive("budget_bytes", budget_bytes)
+    _positive("kv_bytes_per_token", kv_bytes_per_token)
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size <= 0:
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    return int(budget_bytes // (kv_bytes_per_token * block_size)) * block_size
+
+
+def max_concurrency(capacity_tokens: int, context_len: int) -> float:
+    """Sequences of ``context_len`` tokens the cache holds at once: capacity / context (a ratio).
+
+    vLLM prints the same ratio at start-up ("Maximum concurrency for X tokens per request: Yx");
+    the whole number of full-length sequences is its floor.
+
+    Raises:
+        ValueError: a non-positive argument.
+    """
+    _positive("capacity_tokens", capacity_tokens)
+    _positive("context_len", context_len)
+    return capacity_tokens / context_len
