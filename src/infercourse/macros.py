@@ -36,13 +36,18 @@ def define_env(env) -> None:
         transformer.kv_bytes_per_token,
         transformer.weight_bytes,
         transformer.awq_weight_bytes,
+        transformer.fp8_weight_bytes,
+        transformer.attention_flops_per_token,
+        transformer.forward_flops_per_token,
         roofline.ridge_point,
         roofline.time_floor,
+        roofline.attainable_flops,
         glossary.entries,
         course.parts,
         course.lesson_label,
     ):
         env.macro(function)
     env.macro(snippets.load, "snippet")
+    env.macro(snippets.constant, "snippet_constant")
     for name in ("count", "fixed", "gb", "gib", "pct", "ms"):
         env.filter(getattr(fmt, name), name)
