@@ -64,7 +64,11 @@ def _check_rendered(page, where: str) -> dict:
     return state
 
 
-def test_lesson_renders_offline_and_after_instant_navigation(browser, server):
+LESSONS = ["0a-prefill-decode", "0b-metrics", "0c-transformer"]
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_lesson_renders_offline_and_after_instant_navigation(browser, server, lesson):
     context = browser.new_context()
     page = context.new_page()
     page.add_init_script(OPEN_SHADOW_ROOTS)
@@ -73,13 +77,13 @@ def test_lesson_renders_offline_and_after_instant_navigation(browser, server):
     page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: console_errors.append(str(e)))
 
-    page.goto(f"{server}/lessons/0a-prefill-decode/", wait_until="networkidle")
+    page.goto(f"{server}/lessons/{lesson}/", wait_until="networkidle")
     first = _check_rendered(page, "first load")
 
     page.click("a.md-nav__link[href$='glossary/']")  # instant navigation (XHR, no reload)
     page.wait_for_url("**/glossary/")
-    page.click("a.md-nav__link[href$='0a-prefill-decode/']")
-    page.wait_for_url("**/0a-prefill-decode/")
+    page.click(f"a.md-nav__link[href$='{lesson}/']")
+    page.wait_for_url(f"**/{lesson}/")
     again = _check_rendered(page, "after instant navigation")
     assert page.evaluate("performance.getEntriesByType('navigation').length") == 1, "navigation reloaded the page"
     assert (again["math"], again["diagrams"]) == (first["math"], first["diagrams"])
@@ -87,6 +91,6 @@ def test_lesson_renders_offline_and_after_instant_navigation(browser, server):
     outside = [u for u in requests if urlsplit(u).hostname not in ("127.0.0.1", "localhost") and not u.startswith("data:")]
     assert not outside, f"requests left the machine: {outside}"
     assert not console_errors, f"console errors: {console_errors}"
-    print(f"\nbrowser check: {first['math']} formulas typeset, {first['svgs']} diagrams drawn, "
+    print(f"\nbrowser check {lesson}: {first['math']} formulas typeset, {first['svgs']} diagrams drawn, "
           f"{len(console_errors)} console errors, {len(outside)} outside requests, {len(requests)} requests in all")
     context.close()
