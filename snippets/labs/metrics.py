@@ -80,21 +80,24 @@ def percentile(values, p):
 
 
 def timed_request(engine, request_id, prompt, params) -> dict:
-    """Run one request through the engine step by step; return its metrics and its token gaps (ms)."""
+    """Run one request through the engine step by step; return its metrics and its token gaps (ms).
+
+    ``params`` must ask for DELTA outputs: each step's output then holds only the new tokens.
+    """
     engine.add_request(request_id, prompt, params)
-    seen, token_times, final = 0, [], None
+    token_times, final = [], None
     while engine.has_unfinished_requests():
         for out in engine.step():
             now = time.perf_counter()
-            n = len(out.outputs[0].token_ids)
-            token_times += [now] * (n - seen)  # tokens that arrived in this step
-            seen = n
+            token_times += [now] * len(out.outputs[0].token_ids)  # tokens that arrived in this step
             if out.finished:
                 final = out
     m = final.metrics
     if m is None:
         receipt.fail("vLLM returned no per-request metrics; this vLLM ignores disable_log_stats=False", 3)
     n = m.num_generation_tokens
+    if len(token_times) != n:
+        receipt.fail(f"saw {len(token_times)} tokens arrive but the engine counted {n}; is output_kind DELTA?", 3)
     gaps = [(b - a) * 1e3 for a, b in zip(token_times, token_times[1:])]
     return {
         "ttft_ms": m.first_token_latency * 1e3,
@@ -103,7 +106,7 @@ def timed_request(engine, request_id, prompt, params) -> dict:
         "itl_p99_ms": percentile(gaps, 99),
         "e2e_ms": (m.first_token_latency + m.last_token_ts - m.first_token_ts) * 1e3,
         "generated_tokens": n,
-        "cached_prompt_tokens": final.num_cached_tokens or 0,
+        "cached_prompt_tokens": getattr(final, "num_cached_tokens", 0) or 0,
     }
 
 
@@ -112,6 +115,7 @@ def main(argv=None) -> int:
     check_input(args)
     try:
         from vllm import LLM, SamplingParams
+        from vllm.sampling_params import RequestOutputKind
     except ImportError as exc:
         receipt.fail(f"vLLM is not importable ({exc}); install it: pip install vllm==0.26.0")
     try:
@@ -129,7 +133,8 @@ def main(argv=None) -> int:
     counter = iter(range(10**9))
 
     def run(prompt_tokens, output_tokens):
-        params = SamplingParams(max_tokens=output_tokens, ignore_eos=True, temperature=0, detokenize=False)
+        params = SamplingParams(max_tokens=output_tokens, ignore_eos=True, temperature=0, detokenize=False,
+                                output_kind=RequestOutputKind.DELTA)  # each step returns only its new tokens
         prompt = random_prompt(rng, prompt_tokens, vocab_size, special)
         return timed_request(engine, f"r{next(counter)}", prompt, params)
 
