@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import sync_playwright
 
+from infercourse import course
+
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = [  # no GPU, no background traffic to Google from the browser itself
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -64,8 +66,11 @@ def _check_rendered(page, where: str) -> dict:
     return state
 
 
-@pytest.mark.parametrize("slug", ["0a-prefill-decode", "1a-kv-cache", "2a-roofline"])
-def test_lesson_renders_offline_and_after_instant_navigation(browser, server, slug):
+LESSONS = [l["page"].removeprefix("lessons/").removesuffix(".md") for p in course.parts() for l in p["lessons"] if l["page"]]
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_lesson_renders_offline_and_after_instant_navigation(browser, server, lesson):
     context = browser.new_context()
     page = context.new_page()
     page.add_init_script(OPEN_SHADOW_ROOTS)
@@ -74,13 +79,13 @@ def test_lesson_renders_offline_and_after_instant_navigation(browser, server, sl
     page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: console_errors.append(str(e)))
 
-    page.goto(f"{server}/lessons/{slug}/", wait_until="networkidle")
+    page.goto(f"{server}/lessons/{lesson}/", wait_until="networkidle")
     first = _check_rendered(page, "first load")
 
     page.click("a.md-nav__link[href$='glossary/']")  # instant navigation (XHR, no reload)
     page.wait_for_url("**/glossary/")
-    page.click(f"a.md-nav__link[href$='{slug}/']")
-    page.wait_for_url(f"**/{slug}/")
+    page.click(f"a.md-nav__link[href$='{lesson}/']")
+    page.wait_for_url(f"**/{lesson}/")
     again = _check_rendered(page, "after instant navigation")
     assert page.evaluate("performance.getEntriesByType('navigation').length") == 1, "navigation reloaded the page"
     assert (again["math"], again["diagrams"]) == (first["math"], first["diagrams"])
@@ -88,6 +93,6 @@ def test_lesson_renders_offline_and_after_instant_navigation(browser, server, sl
     outside = [u for u in requests if urlsplit(u).hostname not in ("127.0.0.1", "localhost") and not u.startswith("data:")]
     assert not outside, f"requests left the machine: {outside}"
     assert not console_errors, f"console errors: {console_errors}"
-    print(f"\nbrowser check: {first['math']} formulas typeset, {first['svgs']} diagrams drawn, "
+    print(f"\nbrowser check {lesson}: {first['math']} formulas typeset, {first['svgs']} diagrams drawn, "
           f"{len(console_errors)} console errors, {len(outside)} outside requests, {len(requests)} requests in all")
     context.close()

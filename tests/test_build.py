@@ -10,8 +10,10 @@ from urllib.parse import unquote, urlsplit
 from bs4 import BeautifulSoup
 
 from conftest import ROOT, mkdocs_build
+from infercourse import course, glossary
 
 LESSON = "lessons/0a-prefill-decode/index.html"
+LIVE_LESSONS = [l["page"] for p in course.parts() for l in p["lessons"] if l["page"]]
 
 
 def test_strict_build_has_no_warnings(build):
@@ -121,3 +123,56 @@ def test_lesson_2a_shows_what_the_snippet_printed(site):
     # B = 1, S = 512: bytes 15,231,233,024 + 29,360,128 = 15.26 GB; floor 15,260,593,152 / 1.008e12 = 15.14 ms
     assert any(r[:3] == ["1", "15.26", "1.00"] and r[4] == "15.14" for r in rows)
     assert html.count("<svg") >= 1, "the build-time roofline figure is missing"
+def _built(site: Path, page: str) -> Path:
+    return site / page.removesuffix(".md") / "index.html"
+
+
+def test_every_live_lesson_is_built_and_in_the_nav(site):
+    assert len(LIVE_LESSONS) >= 3
+    nav = (site / "index.html").read_text(encoding="utf-8")
+    for page in LIVE_LESSONS:
+        assert _built(site, page).is_file(), page
+        assert page.removesuffix(".md") + "/" in nav, f"{page} is live in course.yml but not in the nav"
+
+
+def test_tooltips_on_every_lesson_equal_the_glossary_definitions(site):
+    """One source: every <abbr title> on a lesson is, word for word, the glossary.yml definition of its term."""
+    definition = {word: " ".join(e["definition"].split()) for e in glossary.entries() for word in e["abbr"]}
+    for page in LIVE_LESSONS:
+        soup = BeautifulSoup(_built(site, page).read_text(encoding="utf-8"), "html.parser")
+        abbrs = soup.select(".md-content abbr")
+        assert abbrs, f"{page}: no glossary tooltip at all"
+        for abbr in abbrs:
+            word = abbr.get_text()
+            assert word in definition, f"{page}: tooltip on {word!r}, which no glossary entry claims"
+            assert abbr["title"] == definition[word], f"{page}: tooltip of {word!r} differs from glossary.yml"
+    glossary_page = BeautifulSoup((site / "glossary" / "index.html").read_text(encoding="utf-8"), "html.parser")
+    for e in glossary.entries():
+        heading = glossary_page.find(id=e["id"])
+        assert heading is not None, e["id"]
+        assert " ".join(heading.find_next("p").get_text().split()) == " ".join(e["definition"].split())
+
+
+def test_lesson_0b_shows_the_worked_example(site):
+    soup = BeautifulSoup(_built(site, "lessons/0b-metrics.md").read_text(encoding="utf-8"), "html.parser")
+    rows = [[" ".join(c.get_text().split()) for c in tr.find_all(["td", "th"])] for tr in soup.find_all("tr")]
+    # request C: arrives at 100 ms, tokens at 400, 430, 460, 610, 640 -> TTFT 300, TPOT 240/4 = 60, E2E 540
+    assert ["C", "100", "5", "300", "60.0", "30, 30, 150, 30", "540", "no"] in rows
+    # mean TPOT (60+20+60)/3 = 46.67 in both runs; mean ITL 560/16 = 35.00 mixed, 560/12 = 46.67 same length
+    assert ["mean TPOT (ms), request-weighted", "46.67", "46.67"] in rows
+    assert ["mean ITL (ms), token-weighted", "35.00", "46.67"] in rows
+    # lab prediction, prompt 128: TTFT floor = max(2N*128/165.2e12, (2N + 57,344*128)/1.008e12)
+    # = max(11.80 ms, 15,238,573,056 / 1.008e12 = 15.12 ms) -> "15.1 ms"
+    assert ["128", "128", "15.1 ms", "15.12 ms", "1,936 ms"] in rows
+
+
+def test_lesson_0c_shows_the_module_tables(site):
+    soup = BeautifulSoup(_built(site, "lessons/0c-transformer.md").read_text(encoding="utf-8"), "html.parser")
+    rows = [[" ".join(c.get_text().split()) for c in tr.find_all(["td", "th"])] for tr in soup.find_all("tr")]
+    # FACTS.md: Qwen2.5-7B 7,615,616,512; Qwen2.5-0.5B 494,032,768; Llama-3-8B 8,030,261,248; Qwen3-4B 4,022,468,096
+    for total in ("7,615,616,512", "494,032,768", "8,030,261,248", "4,022,468,096"):
+        assert ["total N", "", "", total] in rows, total
+    assert ["MLP gate, up, down", "3 × 3,584 × 18,944", "203,685,888", "5,703,204,864"] in rows  # x 28
+    assert ["q_norm, k_norm", "2 × 128", "256", "9,216"] in rows  # Qwen3-4B, 36 layers
+    # attention at 8,192 tokens: 4*28*28*128*8192 = 3,288,334,336 = 21.6 % of 2N = 15,231,233,024
+    assert ["8,192", "3,288,334,336", "21.6 %"] in rows

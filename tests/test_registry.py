@@ -91,3 +91,42 @@ def test_lesson_0a_snippet_constants_equal_the_registry():
         g = registry.gpu(short)
         assert (tflops, bandwidth) == (g.bf16_dense_tflops, g.bandwidth_gb_s)
     assert list(pi.GPUS) == [registry.gpu("RTX 4090").name, registry.gpu("H200").name]
+
+
+def test_attention_flops_per_token_against_hand_arithmetic():
+    # 4 * L * h * d_h * c: 4 * 28 * 28 * 128 = 401,408 per token of context; * 8192 = 3,288,334,336
+    assert transformer.attention_flops_per_token(QWEN, 8192) == 3_288_334_336
+    assert transformer.attention_flops_per_token(QWEN, 1) == 401_408
+    # Qwen3-4B uses its 32 query heads of head_dim 128 (4096 wide, not hidden 2560):
+    # 4 * 36 * 32 * 128 = 589,824; * 1024 = 603,979,776
+    assert transformer.attention_flops_per_token(registry.model("Qwen/Qwen3-4B").config, 1024) == 603_979_776
+    # forward = 2N + attention: 15,231,233,024 + 3,288,334,336 = 18,519,567,360
+    assert transformer.forward_flops_per_token(QWEN, 8192) == 18_519_567_360
+
+
+def test_fp8_weight_bytes():
+    # 6,525,288,448 linear weights at 1 B + 1,090,328,064 others at 2 B
+    assert transformer.fp8_weight_bytes(QWEN) == 6_525_288_448 + 2 * 1_090_328_064 == 8_705_944_576
+    assert fmt.gb(transformer.fp8_weight_bytes(QWEN)) == "8.71 GB"
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "8k"])
+def test_attention_flops_bad_context_names_the_argument(bad):
+    with pytest.raises(ValueError, match="context_len"):
+        transformer.attention_flops_per_token(QWEN, bad)
+
+
+@pytest.mark.parametrize("name", list(registry.MODELS))
+def test_lesson_0c_snippet_configs_and_counts_equal_the_registry(name):
+    pc = load("lesson_0c/param_count.py")
+    config = registry.model(name).config
+    assert pc.CONFIGS[name] == dict(config)
+    assert pc.param_count(pc.CONFIGS[name]) == transformer.param_count(config)
+    rows = {module: total for module, _, _, total in pc.modules(pc.CONFIGS[name])}
+    parts = transformer.param_breakdown(config)
+    assert rows["embedding"] == parts["embedding"] and rows["lm_head"] == parts["lm_head"]
+    assert rows["MLP gate, up, down"] == parts["mlp"]
+
+
+def test_lesson_0c_snippet_covers_every_registry_model():
+    assert set(load("lesson_0c/param_count.py").CONFIGS) == set(registry.MODELS)

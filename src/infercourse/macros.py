@@ -45,6 +45,9 @@ def define_env(env) -> None:
         transformer.is_mla,
         transformer.weight_bytes,
         transformer.awq_weight_bytes,
+        transformer.fp8_weight_bytes,
+        transformer.attention_flops_per_token,
+        transformer.forward_flops_per_token,
         roofline.ridge_point,
         roofline.time_floor,
         roofline.attainable_flops,
@@ -62,5 +65,6 @@ def define_env(env) -> None:
     ):
         env.macro(function)
     env.macro(snippets.load, "snippet")
+    env.macro(snippets.constant, "snippet_constant")
     for name in ("count", "fixed", "gb", "gib", "pct", "ms"):
         env.filter(getattr(fmt, name), name)

@@ -6,6 +6,7 @@ The build (for prose numbers) and the tests import them through :func:`load`.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import sys
 from pathlib import Path
@@ -29,3 +30,22 @@ def load(relative_path: str) -> ModuleType:
     sys.modules[name] = module  # dataclasses look their module up here
     spec.loader.exec_module(module)
     return module
+
+
+def constant(relative_path: str, name: str):
+    """The value of a top-level constant ``NAME = <literal>`` in ``snippets/<relative_path>``, read without importing.
+
+    For lab scripts, which the docs build must not import (they import vLLM and their helpers):
+    a page can still show a prediction for exactly the grid the lab runs.
+
+    Raises:
+        FileNotFoundError: no such snippet file.
+        ValueError: the file has no top-level literal assignment to ``name``.
+    """
+    path = SNIPPETS_DIR / relative_path
+    if not path.is_file():
+        raise FileNotFoundError(f"no snippet at {path}; paths are relative to {SNIPPETS_DIR}")
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise ValueError(f"name {name!r} is not assigned a literal at the top level of {relative_path}")

@@ -203,6 +203,22 @@ def weight_bytes(config: Mapping[str, Any], dtype_bytes: int = 2) -> int:
     return param_count(config) * dtype_bytes
 
 
+def _bytes_with_quantised_linears(config: Mapping[str, Any], bytes_per_linear_weight: float) -> float:
+    """Linear-layer weights at ``bytes_per_linear_weight`` B each; everything else 16-bit (2 B)."""
+    quantised = linear_weight_count(config)
+    return quantised * bytes_per_linear_weight + 2 * (param_count(config) - quantised)
+
+
+def fp8_weight_bytes(config: Mapping[str, Any]) -> int:
+    """Bytes of an FP8 (W8) checkpoint: 1 B per linear-layer weight, the rest (embeddings, lm_head,
+    biases, norms) in 16-bit at 2 B. Per-tensor or per-channel scales are left out (a few KB to MB).
+
+    Raises:
+        ValueError: a config key is missing or not a positive integer.
+    """
+    return int(_bytes_with_quantised_linears(config, 1))
+
+
 def awq_weight_bytes(config: Mapping[str, Any], group_size: int = 128) -> float:
     """Bytes of a 4-bit AWQ checkpoint: packed linear weights plus per-group fp16 scale and 4-bit zero.
 
@@ -212,8 +228,42 @@ def awq_weight_bytes(config: Mapping[str, Any], group_size: int = 128) -> float:
     Raises:
         ValueError: ``group_size`` is not a positive integer, or a config key is missing.
     """
-    if not isinstance(group_size, int) or group_size <= 0:
+    if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size <= 0:
         raise ValueError(f"group_size must be a positive integer (128 for Qwen's AWQ), got {group_size!r}")
-    quantised = linear_weight_count(config)
-    per_weight = 0.5 + (2 + 0.5) / group_size
-    return quantised * per_weight + 2 * (param_count(config) - quantised)
+    return _bytes_with_quantised_linears(config, 0.5 + (2 + 0.5) / group_size)
+
+
+def attention_flops_per_token(config: Mapping[str, Any], context_len: int) -> int:
+    """FLOPs of attention's own products (QK^T and PV) for ONE query token over ``context_len`` keys.
+
+    Per layer and query head, QK^T is d_h multiply-adds per key and PV d_h per key (value rows
+    weighted by the probabilities): 2 * 2 * d_h * context_len FLOPs. Summed over the
+    ``num_attention_heads`` *query* heads (with GQA several query heads share a KV head but each
+    still does its own products) and ``num_hidden_layers`` layers::
+
+        4 * L * n_heads * d_h * context_len
+
+    Softmax and scaling (a few FLOPs per score) are left out. These FLOPs are not in 2N: they
+    multiply activations by activations, not by weights.
+
+    Args:
+        config: the model's config.json as a mapping.
+        context_len: keys the token attends to (itself included), in tokens.
+
+    Raises:
+        ValueError: ``context_len`` is not a positive integer, or a config key is missing.
+    """
+    if not isinstance(context_len, int) or isinstance(context_len, bool) or context_len <= 0:
+        raise ValueError(f"context_len must be a positive whole number of tokens, got {context_len!r}")
+    heads = _need(config, "num_attention_heads")
+    return 4 * _need(config, "num_hidden_layers") * heads * head_dim(config) * context_len
+
+
+def forward_flops_per_token(config: Mapping[str, Any], context_len: int) -> int:
+    """FLOPs of one token's forward pass: 2N (one multiply-add per parameter) plus attention's products.
+
+    ``2 * param_count(config) + attention_flops_per_token(config, context_len)``. 2N counts the
+    embedding table as if it were multiplied, though it is only a row lookup; lesson 0C says how
+    much that over-counts. Raises ``ValueError`` as :func:`attention_flops_per_token`.
+    """
+    return 2 * param_count(config) + attention_flops_per_token(config, context_len)
