@@ -132,3 +132,23 @@ def test_lesson_0c_snippet_covers_the_models_with_hand_worked_counts():
     # the four whose totals FACTS.md works by hand: untied, tied, GQA 4:1, explicit head_dim
     assert {"Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", "meta-llama/Meta-Llama-3-8B",
             "Qwen/Qwen3-4B"} <= set(load("lesson_0c/param_count.py").CONFIGS)
+
+
+def test_matmul_params_drop_the_embedding_lookup_and_count_the_head_once():
+    assert roofline.matmul_params(QWEN) == 7_615_616_512 - 544_997_376  # untied: head separate, lookup dropped
+    tied = registry.model("Qwen/Qwen2.5-0.5B-Instruct").config
+    assert roofline.matmul_params(tied) == 494_032_768  # tied: the embedding matrix is the head
+
+
+def test_decode_step_floor_sums_the_kernels():
+    g = registry.gpu("RTX 4090")
+    # matmuls: 7,070,619,136 * 2 B = 14,141,238,272 B / 1.008e12 B/s = 14.029006 ms (FLOPs: 0.086 ms)
+    # attention at 1,000 tokens: 57,344,000 B / 1.008e12 = 0.056889 ms (FLOPs 401,408 * 1,000: 0.0024 ms)
+    assert roofline.decode_step_floor(g, QWEN, 1000) * 1e3 == pytest.approx(14.029006 + 0.056889, abs=1e-5)
+
+
+def test_prefill_floor_counts_the_head_once():
+    g = registry.gpu("RTX 4090")
+    # matmuls: 2 * 6,525,621,760 * 4,096 + 2 * 544,997,376 = 53,458,983,452,672 FLOP / 165.2e12 = 323.6016 ms
+    # causal attention: 401,408 * 4,096 * 4,097 / 2 = 3,368,076,443,648 FLOP / 165.2e12 = 20.3879 ms
+    assert roofline.prefill_floor(g, QWEN, 4096) * 1e3 == pytest.approx(323.6016 + 20.3879, abs=1e-3)

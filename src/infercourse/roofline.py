@@ -105,3 +105,71 @@ def compute_bound_batch(gpu: GPUFacts, params: float, kv_bytes_per_token: float,
     if denominator <= 0:
         return None
     return ridge * params * weight_bytes / denominator
+
+
+# --- Floors of one forward pass, kernel by kernel ----------------------------------------------
+# The weight matmuls and attention run as separate kernels, one after the other, so a pass takes
+# at least the sum of their floors (not the floor of their summed FLOPs and bytes). These are the
+# floors the labs' predictions use.
+
+
+def matmul_params(config) -> int:
+    """Parameters a token is multiplied by: the decoder layers plus the output head (a count).
+
+    N minus the input embedding (a row lookup, not a product), with the head counted once whether
+    or not it is tied to the embedding. Norms and biases are included; they are a rounding error.
+
+    Raises:
+        ValueError: as :func:`infercourse.transformer.param_breakdown`.
+    """
+    from infercourse.transformer import param_breakdown
+
+    parts = param_breakdown(config)
+    head = config["vocab_size"] * config["hidden_size"]
+    return sum(parts.values()) - parts["embedding"] - parts["lm_head"] + head
+
+
+def decode_step_floor(gpu: GPUFacts, config, context_len: int, batch: int = 1,
+                      weight_bytes: float = 2, kv_dtype_bytes: int = 2) -> float:
+    """Least time (s) of one decode step of ``batch`` sequences, each with ``context_len`` cached tokens.
+
+    weight matmuls: max(2 M B / peak, M b / bandwidth), M = :func:`matmul_params`, weights read once;
+    attention: max(B * 4 L h d_h S / peak, B kappa S / bandwidth), each sequence's cache read once.
+
+    Args:
+        weight_bytes: average bytes per matmul parameter b (2 for BF16, ~0.52 for AWQ 4-bit).
+        kv_dtype_bytes: bytes per cached element (2 for BF16, 1 for FP8).
+
+    Raises:
+        ValueError: a non-positive length, batch or width, or a config key missing.
+    """
+    from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token
+
+    for name, value in (("batch", batch), ("weight_bytes", weight_bytes)):
+        _positive(name, value)
+    m = matmul_params(config)
+    linear = time_floor(gpu, 2 * m * batch, m * weight_bytes)
+    attention = time_floor(gpu, batch * attention_flops_per_token(config, context_len),
+                           batch * kv_bytes_per_token(config, kv_dtype_bytes) * context_len)
+    return linear + attention
+
+
+def prefill_floor(gpu: GPUFacts, config, prompt_len: int, weight_bytes: float = 2, kv_dtype_bytes: int = 2) -> float:
+    """Least time (s) of one prefill pass over ``prompt_len`` tokens (a lower bound on TTFT).
+
+    weight matmuls: max((2 (M - H) S + 2 H) / peak, M b / bandwidth), where H = vocab x hidden is the
+    output head, applied to the last position only (vLLM computes logits for it alone);
+    attention (causal): max(sum over positions of 4 L h d_h i, for i = 1..S, / peak, kappa S / bandwidth).
+
+    Raises:
+        ValueError: a non-positive length or width, or a config key missing.
+    """
+    from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token
+
+    _positive("weight_bytes", weight_bytes)
+    m = matmul_params(config)
+    head = config["vocab_size"] * config["hidden_size"]
+    linear = time_floor(gpu, 2 * (m - head) * prompt_len + 2 * head, m * weight_bytes)
+    causal_flops = attention_flops_per_token(config, prompt_len) * (prompt_len + 1) / 2  # mean context (S+1)/2
+    attention = time_floor(gpu, causal_flops, kv_bytes_per_token(config, kv_dtype_bytes) * prompt_len)
+    return linear + attention
