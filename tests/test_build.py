@@ -176,3 +176,17 @@ def test_lesson_0c_shows_the_module_tables(site):
     assert ["q_norm, k_norm", "2 × 128", "256", "9,216"] in rows  # Qwen3-4B, 36 layers
     # attention at 8,192 tokens: 4*28*28*128*8192 = 3,288,334,336 = 21.6 % of 2N = 15,231,233,024
     assert ["8,192", "3,288,334,336", "21.6 %"] in rows
+
+
+def test_no_template_debris_in_lesson_text(site):
+    """Jinja slips that a strict build does not catch: table rows turned into paragraphs, runaway strings."""
+    for page in LIVE_LESSONS:
+        soup = BeautifulSoup(_built(site, page).read_text(encoding="utf-8"), "html.parser")
+        content = soup.select_one(".md-content")
+        for tag in content.select("pre, code, svg, script, .arithmatex"):
+            tag.decompose()
+        stray_rows = [p.get_text()[:80] for p in content.find_all("p") if p.get_text().lstrip().startswith("|")]
+        assert not stray_rows, f"{page}: table rows rendered as text: {stray_rows}"
+        long_words = [w[:60] for w in content.get_text(" ").split() if len(w) > 40 and "/" not in w]
+        assert not long_words, f"{page}: runaway strings: {long_words}"
+        assert "{{" not in content.get_text() and "{%" not in content.get_text(), f"{page}: unrendered Jinja"

@@ -10,7 +10,7 @@ Nothing here holds a number of its own.
 
 from __future__ import annotations
 
-from infercourse import course, fmt, glossary, memory, registry, roofline, snippets, transformer
+from infercourse import course, labbox, fmt, glossary, memory, registry, roofline, snippets, transformer
 
 
 def define_env(env) -> None:
@@ -59,6 +59,7 @@ def define_env(env) -> None:
         memory.kv_budget_bytes,
         memory.kv_capacity_tokens,
         memory.max_concurrency,
+        labbox.lab_box,
         glossary.entries,
         course.parts,
         course.lesson_label,
