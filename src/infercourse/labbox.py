@@ -64,7 +64,7 @@ def lab_box(script: str, peak_kv_tokens: int, run_minutes: float, args: str = ""
     - **Time and cost (estimate):** about {math.ceil(minutes)} minutes: the first download of
       {fmt.gb(weights)} at an assumed {rent.download_mb_s:g} MB/s ({download_min:.0f} min; later labs reuse it),
       engine start-up (about {rent.engine_start_min:g} min) and the measurements (about {run_minutes:g} min). At
-      ¥{rent.cny_per_hour:.2f}/h, about ¥{minutes / 60 * rent.cny_per_hour:.2f}. The price is a secondary figure: {rent.source}.
+      ¥{rent.cny_per_hour:.2f}/h, about ¥{minutes / 60 * rent.cny_per_hour:.2f} ({rent.source}).
     - **Platform notes:** NVIDIA GPU with a CUDA 12 image. If Hugging Face is slow or blocked, set
       `VLLM_USE_MODELSCOPE=True` to fetch the same model from ModelScope. On ROCm or vLLM's CPU build the
       script runs unchanged, but its timings belong to that device; our tests run it on the CPU build with
