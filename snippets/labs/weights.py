@@ -29,9 +29,11 @@ import argparse
 import os
 from pathlib import Path
 
-import receipt  # snippets/labs/receipt.py: failure line, machine, versions, JSON receipt
+import labkit  # snippets/labs/labkit.py: failure line, machine, versions, JSON receipt
 
 LAB = "weights"
+MAX_MODEL_LEN = 4096
+"""Default context length; vLLM starts only if the KV cache can hold one sequence this long."""
 GIB = 2**30
 GB = 10**9
 
@@ -40,11 +42,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Measure the weight memory of a model loaded by vLLM.")
     p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
     p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
-    p.add_argument("--max-model-len", type=int, default=4096, help="context length the engine reserves")
+    p.add_argument("--max-model-len", type=int, default=MAX_MODEL_LEN, help="context length the engine reserves")
     p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
     args = p.parse_args(argv)
     if args.max_model_len < 16:
-        receipt.fail(f"--max-model-len must be at least 16, got {args.max_model_len}")
+        labkit.fail(f"--max-model-len must be at least 16, got {args.max_model_len}")
     return args
 
 
@@ -66,18 +68,18 @@ def loading_memory(worker):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    receipt.check_model_arg(args.model)
+    labkit.check_model_arg(args.model)
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine in this process
     try:
         from vllm import LLM
     except ImportError as exc:
-        receipt.fail(f"vLLM is not importable ({exc}); install it: pip install vllm==0.26.0")
+        labkit.fail(f"vLLM is not importable ({exc}); install it: pip install vllm==0.26.0")
     try:
         llm = LLM(model=args.model, load_format=args.load_format, max_model_len=args.max_model_len,
                   enforce_eager=True)  # no CUDA graphs: they change nothing about weights and take time
     except Exception as exc:  # vLLM raises many kinds; the message says which
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        receipt.fail(f"vLLM could not start an engine for {args.model!r}: {type(exc).__name__}: {first}")
+        labkit.fail(f"vLLM could not start an engine for {args.model!r}: {type(exc).__name__}: {first}")
 
     by_dtype = llm.apply_model(parameter_bytes)[0]
     loaded = llm.collective_rpc(loading_memory)[0]
@@ -95,7 +97,7 @@ def main(argv=None) -> int:
         print(f"model loading memory: {loaded / GIB:.2f} GiB ({loaded / GB:.2f} GB), "
               f"{(loaded / total - 1) * 100:+.1f} % against the parameter bytes")
     if args.receipt:
-        receipt.write(args.receipt, LAB, args, settings={"enforce_eager": True},
+        labkit.write_receipt(args.receipt, LAB, args, settings={"enforce_eager": True},
                       units={"bytes": "B", "elements": "count", "model_loading_bytes": "B"},
                       results={"parameters_by_dtype": by_dtype, "parameter_bytes": total,
                                "model_loading_bytes": loaded})

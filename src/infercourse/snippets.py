@@ -28,7 +28,11 @@ def load(relative_path: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(path.parent))  # as `python snippets/labs/x.py` would: labs import labkit from there
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
     return module
 
 

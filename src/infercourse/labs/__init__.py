@@ -1,0 +1,249 @@
+"""The GPU labs' receipts, the claims their lessons make, and the lessons' expected output.
+
+A lab (``snippets/labs/<lab>.py``) writes a JSON *receipt* with ``--receipt`` (through
+``snippets/labs/labkit.py``). Each lab declares, in ONE module here, ``infercourse/labs/<lab>.py``,
+a ``SPEC`` (:class:`~infercourse.labs.core.LabSpec`): its row schema and units, its claims, its
+roofline floors (optional), its GPU prediction and its table of committed GPU receipts.
+
+One module per lab, found by name (``pkgutil``), rather than one shared file: the specs are
+independent, each is read next to its lab, and porting a lab touches only its own module plus one
+line of :data:`PENDING` (several engineers port labs at once). Shared pieces (the receipt
+envelope, the spec's shape, row lookup, line fit, GPU names) are in :mod:`infercourse.labs.core`.
+
+This package checks what is common once: :func:`validate_receipt` (the envelope for every lab,
+then the lab's rows), :func:`check` / :func:`report` (the lab's claims, plus efficiency against
+the floor on a GPU the registry has), :func:`expected_output` (what a lesson page prints).
+
+Committed receipts live in ``receipts/<machine-slug>/<lab>.json`` (one folder per machine).
+How to port a lab: ``snippets/labs/README.md``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+from pathlib import Path
+from typing import Any, Mapping
+
+from infercourse import fmt
+from infercourse.labs.core import (LABS_DIR, RECEIPTS_DIR, ROOT, SCHEMA_VERSION, ClaimResult, Column, Efficiency,
+                                   LabSpec, ReceiptError, dtype_bytes, envelope_problems, find_row, gpu_for_name,
+                                   lab_grid, linear_fit, machine_slug, model_config_for)
+from infercourse.registry import LAB_GPU, gpu
+
+__all__ = [
+    "LABS_DIR", "RECEIPTS_DIR", "ROOT", "SCHEMA_VERSION", "ClaimResult", "Column", "Efficiency", "LabSpec",
+    "ReceiptError", "dtype_bytes", "find_row", "gpu_for_name", "lab_grid", "linear_fit", "machine_slug",
+    "model_config_for", "PENDING", "SPECS", "HELPERS", "lab_scripts", "spec", "validate_receipt", "load_receipt",
+    "committed_receipts", "check", "report", "efficiency", "expected_output",
+]
+
+HELPERS = frozenset({"labkit"})
+"""Files in ``snippets/labs/`` that are not labs (shared code the labs import)."""
+
+PENDING = frozenset({"metrics", "weights", "kv_capacity", "batch_decode"})
+"""Labs in ``snippets/labs/`` not yet wired to this harness (no spec here). Listed, so that nothing
+is skipped silently: ``tests/test_labs.py`` fails for a lab script that has neither a spec nor an
+entry here. Porting a lab removes its name from this set."""
+
+_NOT_SPECS = {"core"}
+
+
+def _discover() -> dict[str, LabSpec]:
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name in _NOT_SPECS or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        spec_ = getattr(module, "SPEC", None)
+        if not isinstance(spec_, LabSpec) or spec_.lab != info.name:
+            raise ImportError(f"{module.__name__} must define SPEC = LabSpec(lab={info.name!r}, ...)")
+        found[info.name] = spec_
+    return dict(sorted(found.items()))
+
+
+SPECS: Mapping[str, LabSpec] = _discover()
+"""Every wired lab's spec, by lab name (one module ``infercourse/labs/<lab>.py`` each)."""
+
+
+def lab_scripts(labs_dir: Path | str = LABS_DIR) -> list[str]:
+    """Names of the lab scripts in ``labs_dir``: every ``<name>.py`` except :data:`HELPERS` and ``_*``."""
+    return sorted(p.stem for p in Path(labs_dir).glob("*.py") if not p.name.startswith("_") and p.stem not in HELPERS)
+
+
+def spec(lab: str) -> LabSpec:
+    """The spec of ``lab``.
+
+    Raises:
+        KeyError: ``lab`` has no spec (pending, or no such lab); the message lists the wired labs.
+    """
+    if lab not in SPECS:
+        state = "is pending (not yet wired to the harness)" if lab in PENDING else "has no spec"
+        raise KeyError(f"lab {lab!r} {state}; labs with a spec: {', '.join(SPECS)}")
+    return SPECS[lab]
+
+
+def validate_receipt(receipt: Mapping[str, Any]) -> None:
+    """Check a receipt: the envelope every lab writes, then the rows and units its lab's spec declares.
+
+    Envelope: ``schema`` (== 1), ``lab``, ``command``, ``git_commit`` (str or null), ``date_utc``
+    (``YYYY-MM-DDTHH:MM:SSZ``), ``machine`` (``kind`` "gpu" with ``name``, ``memory_gib``,
+    ``driver``, ``cuda_driver_api``; or "cpu" with ``name``, ``cores``), ``versions`` (``vllm``,
+    ``torch``, ``transformers``, ``python``), ``model``, ``load_format``, ``dtype``,
+    ``max_model_len``, ``settings``, ``engine_start_s`` (s), ``units``, ``results`` (non-empty).
+    Rows: the spec's keys and types, every number finite and non-negative; units: the spec's plus
+    ``engine_start_s: "s"``.
+
+    Raises:
+        ReceiptError: listing every problem found (a lab without a spec is one).
+    """
+    if not isinstance(receipt, Mapping):
+        raise ReceiptError(f"a receipt is a JSON object, got {type(receipt).__name__}")
+    problems = envelope_problems(receipt)
+    lab = receipt.get("lab")
+    if isinstance(lab, str):
+        if lab in SPECS:
+            problems += SPECS[lab].row_problems(receipt)
+        else:
+            problems.append(f"receipt: lab {lab!r} has no spec in infercourse.labs (have: {', '.join(SPECS)})")
+    if problems:
+        raise ReceiptError("; ".join(problems))
+
+
+def load_receipt(path: Path | str) -> dict:
+    """Read and validate one receipt file.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ReceiptError: not JSON, or not the schema (:func:`validate_receipt`).
+    """
+    path = Path(path)
+    try:
+        receipt = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ReceiptError(f"{path} is not JSON: {exc}") from None
+    try:
+        validate_receipt(receipt)
+    except ReceiptError as exc:
+        raise ReceiptError(f"{path}: {exc}") from None
+    return receipt
+
+
+def committed_receipts(lab: str, receipts_dir: Path | str = RECEIPTS_DIR) -> list[dict]:
+    """Every ``<receipts_dir>/<machine-slug>/<lab>.json``, validated, sorted by machine slug.
+
+    Raises:
+        ReceiptError: a committed receipt does not follow the schema.
+    """
+    return [load_receipt(p) for p in sorted(Path(receipts_dir).glob(f"*/{lab}.json"))]
+
+
+def efficiency(receipt: Mapping[str, Any]) -> list[Efficiency] | None:
+    """For a GPU receipt, its lab's measured quantities against their roofline floors on that GPU.
+
+    Returns None where there is nothing to compare with: a CPU receipt, a GPU the registry does not
+    have, a model whose config cannot be found, or a lab whose spec declares no floors.
+
+    Raises:
+        KeyError: the receipt's lab has no spec.
+    """
+    lab_spec = spec(receipt["lab"])
+    machine = receipt.get("machine", {})
+    facts = gpu_for_name(machine.get("name", "")) if machine.get("kind") == "gpu" else None
+    config = model_config_for(receipt)
+    if lab_spec.efficiency is None or facts is None or config is None:
+        return None
+    return lab_spec.efficiency(receipt, facts, config)
+
+
+def check(receipt: Mapping[str, Any]) -> list[ClaimResult]:
+    """Validate a receipt and run it through its lab's claims.
+
+    Raises:
+        ReceiptError: the receipt breaks the schema or lacks a row a claim needs.
+        KeyError: the receipt's lab has no spec.
+    """
+    lab = receipt.get("lab") if isinstance(receipt, Mapping) else None
+    if isinstance(lab, str):
+        spec(lab)  # KeyError, naming the wired labs, before the schema's longer message
+    validate_receipt(receipt)
+    return [claim(receipt) for claim in SPECS[receipt["lab"]].claims]
+
+
+def report(receipt: Mapping[str, Any]) -> tuple[bool, str]:
+    """Check a receipt; return (all applicable claims passed, a readable report with one line per
+    claim and, for a GPU receipt, each measured quantity against the GPU's floor).
+
+    Raises:
+        ReceiptError, KeyError: as :func:`check`.
+    """
+    results = check(receipt)
+    m = receipt["machine"]
+    lines = [f"{receipt['lab']} on {m['name']} ({m['kind']}), vLLM {receipt['versions'].get('vllm')}, "
+             f"model {receipt['model']} ({receipt['load_format']}), {receipt['date_utc']}"]
+    for r in results:
+        mark = {True: "PASS", False: "FAIL", None: "n/a "}[r.passed]
+        lines.append(f"  {mark} {r.claim}: {r.statement} -- {r.detail}")
+    eff = efficiency(receipt)
+    lab_spec = SPECS[receipt["lab"]]
+    if eff:
+        lines.append("  against the roofline floor on this GPU:")
+        for e in eff:
+            row = receipt["results"][e.row]
+            name = " ".join(f"{k}={row[k]}" for k in lab_spec.key)
+            lines.append(f"    {name}: {e.quantity} measured {e.measured:.2f} {e.unit}, floor {e.floor:.2f} {e.unit}, "
+                         f"efficiency {e.ratio:.0%}")
+    elif m["kind"] == "gpu" and lab_spec.efficiency is not None:
+        lines.append(f"  no floor: GPU {m['name']!r} or model {receipt['model']!r} is not in the registry")
+    return all(r.passed is not False for r in results), "\n".join(lines)
+
+
+# --- the lesson's expected output -----------------------------------------------------------------
+
+def prediction_label(lab_spec: LabSpec, gpu_name: str = LAB_GPU) -> str:
+    """The bold first words of every prediction: "Prediction for the <GPU> from <basis>, not a measurement."."""
+    return f"**Prediction for the {gpu(gpu_name).name} from {lab_spec.prediction_basis}, not a measurement.**"
+
+
+def measured_table(lab_spec: LabSpec, receipts: list[Mapping[str, Any]]) -> str:
+    """Markdown table of committed GPU receipts: machine, vLLM, date, model, the spec's columns and,
+    where the spec has floors, the efficiency of each row's first floored quantity."""
+    if not receipts:
+        return (f"*No GPU receipt is committed yet.* Run `make labs` on a GPU box and commit "
+                f"`receipts/<machine>/{lab_spec.lab}.json` to show measurements here.")
+    head = ["machine", "vLLM", "date", "model", *(c.header for c in lab_spec.columns)]
+    align = ["---"] * 4 + ["---:" if c.align_right else "---" for c in lab_spec.columns]
+    intro = "**Measured (committed receipts).**"
+    if lab_spec.efficiency is not None:
+        head.append("efficiency")
+        align.append("---:")
+        intro += " Efficiency = floor on that GPU / measured."
+    lines = [intro, "", "| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    for receipt in receipts:
+        eff: dict[int, Efficiency] = {}
+        for e in efficiency(receipt) or []:
+            eff.setdefault(e.row, e)
+        m = receipt["machine"]
+        for i, row in enumerate(receipt["results"]):
+            cells = [m["name"], str(receipt["versions"].get("vllm")), receipt["date_utc"][:10],
+                     f"`{receipt['model']}` ({receipt['load_format']})", *(c.format(row[c.key]) for c in lab_spec.columns)]
+            if lab_spec.efficiency is not None:
+                cells.append(f"{e.quantity} {fmt.pct(e.ratio, 0)}" if (e := eff.get(i)) else "n/a")
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def expected_output(lab: str, receipts_dir: Path | str = RECEIPTS_DIR) -> str:
+    """Markdown for a lesson's "expected output" of ``lab``: the prediction for the course's GPU
+    (labelled as a prediction, not a measurement) and a table of the committed GPU receipts of that
+    lab (CPU receipts prove a lab runs, not how fast a GPU is; they are not shown).
+
+    Raises:
+        KeyError: ``lab`` has no spec.
+        ReceiptError: a committed receipt does not follow the schema.
+    """
+    lab_spec = spec(lab)
+    gpu_receipts = [r for r in committed_receipts(lab, receipts_dir) if r["machine"]["kind"] == "gpu"]
+    return (f"{prediction_label(lab_spec)} {lab_spec.prediction()}\n\n"
+            f"{measured_table(lab_spec, gpu_receipts)}\n")

@@ -1,0 +1,325 @@
+"""What every lab shares: the receipt envelope, the shape of a lab's spec, and small helpers.
+
+Lab modules (``infercourse/labs/<lab>.py``) import from here only, never from the package
+``__init__`` (which imports them). Units: times in the receipt's units; floors in seconds unless a
+name says ms; bandwidths and FLOP/s as the registry states them.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from infercourse.registry import GPUS, GPUFacts, model
+from infercourse.transformer import BYTES_PER_DTYPE
+
+ROOT = Path(__file__).resolve().parents[3]
+LABS_DIR = ROOT / "snippets" / "labs"
+RECEIPTS_DIR = ROOT / "receipts"
+SCHEMA_VERSION = 1
+"""The receipt schema ``snippets/labs/labkit.py`` writes (its ``SCHEMA``)."""
+
+Receipt = Mapping[str, Any]
+
+
+class ReceiptError(ValueError):
+    """A receipt does not follow the schema; the message lists every problem found."""
+
+
+def lab_grid(lab: str) -> tuple[tuple[int, ...], ...]:
+    """The ``GRID`` constant of ``snippets/labs/<lab>.py``, read with ``ast`` (the lab is not imported).
+
+    Raises:
+        FileNotFoundError: no such lab.
+        ValueError: the lab has no module-level ``GRID = ...`` literal.
+    """
+    path = LABS_DIR / f"{lab}.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"no lab {lab!r}: {path} does not exist")
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "GRID" for t in node.targets):
+            return tuple(tuple(pair) for pair in ast.literal_eval(node.value))
+    raise ValueError(f"{path} has no module-level GRID literal")
+
+
+# --- the envelope: the same for every lab ---------------------------------------------------------
+
+ENVELOPE = {
+    "schema": int, "lab": str, "command": str, "git_commit": (str, type(None)), "date_utc": str,
+    "machine": dict, "versions": dict, "model": str, "load_format": str, "dtype": str,
+    "max_model_len": int, "settings": dict, "engine_start_s": (int, float), "units": dict, "results": list,
+}
+"""Top-level keys of every receipt and their JSON types (``snippets/labs/labkit.py: write_receipt``)."""
+
+MACHINE_KEYS = {"gpu": ("name", "memory_gib", "driver", "cuda_driver_api"), "cpu": ("name", "cores")}
+VERSION_KEYS = ("vllm", "torch", "transformers", "python")
+
+
+def typed(obj: Mapping[str, Any], spec: Mapping[str, Any], where: str) -> list[str]:
+    """Problems of ``obj`` against ``{key: type or tuple of types}`` (a bool is not a number)."""
+    problems = []
+    for key, kind in spec.items():
+        if key not in obj:
+            problems.append(f"{where}: missing {key!r}")
+        elif not isinstance(obj[key], kind) or (isinstance(obj[key], bool) and bool not in _types(kind)):
+            problems.append(f"{where}: {key!r} is {type(obj[key]).__name__}, expected {kind}")
+    return problems
+
+
+def _types(kind) -> tuple:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def envelope_problems(receipt: Receipt) -> list[str]:
+    """Problems with the keys every lab's receipt has (all but the rows' own keys)."""
+    problems = typed(receipt, ENVELOPE, "receipt")
+    schema = receipt.get("schema")
+    if isinstance(schema, int) and schema != SCHEMA_VERSION:
+        problems.append(f"receipt: schema {schema}, this checker reads {SCHEMA_VERSION}")
+    date = receipt.get("date_utc")
+    if isinstance(date, str) and not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", date):
+        problems.append(f"receipt: date_utc {date!r} is not YYYY-MM-DDTHH:MM:SSZ")
+    machine = receipt.get("machine")
+    if isinstance(machine, Mapping):
+        need = MACHINE_KEYS.get(machine.get("kind"))
+        if need is None:
+            problems.append(f"machine: kind must be 'gpu' or 'cpu', got {machine.get('kind')!r}")
+        else:
+            problems += [f"machine: missing {k!r}" for k in need if k not in machine]
+    versions = receipt.get("versions")
+    if isinstance(versions, Mapping):
+        problems += [f"versions: missing {k!r}" for k in VERSION_KEYS if k not in versions]
+    start = receipt.get("engine_start_s")
+    if isinstance(start, (int, float)) and not isinstance(start, bool) and not (math.isfinite(start) and start >= 0):
+        problems.append(f"receipt: engine_start_s = {start!r} is not a finite non-negative number")
+    units = receipt.get("units")
+    if isinstance(units, Mapping) and units.get("engine_start_s") != "s":
+        problems.append(f"units: 'engine_start_s' must be 's', got {units.get('engine_start_s')!r}")
+    if isinstance(receipt.get("results"), list) and not receipt["results"]:
+        problems.append("receipt: results is empty")
+    return problems
+
+
+# --- a lab's spec ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """One claim checked on one receipt. ``passed`` is None when the claim does not apply to it."""
+
+    claim: str
+    statement: str
+    passed: bool | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """A measured quantity of one receipt row against its roofline floor on that GPU.
+
+    ``ratio`` = floor / measured (a fraction; 1.0 would be the datasheet's peak).
+    """
+
+    row: int
+    quantity: str
+    unit: str
+    measured: float
+    floor: float
+
+    @property
+    def ratio(self) -> float:
+        return self.floor / self.measured if self.measured > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the lesson's table of committed GPU receipts: row key, header, formatter."""
+
+    key: str
+    header: str
+    format: Callable[[Any], str]
+    align_right: bool = True
+
+
+Claim = Callable[[Receipt], ClaimResult]
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    """Everything the harness knows about one lab, declared in ``infercourse/labs/<lab>.py`` as ``SPEC``.
+
+    Attributes:
+        lab: the script's name, ``snippets/labs/<lab>.py``; also the receipt's ``lab``.
+        lesson: the lesson that runs it, e.g. ``"0A"``.
+        row: ``{key: JSON type}`` of each ``results`` row (e.g. ``int``, ``(int, float)``).
+            Every number in a row must be finite and non-negative.
+        units: ``{key: unit}`` of every measured row key (``"ms"``, ``"s"``, ``"B"``, ``"tokens"``);
+            the receipt's ``units`` must equal this plus ``engine_start_s: "s"``.
+        key: the row keys that name a row (e.g. prompt and output tokens); the lab prints them
+            first on each line of its table, in the receipt's row order.
+        header: text on the header line of the table the lab prints (the CPU test finds it).
+        claims: the checks of what the lesson tells the reader to observe (:class:`ClaimResult`).
+        prediction: Markdown body of the expected output for the course's GPU (``registry.LAB_GPU``),
+            after the label "Prediction for the <GPU> from <prediction_basis>, not a measurement."
+        columns: the measured table's columns (after machine, vLLM, date, model).
+        prediction_basis: what the prediction comes from (``"the roofline"``).
+        efficiency: optional ``(receipt, gpu facts, model config) -> [Efficiency]`` floors of a GPU receipt.
+        grid: the rows' keys in order, when the lab runs a fixed grid (checked in the CPU test).
+        cpu_max_model_len: ``--max-model-len`` for the CPU run (None: the lab's default).
+        cpu_args: extra arguments for the CPU run (e.g. fewer repeats).
+
+    Raises:
+        ValueError: units, key, grid or columns name keys the row does not have.
+    """
+
+    lab: str
+    lesson: str
+    row: Mapping[str, Any]
+    units: Mapping[str, str]
+    key: tuple[str, ...]
+    header: str
+    claims: tuple[Claim, ...]
+    prediction: Callable[[], str]
+    columns: tuple[Column, ...]
+    prediction_basis: str = "the roofline"
+    efficiency: Callable[[Receipt, GPUFacts, Mapping[str, Any]], list[Efficiency]] | None = None
+    grid: tuple[tuple, ...] | None = None
+    cpu_max_model_len: int | None = None
+    cpu_args: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.lab):
+            raise ValueError(f"lab name must be a Python file stem in lower case, got {self.lab!r}")
+        for what, keys in (("units", self.units), ("key", self.key), ("columns", [c.key for c in self.columns])):
+            unknown = [k for k in keys if k not in self.row]
+            if unknown:
+                raise ValueError(f"{self.lab}: {what} names {unknown}, not in row {list(self.row)}")
+        if not self.key:
+            raise ValueError(f"{self.lab}: key must name at least one row key")
+        if self.grid is not None and any(len(g) != len(self.key) for g in self.grid):
+            raise ValueError(f"{self.lab}: every grid entry must have {len(self.key)} values ({self.key})")
+
+    def row_problems(self, receipt: Receipt) -> list[str]:
+        """Problems of the receipt's ``units`` and ``results`` rows against this spec."""
+        problems = []
+        units = receipt.get("units")
+        if isinstance(units, Mapping):
+            want = {**self.units, "engine_start_s": "s"}
+            problems += [f"units: {k!r} must be {u!r}, got {units.get(k)!r}" for k, u in want.items() if units.get(k) != u]
+            problems += [f"units: {k!r} is not a key of a {self.lab} row" for k in units if k not in want]
+        for i, row in enumerate(receipt.get("results") or []):
+            if not isinstance(row, Mapping):
+                problems.append(f"results[{i}]: not an object")
+                continue
+            problems += typed(row, self.row, f"results[{i}]")
+            problems += [f"results[{i}]: unexpected key {k!r}" for k in row if k not in self.row]
+            for k, v in row.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and not (math.isfinite(v) and v >= 0):
+                    problems.append(f"results[{i}]: {k} = {v!r} is not a finite non-negative number")
+        return problems
+
+    def row_key(self, row: Mapping[str, Any]) -> tuple:
+        """The values that name ``row`` (its :attr:`key` fields)."""
+        return tuple(row[k] for k in self.key)
+
+
+def find_row(receipt: Receipt, **key: Any) -> Mapping[str, Any]:
+    """The results row whose fields equal ``key`` (e.g. ``prompt_tokens=128, output_tokens=32``).
+
+    Raises:
+        ReceiptError: no such row.
+    """
+    for row in receipt["results"]:
+        if all(row.get(k) == v for k, v in key.items()):
+            return row
+    raise ReceiptError(f"receipt has no row with {', '.join(f'{k}={v}' for k, v in key.items())}")
+
+
+# --- machines, GPUs, models -----------------------------------------------------------------------
+
+def machine_slug(machine: Mapping[str, Any]) -> str:
+    """The receipts folder name of a machine: ``"NVIDIA GeForce RTX 4090"`` -> ``"rtx-4090"``;
+    a CPU gets ``"cpu-"`` plus its model, e.g. ``"cpu-amd-epyc"``.
+
+    Raises:
+        ValueError: ``machine`` has no ``name``.
+    """
+    name = machine.get("name")
+    if not name:
+        raise ValueError(f"machine has no name: {dict(machine)!r}")
+    words = [w for w in re.split(r"[^a-z0-9]+", str(name).lower()) if w and w not in ("nvidia", "geforce", "tesla")]
+    slug = "-".join(words)
+    return f"cpu-{slug}" if machine.get("kind") == "cpu" else slug
+
+
+_FORM_FACTOR = re.compile(r"^(SXM\d*|HBM\d*E?)$")
+
+
+def gpu_for_name(device_name: str) -> GPUFacts | None:
+    """The registry entry for a GPU as nvidia-smi / torch name it, or None if the registry has none.
+
+    ``"NVIDIA GeForce RTX 4090"`` -> RTX 4090; ``"NVIDIA H100 80GB HBM3"`` -> H100 (SXM);
+    ``"NVIDIA A100-SXM4-80GB"`` -> A100 80GB. Variants with other figures are NOT matched:
+    ``"RTX 4090 D"``, ``"H100 PCIe"``, ``"H200 NVL"`` and ``"A100-SXM4-40GB"`` give None (a
+    memory size in the name must equal the registry's).
+    """
+    tokens = [t for t in re.split(r"[^A-Z0-9]+", device_name.upper()) if t and t not in ("NVIDIA", "GEFORCE", "TESLA")]
+    sizes = [int(t[:-2]) for t in tokens if re.fullmatch(r"\d+GB", t)]
+    core = [t for t in tokens if not re.fullmatch(r"\d+GB", t) and not _FORM_FACTOR.match(t)]
+    for key, facts in GPUS.items():
+        if core == key.upper().split() and all(s == round(facts.memory_gb) for s in sizes):
+            return facts
+    return None
+
+
+def dtype_bytes(config: Mapping[str, Any], dtype: str) -> int:
+    """Bytes per element of a run's ``--dtype`` (``"auto"``: the config's ``torch_dtype``, else bf16).
+
+    Raises:
+        ValueError: a dtype with no byte width in ``transformer.BYTES_PER_DTYPE``.
+    """
+    name = (config.get("torch_dtype") or config.get("dtype") or "bfloat16") if dtype == "auto" else dtype
+    name = {"bf16": "bfloat16", "half": "float16", "fp16": "float16", "float": "float32"}.get(name, name)
+    if name not in BYTES_PER_DTYPE:
+        raise ValueError(f"dtype {name!r} has no byte width here; known: {', '.join(BYTES_PER_DTYPE)}")
+    return BYTES_PER_DTYPE[name]
+
+
+def model_config_for(receipt: Receipt) -> Mapping[str, Any] | None:
+    """The config of a receipt's model: the registry's for a hub id it knows, else a local folder's
+    ``config.json`` (e.g. the config-only folder run with ``--load-format dummy``), else None."""
+    name = receipt.get("model", "")
+    try:
+        return model(name).config
+    except KeyError:
+        pass
+    path = Path(name).expanduser()
+    if not path.is_absolute():
+        path = ROOT / path
+    try:
+        return json.loads((path / "config.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def linear_fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
+    """Least-squares line y = a + b*x: returns (a, b, R^2).
+
+    Raises:
+        ValueError: fewer than 3 points, lengths differ, or all x (or all y) equal.
+    """
+    if len(xs) != len(ys) or len(xs) < 3:
+        raise ValueError(f"need at least 3 (x, y) pairs of equal length, got {len(xs)} and {len(ys)}")
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    if sxx == 0 or syy == 0:
+        raise ValueError("x or y values are all equal; no line to fit")
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    intercept = my - slope * mx
+    ss_res = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys))
+    return intercept, slope, 1 - ss_res / syy
