@@ -93,23 +93,54 @@ def test_batched_decode_intensity_by_hand():
 
 def test_compute_bound_batch_by_hand():
     assert roofline.ridge_point(TOY) == pytest.approx(10)
-    # B* = R N b / (2N - R kappa S) = 10 * 1e9 * 2 / (2e9 - 10 * 1e8) = 2e10 / 1e9 = 20
-    assert roofline.compute_bound_batch(TOY, 1e9, 1e5, 1000) == pytest.approx(20)
-    # S = 20,000: R kappa S = 2e10 > 2N = 2e9: the KV term caps I below R
-    assert roofline.compute_bound_batch(TOY, 1e9, 1e5, 20_000) is None
+    # the matmuls' intensity is 2B/b: it reaches R = 10 at B* = R b / 2 = 10 * 2 / 2 = 10, whatever the context
+    assert roofline.compute_bound_batch(TOY) == pytest.approx(10)
+    assert roofline.compute_bound_batch(TOY, weight_bytes=0.5) == pytest.approx(2.5)  # 10 * 0.5 / 2
     g = registry.gpu("RTX 4090")  # R = 165.2e12 / 1008e9 = 163.888...
-    # S = 512: kappa S = 29,360,128; R kappa S = 4,811,798,755.6; 2N - that = 10,419,434,268.4
-    # R N b = 163.888... * 15,231,233,024 = 2,496,229,690,600 -> B* = 239.57
-    assert roofline.compute_bound_batch(g, 7_615_616_512, 57_344, 512) == pytest.approx(239.57, abs=0.01)
-    # S = 4096: 2N = 15,231,233,024 < R kappa S = 163.89 * 234,881,024 = 3.85e10 -> never
-    assert roofline.compute_bound_batch(g, 7_615_616_512, 57_344, 4096) is None
+    assert roofline.compute_bound_batch(g) == pytest.approx(163.889, abs=1e-3)  # R * 2 / 2
+    assert roofline.linear_intensity(16) == 16  # 2 * 16 / 2
+    assert roofline.linear_intensity(16, weight_bytes=0.5) == 64  # 2 * 16 / 0.5
+
+
+def test_attention_intensity_by_hand():
+    # Qwen2.5-7B: 4 * 28 * 28 * 128 = 401,408 FLOPs per cached token / 57,344 B = 7 = 2 * (28 / 4) / 2
+    assert roofline.attention_intensity(QWEN) == pytest.approx(7)
+    assert roofline.attention_intensity(QWEN, kv_dtype_bytes=1) == pytest.approx(14)  # fp8 cache: half the bytes
+    # MHA (Llama-2-13B): 4 * 40 * 40 * 128 / (2 * 40 * 40 * 128 * 2) = 1
+    assert roofline.attention_intensity(registry.model("meta-llama/Llama-2-13b-hf").config) == pytest.approx(1)
+
+
+def test_decode_kernel_floors_by_hand():
+    # TOY: 10e12 FLOP/s, 1e12 B/s. M = 7,615,616,512 - 544,997,376 (embedding) = 7,070,619,136; M b = 14,141,238,272 B
+    assert roofline.matmul_params(QWEN) == 7_070_619_136
+    # B = 1, S = 512: matmuls max(1.414e-3, 14.141238272e-3); attention: 57,344 * 512 = 29,360,128 B -> 29.360128e-6 s
+    # (its FLOPs 401,408 * 512 = 205,520,896 -> 20.55e-6 s are less)
+    linear, attention = roofline.decode_kernel_floors(TOY, QWEN, 512, 1)
+    assert linear == pytest.approx(14.141238272e-3) and attention == pytest.approx(29.360128e-6)
+    # B = 100: matmuls compute-bound, 2 * 7,070,619,136 * 100 / 1e13 = 0.1414123827 s;
+    # attention still memory-bound: 100 * 29,360,128 / 1e12 = 2.9360128e-3 s (FLOPs: 2.055e-3 s)
+    linear, attention = roofline.decode_kernel_floors(TOY, QWEN, 512, 100)
+    assert linear == pytest.approx(0.1414123827) and attention == pytest.approx(2.9360128e-3)
+    assert linear + attention == pytest.approx(roofline.decode_step_floor(TOY, QWEN, 512, 100))
+
+
+def test_max_sequences_and_upper_total_by_hand():
+    budget = 6_317_926_522.88  # the RTX 4090 budget of test_rtx_4090_capacity_by_hand: 6,885 blocks of 16
+    assert memory.max_sequences(budget, 57_344, 8192) == 13  # 8,192 / 16 = 512 blocks each; 6,885 // 512
+    assert memory.max_sequences(budget, 57_344, 1000) == 109  # ceil(1000 / 16) = 63 blocks; 6,885 // 63
+    assert memory.device_total_upper_bytes("RTX 4090") == 25_757_220_864  # the CUDA total where known
+    assert memory.device_total_upper_bytes("H100") == 85_899_345_920  # 80 * 2^30
+    with pytest.raises(ValueError, match="context_len"):
+        memory.max_sequences(budget, 57_344, 0)
 
 
 def test_roofline_bad_input():
     with pytest.raises(ValueError, match="batch"):
         roofline.decode_intensity(1e9, 1e5, 1000, batch=0)
-    with pytest.raises(ValueError, match="context_len"):
-        roofline.compute_bound_batch(TOY, 1e9, 1e5, -1)
+    with pytest.raises(ValueError, match="weight_bytes"):
+        roofline.compute_bound_batch(TOY, weight_bytes=0)
+    with pytest.raises(ValueError, match="batch"):
+        roofline.linear_intensity(0)
 
 
 def test_lesson_1a_snippet_constants_equal_the_registry():
@@ -129,16 +160,20 @@ def test_lesson_1a_snippet_constants_equal_the_registry():
 
 def test_lesson_2a_snippet_constants_equal_the_registry():
     dr = load("lesson_2a/decode_roofline.py")
-    assert dr.PARAMS == transformer.param_count(QWEN)
+    assert dr.MATMUL_PARAMS == roofline.matmul_params(QWEN)
+    assert dr.ATTN_FLOPS_PER_KEY == transformer.attention_flops_per_token(QWEN, 1)
     assert dr.KV_BYTES_PER_TOKEN == transformer.kv_bytes_per_token(QWEN)
     assert dr.WEIGHT_BYTES == 2
+    assert dr.attention_intensity() == roofline.attention_intensity(QWEN)
     for short, (tflops, bandwidth) in zip(("RTX 4090", "H200"), dr.GPUS.values()):
         g = registry.gpu(short)
         assert (tflops, bandwidth) == (g.bf16_dense_tflops, g.bandwidth_gb_s)
         assert dr.ridge_point(tflops, bandwidth) == roofline.ridge_point(g)
-        assert dr.compute_bound_batch(dr.ridge_point(tflops, bandwidth), 512) == pytest.approx(
-            roofline.compute_bound_batch(g, dr.PARAMS, dr.KV_BYTES_PER_TOKEN, 512))
-    assert dr.decode_intensity(20, 1000, n=1e9, kappa=1e5) == pytest.approx(10)  # the hand case above
+        assert dr.compute_bound_batch(dr.ridge_point(tflops, bandwidth)) == pytest.approx(roofline.compute_bound_batch(g))
+        for batch, context in ((1, 512), (64, 576), (256, 4096)):
+            assert sum(dr.step_floors(batch, context, tflops, bandwidth)) == pytest.approx(
+                roofline.decode_step_floor(g, QWEN, context, batch))
+    assert dr.matmul_intensity(20) == 20  # 2 * 20 / 2
 
 
 def test_lab_defaults_match_the_registry():

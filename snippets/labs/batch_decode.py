@@ -1,22 +1,30 @@
 """Lab 2A: decode at batch sizes 1..64 and see throughput rise while the step time barely moves.
 
 For each batch size B in BATCHES the script sends B requests together (prompt ``--prompt-len``
-tokens, exactly ``--output-len`` output tokens each) and reads, from ``RequestOutput.metrics``,
-each request's decode time per token (TPOT). All B requests decode in the same engine steps, so
-the median TPOT is the step time t(B). It prints
+tokens, exactly ``--output-len`` output tokens each) and times the engine's steady state: the
+window in which all B requests are decoding. From ``RequestOutput.metrics`` (engine-step
+timestamps), the window runs from the last request's first token to the first request's last
+token, and holds n - 1 steps when all B were prefilled in the same step; so the step time is
+
+    t(B) = (min last_token_ts - max first_token_ts) / (n - 1).
+
+The engine is built so that this holds: ``max_num_batched_tokens`` >= B * prompt tokens (else vLLM
+chunks the prompts over several steps and requests already decoding ride along in slow prefill
+steps) and ``max_num_seqs`` >= B (else some requests wait). The script checks it: every request's
+first token must come from the same engine step. It prints
 
 - output tokens/s = B / t(B);
-- achieved bandwidth = bytes per step / t(B), with bytes per step = N b + B kappa S (weights once,
-  every sequence's cache at its mean context S = prompt + output / 2).
+- achieved bandwidth = bytes per step / t(B), with bytes per step = M b + B kappa S (matmul weights
+  once, every sequence's cache at its mean context S = prompt + output / 2).
 
-What to look for: t(B) stays near the floor N b / bandwidth while B is small, so tokens/s grows
-almost in proportion to B; the achieved bandwidth stays below the datasheet's.
+What to look for: t(B) stays near the weights' memory floor M b / bandwidth while B is small, so
+tokens/s grows almost in proportion to B; the achieved bandwidth stays below the datasheet's.
 
 Run (GPU, vLLM 0.26.0):  python snippets/labs/batch_decode.py --receipt batch_decode.json
 No hub access:           python snippets/labs/batch_decode.py --model PATH --load-format dummy
 
 Method: prefix caching off, random prompts, ``ignore_eos=True``, greedy, no detokenisation, one
-untimed warm-up batch per size, ``max_num_seqs`` at least the largest batch.
+untimed warm-up batch per size.
 Standalone: imports only the standard library and vLLM (vLLM, torch, transformers inside ``main``).
 """
 
@@ -102,9 +110,12 @@ def main(argv=None) -> int:
         fail(f"vLLM is not importable ({exc}); install vllm==0.26.0")
 
     started = time.perf_counter()
+    # every prompt of the largest batch prefilled in ONE step, every request scheduled at once:
+    batched_tokens = max(max(BATCHES) * args.prompt_len, args.max_model_len)
     try:
         llm = LLM(model=args.model, load_format=args.load_format, max_model_len=args.max_model_len, seed=SEED,
-                  max_num_seqs=max(BATCHES), enable_prefix_caching=False, disable_log_stats=False)
+                  max_num_seqs=max(BATCHES), max_num_batched_tokens=batched_tokens,
+                  enable_prefix_caching=False, disable_log_stats=False)
     except Exception as exc:  # vLLM raises many kinds; the message says which
         fail(f"vLLM could not start: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}")
     engine_start_s = time.perf_counter() - started
@@ -113,7 +124,10 @@ def main(argv=None) -> int:
 
     model_config = llm.llm_engine.vllm_config.model_config
     b = torch.empty((), dtype=model_config.dtype).element_size()
-    n_params, kappa = param_count(model_config.hf_config), kv_bytes_per_token(model_config.hf_config, b)
+    hf = model_config.hf_config
+    n_params, kappa = param_count(hf), kv_bytes_per_token(hf, b)
+    # M: weights a token is multiplied by; the input embedding is a lookup (unless tied, it is not the head)
+    m_params = n_params if getattr(hf, "tie_word_embeddings", False) else n_params - hf.vocab_size * hf.hidden_size
     tokenizer = llm.get_tokenizer()
     vocab, special = len(tokenizer), set(tokenizer.all_special_ids)
     rng = random.Random(SEED)
@@ -128,33 +142,41 @@ def main(argv=None) -> int:
     for batch in BATCHES:
         llm.generate(prompts(batch), params, use_tqdm=False)  # untimed warm-up at this batch size
         outputs = llm.generate(prompts(batch), params, use_tqdm=False)
-        tpots = []
+        firsts, lasts, tpots = [], [], []
         for out in outputs:
             m = out.metrics
             if m is None:
                 fail("vLLM returned no per-request metrics; this vLLM ignores disable_log_stats=False", 3)
             if m.num_generation_tokens != args.output_len:
                 fail(f"asked for {args.output_len} tokens, the engine made {m.num_generation_tokens}", 3)
+            firsts.append(m.first_token_ts), lasts.append(m.last_token_ts)
             tpots.append((m.last_token_ts - m.first_token_ts) / (m.num_generation_tokens - 1))
-        step_s = statistics.median(tpots)
-        bytes_per_step = n_params * b + batch * kappa * mean_context
-        rows.append({"batch": batch, "step_ms": round(step_s * 1e3, 4), "tokens_per_s": round(batch / step_s, 2),
-                     "bytes_per_step": round(bytes_per_step), "achieved_gb_s": round(bytes_per_step / step_s / 1e9, 2),
-                     "floor_ms": round(bytes_per_step / (args.bandwidth_gb_s * 1e9) * 1e3, 4)})
+        window_s = min(lasts) - max(firsts)
+        step_s = window_s / (args.output_len - 1)
+        if window_s <= 0 or max(firsts) - min(firsts) > 0.5 * step_s:
+            fail(f"batch {batch}: the {batch} requests were not prefilled in one step (first tokens spread over "
+                 f"{(max(firsts) - min(firsts)) * 1e3:.1f} ms, steady window {window_s * 1e3:.1f} ms); "
+                 f"raise max_num_batched_tokens / max_num_seqs", 3)
+        bytes_per_step = m_params * b + batch * kappa * mean_context
+        rows.append({"batch": batch, "step_ms": round(step_s * 1e3, 4), "median_tpot_ms": round(statistics.median(tpots) * 1e3, 4),
+                     "tokens_per_s": round(batch / step_s, 2), "bytes_per_step": round(bytes_per_step),
+                     "achieved_gb_s": round(bytes_per_step / step_s / 1e9, 2),
+                     "memory_floor_ms": round(bytes_per_step / (args.bandwidth_gb_s * 1e9) * 1e3, 4)})
 
-    print(f"{args.model} ({args.load_format} weights), N = {n_params:,}, kappa = {kappa:,} B/token, "
+    print(f"{args.model} ({args.load_format} weights), N = {n_params:,}, M = {m_params:,}, kappa = {kappa:,} B/token, "
           f"prompt {args.prompt_len} + output {args.output_len}, engine start {engine_start_s:.1f} s")
-    print(f"{'batch':>5} {'step (ms)':>10} {'floor (ms)':>10} {'tokens/s':>10} {'achieved GB/s':>14}")
+    print(f"{'batch':>5} {'step (ms)':>10} {'mem floor':>10} {'tokens/s':>10} {'achieved GB/s':>14}")
     for r in rows:
-        print(f"{r['batch']:>5} {r['step_ms']:>10.2f} {r['floor_ms']:>10.2f} {r['tokens_per_s']:>10.1f} {r['achieved_gb_s']:>14.1f}")
+        print(f"{r['batch']:>5} {r['step_ms']:>10.2f} {r['memory_floor_ms']:>10.2f} {r['tokens_per_s']:>10.1f} {r['achieved_gb_s']:>14.1f}")
     if args.receipt:
         receipt = {"schema": 1, "lab": LAB, "command": shlex.join(["python", *sys.argv]),
                    "date_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "machine": machine(),
                    "model": args.model, "load_format": args.load_format, "max_model_len": args.max_model_len,
-                   "settings": {"prompt_len": args.prompt_len, "output_len": args.output_len, "statistic": "median TPOT",
+                   "settings": {"prompt_len": args.prompt_len, "output_len": args.output_len, "statistic": "steady window / (n - 1)",
+                                "max_num_batched_tokens": batched_tokens, "max_num_seqs": max(BATCHES),
                                 "enable_prefix_caching": False, "bandwidth_gb_s": args.bandwidth_gb_s},
-                   "params": n_params, "kv_bytes_per_token": kappa, "engine_start_s": round(engine_start_s, 3),
-                   "units": {"step_ms": "ms", "floor_ms": "ms", "tokens_per_s": "tokens/s", "bytes_per_step": "B",
+                   "params": n_params, "matmul_params": m_params, "kv_bytes_per_token": kappa, "engine_start_s": round(engine_start_s, 3),
+                   "units": {"step_ms": "ms", "median_tpot_ms": "ms", "memory_floor_ms": "ms", "tokens_per_s": "tokens/s", "bytes_per_step": "B",
                              "achieved_gb_s": "GB/s (10^9 B/s)"},
                    "results": rows}
         args.receipt.parent.mkdir(parents=True, exist_ok=True)

@@ -10,9 +10,13 @@ where kappa = 2 * L * n_kv * d_h * b comes from the model's config. The start-up
 "Model loading took ... GiB", "Available KV cache memory: ... GiB" and "GPU KV cache size: N tokens"
 are captured and parsed too, so the receipt shows the reserve vLLM really kept.
 
-Then (unless --skip-overask) it starts a second engine whose KV budget (``kv_cache_memory_bytes``)
-holds only half of ``--max-model-len`` and shows, in one line, the error vLLM gives for a
-context that cannot fit even once.
+Then (unless --skip-overask) it shuts its engine down and, in a fresh Python process (so no memory
+of the first engine can linger), starts a second engine whose KV budget (``kv_cache_memory_bytes``)
+holds only half of ``--max-model-len``. That start must fail with vLLM's own reason, "... KV cache
+is needed, which is larger than the available KV cache memory ... the estimated maximum model
+length is N"; any other failure (out of memory, a bad flag) is reported as such, not as the
+expected one. On vLLM's CPU backend the child runs without ``VLLM_CPU_KVCACHE_SPACE``, which
+would otherwise replace the small budget.
 
 Run (GPU, vLLM 0.26.0):  python snippets/labs/kv_capacity.py --receipt kv_capacity.json
 No hub access:           python snippets/labs/kv_capacity.py --model PATH --load-format dummy
@@ -45,6 +49,7 @@ LOG_PATTERNS = {  # start-up log lines of vLLM's engine core (GiB = 2^30 B)
     "log_max_concurrency": r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x",
     "estimated_max_model_len": r"estimated maximum model length is ([\d,]+)",
 }
+OVERASK_REASON = "larger than the available KV cache memory"  # vLLM's message when max_model_len cannot fit once
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -64,6 +69,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="assumed non-KV, non-weight memory for the prediction (GiB); the receipt shows the real one")
     p.add_argument("--skip-overask", action="store_true", help="do not start the second (failing) engine")
     p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
+    p.add_argument("--overask-child", type=int, metavar="BYTES", help=argparse.SUPPRESS)  # internal: the over-ask engine
     return p.parse_args(argv)
 
 
@@ -153,6 +159,38 @@ def start_engine(LLM, args, log_path: Path, **overrides):
         return LLM(**settings)
 
 
+def run_overask(args, budget: int) -> dict:
+    """Start an engine with a KV budget of ``budget`` bytes in a fresh process; classify how it ends.
+
+    Returns a dict with ``kv_cache_memory_bytes``, ``outcome`` ("expected error", "started" or
+    "other error"), ``error`` (the last line of the child's output), ``estimated_max_model_len`` and
+    ``line`` (one line for the report).
+    """
+    command = [sys.executable, os.path.abspath(__file__), "--model", args.model, "--load-format", args.load_format,
+               "--max-model-len", str(args.max_model_len), "--kv-cache-dtype", args.kv_cache_dtype,
+               "--gpu-memory-utilization", str(args.gpu_memory_utilization), "--overask-child", str(budget)]
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"}  # it would override the budget
+    try:
+        child = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
+        text, code = child.stdout + child.stderr, child.returncode
+    except subprocess.TimeoutExpired as exc:
+        text, code = f"{exc.stdout or ''}{exc.stderr or ''}\ntimed out after 1800 s", None
+    estimated = parse_log(text)["estimated_max_model_len"]
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    reason = next((l for l in lines if OVERASK_REASON in l), lines[-1] if lines else "")
+    asked = f"{args.max_model_len:,} tokens in a cache for {args.max_model_len // 2:,}"
+    if code == 0:
+        outcome, line = "started", f"over-ask ({asked}): the engine started; this backend did not refuse it"
+    elif OVERASK_REASON in text:
+        outcome = "expected error"
+        line = (f"over-ask ({asked}): refused as expected, the KV cache is {OVERASK_REASON}"
+                + (f"; vLLM estimates a maximum model length of {int(estimated):,}" if estimated else ""))
+    else:
+        outcome, line = "other error", f"over-ask ({asked}): failed for ANOTHER reason: {reason[:200]}"
+    return {"kv_cache_memory_bytes": budget, "outcome": outcome, "error": reason[:500] if code else None,
+            "estimated_max_model_len": estimated, "line": line}
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     check_input(args)
@@ -160,6 +198,11 @@ def main(argv=None) -> int:
         from vllm import LLM
     except ImportError as exc:
         fail(f"vLLM is not importable ({exc}); install vllm==0.26.0")
+    if args.overask_child is not None:  # the child of run_overask: start, and let any error end the process
+        LLM(model=args.model, load_format=args.load_format, max_model_len=args.max_model_len,
+            gpu_memory_utilization=args.gpu_memory_utilization, kv_cache_dtype=args.kv_cache_dtype,
+            seed=SEED, enable_prefix_caching=False, kv_cache_memory_bytes=args.overask_child)
+        return 0
 
     log_path = Path(tempfile.mkdtemp(prefix="kv_capacity_")) / "engine.log"
     started = time.perf_counter()
@@ -206,24 +249,14 @@ def main(argv=None) -> int:
     if reserve_gib is not None:
         print(f"reserve vLLM kept besides weights and KV (from its log): {reserve_gib:.2f} GiB")
 
-    del llm, engine  # free the GPU before the second engine
-    gc.collect()
-
     overask = None
     if not args.skip_overask:
-        small_budget = (args.max_model_len // 2) * kappa  # holds half of one max-length request
-        try:
-            start_engine(LLM, args, log_path, kv_cache_memory_bytes=small_budget)
-            overask = {"kv_cache_memory_bytes": small_budget, "error": None}
-            print(f"over-ask: no error with kv_cache_memory_bytes={small_budget:,} (this platform ignores it?)")
-        except Exception as exc:
-            first = (str(exc).strip().splitlines() or [""])[0]
-            estimated = parse_log(log_path.read_text(errors="replace"))["estimated_max_model_len"]
-            overask = {"kv_cache_memory_bytes": small_budget, "error": f"{type(exc).__name__}: {first}",
-                       "estimated_max_model_len": estimated}
-            print(f"over-ask ({args.max_model_len:,} tokens in a cache for {args.max_model_len // 2:,}): "
-                  f"{type(exc).__name__}: {first[:160]}"
-                  + (f"; vLLM estimates a maximum model length of {int(estimated):,}" if estimated else ""))
+        with contextlib.suppress(Exception):  # free the device before the second engine starts
+            engine.engine_core.shutdown()
+        del llm, engine
+        gc.collect()
+        overask = run_overask(args, (args.max_model_len // 2) * kappa)  # holds half of one max-length request
+        print(overask["line"])
 
     if args.receipt:
         receipt = {

@@ -1,14 +1,17 @@
-"""The roofline for Qwen2.5-7B: where prefill and batched decode sit on an RTX 4090 and an H200.
+"""The roofline for Qwen2.5-7B's decode step, kernel by kernel, on an RTX 4090 and an H200.
 
-Pure Python, no GPU, no network. Run it: `python decode_roofline.py` prints a Markdown table;
+Pure Python, no GPU, no network. Run it: `python decode_roofline.py` prints two Markdown tables;
 `python decode_roofline.py --svg fig.svg` also draws the roofline (needs matplotlib).
 
-Same simple model as lesson 0A: 2 FLOPs per parameter per token, attention's own FLOPs left out;
-a step reads every weight once and each sequence's whole KV cache.
+A decode step runs two kinds of kernels one after the other, each with its own intensity:
+- the weight matmuls: every weight read once for B tokens, 2 FLOPs per weight per token;
+- attention: each sequence's query against its own cache of S tokens.
+The step takes at least the sum of the two kernels' floors, each max(FLOPs / peak, bytes / bandwidth).
 """
 
-# Qwen2.5-7B-Instruct, from its config.json (lesson 0C derives N; lesson 1A derives kappa):
-PARAMS = 7_615_616_512  # N: total parameters
+# Qwen2.5-7B-Instruct, from its config.json (lessons 0C and 1A derive these):
+MATMUL_PARAMS = 7_070_619_136  # M: weights a token is multiplied by = N minus the input embedding (a lookup)
+ATTN_FLOPS_PER_KEY = 401_408  # 4 * 28 layers * 28 query heads * 128: QK^T and PV per cached token
 KV_BYTES_PER_TOKEN = 57_344  # kappa: 2 * 28 layers * 4 KV heads * 128 * 2 B (bf16)
 WEIGHT_BYTES = 2  # b: bytes per weight in bf16
 
@@ -19,8 +22,10 @@ GPUS = {
 }
 
 PREFILL_TOKENS = 512  # the prefill point on the figure: one prompt of S tokens
-CONTEXT = 512  # tokens of context per sequence for the decode points
+CONTEXT = 512  # tokens cached per sequence in the batch table
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
+CONTEXTS = (512, 2048, 8192, 32768)  # for the context table, at a fixed batch
+CONTEXT_TABLE_BATCH = 16
 
 
 def ridge_point(tflops, bandwidth_gb_s):
@@ -33,44 +38,66 @@ def attainable_tflops(tflops, bandwidth_gb_s, intensity):
     return min(tflops, intensity * bandwidth_gb_s * 1e9 / 1e12)
 
 
-def prefill_intensity(prompt_len, n=PARAMS, kappa=KV_BYTES_PER_TOKEN, b=WEIGHT_BYTES):
-    """2 N S / (N b + kappa S): weights read once for S tokens, S tokens of cache written."""
-    return 2 * n * prompt_len / (n * b + kappa * prompt_len)
+def floor_s(flops, nbytes, tflops, bandwidth_gb_s):
+    """One kernel's least time (s): max(FLOPs / peak, bytes / bandwidth)."""
+    return max(flops / (tflops * 1e12), nbytes / (bandwidth_gb_s * 1e9))
 
 
-def decode_bytes(batch, context, n=PARAMS, kappa=KV_BYTES_PER_TOKEN, b=WEIGHT_BYTES):
-    """Bytes of one decode step: all weights once + every sequence's cache."""
+def matmul_intensity(batch, b=WEIGHT_BYTES):
+    """2 M B / (M b) = 2 B / b: the weight matmuls' FLOP/byte, whatever the context."""
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch!r}")
+    return 2 * batch / b
+
+
+def attention_intensity(kappa=KV_BYTES_PER_TOKEN):
+    """FLOPs per cached token / bytes per cached token: the same at every batch and context."""
+    return ATTN_FLOPS_PER_KEY / kappa
+
+
+def compute_bound_batch(ridge, b=WEIGHT_BYTES):
+    """B* where the matmuls reach the ridge: 2 B / b = R, so B* = R b / 2."""
+    return ridge * b / 2
+
+
+def step_floors(batch, context, tflops, bandwidth_gb_s, m=MATMUL_PARAMS, kappa=KV_BYTES_PER_TOKEN, b=WEIGHT_BYTES):
+    """(matmul floor, attention floor) in seconds for one decode step of `batch` sequences."""
     if batch < 1 or context < 1:
         raise ValueError(f"batch and context must be >= 1, got {batch!r}, {context!r}")
-    return n * b + batch * kappa * context
-
-
-def decode_intensity(batch, context, n=PARAMS, kappa=KV_BYTES_PER_TOKEN, b=WEIGHT_BYTES):
-    """I(B) = 2 N B / (N b + B kappa S)."""
-    return 2 * n * batch / decode_bytes(batch, context, n, kappa, b)
-
-
-def compute_bound_batch(ridge, context, n=PARAMS, kappa=KV_BYTES_PER_TOKEN, b=WEIGHT_BYTES):
-    """B* solving I(B) = ridge: ridge N b / (2 N - ridge kappa S); None when 2N <= ridge kappa S."""
-    denominator = 2 * n - ridge * kappa * context
-    return None if denominator <= 0 else ridge * n * b / denominator
+    matmuls = floor_s(2 * m * batch, m * b, tflops, bandwidth_gb_s)
+    attention = floor_s(batch * ATTN_FLOPS_PER_KEY * context, batch * kappa * context, tflops, bandwidth_gb_s)
+    return matmuls, attention
 
 
 def print_batch_table(gpu="RTX 4090", context=CONTEXT, batches=BATCHES):
-    """Markdown: decode intensity, step-time floor and token rate per batch size on one GPU."""
+    """Markdown: per batch size, each kernel's intensity and floor, the step floor and the token rate."""
     tflops, bandwidth = GPUS[gpu]
     ridge = ridge_point(tflops, bandwidth)
-    print(f"| batch B | bytes per step (GB) | intensity (FLOP/byte) | of ridge point | step floor (ms) | tokens/s ceiling |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("| batch B | matmul intensity (FLOP/byte) | of ridge point | matmul floor (ms) | "
+          "attention floor (ms) | step floor (ms) | tokens/s ceiling |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for batch in batches:
-        moved = decode_bytes(batch, context)
-        step = max(moved / (bandwidth * 1e9), 2 * PARAMS * batch / (tflops * 1e12))
-        print(f"| {batch} | {moved / 1e9:.2f} | {decode_intensity(batch, context):.2f} | "
-              f"{decode_intensity(batch, context) / ridge * 100:.1f} % | {step * 1e3:.2f} | {batch / step:,.0f} |")
+        matmuls, attention = step_floors(batch, context, tflops, bandwidth)
+        step = matmuls + attention
+        print(f"| {batch} | {matmul_intensity(batch):.0f} | {matmul_intensity(batch) / ridge * 100:.1f} % | "
+              f"{matmuls * 1e3:.2f} | {attention * 1e3:.3f} | {step * 1e3:.2f} | {batch / step:,.0f} |")
 
 
-def figure_svg(context=CONTEXT, prefill_tokens=PREFILL_TOKENS, batches=BATCHES):
-    """Return an SVG (text): each GPU's roofline, log-log, with prefill and decode points on it."""
+def print_context_table(gpu="H200 SXM", batch=CONTEXT_TABLE_BATCH, contexts=CONTEXTS):
+    """Markdown: at a fixed batch, how the (memory-bound) attention floor grows with the context."""
+    tflops, bandwidth = GPUS[gpu]
+    print("| context S | KV read per step (GB) | matmul floor (ms) | attention floor (ms) | "
+          "attention share of the step | tokens/s ceiling |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for context in contexts:
+        matmuls, attention = step_floors(batch, context, tflops, bandwidth)
+        step = matmuls + attention
+        print(f"| {context:,} | {batch * KV_BYTES_PER_TOKEN * context / 1e9:.2f} | {matmuls * 1e3:.2f} | "
+              f"{attention * 1e3:.2f} | {attention / step * 100:.0f} % | {batch / step:,.0f} |")
+
+
+def figure_svg(prefill_tokens=PREFILL_TOKENS, batches=BATCHES):
+    """Return an SVG (text): each GPU's roofline, log-log, with the decode kernels and prefill on it."""
     import io
 
     import matplotlib
@@ -81,19 +108,25 @@ def figure_svg(context=CONTEXT, prefill_tokens=PREFILL_TOKENS, batches=BATCHES):
     plt.rcParams["svg.hashsalt"] = "decode-roofline"  # stable ids: the same SVG on every build
     xs = [2 ** (k / 8) for k in range(-8, 8 * 12 + 1)]  # 0.5 .. 4096 FLOP/byte
     fig, ax = plt.subplots(figsize=(7, 4.6))
+    ref = GPUS["RTX 4090"]
     for (name, (tflops, bandwidth)), color in zip(GPUS.items(), ("tab:blue", "tab:red")):
+        ridge = ridge_point(tflops, bandwidth)
         ax.loglog(xs, [attainable_tflops(tflops, bandwidth, x) for x in xs], color=color,
-                  label=f"{name} roof (ridge {ridge_point(tflops, bandwidth):.0f} FLOP/byte)")
-        dec = [decode_intensity(b, context) for b in batches]
-        ax.loglog(dec, [attainable_tflops(tflops, bandwidth, i) for i in dec], "o", color=color, markersize=4)
-        pre = prefill_intensity(prefill_tokens)
+                  label=f"{name} roof (ridge {ridge:.0f}; matmuls compute-bound from B = {compute_bound_batch(ridge):.0f})")
+        mat = [matmul_intensity(b) for b in batches]
+        ax.loglog(mat, [attainable_tflops(tflops, bandwidth, i) for i in mat], "o", color=color, markersize=4)
+        att = attention_intensity()
+        ax.loglog([att], [attainable_tflops(tflops, bandwidth, att)], "s", color=color, markersize=6)
+        pre = matmul_intensity(prefill_tokens)  # a prompt of S tokens is a batch of S for the matmuls
         ax.loglog([pre], [attainable_tflops(tflops, bandwidth, pre)], "*", color=color, markersize=12)
-    for b, i in ((batches[0], decode_intensity(batches[0], context)), (batches[-1], decode_intensity(batches[-1], context))):
-        ax.annotate(f"decode B={b}", (i, attainable_tflops(*GPUS["RTX 4090"], i)), textcoords="offset points",
-                    xytext=(4, -12), fontsize=8)
-    ax.annotate(f"prefill S={prefill_tokens}", (prefill_intensity(prefill_tokens), 165.2), textcoords="offset points",
-                xytext=(-30, 8), fontsize=8)
-    ax.set_xlabel(f"arithmetic intensity (FLOP/byte); decode points: context {context} tokens, B = {batches[0]}..{batches[-1]}")
+    for b in (batches[0], batches[-1]):
+        ax.annotate(f"decode matmuls B={b}", (matmul_intensity(b), attainable_tflops(*ref, matmul_intensity(b))),
+                    textcoords="offset points", xytext=(4, -12), fontsize=8)
+    ax.annotate("decode attention (any B, S)", (attention_intensity(), attainable_tflops(*ref, attention_intensity())),
+                textcoords="offset points", xytext=(-20, 10), fontsize=8)
+    ax.annotate(f"prefill matmuls S={prefill_tokens}", (matmul_intensity(prefill_tokens), ref[0]),
+                textcoords="offset points", xytext=(-40, 8), fontsize=8)
+    ax.set_xlabel("arithmetic intensity of a kernel (FLOP/byte), BF16 weights and cache")
     ax.set_ylabel("attainable TFLOP/s (BF16 dense, FP32 acc.)")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="lower right")
@@ -112,6 +145,8 @@ def main(argv=None):
     parser.add_argument("--svg", help="also write the figure to this SVG file")
     args = parser.parse_args(argv)
     print_batch_table()
+    print()
+    print_context_table()
     if args.svg:
         with open(args.svg, "w") as f:
             f.write(figure_svg())

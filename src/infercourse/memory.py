@@ -85,3 +85,35 @@ def max_concurrency(capacity_tokens: int, context_len: int) -> float:
     _positive("capacity_tokens", capacity_tokens)
     _positive("context_len", context_len)
     return capacity_tokens / context_len
+
+
+def device_total_upper_bytes(gpu_name: str) -> int:
+    """An upper bound (B) on the device memory CUDA reports for ``gpu_name``.
+
+    The CUDA-reported total where the registry has it (:func:`device_total_bytes`); otherwise the
+    datasheet's "GB" read as GiB (``memory_gb`` * 2^30): the cards' marketing figures count
+    GiB-sized chips and CUDA reports a little less (the RTX 4090's "24 GB" is 24,564 MiB, not
+    24,576). Use it to show a batch cannot fit, never that it can.
+
+    Raises:
+        KeyError: ``gpu_name`` is not in the registry.
+    """
+    if gpu_name in registry.GPU_MEMORY_TOTAL_MIB:
+        return device_total_bytes(gpu_name)
+    return registry.gpu(gpu_name).memory_gb * 2**30
+
+
+def max_sequences(budget_bytes: float, kv_bytes_per_token: float, context_len: int,
+                  block_size: int = registry.VLLM_DEFAULT_BLOCK_SIZE) -> int:
+    """Sequences of ``context_len`` tokens whose caches fit in ``budget_bytes`` at once (a count).
+
+    Each sequence takes ceil(S / block_size) whole blocks of kappa * block_size bytes, so this is
+    floor(budget / (kappa * block_size)) // ceil(S / block_size); 0 when not even one fits.
+
+    Raises:
+        ValueError: a non-positive budget, kappa or context length, or a bad block size.
+    """
+    if isinstance(context_len, bool) or not isinstance(context_len, int) or context_len <= 0:
+        raise ValueError(f"context_len must be a positive whole number of tokens, got {context_len!r}")
+    blocks = kv_capacity_tokens(budget_bytes, kv_bytes_per_token, block_size) // block_size
+    return blocks // -(-context_len // block_size)

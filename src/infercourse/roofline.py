@@ -49,7 +49,7 @@ def decode_bytes_per_step(params: float, kv_bytes_per_token: float, context_len:
     """Bytes one decode step moves: every weight once, plus each sequence's whole cache (B).
 
     N * b + B * kappa * S, with N ``params``, b ``weight_bytes`` per parameter (2 for BF16, about
-    0.7 for AWQ 4-bit), B ``batch`` sequences, kappa ``kv_bytes_per_token`` (B/token) and S
+    0.52 for AWQ 4-bit), B ``batch`` sequences, kappa ``kv_bytes_per_token`` (B/token) and S
     ``context_len`` tokens of context per sequence.
 
     Raises:
@@ -63,9 +63,11 @@ def decode_bytes_per_step(params: float, kv_bytes_per_token: float, context_len:
 
 def decode_intensity(params: float, kv_bytes_per_token: float, context_len: float, batch: int = 1,
                      weight_bytes: float = 2) -> float:
-    """FLOP/byte of one decode step of ``batch`` sequences: I(B) = 2 N B / (N b + B kappa S).
+    """The step's AVERAGE intensity (FLOP/byte) over all its kernels: 2 N B / (N b + B kappa S).
 
-    Counts 2 FLOPs per parameter per token; attention's own FLOPs are left out (lesson 0A).
+    Counts 2 FLOPs per parameter per token; attention's own FLOPs are left out (lesson 0A). An
+    average of two kernels that run one after the other: it does NOT say whether either kernel is
+    compute-bound (use :func:`linear_intensity` and :func:`attention_intensity` for that).
 
     Raises:
         ValueError: an argument is not positive.
@@ -74,9 +76,9 @@ def decode_intensity(params: float, kv_bytes_per_token: float, context_len: floa
 
 
 def decode_intensity_limit(params: float, kv_bytes_per_token: float, context_len: float) -> float:
-    """The intensity I(B) approaches as B grows without bound: 2 N / (kappa S), FLOP/byte.
+    """The limit of :func:`decode_intensity` as B grows without bound: 2 N / (kappa S), FLOP/byte.
 
-    Once the caches dominate the bytes, each extra sequence brings 2N FLOPs and kappa * S bytes.
+    An average, like :func:`decode_intensity`; it caps no kernel's intensity.
 
     Raises:
         ValueError: an argument is not positive.
@@ -86,25 +88,71 @@ def decode_intensity_limit(params: float, kv_bytes_per_token: float, context_len
     return 2 * params / (kv_bytes_per_token * context_len)
 
 
-def compute_bound_batch(gpu: GPUFacts, params: float, kv_bytes_per_token: float, context_len: float,
-                        weight_bytes: float = 2) -> float | None:
-    """The batch size B* at which decode reaches ``gpu``'s ridge point R, or None if none does.
+def linear_intensity(batch: int, weight_bytes: float = 2) -> float:
+    """FLOP/byte of a decode step's weight matmuls for ``batch`` sequences: 2 M B / (M b) = 2 B / b.
 
-    Solving 2 N B / (N b + B kappa S) = R gives B* = R N b / (2 N - R kappa S), a real number
-    (round up for a whole batch). When 2 N <= R kappa S the limit 2N / (kappa S) is at or below
-    R: no batch size makes decode compute-bound at this context.
+    Every weight (``weight_bytes`` b per parameter) is read once and used for B tokens, 2 FLOPs per
+    use. Independent of the model size M and of the context length.
 
     Raises:
-        ValueError: an argument is not positive.
+        ValueError: ``batch`` or ``weight_bytes`` is not positive.
     """
-    for name, value in (("params", params), ("kv_bytes_per_token", kv_bytes_per_token),
-                        ("context_len", context_len), ("weight_bytes", weight_bytes)):
+    _positive("batch", batch)
+    _positive("weight_bytes", weight_bytes)
+    return 2 * batch / weight_bytes
+
+
+def attention_intensity(config, kv_dtype_bytes: int = 2) -> float:
+    """FLOP/byte of decode attention: each query's 4 L h d_h FLOPs per cached token over kappa bytes.
+
+    For MHA/GQA/MQA that is 4 L h d_h / (2 L h_kv d_h b) = 2 (h / h_kv) / b: independent of the batch
+    (every sequence reads its own cache) and of the context length (FLOPs and bytes both grow with S).
+
+    Args:
+        config: the model's config.json as a mapping.
+        kv_dtype_bytes: bytes per cached element (2 for BF16, 1 for FP8).
+
+    Raises:
+        ValueError: a non-positive ``kv_dtype_bytes`` or a config key missing.
+    """
+    from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token
+
+    return attention_flops_per_token(config, 1) / kv_bytes_per_token(config, kv_dtype_bytes)
+
+
+def compute_bound_batch(gpu: GPUFacts, weight_bytes: float = 2) -> float:
+    """The batch B* at which a decode step's weight matmuls reach ``gpu``'s ridge point R: R b / 2.
+
+    Solves 2 B / b = R. A real number (round up for a whole batch); independent of the model and of
+    the context length. Attention never gets there (:func:`attention_intensity` is a few FLOP/byte),
+    so the step as a whole stays partly memory-bound at any batch.
+
+    Raises:
+        ValueError: ``weight_bytes`` is not positive.
+    """
+    _positive("weight_bytes", weight_bytes)
+    return ridge_point(gpu) * weight_bytes / 2
+
+
+def decode_kernel_floors(gpu: GPUFacts, config, context_len: int, batch: int = 1,
+                         weight_bytes: float = 2, kv_dtype_bytes: int = 2) -> tuple[float, float]:
+    """(weight matmuls, attention): each kernel's floor (s) in one decode step; their sum is
+    :func:`decode_step_floor`.
+
+    weight matmuls: max(2 M B / peak, M b / bandwidth); attention: max(B 4 L h d_h S / peak, B kappa S / bandwidth).
+
+    Raises:
+        ValueError: a non-positive length, batch or width, or a config key missing.
+    """
+    from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token
+
+    for name, value in (("batch", batch), ("weight_bytes", weight_bytes)):
         _positive(name, value)
-    ridge = ridge_point(gpu)
-    denominator = 2 * params - ridge * kv_bytes_per_token * context_len
-    if denominator <= 0:
-        return None
-    return ridge * params * weight_bytes / denominator
+    m = matmul_params(config)
+    linear = time_floor(gpu, 2 * m * batch, m * weight_bytes)
+    attention = time_floor(gpu, batch * attention_flops_per_token(config, context_len),
+                           batch * kv_bytes_per_token(config, kv_dtype_bytes) * context_len)
+    return linear, attention
 
 
 # --- Floors of one forward pass, kernel by kernel ----------------------------------------------
