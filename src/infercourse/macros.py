@@ -63,8 +63,6 @@ def define_env(env) -> None:
         roofline.matmul_params,
         roofline.decode_kernel_floors,
         roofline.decode_step_floor,
-        roofline.matmul_params,
-        roofline.decode_step_floor,
         roofline.prefill_floor,
         memory.device_total_bytes,
         memory.kv_budget_bytes,
