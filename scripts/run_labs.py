@@ -65,13 +65,10 @@ def _harness():
 
 
 def labs() -> list[str]:
-    """Names of the wired labs: each ``snippets/labs/<name>.py`` with a spec ``infercourse/labs/<name>.py``.
-
-    Not the shared ``labkit.py``, and not the labs listed in ``infercourse.labs.PENDING`` (scripts
-    not yet ported to the harness; tests/test_labs.py checks that every script is one or the other).
-    """
-    h = _harness()
-    return [lab for lab in h.lab_scripts() if lab in h.SPECS]
+    """Names of the wired labs: each ``snippets/labs/<name>.py`` with a spec ``src/infercourse/labs/<name>.py``
+    and not listed in ``infercourse.labs.PENDING`` (a port in progress). Never the shared ``labkit.py``;
+    tests/test_labs.py checks that every script is wired or pending."""
+    return _harness().wired()
 
 
 def cpu_args(lab: str) -> tuple[int | None, list[str]]:

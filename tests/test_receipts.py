@@ -1,8 +1,10 @@
-"""Receipt schema, the phases lab's claims, roofline floors and the lesson's expected output.
+"""Receipt envelope and per-lab specs, the phases lab's claims, roofline floors and the lesson's expected output.
 
 Every number below is worked by hand next to it, from FACTS.md's Qwen2.5-7B-Instruct figures:
-N = 7,615,616,512 parameters, b = 2 B (bf16), so N*b = 15,231,233,024 B; kappa = 57,344 B/token;
-RTX 4090: 1008 GB/s, 165.2 TFLOP/s (BF16 dense, FP32 accumulate).
+N = 7,615,616,512 parameters; embedding = lm_head = H = 152,064 x 3,584 = 544,997,376 (untied);
+matmul parameters M = N - embedding = 7,070,619,136, so M*b = 14,141,238,272 B at b = 2 (bf16);
+kappa = 57,344 B/token; attention FLOPs per query token per context token = 4*L*h*d_h =
+4*28*28*128 = 401,408. RTX 4090: 1008 GB/s, 165.2 TFLOP/s (BF16 dense, FP32 accumulate).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def _receipt(kind="gpu", ttft=(20.0, 110.0, 450.0), tpot=17.0, tpot_4096=17.5, d
     """A receipt shaped like the phases lab's. Decode time = TPOT * (n - 1) unless given."""
     ttft_by_prompt = dict(zip((128, 1024, 4096), ttft))
     rows = []
-    for i, (s, n) in enumerate(labs.PHASES_GRID):
+    for i, (s, n) in enumerate(labs.phases.GRID):
         t = tpot_4096 if s == 4096 else tpot
         rows.append({"prompt_tokens": s, "output_tokens": n, "ttft_ms": ttft_by_prompt[s], "tpot_ms": t,
                      "decode_s": decode[i] if decode else t * (n - 1) / 1e3})
@@ -46,7 +48,8 @@ def _receipt(kind="gpu", ttft=(20.0, 110.0, 450.0), tpot=17.0, tpot_4096=17.5, d
 
 def test_labs_uses_the_grid_of_the_lab_itself():
     lab = snippets.load("labs/phases.py")  # must import without vLLM (the docs venv has none)
-    assert labs.PHASES_GRID == lab.GRID == ((128, 32), (128, 128), (128, 512), (1024, 128), (4096, 128))
+    assert labs.phases.GRID == labs.spec("phases").grid == lab.GRID
+    assert lab.GRID == ((128, 32), (128, 128), (128, 512), (1024, 128), (4096, 128))
 
 
 # --- schema ---------------------------------------------------------------------------------------
@@ -69,6 +72,12 @@ def test_a_well_formed_receipt_validates():
         (lambda r: r["versions"].pop("vllm"), "versions: missing 'vllm'"),
         (lambda r: r.update(results=[]), "results is empty"),
         (lambda r: r.update(max_model_len="8192"), "'max_model_len' is str"),
+        (lambda r: r["units"].pop("engine_start_s"), "'engine_start_s' must be 's'"),
+        (lambda r: r["units"].update(bogus="ms"), "'bogus' is not a key of a phases row"),
+        (lambda r: r["results"][2].update(itl_ms=3.0), "results[2]: unexpected key 'itl_ms'"),
+        (lambda r: r.update(engine_start_s=-1.0), "engine_start_s = -1.0"),
+        (lambda r: r.update(lab="weights"), "lab 'weights' has no spec"),
+        (lambda r: r.update(schema=2), "schema 2, this checker reads 1"),
     ],
 )
 def test_a_broken_receipt_is_refused(break_it, message):
@@ -142,11 +151,35 @@ def test_linear_fit_by_hand():
         labs.linear_fit([1, 2], [1, 2])
 
 
-def test_check_refuses_an_unknown_lab():
+def test_check_refuses_a_lab_without_a_spec():
     r = _receipt()
     r["lab"] = "nope"
-    with pytest.raises(KeyError, match="no claims for lab 'nope'"):
+    with pytest.raises(KeyError, match="lab 'nope' has no spec; labs with a spec: phases"):
         labs.check(r)
+    r["lab"] = "metrics"  # a script not yet ported
+    with pytest.raises(KeyError, match="'metrics' is pending"):
+        labs.check(r)
+
+
+# --- specs ----------------------------------------------------------------------------------------
+
+def test_every_spec_is_consistent_and_named_after_its_module():
+    for name, lab_spec in labs.SPECS.items():
+        assert lab_spec.lab == name and lab_spec.claims and lab_spec.columns
+        assert set(lab_spec.units) <= set(lab_spec.row) and set(lab_spec.key) <= set(lab_spec.row)
+        assert (labs.LABS_DIR / f"{name}.py").is_file()
+
+
+def test_a_spec_naming_keys_its_row_lacks_is_refused():
+    base = labs.spec("phases")
+    with pytest.raises(ValueError, match=r"units names \['itl_ms'\]"):
+        labs.LabSpec(**{**base.__dict__, "units": {"itl_ms": "ms"}})
+    with pytest.raises(ValueError, match="key names"):
+        labs.LabSpec(**{**base.__dict__, "key": ("prompt",)})
+    with pytest.raises(ValueError, match="every grid entry must have 2 values"):
+        labs.LabSpec(**{**base.__dict__, "grid": ((128,),)})
+    with pytest.raises(ValueError, match="lab name"):
+        labs.LabSpec(**{**base.__dict__, "lab": "Phases-2"})
 
 
 # --- GPUs and floors ------------------------------------------------------------------------------
@@ -177,28 +210,34 @@ def test_machine_slug():
 
 
 def test_phases_floors_by_hand():
-    f = labs.phases_floors(gpu("RTX 4090"), CFG, 128, 32)
-    # TTFT: compute 2*N*128 = 1.9496e12 FLOP / 165.2e12 = 11.80 ms; memory (N*b + 57,344*128 =
-    # 15,238,573,056 B) / 1008e9 = 15.1176 ms; the floor is the larger.
-    assert f["ttft_s"] == pytest.approx(15_238_573_056 / 1008e9)
-    assert f["ttft_s"] * 1e3 == pytest.approx(15.1176, abs=1e-4)
-    # TPOT: N*b + 57,344*(128 + 16) = 15,239,490,560 B / 1008e9 = 15.1185 ms; decode = 31 of them.
-    assert f["tpot_s"] * 1e3 == pytest.approx(15.1185, abs=1e-4)
-    assert f["decode_s"] == pytest.approx(31 * 15_239_490_560 / 1008e9)
-    g = labs.phases_floors(gpu("RTX 4090"), CFG, 4096, 128)
-    # TTFT: 2*N*4096 = 62,387,130,466,304 FLOP / 165.2e12 = 377.646 ms (compute-bound).
-    assert g["ttft_s"] * 1e3 == pytest.approx(377.646, abs=1e-3)
-    # TPOT: N*b + 57,344*4160 = 15,469,784,064 B / 1008e9 = 15.3470 ms.
-    assert g["tpot_s"] * 1e3 == pytest.approx(15.3470, abs=1e-4)
-    with pytest.raises(ValueError):
-        labs.phases_floors(gpu("RTX 4090"), CFG, 0, 32)
+    f = labs.phases.floors(gpu("RTX 4090"), CFG, 128, 32)
+    # TTFT = prefill_floor(128). Matmuls: compute (2 (M - H) 128 + 2 H) = 1,671,649,165,312 FLOP
+    # / 165.2e12 = 10.1189 ms; memory M*b = 14,141,238,272 B / 1008e9 = 14.0290 ms: memory-bound.
+    # Attention: 401,408 * 128 * 129 / 2 = 3,314,024,448 FLOP / 165.2e12 = 0.02006 ms; KV
+    # 57,344 * 128 = 7,340,032 B / 1008e9 = 0.00728 ms: compute. Sum 14.0491 ms.
+    assert f["ttft_s"] == pytest.approx(14_141_238_272 / 1008e9 + 3_314_024_448 / 165.2e12)
+    assert f["ttft_s"] * 1e3 == pytest.approx(14.0491, abs=1e-4)
+    # TPOT = decode_step_floor at S + n/2 = 144: matmuls 14.0290 ms (memory); attention
+    # 57,344 * 144 = 8,257,536 B / 1008e9 = 0.00819 ms (intensity 7 FLOP/B: memory). 14.0372 ms.
+    assert f["tpot_s"] * 1e3 == pytest.approx(14.0372, abs=1e-4)
+    assert f["decode_s"] == pytest.approx(31 * (14_141_238_272 + 8_257_536) / 1008e9)  # 0.4352 s
+    g = labs.phases.floors(gpu("RTX 4090"), CFG, 4096, 128)
+    # TTFT: matmuls 2 (M - H) 4096 + 2 H = 53,458,983,452,672 FLOP / 165.2e12 = 323.6016 ms (compute);
+    # attention 401,408 * 4096 * 4097 / 2 = 3,368,076,443,648 FLOP / 165.2e12 = 20.3879 ms. 343.9895 ms.
+    assert g["ttft_s"] * 1e3 == pytest.approx(343.9895, abs=1e-3)
+    # TPOT at 4160: (14,141,238,272 + 57,344 * 4160 = 14,379,789,312 B) / 1008e9 = 14.2657 ms.
+    assert g["tpot_s"] * 1e3 == pytest.approx(14.2657, abs=1e-4)
+    for bad in ((0, 32), (128, 0), (128.0, 32), (True, 32)):
+        with pytest.raises(ValueError, match="must be a positive integer"):
+            labs.phases.floors(gpu("RTX 4090"), CFG, *bad)
 
 
 def test_efficiency_of_a_gpu_receipt():
     eff = labs.efficiency(_receipt())
-    # (128, 32): floor 15.1185 ms / measured 17.0 ms = 0.8893.
-    assert eff[0]["tpot_floor_ms"] == pytest.approx(15.1185, abs=1e-4)
-    assert eff[0]["efficiency"] == pytest.approx(15.1185 / 17.0, abs=1e-5)
+    # (128, 32): TPOT floor 14.0372 ms / measured 17.0 ms = 0.8257.
+    assert (eff[0].row, eff[0].quantity, eff[0].unit, eff[0].measured) == (0, "TPOT", "ms", 17.0)
+    assert eff[0].floor == pytest.approx(14.0372, abs=1e-4)
+    assert eff[0].ratio == pytest.approx(14.037198 / 17.0, abs=1e-6)
     assert labs.efficiency(_receipt(kind="cpu")) is None
     unknown = _receipt()
     unknown["machine"]["name"] = "NVIDIA H100 PCIe"
@@ -209,9 +248,10 @@ def test_efficiency_of_a_gpu_receipt():
 
 def test_expected_output_is_labelled_prediction_with_the_hand_worked_rows(tmp_path):
     text = labs.expected_output("phases", receipts_dir=tmp_path)
-    assert "Prediction for the RTX 4090 from the roofline, not a measurement." in text
-    assert "| 128 | 32 | 15.1 | 15.12 | 0.47 |" in text  # 15.1176 ms, 15.1185 ms, 31 x 15.1185 ms = 0.469 s
-    assert "| 4,096 | 128 | 377.6 | 15.35 | 1.95 |" in text  # 377.646 ms, 15.3470 ms, 127 x 15.347 = 1.949 s
+    assert text.startswith("**Prediction for the RTX 4090 from the roofline, not a measurement.**")
+    assert "a real run is slower" in text and "embedding is a lookup" in text and "S + n/2" in text
+    assert "| 128 | 32 | 14.0 | 14.04 | 0.44 |" in text  # 14.0491 ms, 14.0372 ms, 31 x 14.0372 ms = 0.435 s
+    assert "| 4,096 | 128 | 344.0 | 14.27 | 1.81 |" in text  # 343.99 ms, 14.2657 ms, 127 x 14.2657 ms = 1.812 s
     assert "No GPU receipt is committed yet" in text
 
 
@@ -224,8 +264,9 @@ def test_expected_output_shows_committed_receipts(tmp_path):
     text = labs.expected_output("phases", receipts_dir=tmp_path)
     assert "Measured (committed receipts)" in text
     assert "AMD EPYC" not in text  # CPU receipts are not GPU measurements
-    # first row: TTFT 20.0, TPOT 17.00, decode 17 ms x 31 = 0.527 s, efficiency 15.1185/17 = 89 %.
-    assert "| NVIDIA GeForce RTX 4090 | 0.26.0 | 2026-11-30 | `Qwen/Qwen2.5-7B-Instruct` (auto) | 128 | 32 | 20.0 | 17.00 | 0.53 | 89 % |" in text
+    # first row: TTFT 20.0, TPOT 17.00, decode 17 ms x 31 = 0.527 s, efficiency 14.0372/17 = 83 %.
+    assert ("| NVIDIA GeForce RTX 4090 | 0.26.0 | 2026-11-30 | `Qwen/Qwen2.5-7B-Instruct` (auto) | 128 | 32 | "
+            "20.0 | 17.00 | 0.53 | TPOT 83 % |") in text
     with pytest.raises(KeyError):
         labs.expected_output("nope")
 
@@ -248,7 +289,7 @@ def test_check_receipts_script_exit_status(tmp_path):
     bad.write_text(json.dumps(_receipt(ttft=(20.0, 22.0, 450.0))))
     script = ROOT / "scripts" / "check_receipts.py"
     ok = subprocess.run([sys.executable, script, good], capture_output=True, text=True)
-    assert ok.returncode == 0 and "FAIL" not in ok.stdout and "efficiency 89%" in ok.stdout, ok.stdout + ok.stderr
+    assert ok.returncode == 0 and "FAIL" not in ok.stdout and "efficiency 83%" in ok.stdout, ok.stdout + ok.stderr
     failed = subprocess.run([sys.executable, script, bad], capture_output=True, text=True)
     assert failed.returncode == 1 and "FAIL ttft_grows_with_prompt" in failed.stdout
     missing = subprocess.run([sys.executable, script, tmp_path / "none.json"], capture_output=True, text=True)

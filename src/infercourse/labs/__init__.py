@@ -35,7 +35,7 @@ from infercourse.registry import LAB_GPU, gpu
 __all__ = [
     "LABS_DIR", "RECEIPTS_DIR", "ROOT", "SCHEMA_VERSION", "ClaimResult", "Column", "Efficiency", "LabSpec",
     "ReceiptError", "dtype_bytes", "find_row", "gpu_for_name", "lab_grid", "linear_fit", "machine_slug",
-    "model_config_for", "PENDING", "SPECS", "HELPERS", "lab_scripts", "spec", "validate_receipt", "load_receipt",
+    "model_config_for", "PENDING", "SPECS", "UNFINISHED", "HELPERS", "lab_scripts", "wired", "spec", "validate_receipt", "load_receipt",
     "committed_receipts", "check", "report", "efficiency", "expected_output",
 ]
 
@@ -43,11 +43,17 @@ HELPERS = frozenset({"labkit"})
 """Files in ``snippets/labs/`` that are not labs (shared code the labs import)."""
 
 PENDING = frozenset({"metrics", "weights", "kv_capacity", "batch_decode"})
-"""Labs in ``snippets/labs/`` not yet wired to this harness (no spec here). Listed, so that nothing
-is skipped silently: ``tests/test_labs.py`` fails for a lab script that has neither a spec nor an
-entry here. Porting a lab removes its name from this set."""
+"""Labs in ``snippets/labs/`` not yet wired to this harness (no spec, or one still being written):
+they do not run in ``scripts/run_labs.py`` or ``tests/test_labs.py``. Listed, so that nothing is
+skipped silently: ``tests/test_labs.py`` fails for a lab script that has neither a spec nor an
+entry here, and for a lab with a spec still listed here. Porting a lab removes its name."""
 
 _NOT_SPECS = {"core"}
+
+
+UNFINISHED: dict[str, str] = {}
+"""Spec modules of PENDING labs that do not import or define no ``SPEC`` yet (a port in progress),
+by lab, with the reason. Not wired; a finished lab's module that fails raises instead."""
 
 
 def _discover() -> dict[str, LabSpec]:
@@ -55,10 +61,16 @@ def _discover() -> dict[str, LabSpec]:
     for info in pkgutil.iter_modules(__path__):
         if info.name in _NOT_SPECS or info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        spec_ = getattr(module, "SPEC", None)
-        if not isinstance(spec_, LabSpec) or spec_.lab != info.name:
-            raise ImportError(f"{module.__name__} must define SPEC = LabSpec(lab={info.name!r}, ...)")
+        try:
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            spec_ = getattr(module, "SPEC", None)
+            if not isinstance(spec_, LabSpec) or spec_.lab != info.name:
+                raise ImportError(f"{module.__name__} must define SPEC = LabSpec(lab={info.name!r}, ...)")
+        except Exception as exc:
+            if info.name not in PENDING:
+                raise
+            UNFINISHED[info.name] = f"{type(exc).__name__}: {exc}"
+            continue
         found[info.name] = spec_
     return dict(sorted(found.items()))
 
@@ -70,6 +82,11 @@ SPECS: Mapping[str, LabSpec] = _discover()
 def lab_scripts(labs_dir: Path | str = LABS_DIR) -> list[str]:
     """Names of the lab scripts in ``labs_dir``: every ``<name>.py`` except :data:`HELPERS` and ``_*``."""
     return sorted(p.stem for p in Path(labs_dir).glob("*.py") if not p.name.startswith("_") and p.stem not in HELPERS)
+
+
+def wired(labs_dir: Path | str = LABS_DIR) -> list[str]:
+    """The labs the harness runs: a script in ``labs_dir`` with a spec here, not in :data:`PENDING`."""
+    return [lab for lab in lab_scripts(labs_dir) if lab in SPECS and lab not in PENDING]
 
 
 def spec(lab: str) -> LabSpec:

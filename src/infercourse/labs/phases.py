@@ -59,22 +59,22 @@ def efficiency(receipt: Receipt, gpu_facts: GPUFacts, config: Mapping[str, Any])
 
 TTFT_STEP = 1.2
 """Each longer prompt in the grid (1024 vs 128, 4096 vs 1024 tokens: 8x and 4x the work) must raise
-TTFT at least this much. Loose on purpose: on the RTX 4090 the floor at 128 tokens (15.1 ms) is set
-by reading the weights, yet 1024 tokens are compute-bound (about 95 ms), a 6x step."""
+TTFT at least this much. Loose on purpose: on the RTX 4090 the floor at 128 tokens (14.0 ms) is set
+by reading the weights, yet 1024 tokens are compute-bound (82.2 ms), a 5.9x step."""
 
 TPOT_VS_TTFT = 0.1
 """TPOT's relative growth from a 128- to a 4096-token prompt must stay under this fraction of
 TTFT's. The one form of "barely moves" that is honest on both machines: on the RTX 4090 the floors
-give about +2 % for TPOT against about +2,500 % for TTFT; on the CPU smoke run with the tiny model
-(whose 4096-token KV cache, 4.2 MB, outweighs its 2.9 MB of weights) TPOT does grow (+25 % to +80 %
-in runs here), but TTFT grows 40- to 50-fold."""
+give +1.6 % for TPOT (14.04 -> 14.27 ms) against +2,350 % for TTFT (14.0 -> 344.0 ms); on the CPU
+smoke run with the tiny model (whose 4096-token KV cache, 4.2 MB, outweighs its 2.9 MB of weights)
+TPOT does grow (+25 % to +80 % in runs here), but TTFT grows 40- to 50-fold."""
 
 TPOT_GPU_TOLERANCE = 0.25
 """On a GPU with the course's model, TPOT at a 4096-token prompt must be within 25 % of TPOT at
-128. The roofline floors say about +2 % (the prompt's KV, 0.23 GB, against 15.2 GB of weights); the
-slack covers attention kernels that read the KV cache less efficiently than GEMV reads weights.
-Not applied to CPU receipts: there the tiny model's KV cache outweighs its weights, so the claim's
-premise does not hold (see TPOT_VS_TTFT)."""
+128. The roofline floors say +1.6 % (the prompt's KV, 0.23 GB, against 14.1 GB of matmul weights
+read per step); the slack covers attention kernels that read the KV cache less efficiently than
+GEMV reads weights. Not applied to CPU receipts: there the tiny model's KV cache outweighs its
+weights, so the claim's premise does not hold (see TPOT_VS_TTFT)."""
 
 DECODE_R2 = 0.98
 DECODE_SPREAD = 2.0
