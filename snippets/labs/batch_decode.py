@@ -3,15 +3,16 @@
 For each batch size B in BATCHES the script sends B requests together (prompt ``--prompt-len``
 tokens, exactly ``--output-len`` output tokens each) and times the engine's steady state: the
 window in which all B requests are decoding. From ``RequestOutput.metrics`` (engine-step
-timestamps), the window runs from the last request's first token to the first request's last
-token, and holds n - 1 steps when all B were prefilled in the same step; so the step time is
+timestamps, one per step), the window runs from the last request's first token to the first
+request's last token. With the prompts' prefills ending in d + 1 consecutive steps (requests reach
+the engine one by one), that window holds n - 1 - d steps, so the step time is
 
-    t(B) = (min last_token_ts - max first_token_ts) / (n - 1).
+    t(B) = (min last_token_ts - max first_token_ts) / (n - 1 - d).
 
 The engine is built so that this holds: ``max_num_batched_tokens`` >= B * prompt tokens (else vLLM
 chunks the prompts over several steps and requests already decoding ride along in slow prefill
-steps) and ``max_num_seqs`` >= B (else some requests wait). The script checks it: every request's
-first token must come from the same engine step. It prints
+steps) and ``max_num_seqs`` >= B (else some requests wait). The script checks that at least half
+of the n - 1 steps are all-decoding steps. It prints
 
 - output tokens/s = B / t(B);
 - achieved bandwidth = bytes per step / t(B), with bytes per step = M b + B kappa S (matmul weights
@@ -31,26 +32,17 @@ Standalone: imports only the standard library and vLLM (vLLM, torch, transformer
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import random
-import shlex
 import statistics
-import subprocess
-import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
+from labkit import check_model_arg, engine_failure, fail, random_prompt, write_receipt
+
 LAB = "batch_decode"
-BATCHES = (1, 2, 4, 8, 16, 32, 64)
+GRID = ((1,), (2,), (4,), (8,), (16,), (32,), (64,))  # batch sizes of the lesson (one-element rows)
+BATCHES = tuple(b for (b,) in GRID)
 SEED = 0
-
-
-def fail(message: str, code: int = 2) -> None:
-    """Print one line saying what is wrong and exit with ``code``."""
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(code)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -60,18 +52,27 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-model-len", type=int, default=2048, help="context length the engine reserves")
     p.add_argument("--prompt-len", type=int, default=512, help="prompt tokens per request")
     p.add_argument("--output-len", type=int, default=128, help="output tokens per request (exact)")
+    p.add_argument("--batches", default=",".join(map(str, BATCHES)),
+                   help="comma-separated batch sizes (default: the lesson's grid; CI uses fewer on a CPU)")
     p.add_argument("--bandwidth-gb-s", type=float, default=1008.0, help="datasheet bandwidth (GB/s), RTX 4090")
     p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
     return p.parse_args(argv)
 
 
-def check_input(args) -> None:
-    if args.model.startswith(("/", ".", "~")) and not Path(args.model).expanduser().is_dir():
-        fail(f"model folder {args.model} not found; pass --model with an existing folder or a hub id")
+def check_input(args) -> tuple[int, ...]:
+    """The batch sizes, after refusing bad input with one line (before vLLM is imported)."""
+    check_model_arg(args.model)
+    try:
+        batches = tuple(int(b) for b in args.batches.split(","))
+    except ValueError:
+        fail(f"--batches must be comma-separated whole numbers, got {args.batches!r}")
+    if not batches or min(batches) < 1 or list(batches) != sorted(set(batches)):
+        fail(f"--batches must be increasing positive whole numbers, got {args.batches!r}")
     if args.prompt_len < 1 or args.output_len < 2:
         fail(f"need --prompt-len >= 1 and --output-len >= 2, got {args.prompt_len}, {args.output_len}")
     if args.prompt_len + args.output_len > args.max_model_len:
         fail(f"prompt + output = {args.prompt_len + args.output_len} tokens exceed --max-model-len {args.max_model_len}")
+    return batches
 
 
 def kv_bytes_per_token(hf_config, dtype_bytes: int) -> int:
@@ -91,33 +92,23 @@ def param_count(hf_config) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def machine() -> dict:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=30, check=True).stdout.splitlines()[0]
-        name, mib, driver = (s.strip() for s in out.split(","))
-        return {"kind": "gpu", "name": name, "memory_total_mib": int(mib), "driver": driver}
-    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
-        return {"kind": "cpu", "cores": os.cpu_count()}
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
-    check_input(args)
+    batches = check_input(args)
     try:
         from vllm import LLM, SamplingParams
     except ImportError as exc:
         fail(f"vLLM is not importable ({exc}); install vllm==0.26.0")
 
-    started = time.perf_counter()
     # every prompt of the largest batch prefilled in ONE step, every request scheduled at once:
-    batched_tokens = max(max(BATCHES) * args.prompt_len, args.max_model_len)
+    batched_tokens = max(max(batches) * args.prompt_len, args.max_model_len)
+    started = time.perf_counter()
     try:
         llm = LLM(model=args.model, load_format=args.load_format, max_model_len=args.max_model_len, seed=SEED,
-                  max_num_seqs=max(BATCHES), max_num_batched_tokens=batched_tokens,
+                  max_num_seqs=max(batches), max_num_batched_tokens=batched_tokens,
                   enable_prefix_caching=False, disable_log_stats=False)
     except Exception as exc:  # vLLM raises many kinds; the message says which
-        fail(f"vLLM could not start: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}")
+        engine_failure(exc, args.model)
     engine_start_s = time.perf_counter() - started
 
     import torch
@@ -134,12 +125,11 @@ def main(argv=None) -> int:
     params = SamplingParams(max_tokens=args.output_len, ignore_eos=True, temperature=0, detokenize=False)
 
     def prompts(count):
-        return [{"prompt_token_ids": [t for t in (rng.randrange(vocab) for _ in range(2 * args.prompt_len))
-                                      if t not in special][: args.prompt_len]} for _ in range(count)]
+        return [random_prompt(rng, args.prompt_len, vocab, special) for _ in range(count)]
 
     rows = []
     mean_context = args.prompt_len + args.output_len / 2
-    for batch in BATCHES:
+    for batch in batches:
         llm.generate(prompts(batch), params, use_tqdm=False)  # untimed warm-up at this batch size
         outputs = llm.generate(prompts(batch), params, use_tqdm=False)
         firsts, lasts, tpots = [], [], []
@@ -151,37 +141,39 @@ def main(argv=None) -> int:
                 fail(f"asked for {args.output_len} tokens, the engine made {m.num_generation_tokens}", 3)
             firsts.append(m.first_token_ts), lasts.append(m.last_token_ts)
             tpots.append((m.last_token_ts - m.first_token_ts) / (m.num_generation_tokens - 1))
+        # Requests reach the engine core one by one, so their prefills may end in a few consecutive steps
+        # (d = distinct first-token steps - 1). Request i decodes from step k_i to k_i + n - 1, so the window
+        # from the last first token to the first last token holds n - 1 - d steps, all of them pure decode.
+        d = len(set(firsts)) - 1
+        steps = args.output_len - 1 - d
         window_s = min(lasts) - max(firsts)
-        step_s = window_s / (args.output_len - 1)
-        if window_s <= 0 or max(firsts) - min(firsts) > 0.5 * step_s:
-            fail(f"batch {batch}: the {batch} requests were not prefilled in one step (first tokens spread over "
-                 f"{(max(firsts) - min(firsts)) * 1e3:.1f} ms, steady window {window_s * 1e3:.1f} ms); "
-                 f"raise max_num_batched_tokens / max_num_seqs", 3)
+        if steps < (args.output_len - 1) / 2 or window_s <= 0:
+            fail(f"batch {batch}: prefills spread over {d + 1} steps, leaving {steps} all-decoding steps of "
+                 f"{args.output_len - 1}; raise max_num_batched_tokens / max_num_seqs or --output-len", 3)
+        step_s = window_s / steps
         bytes_per_step = m_params * b + batch * kappa * mean_context
-        rows.append({"batch": batch, "step_ms": round(step_s * 1e3, 4), "median_tpot_ms": round(statistics.median(tpots) * 1e3, 4),
+        rows.append({"batch": batch, "step_ms": round(step_s * 1e3, 4),
+                     "median_tpot_ms": round(statistics.median(tpots) * 1e3, 4),
                      "tokens_per_s": round(batch / step_s, 2), "bytes_per_step": round(bytes_per_step),
-                     "achieved_gb_s": round(bytes_per_step / step_s / 1e9, 2),
+                     "achieved_gb_s": round(bytes_per_step / step_s / 1e9, 4),
                      "memory_floor_ms": round(bytes_per_step / (args.bandwidth_gb_s * 1e9) * 1e3, 4)})
 
     print(f"{args.model} ({args.load_format} weights), N = {n_params:,}, M = {m_params:,}, kappa = {kappa:,} B/token, "
           f"prompt {args.prompt_len} + output {args.output_len}, engine start {engine_start_s:.1f} s")
     print(f"{'batch':>5} {'step (ms)':>10} {'mem floor':>10} {'tokens/s':>10} {'achieved GB/s':>14}")
     for r in rows:
-        print(f"{r['batch']:>5} {r['step_ms']:>10.2f} {r['memory_floor_ms']:>10.2f} {r['tokens_per_s']:>10.1f} {r['achieved_gb_s']:>14.1f}")
+        print(f"{r['batch']:>5} {r['step_ms']:>10.2f} {r['memory_floor_ms']:>10.2f} {r['tokens_per_s']:>10.1f} "
+              f"{r['achieved_gb_s']:>14.1f}")
     if args.receipt:
-        receipt = {"schema": 1, "lab": LAB, "command": shlex.join(["python", *sys.argv]),
-                   "date_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "machine": machine(),
-                   "model": args.model, "load_format": args.load_format, "max_model_len": args.max_model_len,
-                   "settings": {"prompt_len": args.prompt_len, "output_len": args.output_len, "statistic": "steady window / (n - 1)",
-                                "max_num_batched_tokens": batched_tokens, "max_num_seqs": max(BATCHES),
-                                "enable_prefix_caching": False, "bandwidth_gb_s": args.bandwidth_gb_s},
-                   "params": n_params, "matmul_params": m_params, "kv_bytes_per_token": kappa, "engine_start_s": round(engine_start_s, 3),
-                   "units": {"step_ms": "ms", "median_tpot_ms": "ms", "memory_floor_ms": "ms", "tokens_per_s": "tokens/s", "bytes_per_step": "B",
-                             "achieved_gb_s": "GB/s (10^9 B/s)"},
-                   "results": rows}
-        args.receipt.parent.mkdir(parents=True, exist_ok=True)
-        args.receipt.write_text(json.dumps(receipt, indent=2) + "\n")
-        print(f"receipt: {args.receipt}")
+        write_receipt(args.receipt, LAB, args,
+                      settings={"prompt_len": args.prompt_len, "output_len": args.output_len, "batches": list(batches),
+                                "statistic": "all-decoding window / (n - 1 - d)", "max_num_batched_tokens": batched_tokens,
+                                "max_num_seqs": max(batches), "enable_prefix_caching": False,
+                                "bandwidth_gb_s": args.bandwidth_gb_s, "params": n_params, "matmul_params": m_params,
+                                "kv_bytes_per_token": kappa},
+                      units={"step_ms": "ms", "median_tpot_ms": "ms", "tokens_per_s": "tokens/s", "bytes_per_step": "B",
+                             "achieved_gb_s": "GB/s", "memory_floor_ms": "ms"},
+                      results=rows, engine_start_s=engine_start_s)
     return 0
 
 

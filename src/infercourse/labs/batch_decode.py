@@ -1,0 +1,134 @@
+"""Lab 2A, ``snippets/labs/batch_decode.py``: decode steps at growing batch sizes.
+
+Receipt rows, one per batch size: ``batch`` (sequences), ``step_ms`` (ms: the steady window in which
+all B requests decode, over its n - 1 steps), ``median_tpot_ms`` (ms), ``tokens_per_s``,
+``bytes_per_step`` (B: M b + B kappa S at the run's mean context), ``achieved_gb_s`` (GB/s) and
+``memory_floor_ms`` (ms: bytes / the bandwidth the run was given).
+
+The CPU run uses fewer, smaller batches (``cpu_args``); the lesson documents the GPU grid.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from infercourse import fmt
+from infercourse.labs.core import (ClaimResult, Column, Efficiency, LabSpec, Receipt, dtype_bytes, gpu_for_name,
+                                   lab_grid)
+from infercourse.registry import COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
+from infercourse.roofline import decode_kernel_floors, decode_step_floor
+
+GRID = lab_grid("batch_decode")
+"""Batch sizes of the GPU run, one-element rows, read from the lab itself."""
+
+PROMPT_LEN, OUTPUT_LEN = 512, 128
+"""The lab's default prompt and output lengths (tokens): the prediction's mean context is 512 + 128/2."""
+
+PER_TOKEN_GAIN = 0.5
+"""From the smallest to the largest batch, the step time may grow by at most this fraction of the
+batch ratio (step(Bmax)/step(Bmin) <= 0.5 x Bmax/Bmin): the time per generated token at least halves.
+The roofline floors on the RTX 4090 give 1.13x for 64x the batch; CPU runs with the tiny model grow
+far less than the batch too (their steps are dominated by fixed per-step work)."""
+
+GPU_STEP_GROWTH = 2.0
+"""On a GPU, step(64) / step(1) must stay under 2 (the lesson's "well under 2x"; the floors say 1.13x)."""
+
+
+def _rows(receipt: Receipt) -> list[Mapping[str, Any]]:
+    return sorted(receipt["results"], key=lambda r: r["batch"])
+
+
+def _mean_context(receipt: Receipt) -> int:
+    s = receipt["settings"]
+    return int(s["prompt_len"] + s["output_len"] // 2)
+
+
+def step_floor_ms(gpu_facts: GPUFacts, config: Mapping[str, Any], batch: int, context: int, b: int = 2) -> float:
+    """:func:`~infercourse.roofline.decode_step_floor` in ms for one row (weights and cache ``b`` bytes wide)."""
+    return decode_step_floor(gpu_facts, config, context, batch, weight_bytes=b, kv_dtype_bytes=b) * 1e3
+
+
+def efficiency(receipt: Receipt, gpu_facts: GPUFacts, config: Mapping[str, Any]) -> list[Efficiency]:
+    """Per row, the measured step time (ms) against the per-kernel step floor at the run's mean context."""
+    b = dtype_bytes(config, receipt.get("dtype", "auto"))
+    ctx = _mean_context(receipt)
+    return [Efficiency(i, "step", "ms", row["step_ms"], step_floor_ms(gpu_facts, config, row["batch"], ctx, b))
+            for i, row in enumerate(receipt["results"])]
+
+
+def throughput_rises(receipt: Receipt) -> ClaimResult:
+    rows = _rows(receipt)
+    rates = [r["tokens_per_s"] for r in rows]
+    ok = len(rows) >= 2 and all(b > a for a, b in zip(rates, rates[1:]))
+    return ClaimResult("throughput_rises_with_batch", "output tokens/s rises with every larger batch", ok,
+                       " -> ".join(f"B={r['batch']}: {r['tokens_per_s']:.0f}" for r in rows))
+
+
+def step_grows_less_than_batch(receipt: Receipt) -> ClaimResult:
+    rows = _rows(receipt)
+    lo, hi = rows[0], rows[-1]
+    growth, ratio = hi["step_ms"] / lo["step_ms"], hi["batch"] / lo["batch"]
+    return ClaimResult("step_grows_less_than_batch",
+                       f"from the smallest to the largest batch the step time grows by at most {PER_TOKEN_GAIN} x the batch ratio",
+                       len(rows) >= 2 and growth <= PER_TOKEN_GAIN * ratio,
+                       f"step {lo['step_ms']:.3f} -> {hi['step_ms']:.3f} ms (x{growth:.2f}) for {ratio:g}x the batch")
+
+
+def step_nearly_flat_gpu(receipt: Receipt) -> ClaimResult:
+    statement = f"on a GPU, step(64) / step(1) < {GPU_STEP_GROWTH}"
+    batches = {r["batch"]: r for r in receipt["results"]}
+    if receipt["machine"].get("kind") != "gpu" or not {1, 64} <= set(batches):
+        return ClaimResult("step_nearly_flat_gpu", statement, None, "needs a GPU receipt with batches 1 and 64")
+    growth = batches[64]["step_ms"] / batches[1]["step_ms"]
+    return ClaimResult("step_nearly_flat_gpu", statement, growth < GPU_STEP_GROWTH, f"x{growth:.2f}")
+
+
+def bandwidth_below_datasheet(receipt: Receipt) -> ClaimResult:
+    statement = "the achieved bandwidth never exceeds the GPU's datasheet bandwidth"
+    facts = gpu_for_name(receipt["machine"].get("name", "")) if receipt["machine"].get("kind") == "gpu" else None
+    if facts is None:
+        return ClaimResult("bandwidth_below_datasheet", statement, None, "not a GPU the registry has")
+    top = max(r["achieved_gb_s"] for r in receipt["results"])
+    return ClaimResult("bandwidth_below_datasheet", statement, top <= facts.bandwidth_gb_s,
+                       f"highest {top:.0f} GB/s vs {facts.bandwidth_gb_s:,} GB/s")
+
+
+def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
+    """Markdown: per batch size, each kernel's floor and the step floor on ``gpu_name`` (after the label)."""
+    facts, config = gpu(gpu_name), model(model_name).config
+    ctx = PROMPT_LEN + OUTPUT_LEN // 2
+    lines = [
+        f"{model_name} in BF16, every sequence at the run's mean context of {PROMPT_LEN} + {OUTPUT_LEN}/2 = "
+        f"{fmt.count(ctx)} tokens; {fmt.count(facts.bandwidth_gb_s)} GB/s and {fmt.fixed(facts.bf16_dense_tflops)} "
+        "TFLOP/s (BF16 dense, FP32 accumulate). Step floor = weight-matmul floor + attention floor, each "
+        "max(FLOPs / peak, bytes / bandwidth). A real step is slower than its floor.",
+        "",
+        "| batch | matmul floor (ms) | attention floor (ms) | step floor (ms) | tokens/s ceiling |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for (batch,) in GRID:
+        linear, attention = decode_kernel_floors(facts, config, ctx, batch)
+        step = linear + attention
+        lines.append(f"| {batch} | {fmt.fixed(linear * 1e3, 2)} | {fmt.fixed(attention * 1e3, 3)} | "
+                     f"{fmt.fixed(step * 1e3, 2)} | {fmt.count(batch / step)} |")
+    return "\n".join(lines)
+
+
+SPEC = LabSpec(
+    lab="batch_decode",
+    lesson="2A",
+    row={"batch": int, "step_ms": (int, float), "median_tpot_ms": (int, float), "tokens_per_s": (int, float),
+         "bytes_per_step": int, "achieved_gb_s": (int, float), "memory_floor_ms": (int, float)},
+    units={"step_ms": "ms", "median_tpot_ms": "ms", "tokens_per_s": "tokens/s", "bytes_per_step": "B",
+           "achieved_gb_s": "GB/s", "memory_floor_ms": "ms"},
+    key=("batch",),
+    header="tokens/s",
+    claims=(throughput_rises, step_grows_less_than_batch, step_nearly_flat_gpu, bandwidth_below_datasheet),
+    prediction=prediction,
+    columns=(Column("batch", "batch", fmt.count), Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
+             Column("tokens_per_s", "tokens/s", fmt.count), Column("achieved_gb_s", "achieved GB/s", lambda v: fmt.fixed(v, 0))),
+    efficiency=efficiency,
+    grid=None,  # the CPU run uses fewer batches (cpu_args); GRID above is the GPU run's
+    cpu_max_model_len=128,
+    cpu_args=("--batches", "1,2,4,8", "--prompt-len", "64", "--output-len", "32"),
+)
