@@ -1,26 +1,34 @@
-"""Lab 0B: measure TTFT, TPOT and ITL with vLLM's own per-request stats, for a grid of lengths.
+"""Lab 0B: measure TTFT, TPOT, E2E latency and the mean ITL with vLLM's own stats, for a grid of lengths.
 
-For each (prompt tokens, output tokens) pair in GRID the script sends ONE request (nothing else
-runs, so nothing queues) and records:
+For each (prompt tokens, output tokens) pair in GRID the script sends ONE request at a time
+(nothing else runs, so nothing queues), ``--repeats`` times, and records:
 
-- TTFT and TPOT from ``RequestOutput.metrics`` (``first_token_latency``; last minus first token
-  time over n - 1), the engine's own clock;
-- every inter-token gap (ITL), from the time each engine step hands the client a new token
-  (``LLMEngine.step()``), so the ITL percentiles include the engine's per-step overhead.
+- TTFT, TPOT and E2E from ``RequestOutput.metrics`` (the engine's own clock): TTFT is
+  ``first_token_latency``; TPOT is (last token time - first token time) / (n - 1); E2E = TTFT +
+  (n - 1) x TPOT;
+- the mean inter-token latency (ITL) of the row's requests, pooled over all their gaps, from the
+  engine's ITL histogram (``LLM.get_metrics()``, ``vllm:inter_token_latency_seconds``: its sum
+  over its count, read before and after the row).
 
-What to look for: TTFT grows with the prompt; TPOT and the median ITL barely move with the prompt or
-the output length; the p99 ITL stays close to the median when one request runs alone.
+The offline ``LLM.generate`` returns finished requests only, so the public API gives no time for
+each single token: per-gap ITL percentiles need a streaming client (``vllm bench serve``). The
+histogram's sum and count do give the pooled mean exactly.
+
+What to look for: TTFT grows with the prompt; TPOT barely moves; the pooled mean ITL equals the
+mean TPOT of the row's requests, because they all have the same length (lesson 0B, section 3).
 
 Run (GPU, vLLM 0.26.0; the model is fetched on first use):
 
     python snippets/labs/metrics.py --receipt metrics.json
 
 Without hub access: ``--model FOLDER --load-format dummy`` (config + tokenizer, random weights:
-same timings, text is noise).
+same timings, the text is noise).
 
 Method: prefix caching off, random prompts of exact token counts, ``ignore_eos=True`` (fixed output
-lengths), greedy, no detokenisation, untimed warm-up requests, each pair repeated ``--repeats``
-times and the median kept.
+lengths), greedy, no detokenisation, untimed warm-up requests; each row's median over its repeats
+(the ITL mean pools all of them).
+
+Imports the standard library, ``labkit`` (this folder) and vLLM (inside ``main``).
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import statistics
 import time
 from pathlib import Path
 
-import labkit  # snippets/labs/labkit.py: failure line, machine, versions, JSON receipt
+from labkit import check_model_arg, engine_failure, fail, random_prompt, request_times, write_receipt
 
 LAB = "metrics"
 MAX_MODEL_LEN = 8192
@@ -40,10 +48,11 @@ GRID = ((128, 128), (1024, 128), (4096, 128), (1024, 512))
 """(prompt tokens, output tokens), timed in this order."""
 SEED = 0
 WARMUP_OUTPUT_TOKENS = 8
+ITL_HISTOGRAM = "vllm:inter_token_latency_seconds"
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Measure TTFT, TPOT and ITL per request with vLLM.")
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Measure TTFT, TPOT, E2E and the mean ITL per request with vLLM.")
     p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
     p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
     p.add_argument("--max-model-len", type=int, default=MAX_MODEL_LEN, help="context length the engine reserves")
@@ -52,117 +61,96 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def check_input(args) -> None:
-    labkit.check_model_arg(args.model)
+def check_input(args: argparse.Namespace) -> None:
+    """Refuse, before the (slow) engine start, what cannot work."""
+    check_model_arg(args.model)
     need = max(p + n for p, n in GRID)
     if need > args.max_model_len:
-        labkit.fail(f"the grid needs {need} tokens (prompt + output) but --max-model-len is "
-                     f"{args.max_model_len}; pass --max-model-len {need} or more")
+        fail(f"the grid needs {need} tokens (prompt + output) but --max-model-len is {args.max_model_len}; "
+             f"pass --max-model-len {need} or more")
     if args.repeats < 1:
-        labkit.fail(f"--repeats must be at least 1, got {args.repeats}")
+        fail(f"--repeats must be at least 1, got {args.repeats}")
 
 
-def random_prompt(rng, length, vocab_size, special):
-    """A prompt of exactly ``length`` token ids, none of them special (no early EOS, no template)."""
-    ids = []
-    while len(ids) < length:
-        token = rng.randrange(vocab_size)
-        if token not in special:
-            ids.append(token)
-    return {"prompt_token_ids": ids}
+def itl_totals(snapshot) -> tuple[float, int]:
+    """(sum in s, count) of the engine's inter-token-latency histogram in a ``get_metrics()`` snapshot."""
+    found = [m for m in snapshot if m.name == ITL_HISTOGRAM]
+    if not found:
+        fail(f"this vLLM's metrics have no {ITL_HISTOGRAM!r} histogram", 3)
+    return sum(m.sum for m in found), sum(m.count for m in found)
 
 
-def percentile(values, p):
-    """Linear interpolation between ranks (numpy's default), as ``vllm bench serve`` reports."""
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * p / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def timed_request(engine, request_id, prompt, params) -> dict:
-    """Run one request through the engine step by step; return its metrics and its token gaps (ms).
-
-    ``params`` must ask for DELTA outputs: each step's output then holds only the new tokens.
-    """
-    engine.add_request(request_id, prompt, params)
-    token_times, final = [], None
-    while engine.has_unfinished_requests():
-        for out in engine.step():
-            now = time.perf_counter()
-            token_times += [now] * len(out.outputs[0].token_ids)  # tokens that arrived in this step
-            if out.finished:
-                final = out
-    m = final.metrics
-    if m is None:
-        labkit.fail("vLLM returned no per-request metrics; this vLLM ignores disable_log_stats=False", 3)
-    n = m.num_generation_tokens
-    if len(token_times) != n:
-        labkit.fail(f"saw {len(token_times)} tokens arrive but the engine counted {n}; is output_kind DELTA?", 3)
-    gaps = [(b - a) * 1e3 for a, b in zip(token_times, token_times[1:])]
-    return {
-        "ttft_ms": m.first_token_latency * 1e3,
-        "tpot_ms": (m.last_token_ts - m.first_token_ts) / (n - 1) * 1e3,
-        "itl_p50_ms": percentile(gaps, 50),
-        "itl_p99_ms": percentile(gaps, 99),
-        "e2e_ms": (m.first_token_latency + m.last_token_ts - m.first_token_ts) * 1e3,
-        "generated_tokens": n,
-        "cached_prompt_tokens": getattr(final, "num_cached_tokens", 0) or 0,
-    }
-
-
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_input(args)
     try:
         from vllm import LLM, SamplingParams
-        from vllm.sampling_params import RequestOutputKind
     except ImportError as exc:
-        labkit.fail(f"vLLM is not importable ({exc}); install it: pip install vllm==0.26.0")
-    try:
-        llm = LLM(model=args.model, load_format=args.load_format, max_model_len=args.max_model_len, seed=SEED,
-                  enable_prefix_caching=False,  # a cached prefix would skip prefill and shrink TTFT
-                  disable_log_stats=False)  # fills RequestOutput.metrics
-    except Exception as exc:  # vLLM raises many kinds; the message says which
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        labkit.fail(f"vLLM could not start an engine for {args.model!r}: {type(exc).__name__}: {first}")
+        fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.txt")
 
-    engine = llm.llm_engine
+    started = time.perf_counter()
+    try:
+        llm = LLM(
+            model=args.model,
+            load_format=args.load_format,
+            max_model_len=args.max_model_len,
+            seed=SEED,
+            enable_prefix_caching=False,  # a cached prefix would skip prefill and shrink TTFT
+            disable_log_stats=False,  # fills RequestOutput.metrics and the histograms
+        )
+    except Exception as exc:  # vLLM raises many kinds; one line says which
+        engine_failure(exc, args.model)
+    engine_start_s = time.perf_counter() - started
+
     tokenizer = llm.get_tokenizer()
     vocab_size, special = len(tokenizer), set(tokenizer.all_special_ids)
     rng = random.Random(SEED)
-    counter = iter(range(10**9))
 
-    def run(prompt_tokens, output_tokens):
-        params = SamplingParams(max_tokens=output_tokens, ignore_eos=True, temperature=0, detokenize=False,
-                                output_kind=RequestOutputKind.DELTA)  # each step returns only its new tokens
+    def run(prompt_tokens: int, output_tokens: int) -> dict:
+        params = SamplingParams(max_tokens=output_tokens, ignore_eos=True, temperature=0, detokenize=False)
         prompt = random_prompt(rng, prompt_tokens, vocab_size, special)
-        return timed_request(engine, f"r{next(counter)}", prompt, params)
+        (output,) = llm.generate([prompt], params, use_tqdm=False)
+        if output.num_cached_tokens:
+            fail("a prompt hit the prefix cache although caching is off; TTFT would be wrong", 3)
+        return request_times(output)
 
     for prompt_tokens in sorted({p for p, _ in GRID}):  # untimed: first calls pay one-off costs
         run(prompt_tokens, WARMUP_OUTPUT_TOKENS)
 
     rows = []
-    keys = ("ttft_ms", "tpot_ms", "itl_p50_ms", "itl_p99_ms", "e2e_ms")
     for prompt_tokens, output_tokens in GRID:
+        itl_sum_before, itl_count_before = itl_totals(llm.get_metrics())
         runs = [run(prompt_tokens, output_tokens) for _ in range(args.repeats)]
+        itl_sum, itl_count = itl_totals(llm.get_metrics())
         if any(r["generated_tokens"] != output_tokens for r in runs):
-            labkit.fail(f"asked for {output_tokens} tokens, got {[r['generated_tokens'] for r in runs]}", 3)
-        if any(r["cached_prompt_tokens"] for r in runs):
-            labkit.fail("a prompt hit the prefix cache although caching is off; TTFT would be wrong", 3)
-        rows.append({"prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
-                     **{k: round(statistics.median(r[k] for r in runs), 4) for k in keys}})
+            fail(f"asked for {output_tokens} tokens, the engine made {[r['generated_tokens'] for r in runs]}", 3)
+        gaps = itl_count - itl_count_before
+        if gaps != args.repeats * (output_tokens - 1):
+            fail(f"the ITL histogram counted {gaps} gaps, expected {args.repeats} x {output_tokens - 1}", 3)
+        median = {key: statistics.median(r[key] for r in runs) for key in ("ttft_ms", "tpot_ms", "decode_s")}
+        rows.append({
+            "prompt_tokens": prompt_tokens,
+            "output_tokens": output_tokens,
+            "ttft_ms": round(median["ttft_ms"], 4),
+            "tpot_ms": round(median["tpot_ms"], 4),
+            "e2e_ms": round(median["ttft_ms"] + median["decode_s"] * 1e3, 3),
+            "tpot_mean_ms": round(statistics.fmean(r["tpot_ms"] for r in runs), 4),
+            "itl_mean_ms": round((itl_sum - itl_sum_before) / gaps * 1e3, 4),
+        })
 
-    print(f"{args.model} ({args.load_format} weights), one request at a time, median of {args.repeats}")
-    print(f"{'prompt':>6} {'output':>6} {'TTFT ms':>9} {'TPOT ms':>8} {'ITL p50':>8} {'ITL p99':>8} {'E2E ms':>9}")
+    print(f"{args.model} ({args.load_format} weights), engine start {engine_start_s:.1f} s, "
+          f"one request at a time, median of {args.repeats} (ITL: mean over all gaps)")
+    print(f"{'prompt':>6} {'output':>6} {'TTFT (ms)':>10} {'TPOT (ms)':>10} {'E2E (ms)':>10} "
+          f"{'mean TPOT':>10} {'mean ITL':>10}")
     for r in rows:
-        print(f"{r['prompt_tokens']:>6} {r['output_tokens']:>6} {r['ttft_ms']:>9.2f} {r['tpot_ms']:>8.3f} "
-              f"{r['itl_p50_ms']:>8.3f} {r['itl_p99_ms']:>8.3f} {r['e2e_ms']:>9.1f}")
+        print(f"{r['prompt_tokens']:>6} {r['output_tokens']:>6} {r['ttft_ms']:>10.2f} {r['tpot_ms']:>10.3f} "
+              f"{r['e2e_ms']:>10.1f} {r['tpot_mean_ms']:>10.3f} {r['itl_mean_ms']:>10.3f}")
     if args.receipt:
-        labkit.write_receipt(args.receipt, LAB, args,
-                      settings={"repeats": args.repeats, "statistic": "median", "enable_prefix_caching": False},
-                      units={k: "ms" for k in keys}, results=rows)
+        write_receipt(args.receipt, LAB, args, engine_start_s=engine_start_s, results=rows,
+                      settings={"repeats": args.repeats, "statistic": "median (ITL: pooled mean)",
+                                "enable_prefix_caching": False},
+                      units={"ttft_ms": "ms", "tpot_ms": "ms", "e2e_ms": "ms", "tpot_mean_ms": "ms",
+                             "itl_mean_ms": "ms"})
     return 0
 
 

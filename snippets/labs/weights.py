@@ -1,15 +1,13 @@
-"""Lab 0C: how much GPU memory do the weights take, and does it match the count from config.json?
+"""Lab 0C: how many bytes do the weights take in vLLM, and does it match the count from config.json?
 
-Loads the model with vLLM and reports, from inside the engine:
+Loads the model with vLLM and sums, inside the engine, the elements and bytes of every parameter
+the model holds, per dtype (``model.parameters()``, run with ``LLM.apply_model``). vLLM fuses
+q, k, v into one matrix and gate, up into another; that changes no count.
 
-- the parameters vLLM built: their number of elements and their bytes, per dtype (a sum over
-  ``model.parameters()``, run in the worker with ``LLM.apply_model``);
-- the memory vLLM says loading took (``model_memory_usage`` of the model runner, the number behind
-  the log line "Model loading took X GiB"): weights plus whatever the loader left allocated.
-
-Compare both with the lesson's prediction (N x 2 B in BF16; about 0.52 B per quantised weight for
-AWQ). What to look for: the parameter bytes equal the prediction to well under 1 %; the loading
-figure is within a few % above it.
+Compare with the lesson's prediction: N x 2 B in BF16; for AWQ 4-bit about 0.52 B per quantised
+weight plus 2 B for the rest. What to look for: the parameter bytes equal the prediction to well
+under 1 %. (vLLM also logs "Model loading took X GiB" on a GPU: weights plus what the loader left
+allocated; compare it by eye.)
 
 Run (GPU, vLLM 0.26.0):
 
@@ -19,17 +17,20 @@ Run (GPU, vLLM 0.26.0):
 ``--load-format dummy`` allocates the same tensors filled with random values: the byte counts are
 the same, so this lab needs no download to check the arithmetic.
 
-The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) so that the functions below
-reach the model without being serialised to another process.
+The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) so that ``apply_model``
+reaches the model without sending the function to another process.
+
+Imports the standard library, ``labkit`` (this folder) and vLLM (inside ``main``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import time
 from pathlib import Path
 
-import labkit  # snippets/labs/labkit.py: failure line, machine, versions, JSON receipt
+from labkit import check_model_arg, engine_failure, fail, write_receipt
 
 LAB = "weights"
 MAX_MODEL_LEN = 4096
@@ -38,69 +39,60 @@ GIB = 2**30
 GB = 10**9
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Measure the weight memory of a model loaded by vLLM.")
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Measure the weight bytes of a model loaded by vLLM.")
     p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
     p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
     p.add_argument("--max-model-len", type=int, default=MAX_MODEL_LEN, help="context length the engine reserves")
     p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
     args = p.parse_args(argv)
     if args.max_model_len < 16:
-        labkit.fail(f"--max-model-len must be at least 16, got {args.max_model_len}")
+        fail(f"--max-model-len must be at least 16, got {args.max_model_len}")
+    check_model_arg(args.model)
     return args
 
 
 def parameter_bytes(model) -> dict:
-    """Elements and bytes of every parameter the worker holds, per dtype (shared tensors counted once)."""
+    """Elements and bytes of every parameter the model holds, per dtype (a tied matrix counted once)."""
     by_dtype = {}
-    for p in model.parameters():  # parameters() yields a tied embedding / lm_head once
+    for p in model.parameters():  # parameters() yields a shared tensor once
         entry = by_dtype.setdefault(str(p.dtype).removeprefix("torch."), {"elements": 0, "bytes": 0})
         entry["elements"] += p.numel()
         entry["bytes"] += p.numel() * p.element_size()
     return by_dtype
 
 
-def loading_memory(worker):
-    """Bytes the model runner measured while loading (None if this vLLM's runner does not keep it)."""
-    value = getattr(getattr(worker, "model_runner", None), "model_memory_usage", None)
-    return int(value) if value is not None else None
-
-
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    labkit.check_model_arg(args.model)
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine in this process
     try:
         from vllm import LLM
     except ImportError as exc:
-        labkit.fail(f"vLLM is not importable ({exc}); install it: pip install vllm==0.26.0")
+        fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.txt")
+
+    started = time.perf_counter()
     try:
-        llm = LLM(model=args.model, load_format=args.load_format, max_model_len=args.max_model_len,
-                  enforce_eager=True)  # no CUDA graphs: they change nothing about weights and take time
-    except Exception as exc:  # vLLM raises many kinds; the message says which
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        labkit.fail(f"vLLM could not start an engine for {args.model!r}: {type(exc).__name__}: {first}")
+        llm = LLM(
+            model=args.model,
+            load_format=args.load_format,
+            max_model_len=args.max_model_len,
+            enforce_eager=True,  # no CUDA graphs: they change nothing about the weights and take time
+        )
+    except Exception as exc:  # vLLM raises many kinds; one line says which
+        engine_failure(exc, args.model)
+    engine_start_s = time.perf_counter() - started
 
     by_dtype = llm.apply_model(parameter_bytes)[0]
-    loaded = llm.collective_rpc(loading_memory)[0]
-    total = sum(d["bytes"] for d in by_dtype.values())
+    rows = [{"dtype": dtype, **d} for dtype, d in sorted(by_dtype.items())]
+    rows.append({"dtype": "all", "elements": sum(r["elements"] for r in rows), "bytes": sum(r["bytes"] for r in rows)})
 
-    print(f"{args.model} ({args.load_format} weights)")
-    print(f"{'dtype':>10} {'elements':>15} {'bytes':>15} {'GB':>7} {'GiB':>7}")
-    for dtype, d in sorted(by_dtype.items()):
-        print(f"{dtype:>10} {d['elements']:>15,} {d['bytes']:>15,} {d['bytes'] / GB:>7.2f} {d['bytes'] / GIB:>7.2f}")
-    print(f"{'all':>10} {sum(d['elements'] for d in by_dtype.values()):>15,} {total:>15,} "
-          f"{total / GB:>7.2f} {total / GIB:>7.2f}")
-    if loaded is None:
-        print("model loading memory: not exposed by this vLLM; read 'Model loading took X GiB' in the log")
-    else:
-        print(f"model loading memory: {loaded / GIB:.2f} GiB ({loaded / GB:.2f} GB), "
-              f"{(loaded / total - 1) * 100:+.1f} % against the parameter bytes")
+    print(f"{args.model} ({args.load_format} weights), engine start {engine_start_s:.1f} s")
+    print(f"{'dtype':<10} {'elements':>15} {'bytes':>15} {'GB':>8} {'GiB':>8}")
+    for r in rows:
+        print(f"{r['dtype']:<10} {r['elements']:>15,} {r['bytes']:>15,} {r['bytes'] / GB:>8.3f} {r['bytes'] / GIB:>8.3f}")
     if args.receipt:
-        labkit.write_receipt(args.receipt, LAB, args, settings={"enforce_eager": True},
-                      units={"bytes": "B", "elements": "count", "model_loading_bytes": "B"},
-                      results={"parameters_by_dtype": by_dtype, "parameter_bytes": total,
-                               "model_loading_bytes": loaded})
+        write_receipt(args.receipt, LAB, args, engine_start_s=engine_start_s, results=rows,
+                      settings={"enforce_eager": True}, units={"elements": "count", "bytes": "B"})
     return 0
 
 

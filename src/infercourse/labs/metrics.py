@@ -1,0 +1,96 @@
+"""Lab 0B, ``snippets/labs/metrics.py``: TTFT, TPOT, E2E and the pooled mean ITL per grid row.
+
+Receipt rows: ``prompt_tokens``, ``output_tokens`` (counts); ``ttft_ms``, ``tpot_ms``, ``e2e_ms``
+(ms, medians over the lab's repeats); ``tpot_mean_ms`` (ms, the mean TPOT of the repeats) and
+``itl_mean_ms`` (ms, the engine's ITL histogram: the sum of the repeats' gaps over their number).
+
+The TTFT and TPOT floors are lab 0A's (:func:`infercourse.labs.phases.floors`): one prefill pass,
+and one decode step at the mean context S + n/2, kernel by kernel. Three claims are 0A's own and
+are reused from there, since this grid contains 0A's prompt-length rows.
+"""
+
+from __future__ import annotations
+
+from infercourse import fmt
+from infercourse.labs.core import ClaimResult, Column, LabSpec, Receipt, lab_grid
+from infercourse.labs.phases import efficiency, floors, tpot_flat, tpot_gpu, ttft_grows
+from infercourse.registry import COURSE_MODEL, LAB_GPU, gpu, model
+
+GRID = lab_grid("metrics")
+"""(prompt tokens, output tokens) rows of the lab, read from the lab itself."""
+
+ITL_VS_TPOT = 0.02
+"""Per row, the pooled mean ITL must be within 2 % of the mean TPOT of the row's requests. All
+requests of a row have the same length, so the token-weighted and the request-weighted means are
+the same number (lesson 0B, section 3); both come from the same engine timestamps, so only float
+rounding separates them (CPU runs here: under 0.01 %). The slack is for a vLLM whose histogram
+and per-request stats stamp a token at slightly different points."""
+
+
+def itl_equals_tpot(receipt: Receipt) -> ClaimResult:
+    """Every row: |mean ITL / mean TPOT - 1| <= ITL_VS_TPOT."""
+    worst = max(receipt["results"], key=lambda r: abs(r["itl_mean_ms"] / r["tpot_mean_ms"] - 1))
+    gap = worst["itl_mean_ms"] / worst["tpot_mean_ms"] - 1
+    return ClaimResult("itl_mean_equals_tpot_mean",
+                       f"with equal lengths per row, the pooled mean ITL equals the mean TPOT within {ITL_VS_TPOT:.0%}",
+                       abs(gap) <= ITL_VS_TPOT,
+                       f"largest gap {gap:+.3%} at prompt {worst['prompt_tokens']}, output {worst['output_tokens']} "
+                       f"(ITL {worst['itl_mean_ms']:.3f} ms, TPOT {worst['tpot_mean_ms']:.3f} ms)")
+
+
+def tpot_above_floor_gpu(receipt: Receipt) -> ClaimResult:
+    """On a GPU the registry knows, with a model whose config is found: every TPOT is at or above its floor."""
+    statement = "on a GPU, every row's TPOT is at or above its roofline floor (efficiency <= 100 %)"
+    from infercourse.labs import efficiency as efficiency_of  # the package resolves GPU and model
+
+    if receipt["machine"].get("kind") != "gpu":
+        return ClaimResult("tpot_above_floor_gpu", statement, None, "not applied to a CPU receipt (no GPU floor)")
+    eff = efficiency_of(receipt)
+    if eff is None:
+        return ClaimResult("tpot_above_floor_gpu", statement, None, "GPU or model not in the registry: no floor")
+    worst = max(e.ratio for e in eff)
+    return ClaimResult("tpot_above_floor_gpu", statement, worst <= 1.0, f"highest efficiency {worst:.0%}")
+
+
+def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
+    """Markdown: the floors of every grid row on ``gpu_name`` for the course's model in BF16."""
+    facts, config = gpu(gpu_name), model(model_name).config
+    lines = [
+        f"{model_name} in BF16 on {fmt.count(facts.bandwidth_gb_s)} GB/s and {fmt.fixed(facts.bf16_dense_tflops)} "
+        "TFLOP/s (BF16 dense, FP32 accumulate). TTFT floor = one prefill pass (weight matmuls with the output head "
+        "applied to the last position only, plus causal attention); TPOT floor = one decode step at the mean "
+        "context S + n/2 (every matmul weight and the cache read once); E2E floor = TTFT + (n − 1) × TPOT. "
+        "With one request at a time the mean ITL equals the mean TPOT. A real run is slower than every floor.",
+        "",
+        "| prompt tokens | output tokens | TTFT floor (ms) | TPOT floor (ms) | E2E floor (ms) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for s, n in GRID:
+        f = floors(facts, config, s, n, 2)
+        lines.append(f"| {fmt.count(s)} | {fmt.count(n)} | {fmt.fixed(f['ttft_s'] * 1e3, 1)} | "
+                     f"{fmt.fixed(f['tpot_s'] * 1e3, 2)} | {fmt.fixed((f['ttft_s'] + f['decode_s']) * 1e3, 0)} |")
+    return "\n".join(lines)
+
+
+def _ms(digits: int):
+    return lambda v: fmt.fixed(v, digits)
+
+
+SPEC = LabSpec(
+    lab="metrics",
+    lesson="0B",
+    row={"prompt_tokens": int, "output_tokens": int, "ttft_ms": (int, float), "tpot_ms": (int, float),
+         "e2e_ms": (int, float), "tpot_mean_ms": (int, float), "itl_mean_ms": (int, float)},
+    units={"ttft_ms": "ms", "tpot_ms": "ms", "e2e_ms": "ms", "tpot_mean_ms": "ms", "itl_mean_ms": "ms"},
+    key=("prompt_tokens", "output_tokens"),
+    header="TPOT (ms)",
+    claims=(ttft_grows, tpot_flat, tpot_gpu, itl_equals_tpot, tpot_above_floor_gpu),
+    prediction=prediction,
+    columns=(Column("prompt_tokens", "prompt", fmt.count), Column("output_tokens", "output", fmt.count),
+             Column("ttft_ms", "TTFT (ms)", _ms(1)), Column("tpot_ms", "TPOT (ms)", _ms(2)),
+             Column("e2e_ms", "E2E (ms)", _ms(0)), Column("itl_mean_ms", "mean ITL (ms)", _ms(2))),
+    efficiency=efficiency,
+    grid=GRID,
+    cpu_max_model_len=max(s + n for s, n in GRID),  # 4096 + 128 = 4224
+    cpu_args=("--repeats", "3"),
+)

@@ -1,0 +1,99 @@
+"""Lab 0C, ``snippets/labs/weights.py``: the parameter bytes vLLM holds, against config.json's count.
+
+Receipt rows: one per parameter dtype, then ``"all"``: ``dtype`` (str), ``elements`` (count),
+``bytes`` (B).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from infercourse import fmt
+from infercourse.labs.core import ClaimResult, Column, LabSpec, Receipt, dtype_bytes, find_row, model_config_for
+from infercourse.registry import AWQ_GROUP_SIZE, COURSE_MODEL, model
+from infercourse.transformer import awq_weight_bytes, linear_weight_count, param_count, weight_bytes
+
+BYTES_TOLERANCE = 0.001
+"""An unquantised model's parameter bytes must equal N x (bytes per element) within 0.1 %. The
+count is exact (vLLM's fused q/k/v and gate/up matrices hold the same elements); the slack covers a
+vocabulary padded to a multiple of 64 rows (none for Qwen2.5-7B's 152,064 = 64 x 2,376, or for the
+tiny test model's 512)."""
+
+
+def predicted_bytes(config: Mapping[str, Any], run_dtype: str = "auto") -> float | None:
+    """Parameter bytes predicted from ``config`` (B), or None for a quantisation other than AWQ.
+
+    Unquantised: :func:`~infercourse.transformer.param_count` x the run's bytes per element;
+    AWQ: :func:`~infercourse.transformer.awq_weight_bytes` at the config's group size.
+    """
+    quant = config.get("quantization_config")
+    if quant is None:
+        return param_count(config) * dtype_bytes(config, run_dtype)
+    if quant.get("quant_method") == "awq":
+        return awq_weight_bytes(config, quant.get("group_size", AWQ_GROUP_SIZE))
+    return None
+
+
+def bytes_match_config(receipt: Receipt) -> ClaimResult:
+    """The "all" row's bytes against :func:`predicted_bytes` (unquantised: within BYTES_TOLERANCE)."""
+    statement = f"the parameter bytes equal the count from config.json x bytes per element, within {BYTES_TOLERANCE:.1%}"
+    config = model_config_for(receipt)
+    if config is None:
+        return ClaimResult("parameter_bytes_match_config", statement, None, "model config not found: nothing to compare")
+    want = predicted_bytes(config, receipt.get("dtype", "auto"))
+    if want is None or config.get("quantization_config") is not None:
+        return ClaimResult("parameter_bytes_match_config", statement, None,
+                           "quantised model: repacking may change the layout; compared by eye on the page")
+    got = find_row(receipt, dtype="all")["bytes"]
+    detail = f"measured {got:,} B, predicted {want:,.0f} B ({got / want - 1:+.4%})"
+    if receipt["machine"].get("kind") == "cpu" and abs(got / want - 1) > BYTES_TOLERANCE:
+        # vLLM's CPU build hands the decoder's linear weights to its CPU GEMM kernels (oneDNN, zentorch) and
+        # leaves empty Parameters in their place (layers/utils.py, dispatch_cpu_unquantized_gemm); what is
+        # left in model.parameters() must then be exactly N minus those weights
+        rest = (param_count(config) - linear_weight_count(config)) * dtype_bytes(config, receipt.get("dtype", "auto"))
+        return ClaimResult("parameter_bytes_match_config", statement, abs(got / rest - 1) <= BYTES_TOLERANCE,
+                           f"{detail}; CPU build: linear weights repacked outside parameters(), the rest predicted "
+                           f"{rest:,} B ({got / rest - 1:+.4%})")
+    return ClaimResult("parameter_bytes_match_config", statement, abs(got / want - 1) <= BYTES_TOLERANCE, detail)
+
+
+def one_dtype(receipt: Receipt) -> ClaimResult:
+    """An unquantised model's parameters all have the run's dtype (one dtype row besides "all")."""
+    statement = "an unquantised model holds every parameter in one dtype, the run's"
+    config = model_config_for(receipt)
+    if config is None or config.get("quantization_config") is not None:
+        return ClaimResult("single_dtype", statement, None, "quantised or unknown model")
+    dtypes = [r["dtype"] for r in receipt["results"] if r["dtype"] != "all"]
+    want = {1: "float8", 2: "bfloat16", 4: "float32"}.get(dtype_bytes(config, receipt.get("dtype", "auto")))
+    ok = len(dtypes) == 1 and dtypes[0] == want
+    return ClaimResult("single_dtype", statement, ok, f"dtypes held: {', '.join(dtypes)}")
+
+
+def prediction(model_name: str = COURSE_MODEL) -> str:
+    """Markdown: the course's model's parameter bytes in BF16 and in AWQ 4-bit."""
+    config = model(model_name).config
+    bf16, awq = weight_bytes(config, 2), awq_weight_bytes(config, AWQ_GROUP_SIZE)
+    return "\n".join([
+        f"{model_name} has N = {fmt.count(param_count(config))} parameters (lesson 0C's count from config.json). "
+        "A GPU changes nothing here: these are bytes, not times.",
+        "",
+        "| model | parameter bytes | GB | GiB |",
+        "|---|---:|---:|---:|",
+        f"| {model_name} (BF16) | {fmt.count(bf16)} | {fmt.gb(bf16)} | {fmt.gib(bf16)} |",
+        f"| {model_name}-AWQ (4-bit, G = {AWQ_GROUP_SIZE}) | about {fmt.count(awq)} | {fmt.gb(awq)} | {fmt.gib(awq)} |",
+    ])
+
+
+SPEC = LabSpec(
+    lab="weights",
+    lesson="0C",
+    row={"dtype": str, "elements": int, "bytes": int},
+    units={"elements": "count", "bytes": "B"},
+    key=("dtype",),
+    header="elements",
+    claims=(bytes_match_config, one_dtype),
+    prediction=prediction,
+    prediction_basis="config.json's parameter count",
+    columns=(Column("dtype", "dtype", str, align_right=False), Column("elements", "elements", fmt.count),
+             Column("bytes", "bytes", fmt.count), Column("bytes", "GiB", lambda v: fmt.gib(v))),
+)

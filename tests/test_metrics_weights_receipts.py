@@ -1,0 +1,112 @@
+"""The 0B (metrics) and 0C (weights) lab specs: receipts, claims and expected output, against hand arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+
+from infercourse import labs, snippets
+from infercourse.labs import metrics as metrics_spec
+from infercourse.labs import weights as weights_spec
+
+ENVELOPE = {
+    "schema": 1, "command": "python snippets/labs/x.py", "git_commit": None, "date_utc": "2026-11-30T10:00:00Z",
+    "versions": {"python": "3.11.7", "vllm": "0.26.0", "torch": "2.11.0", "transformers": "5.5.3"},
+    "model": "Qwen/Qwen2.5-7B-Instruct", "load_format": "auto", "dtype": "auto", "max_model_len": 8192,
+    "settings": {}, "engine_start_s": 60.0,
+}
+GPU = {"kind": "gpu", "name": "NVIDIA GeForce RTX 4090", "memory_gib": 24.0, "driver": "550.54", "cuda_driver_api": "12.4"}
+CPU = {"kind": "cpu", "name": "AMD EPYC", "cores": 2}
+
+
+def _metrics(machine=GPU, tpot=17.0, itl=17.0, ttft=(20.0, 110.0, 450.0)) -> dict:
+    ttft_by_prompt = dict(zip((128, 1024, 4096), ttft))
+    rows = [{"prompt_tokens": s, "output_tokens": n, "ttft_ms": ttft_by_prompt[s], "tpot_ms": tpot,
+             "e2e_ms": ttft_by_prompt[s] + (n - 1) * tpot, "tpot_mean_ms": tpot, "itl_mean_ms": itl}
+            for s, n in metrics_spec.GRID]
+    units = {k: "ms" for k in ("ttft_ms", "tpot_ms", "e2e_ms", "tpot_mean_ms", "itl_mean_ms")}
+    return {**ENVELOPE, "lab": "metrics", "machine": machine, "units": {**units, "engine_start_s": "s"}, "results": rows}
+
+
+def _weights(machine=GPU, total=15_231_233_024, dtypes=("bfloat16",)) -> dict:
+    rows = [{"dtype": d, "elements": total // 2 // len(dtypes), "bytes": total // len(dtypes)} for d in dtypes]
+    rows.append({"dtype": "all", "elements": total // 2, "bytes": total})
+    return {**ENVELOPE, "lab": "weights", "machine": machine, "max_model_len": 4096,
+            "units": {"elements": "count", "bytes": "B", "engine_start_s": "s"}, "results": rows}
+
+
+def _claims(receipt) -> dict:
+    return {r.claim: r.passed for r in labs.check(receipt)}
+
+
+# --- metrics --------------------------------------------------------------------------------------
+
+def test_metrics_grid_is_the_lab_s():
+    lab = snippets.load("labs/metrics.py")  # imports without vLLM
+    assert metrics_spec.GRID == labs.spec("metrics").grid == lab.GRID == ((128, 128), (1024, 128), (4096, 128), (1024, 512))
+    assert labs.spec("metrics").cpu_max_model_len == 4096 + 128
+
+
+def test_metrics_receipt_passes_on_gpu_with_tpot_above_floor():
+    # TPOT floor at S=128, n=128 on the 4090 is about 14 ms (weights 14.1 GB / 1008 GB/s); 17 ms is above it
+    claims = _claims(_metrics())
+    assert claims == {"ttft_grows_with_prompt": True, "tpot_flat_vs_ttft": True, "tpot_within_tolerance_gpu": True,
+                      "itl_mean_equals_tpot_mean": True, "tpot_above_floor_gpu": True}
+
+
+def test_metrics_tpot_below_the_floor_fails_on_gpu():
+    # 10 ms per step would need 14.1 GB / 0.010 s = 1,410 GB/s, more than the 4090's 1,008 GB/s
+    assert _claims(_metrics(tpot=10.0, itl=10.0))["tpot_above_floor_gpu"] is False
+
+
+def test_metrics_itl_must_equal_tpot_for_equal_lengths():
+    assert _claims(_metrics(itl=17.0 * 1.019))["itl_mean_equals_tpot_mean"] is True  # 1.9 % < 2 %
+    assert _claims(_metrics(itl=17.0 * 1.03))["itl_mean_equals_tpot_mean"] is False  # 3 % > 2 %
+
+
+def test_metrics_gpu_claims_are_not_applied_on_cpu():
+    claims = _claims(_metrics(machine=CPU, tpot=1.0, itl=1.0, ttft=(5.0, 40.0, 200.0)))
+    assert claims["tpot_within_tolerance_gpu"] is None and claims["tpot_above_floor_gpu"] is None
+    assert claims["ttft_grows_with_prompt"] and claims["itl_mean_equals_tpot_mean"]
+
+
+def test_metrics_expected_output_is_a_labelled_prediction_of_every_row():
+    text = labs.expected_output("metrics")
+    assert text.startswith("**Prediction for the RTX 4090 from the roofline, not a measurement.**")
+    rows = [line for line in text.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [r.split(" | ")[:2] for r in rows] == [["| 128", "128"], ["| 1,024", "128"], ["| 4,096", "128"], ["| 1,024", "512"]]
+    # E2E floor = TTFT floor + (n - 1) x TPOT floor; for S = 128, n = 128: 14.0 ms + 127 x 14.04 ms ~ 1,797 ms
+    ttft, tpot, e2e = (float(c.replace(",", "")) for c in rows[0].strip("| ").split(" | ")[2:])
+    assert e2e == pytest.approx(ttft + 127 * tpot, abs=1.0)
+
+
+# --- weights --------------------------------------------------------------------------------------
+
+def test_weights_bf16_bytes_are_2n():
+    # FACTS.md: N = 7,615,616,512, so BF16 = 2 x N = 15,231,233,024 B
+    assert _claims(_weights()) == {"parameter_bytes_match_config": True, "single_dtype": True}
+    assert "15,231,233,024" in labs.expected_output("weights")
+
+
+def test_weights_off_by_one_percent_fails():
+    assert _claims(_weights(total=int(15_231_233_024 * 1.01)))["parameter_bytes_match_config"] is False
+
+
+def test_weights_two_dtypes_fail_single_dtype():
+    assert _claims(_weights(dtypes=("bfloat16", "float32")))["single_dtype"] is False
+
+
+def test_weights_unknown_model_is_not_applicable():
+    receipt = {**_weights(), "model": "/no/such/model"}
+    assert set(_claims(receipt).values()) == {None}
+
+
+def test_weights_prediction_of_awq():
+    # FACTS.md: AWQ 4-bit, group 128, about 5.57 GB in all
+    assert "5.57 GB" in weights_spec.prediction()
+
+
+def test_weights_cpu_build_without_linear_weights_passes():
+    # linear weights per layer: 2*3584*3584 (q, o) + 2*3584*512 (k, v) + 3*3584*18944 (MLP) = 233,046,016;
+    # x 28 = 6,525,288,448; the rest 7,615,616,512 - 6,525,288,448 = 1,090,328,064 params = 2,180,656,128 B
+    assert _claims(_weights(machine=CPU, total=2_180_656_128))["parameter_bytes_match_config"] is True
+    assert _claims(_weights(machine=GPU, total=2_180_656_128))["parameter_bytes_match_config"] is False
