@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lab", action="append", dest="only", help="run only this lab (repeatable)")
     args = p.parse_args(argv)
 
+    _harness()  # puts this repository's src/ on sys.path (the lab environment does not install infercourse)
     from infercourse.labs import PENDING, ReceiptError, load_receipt, machine_slug, report
 
     names = args.only or labs()

@@ -113,6 +113,14 @@ def test_lab_runs_on_cpu_engine_and_keeps_its_lesson_s_claims(lab, lab_setup, tm
     assert passed, text
 
 
+def test_runner_needs_no_install_of_infercourse(lab_setup):
+    """The lab environment (like a GPU box) does not install infercourse: the runner finds src/ itself."""
+    done = subprocess.run([str(LAB_PYTHON), str(ROOT / "scripts" / "run_labs.py"), "--cpu", "--lab", "no_such_lab"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.startswith("error: no wired lab no_such_lab; wired: ") and "phases" in done.stderr
+
+
 # --- bad input: one line saying what is wrong, non-zero exit, no traceback -------------------------
 # These stop before vLLM is imported, so they run with any Python (here the docs environment's).
 
