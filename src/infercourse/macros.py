@@ -24,6 +24,7 @@ def define_env(env) -> None:
             "vllm_gpu_version": registry.VLLM_GPU_VERSION,
             "vllm_default_gpu_memory_utilization": registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
             "awq_group_size": registry.AWQ_GROUP_SIZE,
+            "vllm_llm_default_max_num_batched_tokens": registry.VLLM_LLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
             "autodl": registry.AUTODL_RTX_4090,
             "gpu_memory_total_mib": registry.GPU_MEMORY_TOTAL_MIB,
             "vllm_non_kv_reserve_gib": registry.VLLM_NON_KV_RESERVE_GIB,

@@ -332,3 +332,6 @@ AUTODL_RTX_4090 = RentalFacts(
     ),
 )
 """The lab card the cost estimates in lab boxes use."""
+
+VLLM_LLM_DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+"""Tokens ``vllm.LLM`` schedules per step by default on a 24 GB card in 0.26.0 (``vllm serve``: 2048; FACTS.md)."""
