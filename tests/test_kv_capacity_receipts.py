@@ -1,0 +1,169 @@
+"""Lab 1A (kv_capacity): its claims on hand-worked receipts, its constants and the lesson's expected output.
+
+Hand arithmetic used below:
+- tiny test model (2 layers, 2 KV heads, head size 64, bf16): kappa = 2*2*2*64*2 = 1,024 B/token;
+  VLLM_CPU_KVCACHE_SPACE=1 -> budget 2^30 = 1,073,741,824 B; the CPU block is 128 tokens, so one block
+  is 128*1,024 = 131,072 B and the budget holds 1,073,741,824 / 131,072 = 8,192 blocks = 1,048,576 tokens;
+  at max_model_len 512 that is 1,048,576 / 512 = 2,048 requests at once.
+- over-ask at 512 tokens: 512/128 = 4 blocks per request; half = 2, plus vLLM's null block = 3 blocks
+  = 3*131,072 = 393,216 B; vLLM estimates 2*128 = 256 tokens.
+- Qwen2.5-7B-Instruct on the RTX 4090 (FACTS.md): kappa = 57,344 B (bf16), 28,672 B (fp8); device total
+  24,564 MiB = 25,757,220,864 B; x 0.92 = 23,696,643,194.88 B; weights 7,615,616,512*2 = 15,231,233,024 B;
+  reserve 2 GiB = 2,147,483,648 B; budget = 6,317,926,522.88 B. Block of 16 tokens: 917,504 B (bf16),
+  458,752 B (fp8); 6,885 x 917,504 = 6,317,015,040 <= budget < 6,886 x 917,504, so 6,885 blocks =
+  110,160 tokens; 13,771 x 458,752 = 6,317,473,792 <= budget < 13,772 x 458,752, so 220,336 tokens.
+  Concurrency at 8,192: 110,160 / 8,192 = 13.447 -> 13.45x; 220,336 / 8,192 = 26.896 -> 26.90x.
+  Over-ask at 8,192: 512 blocks, half = 256 blocks = 4,096 tokens.
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infercourse import labs, snippets
+from infercourse.labs import kv_capacity as kvc
+from infercourse.registry import VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, VLLM_NON_KV_RESERVE_GIB
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB = ROOT / "snippets" / "labs" / "kv_capacity.py"
+
+
+def _row(run, budget, tokens, *, kappa=1024, block=128, dtype="auto", source="VLLM_CPU_KVCACHE_SPACE",
+         concurrency=None, outcome="started", estimate=None):
+    return {"run": run, "kv_cache_dtype": dtype, "budget_source": source, "kv_budget_bytes": budget,
+            "kv_bytes_per_token": kappa, "block_size": block, "num_blocks": None if tokens is None else tokens // block,
+            "kv_tokens": tokens, "predicted_kv_tokens": None, "reported_max_concurrency": concurrency,
+            "outcome": outcome, "estimated_max_model_len": estimate}
+
+
+def _cpu_receipt(tokens=1_048_576, concurrency=2048.0, outcome="expected error", estimate=256, fp8=None) -> dict:
+    rows = [_row("capacity", 1_073_741_824, tokens, concurrency=concurrency)]
+    if fp8 is not None:
+        rows.append(_row("fp8", 1_073_741_824, fp8, kappa=512, dtype="fp8", concurrency=fp8 / 512))
+    rows.append(_row("over-ask", 393_216, None, source="kv_cache_memory_bytes", outcome=outcome, estimate=estimate))
+    return {
+        "schema": 1, "lab": "kv_capacity", "command": "python snippets/labs/kv_capacity.py", "git_commit": None,
+        "date_utc": "2026-11-30T10:00:00Z", "machine": {"kind": "cpu", "name": "AMD EPYC", "cores": 2},
+        "versions": {"python": "3.11.7", "vllm": "0.32.0", "torch": "2.13.0", "transformers": "5.5.3"},
+        "model": ".cache/models/tiny-qwen2", "load_format": "auto", "dtype": "auto", "max_model_len": 512,
+        "settings": {"over_ask_reason": "larger than the available KV cache memory"}, "engine_start_s": 30.0,
+        "units": {**kvc.SPEC.units, "engine_start_s": "s"}, "results": rows,
+    }
+
+
+def _gpu_receipt(tokens, fp8=None) -> dict:
+    """A 4090-shaped receipt with an estimated budget of 1,000 bf16 blocks: 917,504,000 B -> 16,000 tokens."""
+    receipt = _cpu_receipt()
+    receipt["machine"] = {"kind": "gpu", "name": "NVIDIA GeForce RTX 4090", "memory_gib": 24.0, "driver": "550.54",
+                          "cuda_driver_api": "12.4"}
+    receipt["max_model_len"] = 8192
+    est = "estimate: device total x 0.92 - weights - 2 GiB assumed reserve"
+    rows = [_row("capacity", 917_504_000, tokens, kappa=57_344, block=16, source=est)]
+    if fp8 is not None:
+        rows.append(_row("fp8", 917_504_000, fp8, kappa=28_672, block=16, dtype="fp8", source=est))
+    rows.append(_row("over-ask", 4112 * 57_344, None, kappa=57_344, block=16, source="kv_cache_memory_bytes",
+                     outcome="expected error", estimate=4096))
+    receipt["results"] = rows
+    return receipt
+
+
+def _results(receipt) -> dict:
+    return {r.claim: r.passed for r in labs.check(receipt)}
+
+
+def test_cpu_receipt_that_shows_the_lesson_passes_and_fp8_is_not_applicable():
+    assert _results(_cpu_receipt()) == {"capacity_matches_budget": True, "concurrency_is_tokens_over_len": True,
+                                        "overask_refused": True, "fp8_doubles_tokens": None}
+
+
+def test_exact_budget_allows_one_block_and_no_more():
+    assert _results(_cpu_receipt(tokens=1_048_576 - 128))["capacity_matches_budget"] is True  # 8,191 blocks
+    assert _results(_cpu_receipt(tokens=1_048_576 - 256))["capacity_matches_budget"] is False  # 8,190 blocks
+
+
+def test_gpu_estimate_allows_ten_percent():
+    # predicted 16,000 tokens; 10 % = 1,600
+    assert _results(_gpu_receipt(17_600))["capacity_matches_budget"] is True
+    assert _results(_gpu_receipt(14_400))["capacity_matches_budget"] is True
+    assert _results(_gpu_receipt(17_616))["capacity_matches_budget"] is False  # one block more than 10 %
+
+
+def test_gpu_detail_gives_the_reserve_vllm_kept():
+    receipt = _gpu_receipt(15_984)  # one block fewer than the 16,000 predicted
+    receipt["settings"]["reserve_gib_assumed"] = 2.0
+    # 2 GiB + 917,504,000 - 15,984 x 57,344 = 2,147,483,648 + 917,504 = 2,148,401,152 B
+    assert kvc.implied_reserve_bytes(receipt, receipt["results"][0]) == 2_148_401_152
+    detail = next(r.detail for r in labs.check(receipt) if r.claim == "capacity_matches_budget")
+    assert "reserve vLLM kept: about 2.00 GiB" in detail
+
+
+def test_concurrency_must_be_tokens_over_max_model_len():
+    assert _results(_cpu_receipt(concurrency=2048.004))["concurrency_is_tokens_over_len"] is True
+    assert _results(_cpu_receipt(concurrency=2049.0))["concurrency_is_tokens_over_len"] is False
+    # 500 tokens take ceil(500/128) = 4 blocks = 512 tokens: vLLM reports 1,048,576 / 512 = 2,048x
+    receipt = _cpu_receipt()
+    receipt["max_model_len"] = 500
+    assert _results(receipt)["concurrency_is_tokens_over_len"] is True
+
+
+@pytest.mark.parametrize("outcome,estimate,ok", [("expected error", 256, True), ("expected error", None, True),
+                                                 ("other error", None, False), ("started", None, False),
+                                                 ("expected error", 512, False)])
+def test_overask_counts_only_vllm_s_reason(outcome, estimate, ok):
+    assert _results(_cpu_receipt(outcome=outcome, estimate=estimate))["overask_refused"] is ok
+
+
+def test_fp8_doubles():
+    assert _results(_cpu_receipt(fp8=2_097_152))["fp8_doubles_tokens"] is True  # 2 x 1,048,576
+    assert _results(_cpu_receipt(fp8=2_097_152 - 256))["fp8_doubles_tokens"] is False  # two blocks short
+    # GPU: within 2 % of 2x, i.e. a ratio in [1.96, 2.04]
+    assert _results(_gpu_receipt(16_000, fp8=31_520))["fp8_doubles_tokens"] is True  # 1.97
+    assert _results(_gpu_receipt(16_000, fp8=31_200))["fp8_doubles_tokens"] is False  # 1.95
+
+
+def test_receipt_with_a_missing_run_is_refused():
+    receipt = _cpu_receipt()
+    receipt["results"] = [r for r in receipt["results"] if r["run"] != "over-ask"]
+    with pytest.raises(labs.ReceiptError, match="run=over-ask"):
+        labs.check(receipt)
+
+
+def test_negative_budget_is_refused_by_the_schema():
+    receipt = copy.deepcopy(_cpu_receipt())
+    receipt["results"][0]["kv_budget_bytes"] = -1
+    with pytest.raises(labs.ReceiptError, match="not a finite non-negative"):
+        labs.validate_receipt(receipt)
+
+
+def test_constants_of_the_lab_match_the_registry_and_the_spec():
+    lab = snippets.load("labs/kv_capacity.py")  # imports without vLLM
+    assert lab.parse_args([]).max_model_len == kvc.MAX_MODEL_LEN == 8192
+    assert lab.RESERVE_GIB == VLLM_NON_KV_RESERVE_GIB
+    assert lab.GPU_MEMORY_UTILIZATION == VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
+    assert lab.overask_budget(512, 128, 1024) == 393_216  # 3 blocks x 131,072 B
+    assert lab.overask_budget(8192, 16, 57_344) == 257 * 16 * 57_344  # 256 blocks + the null block
+    # the spec's usable tokens = the lab's budget less the null block
+    assert kvc.overask_usable_tokens(8192, 16) == 4096 and kvc.overask_usable_tokens(512, 128) == 256
+
+
+def test_expected_output_has_the_hand_worked_figures(tmp_path):
+    text = labs.expected_output("kv_capacity", receipts_dir=tmp_path)
+    assert text.startswith("**Prediction for the RTX 4090 from the KV budget with an assumed reserve, not a measurement.**")
+    assert "| capacity | bf16 | 110,160 | 13.45x | started |" in text
+    assert "| fp8 | fp8 | 220,336 | 26.90x | started |" in text
+    assert "| over-ask | bf16 | 4,096 usable |" in text and "about 4,096" in text
+    assert "kappa = 57,344 B/token" in text
+    assert "No GPU receipt is committed yet" in text
+
+
+def test_bad_max_model_len_is_one_line(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    done = subprocess.run([sys.executable, str(LAB), "--model", str(tmp_path), "--max-model-len", "16"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == "error: --max-model-len must be at least 32, got 16"
