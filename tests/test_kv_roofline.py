@@ -179,7 +179,7 @@ def test_lesson_2a_snippet_constants_equal_the_registry():
 def test_lab_defaults_match_the_registry():
     kc = load("labs/kv_capacity.py")
     bd = load("labs/batch_decode.py")
-    assert kc.parse_args([]).gpu_memory_utilization == registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
+    assert kc.GPU_MEMORY_UTILIZATION == registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
     assert kc.parse_args([]).reserve_gib == registry.VLLM_NON_KV_RESERVE_GIB
     assert kc.parse_args([]).model == bd.parse_args([]).model == registry.COURSE_MODEL
     assert bd.parse_args([]).bandwidth_gb_s == registry.gpu("RTX 4090").bandwidth_gb_s
