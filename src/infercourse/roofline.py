@@ -191,15 +191,7 @@ def decode_step_floor(gpu: GPUFacts, config, context_len: int, batch: int = 1,
     Raises:
         ValueError: a non-positive length, batch or width, or a config key missing.
     """
-    from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token
-
-    for name, value in (("batch", batch), ("weight_bytes", weight_bytes)):
-        _positive(name, value)
-    m = matmul_params(config)
-    linear = time_floor(gpu, 2 * m * batch, m * weight_bytes)
-    attention = time_floor(gpu, batch * attention_flops_per_token(config, context_len),
-                           batch * kv_bytes_per_token(config, kv_dtype_bytes) * context_len)
-    return linear + attention
+    return sum(decode_kernel_floors(gpu, config, context_len, batch, weight_bytes, kv_dtype_bytes))
 
 
 def prefill_floor(gpu: GPUFacts, config, prompt_len: int, weight_bytes: float = 2, kv_dtype_bytes: int = 2) -> float:
