@@ -35,9 +35,8 @@ import argparse
 import random
 import statistics
 import time
-from pathlib import Path
 
-from labkit import check_model_arg, engine_failure, fail, random_prompt, write_receipt
+from labkit import check_model_arg, engine_failure, fail, kv_bytes_per_token, lab_parser, param_count, random_prompt, write_receipt
 
 LAB = "batch_decode"
 GRID = ((1,), (2,), (4,), (8,), (16,), (32,), (64,))  # batch sizes of the lesson (one-element rows)
@@ -46,16 +45,12 @@ SEED = 0
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Decode at batch sizes 1..64; tokens/s and achieved bandwidth.")
-    p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
-    p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
-    p.add_argument("--max-model-len", type=int, default=2048, help="context length the engine reserves")
+    p = lab_parser("Decode at batch sizes 1..64; tokens/s and achieved bandwidth.", max_model_len=2048)
     p.add_argument("--prompt-len", type=int, default=512, help="prompt tokens per request")
     p.add_argument("--output-len", type=int, default=128, help="output tokens per request (exact)")
     p.add_argument("--batches", default=",".join(map(str, BATCHES)),
                    help="comma-separated batch sizes (default: the lesson's grid; CI uses fewer on a CPU)")
     p.add_argument("--bandwidth-gb-s", type=float, default=1008.0, help="datasheet bandwidth (GB/s), RTX 4090")
-    p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
     return p.parse_args(argv)
 
 
@@ -75,21 +70,6 @@ def check_input(args) -> tuple[int, ...]:
     return batches
 
 
-def kv_bytes_per_token(hf_config, dtype_bytes: int) -> int:
-    """kappa (B/token): 2 * L * n_kv * d_h * b (GQA/MHA), head_dim from the config where set."""
-    cfg = getattr(hf_config, "text_config", hf_config)
-    d_h = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * d_h * dtype_bytes
-
-
-def param_count(hf_config) -> int:
-    """Parameters of the model built on PyTorch's meta device (no memory; tied weights once)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(hf_config)
-    return sum(p.numel() for p in model.parameters())
 
 
 def main(argv=None) -> int:

@@ -40,7 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from labkit import check_model_arg, engine_failure, fail, write_receipt
+from labkit import check_model_arg, engine_failure, fail, kv_bytes_per_token, lab_parser, param_count, write_receipt
 
 LAB = "kv_capacity"
 SEED = 0
@@ -57,14 +57,10 @@ CHILD_TIMEOUT_S = 1800
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Read vLLM's KV-cache capacity and compare it with the prediction.")
-    p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
-    p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
-    p.add_argument("--max-model-len", type=int, default=MAX_MODEL_LEN, help="context per request the engine must hold")
+    p = lab_parser("Read vLLM's KV-cache capacity and compare it with the prediction.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--reserve-gib", type=float, default=RESERVE_GIB,
                    help="GPU only: assumed non-KV, non-weight memory for the prediction (GiB)")
     p.add_argument("--no-fp8", action="store_true", help="skip the FP8-cache engine")
-    p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
     # internal: one engine in this process; prints its row after ROW_TAG
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--kv-cache-dtype", default="auto", help=argparse.SUPPRESS)
@@ -80,21 +76,6 @@ def check_input(args) -> None:
         fail(f"--reserve-gib must be in [0, 1024), got {args.reserve_gib}")
 
 
-def kv_bytes_per_token(hf_config, dtype_bytes: int) -> int:
-    """kappa (B/token): 2 * L * n_kv * d_h * b (GQA/MHA), head_dim from the config where set."""
-    cfg = getattr(hf_config, "text_config", hf_config)
-    d_h = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * d_h * dtype_bytes
-
-
-def param_count(hf_config) -> int:
-    """Parameters of the model built on PyTorch's meta device (no memory; tied weights once)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(hf_config)
-    return sum(p.numel() for p in model.parameters())
 
 
 def device_total_bytes() -> int | None:

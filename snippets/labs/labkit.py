@@ -14,6 +14,7 @@ every lab; ``infercourse.labs`` validates it, and each lab's spec there validate
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -43,6 +44,52 @@ def check_model_arg(model: str) -> None:
         fail(f"model folder {model} not found; pass --model with an existing folder or a hub id")
     if folder.is_dir() and not (folder / "config.json").is_file():
         fail(f"model folder {model} has no config.json; pass a folder saved with save_pretrained (or a hub id)")
+
+
+def lab_parser(description: str, max_model_len: int) -> argparse.ArgumentParser:
+    """An argument parser with the flags every lab takes; a lab adds its own to it.
+
+    ``--model`` (hub id or local folder; default the course's model), ``--load-format`` (``dummy``
+    = random weights of the real architecture), ``--max-model-len`` (tokens, default
+    ``max_model_len``) and ``--receipt`` (where to write the JSON receipt).
+    """
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
+    p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
+    p.add_argument("--max-model-len", type=int, default=max_model_len, help="context length the engine reserves")
+    p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
+    return p
+
+
+def check_grid(args, grid) -> None:
+    """Refuse, before the slow engine start, a model folder that cannot work, a (prompt, output)
+    grid that does not fit in ``--max-model-len``, or fewer than one ``--repeats``."""
+    check_model_arg(args.model)
+    need = max(prompt + output for prompt, output in grid)
+    if need > args.max_model_len:
+        fail(f"the grid needs {need} tokens (prompt + output) but --max-model-len is {args.max_model_len}; "
+             f"pass --max-model-len {need} or more")
+    if args.repeats < 1:
+        fail(f"--repeats must be at least 1, got {args.repeats}")
+
+
+def kv_bytes_per_token(hf_config, dtype_bytes: int) -> int:
+    """kappa (B/token) of a loaded model's Hugging Face config: 2 * L * n_kv * d_h * b (MHA/GQA),
+    with ``head_dim`` from the config where it is set."""
+    cfg = getattr(hf_config, "text_config", hf_config)
+    d_h = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * d_h * dtype_bytes
+
+
+def param_count(hf_config) -> int:
+    """Parameters of the model a Hugging Face config describes, built on PyTorch's meta device
+    (no memory used; tied weights counted once). Imports torch and transformers when called."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(hf_config)
+    return sum(p.numel() for p in model.parameters())
 
 
 def engine_failure(exc: Exception, model: str) -> None:

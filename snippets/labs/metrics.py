@@ -37,9 +37,8 @@ import argparse
 import random
 import statistics
 import time
-from pathlib import Path
 
-from labkit import check_model_arg, engine_failure, fail, random_prompt, request_times, write_receipt
+from labkit import check_grid, engine_failure, fail, lab_parser, random_prompt, request_times, write_receipt
 
 LAB = "metrics"
 MAX_MODEL_LEN = 8192
@@ -52,24 +51,11 @@ ITL_HISTOGRAM = "vllm:inter_token_latency_seconds"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Measure TTFT, TPOT, E2E and the mean ITL per request with vLLM.")
-    p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
-    p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
-    p.add_argument("--max-model-len", type=int, default=MAX_MODEL_LEN, help="context length the engine reserves")
+    p = lab_parser("Measure TTFT, TPOT, E2E and the mean ITL per request with vLLM.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--repeats", type=int, default=3, help="timed runs per grid row; the median is kept")
-    p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
     return p.parse_args(argv)
 
 
-def check_input(args: argparse.Namespace) -> None:
-    """Refuse, before the (slow) engine start, what cannot work."""
-    check_model_arg(args.model)
-    need = max(p + n for p, n in GRID)
-    if need > args.max_model_len:
-        fail(f"the grid needs {need} tokens (prompt + output) but --max-model-len is {args.max_model_len}; "
-             f"pass --max-model-len {need} or more")
-    if args.repeats < 1:
-        fail(f"--repeats must be at least 1, got {args.repeats}")
 
 
 def itl_totals(snapshot) -> tuple[float, int]:
@@ -82,7 +68,7 @@ def itl_totals(snapshot) -> tuple[float, int]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    check_input(args)
+    check_grid(args, GRID)
     try:
         from vllm import LLM, SamplingParams
     except ImportError as exc:

@@ -33,9 +33,8 @@ import argparse
 import random
 import statistics
 import time
-from pathlib import Path
 
-from labkit import check_model_arg, engine_failure, fail, random_prompt, request_times, write_receipt
+from labkit import check_grid, engine_failure, fail, lab_parser, random_prompt, request_times, write_receipt
 
 LAB = "phases"
 GRID = ((128, 32), (128, 128), (128, 512), (1024, 128), (4096, 128))
@@ -45,30 +44,15 @@ WARMUP_OUTPUT_TOKENS = 8
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Time prefill (TTFT) and decode (TPOT) with vLLM.")
-    p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
-    p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
-    p.add_argument("--max-model-len", type=int, default=8192, help="context length the engine reserves")
+    p = lab_parser("Time prefill (TTFT) and decode (TPOT) with vLLM.", max_model_len=8192)
     p.add_argument("--dtype", default="auto", help="weights/activations dtype (auto = the config's)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs per grid row; the median is kept")
-    p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
     return p.parse_args(argv)
-
-
-def check_input(args: argparse.Namespace) -> None:
-    """Refuse, before the (slow) engine start, what cannot work."""
-    check_model_arg(args.model)
-    need = max(p + n for p, n in GRID)
-    if need > args.max_model_len:
-        fail(f"the grid needs {need} tokens (prompt + output) but --max-model-len is {args.max_model_len}; "
-             f"pass --max-model-len {need} or more")
-    if args.repeats < 1:
-        fail(f"--repeats must be at least 1, got {args.repeats}")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    check_input(args)
+    check_grid(args, GRID)
     try:
         from vllm import LLM, SamplingParams
     except ImportError as exc:

@@ -28,9 +28,8 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from pathlib import Path
 
-from labkit import check_model_arg, engine_failure, fail, write_receipt
+from labkit import check_model_arg, engine_failure, fail, lab_parser, write_receipt
 
 LAB = "weights"
 MAX_MODEL_LEN = 4096
@@ -40,11 +39,7 @@ GB = 10**9
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Measure the weight bytes of a model loaded by vLLM.")
-    p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
-    p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
-    p.add_argument("--max-model-len", type=int, default=MAX_MODEL_LEN, help="context length the engine reserves")
-    p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
+    p = lab_parser("Measure the weight bytes of a model loaded by vLLM.", max_model_len=MAX_MODEL_LEN)
     args = p.parse_args(argv)
     if args.max_model_len < 16:
         fail(f"--max-model-len must be at least 16, got {args.max_model_len}")
