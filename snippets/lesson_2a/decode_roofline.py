@@ -129,7 +129,7 @@ def figure_svg(prefill_tokens=PREFILL_TOKENS, batches=BATCHES):
     ax.set_xlabel("arithmetic intensity of a kernel (FLOP/byte), BF16 weights and cache")
     ax.set_ylabel("attainable TFLOP/s (BF16 dense, FP32 acc.)")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize="small", loc="lower right")
+    ax.legend(fontsize="small", loc="upper left")
     fig.tight_layout()
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None})

@@ -10,7 +10,7 @@ Nothing here holds a number of its own.
 
 from __future__ import annotations
 
-from infercourse import course, labbox, fmt, glossary, memory, registry, roofline, snippets, transformer
+from infercourse import course, labbox, labs, fmt, glossary, memory, registry, roofline, snippets, transformer
 
 
 def define_env(env) -> None:
@@ -72,6 +72,7 @@ def define_env(env) -> None:
         memory.device_total_upper_bytes,
         memory.max_sequences,
         labbox.lab_box,
+        labs.gpu_receipts,
         glossary.entries,
         course.parts,
         course.lesson_label,

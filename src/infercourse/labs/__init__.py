@@ -156,6 +156,15 @@ def committed_receipts(lab: str, receipts_dir: Path | str = RECEIPTS_DIR) -> lis
     return [load_receipt(p) for p in sorted(Path(receipts_dir).glob(f"*/{lab}.json"))]
 
 
+def gpu_receipts(receipts_dir: Path | str = RECEIPTS_DIR) -> list[dict]:
+    """Every committed receipt, of every wired lab, that was measured on a GPU (not a CPU smoke run).
+
+    Raises:
+        ReceiptError: a committed receipt does not follow the schema.
+    """
+    return [r for lab in wired() for r in committed_receipts(lab, receipts_dir) if r["machine"]["kind"] == "gpu"]
+
+
 def efficiency(receipt: Mapping[str, Any]) -> list[Efficiency] | None:
     """For a GPU receipt, its lab's measured quantities against their roofline floors on that GPU.
 
@@ -227,7 +236,7 @@ def measured_table(lab_spec: LabSpec, receipts: list[Mapping[str, Any]]) -> str:
     """Markdown table of committed GPU receipts: machine, vLLM, date, model, the spec's columns and,
     where the spec has floors, the efficiency of each row's first floored quantity."""
     if not receipts:
-        return (f"*No GPU receipt is committed yet.* Run `make labs` on a GPU box and commit "
+        return (f"*No GPU receipt is committed yet.* Run `python scripts/run_labs.py` on a GPU box and commit "
                 f"`receipts/<machine>/{lab_spec.lab}.json` to show measurements here.")
     head = ["machine", "vLLM", "date", "model", *(c.header for c in lab_spec.columns)]
     align = ["---"] * 4 + ["---:" if c.align_right else "---" for c in lab_spec.columns]
