@@ -272,6 +272,14 @@ def test_expected_output_shows_committed_receipts(tmp_path):
         labs.expected_output("nope")
 
 
+def test_gpu_receipts_counts_gpu_runs_only(tmp_path):
+    assert labs.gpu_receipts(tmp_path) == []
+    for folder, kind in (("rtx-4090", "gpu"), ("cpu-amd-epyc", "cpu")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "phases.json").write_text(json.dumps(_receipt(kind=kind)))
+    assert [r["machine"]["kind"] for r in labs.gpu_receipts(tmp_path)] == ["gpu"]
+
+
 def test_expected_output_refuses_a_broken_committed_receipt(tmp_path):
     folder = tmp_path / "rtx-4090"
     folder.mkdir()
