@@ -114,6 +114,59 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     return "\n".join(lines)
 
 
+def measured_points(receipt: Receipt) -> list[tuple[int, float, float]]:
+    """Per row of a receipt: (batch, the weight matmuls' intensity 2B/b in FLOP/byte, the matmul
+    FLOP/s the step achieved, 2 M B / step time). M is the receipt's ``matmul_params``.
+
+    Raises:
+        KeyError: the receipt's settings lack ``matmul_params`` (an older receipt).
+    """
+    b = dtype_bytes(model(COURSE_MODEL).config, receipt.get("dtype", "auto"))
+    m = receipt["settings"]["matmul_params"]
+    return [(row["batch"], 2 * row["batch"] / b, 2 * m * row["batch"] / (row["step_ms"] / 1e3)) for row in _rows(receipt)]
+
+
+def receipts_roofline_svg(receipts: list[Receipt]) -> str:
+    """HTML for lesson 2A: each GPU receipt's decode matmuls (intensity, achieved FLOP/s) drawn against
+    that GPU's roofline (an SVG), or one sentence saying no GPU receipt is committed yet.
+
+    Receipts from a GPU the registry does not know are left out (there is no roof to draw).
+    """
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    drawn = [(r, gpu_for_name(r["machine"]["name"])) for r in receipts]
+    drawn = [(r, g) for r, g in drawn if g is not None]
+    if not drawn:
+        return ("<p><em>No GPU receipt of this lab is committed yet: once one is, its measured points are "
+                "drawn here against that GPU's roofline.</em></p>")
+    plt.rcParams["svg.hashsalt"] = "batch-decode-receipts"
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for receipt, facts in drawn:
+        points = measured_points(receipt)
+        ridge = facts.bf16_dense_tflops / facts.bandwidth_gb_s * 1e3  # FLOP/byte
+        xs = sorted({0.5 * points[0][1], *(x for _, x, _ in points), ridge, 4 * ridge})
+        ax.loglog(xs, [min(facts.bf16_dense_tflops, x * facts.bandwidth_gb_s / 1e3) for x in xs],
+                  label=f"{facts.name} roof ({fmt.count(facts.bandwidth_gb_s)} GB/s, {fmt.fixed(facts.bf16_dense_tflops)} TFLOP/s)")
+        ax.loglog([x for _, x, _ in points], [y / 1e12 for _, _, y in points], "o",
+                  label=f"measured: {receipt['machine']['name']}, vLLM {receipt['versions'].get('vllm')}, "
+                        f"{receipt['date_utc'][:10]}")
+    ax.set_xlabel("weight-matmul intensity 2B/b (FLOP/byte)")
+    ax.set_ylabel("matmul TFLOP/s (BF16 dense)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
+    fig.tight_layout()
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    svg = buffer.getvalue()
+    return '<div class="course-figure">' + svg[svg.index("<svg"):] + "</div>"
+
+
 SPEC = LabSpec(
     lab="batch_decode",
     lesson="2A",
