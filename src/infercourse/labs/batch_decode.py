@@ -132,9 +132,9 @@ def receipts_roofline_svg(receipts: list[Receipt]) -> str:
 
     Receipts from a GPU the registry does not know are left out (there is no roof to draw).
     """
-    import io
-
     import matplotlib
+
+    from infercourse.figures import svg_text
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -159,12 +159,7 @@ def receipts_roofline_svg(receipts: list[Receipt]) -> str:
     ax.set_ylabel("matmul TFLOP/s (BF16 dense)")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="upper left")
-    fig.tight_layout()
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
-    plt.close(fig)
-    svg = buffer.getvalue()
-    return '<div class="course-figure">' + svg[svg.index("<svg"):] + "</div>"
+    return '<div class="course-figure">' + svg_text(fig) + "</div>"
 
 
 SPEC = LabSpec(
