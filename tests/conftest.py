@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import http.server
 import os
@@ -52,3 +53,24 @@ def server(site):
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):  # keep pytest's output readable
         pass
+
+
+# --- receipts for the lab-spec tests --------------------------------------------------------------
+
+GPU_MACHINE = {"kind": "gpu", "name": "NVIDIA GeForce RTX 4090", "memory_gib": 24.0, "driver": "550.54",
+               "cuda_driver_api": "12.4"}
+CPU_MACHINE = {"kind": "cpu", "name": "AMD EPYC", "cores": 2}
+
+
+def make_receipt(lab: str, rows: list[dict], units: dict, *, machine: dict = GPU_MACHINE, **envelope) -> dict:
+    """A receipt as ``snippets/labs/labkit.write_receipt`` writes it: the common envelope (a GPU run of
+    the course's model on vLLM 0.26.0 unless ``envelope`` overrides a key), ``units`` of the rows plus
+    ``engine_start_s``, and ``rows`` as results. A fresh copy each call: tests may edit it."""
+    return copy.deepcopy({
+        "schema": 1, "lab": lab, "command": f"python snippets/labs/{lab}.py", "git_commit": None,
+        "date_utc": "2026-11-30T10:00:00Z", "machine": machine,
+        "versions": {"python": "3.11.7", "vllm": "0.26.0", "torch": "2.11.0", "transformers": "5.5.3"},
+        "model": "Qwen/Qwen2.5-7B-Instruct", "load_format": "auto", "dtype": "auto", "max_model_len": 8192,
+        "settings": {}, "engine_start_s": 60.0,
+        **envelope, "units": {**units, "engine_start_s": "s"}, "results": rows,
+    })

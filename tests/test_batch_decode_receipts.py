@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
 from infercourse import labs
 from infercourse.labs import batch_decode
 
@@ -14,16 +15,9 @@ def _receipt(kind="gpu") -> dict:
     rows = [{"batch": b, "step_ms": step, "median_tpot_ms": step, "tokens_per_s": b / step * 1e3,
              "bytes_per_step": 14_200_000_000, "achieved_gb_s": 14.2 / step * 1e3, "memory_floor_ms": 14.1}
             for b, step in ((1, 20.0), (8, 21.0), (64, 28.0))]
-    machine = ({"kind": "gpu", "name": "NVIDIA GeForce RTX 4090", "memory_gib": 24.0, "driver": "550.54",
-                "cuda_driver_api": "12.4"} if kind == "gpu" else {"kind": "cpu", "name": "AMD EPYC", "cores": 2})
-    return {
-        "schema": 1, "lab": "batch_decode", "command": "python snippets/labs/batch_decode.py", "git_commit": None,
-        "date_utc": "2026-11-30T10:00:00Z", "machine": machine,
-        "versions": {"python": "3.11.7", "vllm": "0.26.0", "torch": "2.11.0", "transformers": "5.5.3"},
-        "model": "Qwen/Qwen2.5-7B-Instruct", "load_format": "auto", "dtype": "auto", "max_model_len": 2048,
-        "settings": {"prompt_len": 512, "output_len": 128, "matmul_params": 7_070_619_136},
-        "engine_start_s": 60.0, "units": {**batch_decode.SPEC.units, "engine_start_s": "s"}, "results": rows,
-    }
+    return make_receipt("batch_decode", rows, batch_decode.SPEC.units,
+                        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE, max_model_len=2048,
+                        settings={"prompt_len": 512, "output_len": 128, "matmul_params": 7_070_619_136})
 
 
 def test_measured_points_by_hand():

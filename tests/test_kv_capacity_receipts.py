@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
 from infercourse import labs, snippets
 from infercourse.labs import kv_capacity as kvc
 from infercourse.registry import VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, VLLM_NON_KV_RESERVE_GIB
@@ -46,21 +47,17 @@ def _cpu_receipt(tokens=1_048_576, concurrency=2048.0, outcome="expected error",
     if fp8 is not None:
         rows.append(_row("fp8", 1_073_741_824, fp8, kappa=512, dtype="fp8", concurrency=fp8 / 512))
     rows.append(_row("over-ask", 393_216, None, source="kv_cache_memory_bytes", outcome=outcome, estimate=estimate))
-    return {
-        "schema": 1, "lab": "kv_capacity", "command": "python snippets/labs/kv_capacity.py", "git_commit": None,
-        "date_utc": "2026-11-30T10:00:00Z", "machine": {"kind": "cpu", "name": "AMD EPYC", "cores": 2},
-        "versions": {"python": "3.11.7", "vllm": "0.32.0", "torch": "2.13.0", "transformers": "5.5.3"},
-        "model": ".cache/models/tiny-qwen2", "load_format": "auto", "dtype": "auto", "max_model_len": 512,
-        "settings": {"over_ask_reason": "larger than the available KV cache memory"}, "engine_start_s": 30.0,
-        "units": {**kvc.SPEC.units, "engine_start_s": "s"}, "results": rows,
-    }
+    return make_receipt(
+        "kv_capacity", rows, kvc.SPEC.units, machine=CPU_MACHINE,
+        versions={"python": "3.11.7", "vllm": "0.32.0", "torch": "2.13.0", "transformers": "5.5.3"},
+        model=".cache/models/tiny-qwen2", max_model_len=512, engine_start_s=30.0,
+        settings={"over_ask_reason": "larger than the available KV cache memory"})
 
 
 def _gpu_receipt(tokens, fp8=None) -> dict:
     """A 4090-shaped receipt with an estimated budget of 1,000 bf16 blocks: 917,504,000 B -> 16,000 tokens."""
     receipt = _cpu_receipt()
-    receipt["machine"] = {"kind": "gpu", "name": "NVIDIA GeForce RTX 4090", "memory_gib": 24.0, "driver": "550.54",
-                          "cuda_driver_api": "12.4"}
+    receipt["machine"] = copy.deepcopy(GPU_MACHINE)
     receipt["max_model_len"] = 8192
     est = "estimate: device total x 0.92 - weights - 2 GiB assumed reserve"
     rows = [_row("capacity", 917_504_000, tokens, kappa=57_344, block=16, source=est)]

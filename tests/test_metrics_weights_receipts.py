@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
 from infercourse import labs, snippets
 from infercourse.labs import metrics as metrics_spec
 from infercourse.labs import weights as weights_spec
 
-ENVELOPE = {
-    "schema": 1, "command": "python snippets/labs/x.py", "git_commit": None, "date_utc": "2026-11-30T10:00:00Z",
-    "versions": {"python": "3.11.7", "vllm": "0.26.0", "torch": "2.11.0", "transformers": "5.5.3"},
-    "model": "Qwen/Qwen2.5-7B-Instruct", "load_format": "auto", "dtype": "auto", "max_model_len": 8192,
-    "settings": {}, "engine_start_s": 60.0,
-}
-GPU = {"kind": "gpu", "name": "NVIDIA GeForce RTX 4090", "memory_gib": 24.0, "driver": "550.54", "cuda_driver_api": "12.4"}
-CPU = {"kind": "cpu", "name": "AMD EPYC", "cores": 2}
+GPU, CPU = GPU_MACHINE, CPU_MACHINE
 
 
 def _metrics(machine=GPU, tpot=17.0, itl=17.0, ttft=(20.0, 110.0, 450.0)) -> dict:
@@ -24,14 +18,13 @@ def _metrics(machine=GPU, tpot=17.0, itl=17.0, ttft=(20.0, 110.0, 450.0)) -> dic
              "e2e_ms": ttft_by_prompt[s] + (n - 1) * tpot, "tpot_mean_ms": tpot, "itl_mean_ms": itl}
             for s, n in metrics_spec.GRID]
     units = {k: "ms" for k in ("ttft_ms", "tpot_ms", "e2e_ms", "tpot_mean_ms", "itl_mean_ms")}
-    return {**ENVELOPE, "lab": "metrics", "machine": machine, "units": {**units, "engine_start_s": "s"}, "results": rows}
+    return make_receipt("metrics", rows, units, machine=machine)
 
 
 def _weights(machine=GPU, total=15_231_233_024, dtypes=("bfloat16",)) -> dict:
     rows = [{"dtype": d, "elements": total // 2 // len(dtypes), "bytes": total // len(dtypes)} for d in dtypes]
     rows.append({"dtype": "all", "elements": total // 2, "bytes": total})
-    return {**ENVELOPE, "lab": "weights", "machine": machine, "max_model_len": 4096,
-            "units": {"elements": "count", "bytes": "B", "engine_start_s": "s"}, "results": rows}
+    return make_receipt("weights", rows, {"elements": "count", "bytes": "B"}, machine=machine, max_model_len=4096)
 
 
 def _claims(receipt) -> dict:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
 from infercourse import labs, snippets
 from infercourse.registry import gpu, model
 
@@ -32,16 +33,8 @@ def _receipt(kind="gpu", ttft=(20.0, 110.0, 450.0), tpot=17.0, tpot_4096=17.5, d
         t = tpot_4096 if s == 4096 else tpot
         rows.append({"prompt_tokens": s, "output_tokens": n, "ttft_ms": ttft_by_prompt[s], "tpot_ms": t,
                      "decode_s": decode[i] if decode else t * (n - 1) / 1e3})
-    machine = ({"kind": "gpu", "name": "NVIDIA GeForce RTX 4090", "memory_gib": 24.0, "driver": "550.54",
-                "cuda_driver_api": "12.4"} if kind == "gpu" else {"kind": "cpu", "name": "AMD EPYC", "cores": 2})
-    return {
-        "schema": 1, "lab": "phases", "command": "python snippets/labs/phases.py", "git_commit": None,
-        "date_utc": "2026-11-30T10:00:00Z", "machine": machine,
-        "versions": {"python": "3.11.7", "vllm": "0.26.0", "torch": "2.11.0", "transformers": "5.5.3"},
-        "model": "Qwen/Qwen2.5-7B-Instruct", "load_format": "auto", "dtype": "auto", "max_model_len": 8192,
-        "settings": {"repeats": 3}, "engine_start_s": 60.0,
-        "units": {"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s", "engine_start_s": "s"}, "results": rows,
-    }
+    return make_receipt("phases", rows, {"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s"},
+                        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE, settings={"repeats": 3})
 
 
 # --- the grid is the lab's ------------------------------------------------------------------------
