@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 export NO_MKDOCS_2_WARNING := 1  # silence the Material end-of-life banner in build logs
 
-.PHONY: serve build test chromium lock vendor clean labenv testmodels labs labs-cpu lock-labs vllm-signatures
+.PHONY: serve build check lint test chromium lock vendor clean labenv testmodels labs labs-cpu lock-labs vllm-signatures
 
 # --- environments -------------------------------------------------------------------------
 # The docs/test environment, made from the lock of exact versions. Rebuilt when the lock changes.
@@ -33,6 +33,18 @@ build: $(STAMP)
 	$(BIN)/mkdocs build --strict
 
 # --- tests --------------------------------------------------------------------------------
+# The fast loop while editing: every test that needs no site build, no browser and no lab environment
+# (markers set in tests/conftest.py); installs only the docs environment.
+check: $(STAMP)
+	$(BIN)/pytest -m "not build and not browser and not lab"
+
+# Lint, format and type gates (configured in pyproject.toml).
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# Everything, as CI runs it.
 test: $(STAMP) chromium labenv testmodels
 	$(BIN)/pytest
 

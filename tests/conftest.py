@@ -15,6 +15,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# --- markers: the fast loop (`make check`) runs what needs none of these ----------------------------
+# One place decides them: a test gets a marker from a fixture it uses (directly or through another
+# fixture), or from its file when the whole file needs it. New tests inherit them by using the fixtures.
+MARK_BY_FIXTURE = {"build": "build", "site": "build", "server": "build", "browser": "browser", "lab_setup": "lab"}
+MARK_BY_FILE = {"test_build.py": "build", "test_browser.py": "browser"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        names = {MARK_BY_FIXTURE[f] for f in getattr(item, "fixturenames", ()) if f in MARK_BY_FIXTURE}
+        if item.path.name in MARK_BY_FILE:
+            names.add(MARK_BY_FILE[item.path.name])
+        for name in sorted(names):
+            item.add_marker(name)
+
 
 def mkdocs_build(project_dir: Path, site_dir: Path) -> subprocess.CompletedProcess:
     """Run ``mkdocs build --strict`` (never ``-v``: it turns anchor validation off) and capture its log."""
