@@ -11,12 +11,7 @@ from __future__ import annotations
 import math
 
 from infercourse import registry
-
-
-def _positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return value
+from infercourse.checks import positive as _positive
 
 
 def device_total_bytes(gpu_name: str = registry.LAB_GPU) -> int:
@@ -100,7 +95,7 @@ def device_total_upper_bytes(gpu_name: str) -> int:
     """
     if gpu_name in registry.GPU_MEMORY_TOTAL_MIB:
         return device_total_bytes(gpu_name)
-    return registry.gpu(gpu_name).memory_gb * 2**30
+    return math.ceil(registry.gpu(gpu_name).memory_gb * 2**30)  # whole bytes, rounded up: still an upper bound
 
 
 def max_sequences(budget_bytes: float, kv_bytes_per_token: float, context_len: int,

@@ -5,6 +5,7 @@ Units: FLOP/s and bytes/s in SI (10^12, 10^9) as the registry states them; times
 
 from __future__ import annotations
 
+from infercourse.checks import positive as _positive
 from infercourse.registry import GPUFacts
 
 
@@ -36,12 +37,6 @@ def time_floor(gpu: GPUFacts, flops: float, bytes_moved: float) -> float:
     if flops < 0 or bytes_moved < 0:
         raise ValueError(f"flops and bytes_moved must be non-negative, got {flops!r}, {bytes_moved!r}")
     return max(flops / (gpu.bf16_dense_tflops * 1e12), bytes_moved / (gpu.bandwidth_gb_s * 1e9))
-
-
-def _positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return value
 
 
 def decode_bytes_per_step(params: float, kv_bytes_per_token: float, context_len: float, batch: int = 1,

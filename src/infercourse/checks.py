@@ -1,0 +1,20 @@
+"""Argument checks shared by the formula modules: one place decides what a valid size or count is."""
+
+from __future__ import annotations
+
+import math
+
+
+def positive(name: str, value: float) -> float:
+    """Return ``value`` if it is a finite number greater than 0 (an int or float, not a bool).
+
+    Used for every size, count, length and width a formula takes (bytes, tokens, FLOP/byte, ...);
+    the unit is the caller's.
+
+    Raises:
+        ValueError: ``value`` is not a number, is a bool, is 0 or negative, or is inf or nan; the
+            message names ``name`` and says what is expected.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return value
