@@ -1,7 +1,8 @@
 """Import a lesson snippet (a standalone file under ``snippets/``) as a module.
 
 Snippets are written to be copied and run on their own, so they are not part of this package.
-The build (for prose numbers) and the tests import them through :func:`load`.
+The build (for prose numbers) imports lesson snippets through :func:`load` and reads lab scripts'
+constants with :func:`constant` (it never imports a lab); the tests may import both.
 """
 
 from __future__ import annotations

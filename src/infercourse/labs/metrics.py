@@ -4,7 +4,7 @@ Receipt rows: ``prompt_tokens``, ``output_tokens`` (counts); ``ttft_ms``, ``tpot
 (ms, medians over the lab's repeats); ``tpot_mean_ms`` (ms, the mean TPOT of the repeats) and
 ``itl_mean_ms`` (ms, the engine's ITL histogram: the sum of the repeats' gaps over their number).
 
-The TTFT and TPOT floors are lab 0A's (:func:`infercourse.labs.phases.floors`): one prefill pass,
+The TTFT and TPOT floors are lab 0A's (:func:`infercourse.labs.core.floors`): one prefill pass,
 and one decode step at the mean context S + n/2, kernel by kernel. Three claims are 0A's own and
 are reused from there, since this grid contains 0A's prompt-length rows.
 """
@@ -12,8 +12,8 @@ are reused from there, since this grid contains 0A's prompt-length rows.
 from __future__ import annotations
 
 from infercourse import fmt
-from infercourse.labs.core import ClaimResult, Column, LabSpec, Receipt, lab_grid
-from infercourse.labs.phases import efficiency, floors, tpot_flat, tpot_gpu, ttft_grows
+from infercourse.labs.core import (ClaimResult, Column, LabSpec, Receipt, efficiency, floors, gpu_for_name, lab_grid,
+                                   model_config_for, tpot_flat, tpot_gpu, ttft_grows)
 from infercourse.registry import COURSE_MODEL, LAB_GPU, gpu, model
 
 GRID = lab_grid("metrics")
@@ -41,13 +41,12 @@ def itl_equals_tpot(receipt: Receipt) -> ClaimResult:
 def tpot_above_floor_gpu(receipt: Receipt) -> ClaimResult:
     """On a GPU the registry knows, with a model whose config is found: every TPOT is at or above its floor."""
     statement = "on a GPU, every row's TPOT is at or above its roofline floor (efficiency <= 100 %)"
-    from infercourse.labs import efficiency as efficiency_of  # the package resolves GPU and model
-
     if receipt["machine"].get("kind") != "gpu":
         return ClaimResult("tpot_above_floor_gpu", statement, None, "not applied to a CPU receipt (no GPU floor)")
-    eff = efficiency_of(receipt)
-    if eff is None:
+    facts, config = gpu_for_name(receipt["machine"].get("name", "")), model_config_for(receipt)
+    if facts is None or config is None:
         return ClaimResult("tpot_above_floor_gpu", statement, None, "GPU or model not in the registry: no floor")
+    eff = efficiency(receipt, facts, config)
     worst = max(e.ratio for e in eff)
     return ClaimResult("tpot_above_floor_gpu", statement, worst <= 1.0, f"highest efficiency {worst:.0%}")
 
