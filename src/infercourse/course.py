@@ -1,4 +1,9 @@
-"""The learning path (``course.yml``): parts and lessons, live or planned, for the home page and links."""
+"""The learning path (``course.yml``): parts and lessons, live or planned.
+
+``course.yml`` is the one place a lesson's code, title, page, part and lab are written. The home
+page lists it (:func:`parts`), ``hooks/course.py`` builds the site's lesson navigation from it
+(:func:`nav`) and gives each lesson page its title, and the tests read it.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,10 @@ SOURCE = Path(__file__).with_name("course.yml")
 
 @cache
 def parts() -> list[dict]:
-    """Parts in reading order, each ``{"part": str, "lessons": [{"code", "title", "teaches", "page"}]}`; ``page`` is None for a planned lesson`.
+    """Parts in reading order, each ``{"part": str, "lessons": [{"code", "title", "teaches", "page", "lab"}]}``.
+
+    ``page`` (docs-relative) is None for a planned lesson; ``lab`` (a script name under
+    ``snippets/labs/`` without ``.py``) is None for a lesson without a lab.
 
     Raises:
         ValueError: a lesson lacks ``code``, ``title`` or ``teaches``, or a code repeats.
@@ -28,7 +36,31 @@ def parts() -> list[dict]:
                 raise ValueError(f"{SOURCE.name}: lesson code {lesson['code']!r} repeats")
             codes.add(lesson["code"])
             lesson.setdefault("page", None)
+            lesson.setdefault("lab", None)
     return items
+
+
+def live_lessons() -> list[dict]:
+    """Every lesson with a page, in reading order (each as in :func:`parts`)."""
+    return [lesson for part in parts() for lesson in part["lessons"] if lesson["page"]]
+
+
+def lesson_at(page: str) -> dict | None:
+    """The live lesson whose page is ``page`` (docs-relative, e.g. ``lessons/0a-prefill-decode.md``), or None."""
+    return next((lesson for lesson in live_lessons() if lesson["page"] == page), None)
+
+
+def nav() -> list[dict]:
+    """MkDocs ``nav`` entries for the live lessons: ``[{part: [{"0A · title": page}, ...]}, ...]``.
+
+    Parts without a live lesson are left out.
+    """
+    entries = []
+    for part in parts():
+        pages = [{f"{lesson['code']} · {lesson['title']}": lesson["page"]} for lesson in part["lessons"] if lesson["page"]]
+        if pages:
+            entries.append({part["part"]: pages})
+    return entries
 
 
 def lesson_label(page: str) -> str:
@@ -38,8 +70,7 @@ def lesson_label(page: str) -> str:
         KeyError: no live lesson has that page.
     """
     path = page.split("#")[0]
-    for part in parts():
-        for lesson in part["lessons"]:
-            if lesson.get("page") == path:
-                return f"Lesson {lesson['code']} · {lesson['title']}"
-    raise KeyError(f"no live lesson at {path!r}; live pages are set in {SOURCE.name}")
+    lesson = lesson_at(path)
+    if lesson is None:
+        raise KeyError(f"no live lesson at {path!r}; live pages are set in {SOURCE.name}")
+    return f"Lesson {lesson['code']} · {lesson['title']}"
