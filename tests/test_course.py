@@ -1,0 +1,153 @@
+"""course.yml is the one list of lessons: the nav, the page titles, the lesson files, the labs and the
+nine sections of every lesson (DESIGN.md section 3, templates/lesson.md) agree with it."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from bs4 import BeautifulSoup
+from mkdocs.config import load_config
+from mkdocs.exceptions import PluginError
+
+from conftest import ROOT
+from infercourse import course, labs
+
+_spec = importlib.util.spec_from_file_location("course_hook", ROOT / "hooks" / "course.py")
+course_hook = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(course_hook)
+
+LIVE = course.live_lessons()
+DOCS = ROOT / "docs"
+
+SECTIONS = (("intuition", "Intuition & why it matters"), ("mental-model", "Mental model"),
+            ("principle", "Principle & math"), ("code", "Complete runnable code + line-by-line"),
+            ("lab", "Lab"), ("pitfalls", "Pitfalls"), ("interview", "Interview links"),
+            ("summary", "Summary & further reading"), ("self-check", "Self-check"))
+"""The nine sections, as a lesson writes them: ``## 5 · Lab: <what it measures> { #lab }``."""
+SECTION = re.compile(r"^## (\d) · (.+?) \{ #([a-z-]+) \}\s*$")
+
+
+def outside_fences(text: str) -> list[str]:
+    """The Markdown lines that are not inside a ``` or ~~~ fenced block."""
+    lines, fence = [], None
+    for line in text.splitlines():
+        marker = line.lstrip()[:3]
+        if fence is None and marker in ("```", "~~~"):
+            fence = marker
+        elif fence is not None and marker == fence:
+            fence = None
+        elif fence is None:
+            lines.append(line)
+    return lines
+
+
+def section_problems(text: str) -> list[str]:
+    """What is wrong with a lesson's nine sections (none when all nine are there, in order, once)."""
+    found = [m.groups() for line in outside_fences(text) if (m := SECTION.match(line))]
+    ids = [section_id for _, _, section_id in found]
+    want = [section_id for section_id, _ in SECTIONS]
+    if ids != want:
+        return [f"sections (ids) are {ids}, want {want}"]
+    problems = []
+    for (number, title, section_id), (n, (_, want_title)) in zip(found, enumerate(SECTIONS, 1), strict=True):
+        if number != str(n):
+            problems.append(f"#{section_id} is numbered {number}, want {n}")
+        if not (title == want_title or (section_id == "lab" and title.startswith("Lab: "))):
+            problems.append(f"#{section_id} is titled {title!r}, want {want_title!r}")
+    return problems
+
+
+# --- the nav ------------------------------------------------------------------------------------------
+
+def test_the_nav_lists_every_live_lesson_from_course_yml_once_under_its_part():
+    nav = course_hook.on_config(load_config(str(ROOT / "mkdocs.yml"))).nav
+    built = {part: entries for item in nav if isinstance(item, dict)
+             for part, entries in item.items() if isinstance(entries, list)}
+    for part in course.parts():
+        live = [lesson for lesson in part["lessons"] if lesson["page"]]
+        if not live:
+            assert part["part"] not in built, f"{part['part']} has no live lesson but is in the nav"
+            continue
+        assert built[part["part"]] == [{f"{lesson['code']} · {lesson['title']}": lesson["page"]} for lesson in live]
+
+
+def test_mkdocs_yml_names_no_lesson_itself():
+    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    nav = text[text.index("\nnav:\n"):text.index("\n# ---", text.index("\nnav:\n"))]
+    assert "lessons/" not in nav, "a lesson is in mkdocs.yml's nav: lessons are listed in src/infercourse/course.yml"
+    assert f"- {course_hook.PLACEHOLDER}\n" in nav
+
+
+def test_the_hook_refuses_a_nav_without_the_placeholder():
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    config.nav = [{"Home": "index.md"}]
+    with pytest.raises(PluginError, match="course.yml"):
+        course_hook.on_config(config)
+
+
+# --- the lesson files -------------------------------------------------------------------------------
+
+def test_every_lesson_file_is_live_in_course_yml_and_back():
+    files = {p.relative_to(DOCS).as_posix() for p in (DOCS / "lessons").glob("*.md")}
+    assert files == {lesson["page"] for lesson in LIVE}
+
+
+@pytest.mark.parametrize("lesson", LIVE, ids=lambda lesson: lesson["code"])
+def test_a_lesson_page_has_no_title_of_its_own(lesson):
+    text = (DOCS / lesson["page"]).read_text(encoding="utf-8")
+    front = yaml.safe_load(text.split("---\n")[1]) if text.startswith("---\n") else {}
+    assert "title" not in (front or {}), f"{lesson['page']}: remove 'title:'; course.yml has the title"
+    h1 = [line for line in outside_fences(text) if line.startswith("# ")]
+    assert not h1, f"{lesson['page']}: remove {h1[0]!r}; the page heading is course.yml's title"
+
+
+@pytest.mark.parametrize("lesson", LIVE, ids=lambda lesson: lesson["code"])
+def test_a_lesson_has_the_nine_sections_in_order(lesson):
+    assert section_problems((DOCS / lesson["page"]).read_text(encoding="utf-8")) == []
+
+
+def test_the_template_has_the_nine_sections():
+    assert section_problems((ROOT / "templates" / "lesson.md").read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize("text, says", [
+    ("## 1 · Intuition & why it matters { #intuition }\n", "sections (ids)"),  # eight missing
+    ("\n".join(f"## {n} · {t} {{ #{i} }}" for n, (i, t) in enumerate(reversed(SECTIONS), 1)), "sections (ids)"),
+    ("\n".join(f"## {n} · {'Pitfall' if i == 'pitfalls' else t}{': x' if i == 'lab' else ''} {{ #{i} }}"
+               for n, (i, t) in enumerate(SECTIONS, 1)), "#pitfalls is titled 'Pitfall'"),
+    ("\n".join(f"## {n + (i == 'code')} · {t}{': x' if i == 'lab' else ''} {{ #{i} }}"
+               for n, (i, t) in enumerate(SECTIONS, 1)), "#code is numbered 5"),
+])
+def test_the_section_check_sees_a_broken_lesson(text, says):
+    assert any(says in problem for problem in section_problems(text))
+
+
+# --- the labs ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lesson", [lesson for lesson in LIVE if lesson["lab"]], ids=lambda lesson: lesson["code"])
+def test_a_lesson_s_lab_exists_is_shown_on_its_page_and_its_spec_names_the_lesson(lesson):
+    lab = lesson["lab"]
+    assert (ROOT / "snippets" / "labs" / f"{lab}.py").is_file(), f"course.yml: {lesson['code']} names no lab script {lab}"
+    assert f'lab_box("{lab}.py"' in (DOCS / lesson["page"]).read_text(encoding="utf-8")
+    if lab in labs.SPECS:
+        assert labs.SPECS[lab].lesson == lesson["code"], f"spec {lab} says lesson {labs.SPECS[lab].lesson}"
+
+
+def test_every_lab_spec_belongs_to_the_lesson_course_yml_gives_it():
+    by_lab = {lesson["lab"]: lesson["code"] for part in course.parts() for lesson in part["lessons"] if lesson["lab"]}
+    assert {lab: spec.lesson for lab, spec in labs.SPECS.items()} == {lab: by_lab.get(lab) for lab in labs.SPECS}
+
+
+# --- the built pages (a build test: marked by its `site` fixture) -----------------------------------
+
+def test_a_built_lesson_s_heading_and_title_are_course_yml_s(site: Path):
+    for lesson in LIVE:
+        soup = BeautifulSoup((site / lesson["page"].removesuffix(".md") / "index.html").read_text(encoding="utf-8"),
+                             "html.parser")
+        want = f"{lesson['code']} · {lesson['title']}"
+        assert [h.get_text(strip=True) for h in soup.find_all("h1")] == [want]
+        assert soup.title.get_text().startswith(want + " - ")
