@@ -25,7 +25,7 @@ def test_strict_build_has_no_warnings(build):
 
 def test_snippet_that_raises_fails_the_build(tmp_path):
     project = tmp_path / "project"
-    for name in ("docs", "snippets", "hooks", "src", "mkdocs.yml"):
+    for name in ("docs", "snippets", "hooks", "src", "receipts", "mkdocs.yml"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, project / name)
     snippet = project / "snippets" / "lesson_0a" / "phase_intensity.py"

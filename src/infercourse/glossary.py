@@ -1,5 +1,7 @@
 """The glossary: one source (``glossary.yml``) for the glossary page and every page's tooltips.
 
+The tooltips come from this module used as a Markdown extension (:func:`makeExtension`).
+
 Each entry has ``term`` (as written in prose), ``id`` (the anchor on the glossary page),
 ``definition`` (plain text: it is also the tooltip), and optionally ``abbr`` (the exact words
 that get the tooltip; none means no tooltip), ``vllm`` (the vLLM parameter or metric name) and
@@ -50,11 +52,15 @@ def entries() -> list[dict]:
     return items
 
 
-def abbreviations_markdown() -> str:
-    """The Markdown abbreviation list (``*[TTFT]: ...``) that pymdownx.snippets appends to every page."""
-    lines = [
-        f"*[{word}]: {' '.join(item['definition'].split())}"
-        for item in entries()
-        for word in item["abbr"]
-    ]
-    return "\n".join(lines) + "\n"
+def tooltips() -> dict[str, str]:
+    """``{word: definition}`` for every tooltip word (``abbr``), the definition on one line."""
+    return {word: " ".join(item["definition"].split()) for item in entries() for word in item["abbr"]}
+
+
+def makeExtension(**kwargs):  # noqa: N802 (the name Python-Markdown looks for)
+    """The Markdown extension ``infercourse.glossary`` (mkdocs.yml): Python-Markdown's ``abbr``
+    with :func:`tooltips` as its glossary, so every page gets the tooltips and can still define
+    its own ``*[word]: ...`` abbreviations."""
+    from markdown.extensions.abbr import AbbrExtension
+
+    return AbbrExtension(glossary=tooltips(), **kwargs)
