@@ -18,5 +18,5 @@ def on_config(config):
     if PLACEHOLDER not in nav:
         raise PluginError(f"mkdocs.yml nav needs a '- {PLACEHOLDER}' entry where the lessons go (hooks/course.py)")
     at = nav.index(PLACEHOLDER)
-    config.nav = [*nav[:at], *course.nav(), *nav[at + 1:]]
+    config.nav = [*nav[:at], *course.nav(), *nav[at + 1 :]]
     return config

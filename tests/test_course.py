@@ -23,10 +23,17 @@ _spec.loader.exec_module(course_hook)
 LIVE = course.live_lessons()
 DOCS = ROOT / "docs"
 
-SECTIONS = (("intuition", "Intuition & why it matters"), ("mental-model", "Mental model"),
-            ("principle", "Principle & math"), ("code", "Complete runnable code + line-by-line"),
-            ("lab", "Lab"), ("pitfalls", "Pitfalls"), ("interview", "Interview links"),
-            ("summary", "Summary & further reading"), ("self-check", "Self-check"))
+SECTIONS = (
+    ("intuition", "Intuition & why it matters"),
+    ("mental-model", "Mental model"),
+    ("principle", "Principle & math"),
+    ("code", "Complete runnable code + line-by-line"),
+    ("lab", "Lab"),
+    ("pitfalls", "Pitfalls"),
+    ("interview", "Interview links"),
+    ("summary", "Summary & further reading"),
+    ("self-check", "Self-check"),
+)
 """The nine sections, as a lesson writes them: ``## 5 · Lab: <what it measures> { #lab }``."""
 SECTION = re.compile(r"^## (\d) · (.+?) \{ #([a-z-]+) \}\s*$")
 
@@ -63,10 +70,16 @@ def section_problems(text: str) -> list[str]:
 
 # --- the nav ------------------------------------------------------------------------------------------
 
+
 def test_the_nav_lists_every_live_lesson_from_course_yml_once_under_its_part():
     nav = course_hook.on_config(load_config(str(ROOT / "mkdocs.yml"))).nav
-    built = {part: entries for item in nav if isinstance(item, dict)
-             for part, entries in item.items() if isinstance(entries, list)}
+    built = {
+        part: entries
+        for item in nav
+        if isinstance(item, dict)
+        for part, entries in item.items()
+        if isinstance(entries, list)
+    }
     for part in course.parts():
         live = [lesson for lesson in part["lessons"] if lesson["page"]]
         if not live:
@@ -77,7 +90,7 @@ def test_the_nav_lists_every_live_lesson_from_course_yml_once_under_its_part():
 
 def test_mkdocs_yml_names_no_lesson_itself():
     text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    nav = text[text.index("\nnav:\n"):text.index("\n# ---", text.index("\nnav:\n"))]
+    nav = text[text.index("\nnav:\n") : text.index("\n# ---", text.index("\nnav:\n"))]
     assert "lessons/" not in nav, "a lesson is in mkdocs.yml's nav: lessons are listed in src/infercourse/course.yml"
     assert f"- {course_hook.PLACEHOLDER}\n" in nav
 
@@ -90,6 +103,7 @@ def test_the_hook_refuses_a_nav_without_the_placeholder():
 
 
 # --- the lesson files -------------------------------------------------------------------------------
+
 
 def test_every_lesson_file_is_live_in_course_yml_and_back():
     files = {p.relative_to(DOCS).as_posix() for p in (DOCS / "lessons").glob("*.md")}
@@ -114,24 +128,40 @@ def test_the_template_has_the_nine_sections():
     assert section_problems((ROOT / "templates" / "lesson.md").read_text(encoding="utf-8")) == []
 
 
-@pytest.mark.parametrize("text, says", [
-    ("## 1 · Intuition & why it matters { #intuition }\n", "sections (ids)"),  # eight missing
-    ("\n".join(f"## {n} · {t} {{ #{i} }}" for n, (i, t) in enumerate(reversed(SECTIONS), 1)), "sections (ids)"),
-    ("\n".join(f"## {n} · {'Pitfall' if i == 'pitfalls' else t}{': x' if i == 'lab' else ''} {{ #{i} }}"
-               for n, (i, t) in enumerate(SECTIONS, 1)), "#pitfalls is titled 'Pitfall'"),
-    ("\n".join(f"## {n + (i == 'code')} · {t}{': x' if i == 'lab' else ''} {{ #{i} }}"
-               for n, (i, t) in enumerate(SECTIONS, 1)), "#code is numbered 5"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("## 1 · Intuition & why it matters { #intuition }\n", "sections (ids)"),  # eight missing
+        ("\n".join(f"## {n} · {t} {{ #{i} }}" for n, (i, t) in enumerate(reversed(SECTIONS), 1)), "sections (ids)"),
+        (
+            "\n".join(
+                f"## {n} · {'Pitfall' if i == 'pitfalls' else t}{': x' if i == 'lab' else ''} {{ #{i} }}"
+                for n, (i, t) in enumerate(SECTIONS, 1)
+            ),
+            "#pitfalls is titled 'Pitfall'",
+        ),
+        (
+            "\n".join(
+                f"## {n + (i == 'code')} · {t}{': x' if i == 'lab' else ''} {{ #{i} }}"
+                for n, (i, t) in enumerate(SECTIONS, 1)
+            ),
+            "#code is numbered 5",
+        ),
+    ],
+)
 def test_the_section_check_sees_a_broken_lesson(text, says):
     assert any(says in problem for problem in section_problems(text))
 
 
 # --- the labs ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("lesson", [lesson for lesson in LIVE if lesson["lab"]], ids=lambda lesson: lesson["code"])
 def test_a_lesson_s_lab_exists_is_shown_on_its_page_and_its_spec_names_the_lesson(lesson):
     lab = lesson["lab"]
-    assert (ROOT / "snippets" / "labs" / f"{lab}.py").is_file(), f"course.yml: {lesson['code']} names no lab script {lab}"
+    assert (ROOT / "snippets" / "labs" / f"{lab}.py").is_file(), (
+        f"course.yml: {lesson['code']} names no lab script {lab}"
+    )
     assert f'lab_box("{lab}.py"' in (DOCS / lesson["page"]).read_text(encoding="utf-8")
     if lab in labs.SPECS:
         assert labs.SPECS[lab].lesson == lesson["code"], f"spec {lab} says lesson {labs.SPECS[lab].lesson}"
@@ -144,10 +174,12 @@ def test_every_lab_spec_belongs_to_the_lesson_course_yml_gives_it():
 
 # --- the built pages (a build test: marked by its `site` fixture) -----------------------------------
 
+
 def test_a_built_lesson_s_heading_and_title_are_course_yml_s(site: Path):
     for lesson in LIVE:
-        soup = BeautifulSoup((site / lesson["page"].removesuffix(".md") / "index.html").read_text(encoding="utf-8"),
-                             "html.parser")
+        soup = BeautifulSoup(
+            (site / lesson["page"].removesuffix(".md") / "index.html").read_text(encoding="utf-8"), "html.parser"
+        )
         want = f"{lesson['code']} · {lesson['title']}"
         assert [h.get_text(strip=True) for h in soup.find_all("h1")] == [want]
         assert soup.title.get_text().startswith(want + " - ")

@@ -47,8 +47,12 @@ def imports(path: Path, package: str = "") -> list[tuple[int, str]]:
 
 
 def violations(paths, allowed, package: str = "") -> list[str]:
-    return [f"{p.relative_to(ROOT)}:{line}: imports {name}" for p in paths for line, name in imports(p, package)
-            if not allowed(p, name)]
+    return [
+        f"{p.relative_to(ROOT)}:{line}: imports {name}"
+        for p in paths
+        for line, name in imports(p, package)
+        if not allowed(p, name)
+    ]
 
 
 def _top(name: str) -> str:
@@ -73,8 +77,11 @@ def spec_rule(path: Path, name: str) -> bool:
         return True
     # "from infercourse.labs.core import x" also yields infercourse.labs.core.x (allowed above); any other
     # name under infercourse.labs is the package or another spec
-    return not (name in NOT_FOR_SPECS or name.startswith("infercourse.labs.")
-                or any(name.startswith(m + ".") for m in NOT_FOR_SPECS - {"infercourse.labs"}))
+    return not (
+        name in NOT_FOR_SPECS
+        or name.startswith("infercourse.labs.")
+        or any(name.startswith(m + ".") for m in NOT_FOR_SPECS - {"infercourse.labs"})
+    )
 
 
 def build_rule(path: Path, name: str) -> bool:
@@ -87,13 +94,21 @@ SPECS = sorted(p for p in ROOT.glob("src/infercourse/labs/*.py") if p.name != "_
 BUILD = sorted([*ROOT.glob("hooks/*.py"), *ROOT.glob("src/infercourse/**/*.py")])
 
 
-@pytest.mark.parametrize("paths, rule, package", [
-    (LESSON_SNIPPETS, lesson_snippet_rule, ""),
-    (LAB_SCRIPTS, lab_script_rule, ""),
-    (SPECS, spec_rule, "infercourse.labs"),
-    (BUILD, build_rule, "infercourse"),
-], ids=["lesson snippets: no infercourse", "lab scripts: stdlib, labkit, vllm, torch, transformers",
-        "lab specs: core and formula modules", "build: no lab script"])
+@pytest.mark.parametrize(
+    "paths, rule, package",
+    [
+        (LESSON_SNIPPETS, lesson_snippet_rule, ""),
+        (LAB_SCRIPTS, lab_script_rule, ""),
+        (SPECS, spec_rule, "infercourse.labs"),
+        (BUILD, build_rule, "infercourse"),
+    ],
+    ids=[
+        "lesson snippets: no infercourse",
+        "lab scripts: stdlib, labkit, vllm, torch, transformers",
+        "lab specs: core and formula modules",
+        "build: no lab script",
+    ],
+)
 def test_import_rule(paths, rule, package):
     assert paths, "no files found: the layout changed; update this test"
     found = violations(paths, rule, package)
@@ -102,23 +117,33 @@ def test_import_rule(paths, rule, package):
 
 def test_no_page_imports_a_lab_script():
     call = re.compile(r"""\bsnippet\(\s*["']labs/""")
-    found = [f"{p.relative_to(ROOT)}:{n}" for p in sorted(ROOT.glob("docs/**/*.md"))
-             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if call.search(line)]
-    assert not found, ('snippet("labs/...") imports a lab script into the build; use '
-                       'snippet_constant("labs/<lab>.py", NAME): ' + ", ".join(found))
+    found = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in sorted(ROOT.glob("docs/**/*.md"))
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if call.search(line)
+    ]
+    assert not found, (
+        'snippet("labs/...") imports a lab script into the build; use '
+        'snippet_constant("labs/<lab>.py", NAME): ' + ", ".join(found)
+    )
 
 
 # --- the checks themselves see a violation -----------------------------------------------------------
 
-@pytest.mark.parametrize("source, rule, package, path", [
-    ("from infercourse.registry import model\n", lesson_snippet_rule, "", "snippets/lesson_0a/x.py"),
-    ("def f():\n    import numpy\n", lab_script_rule, "", "snippets/labs/x.py"),
-    ("from infercourse.labs.phases import floors\n", spec_rule, "infercourse.labs", "metrics.py"),
-    ("from infercourse.labs import efficiency\n", spec_rule, "infercourse.labs", "metrics.py"),
-    ("from infercourse import labs\n", spec_rule, "infercourse.labs", "metrics.py"),
-    ("from . import phases\n", spec_rule, "infercourse.labs", "metrics.py"),
-    ("import labkit\n", build_rule, "infercourse", "hooks/x.py"),
-])
+
+@pytest.mark.parametrize(
+    "source, rule, package, path",
+    [
+        ("from infercourse.registry import model\n", lesson_snippet_rule, "", "snippets/lesson_0a/x.py"),
+        ("def f():\n    import numpy\n", lab_script_rule, "", "snippets/labs/x.py"),
+        ("from infercourse.labs.phases import floors\n", spec_rule, "infercourse.labs", "metrics.py"),
+        ("from infercourse.labs import efficiency\n", spec_rule, "infercourse.labs", "metrics.py"),
+        ("from infercourse import labs\n", spec_rule, "infercourse.labs", "metrics.py"),
+        ("from . import phases\n", spec_rule, "infercourse.labs", "metrics.py"),
+        ("import labkit\n", build_rule, "infercourse", "hooks/x.py"),
+    ],
+)
 def test_a_planted_violation_is_found(tmp_path, monkeypatch, source, rule, package, path):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     planted = tmp_path / path
@@ -132,6 +157,8 @@ def test_allowed_imports_pass(tmp_path, monkeypatch):
     spec = tmp_path / "metrics.py"
     spec.write_text("from infercourse.labs.core import floors\nfrom infercourse import fmt, roofline\n")
     lab = tmp_path / "lab.py"
-    lab.write_text("import argparse\nfrom labkit import fail\ndef main():\n    from vllm import LLM\n    import torch\n")
+    lab.write_text(
+        "import argparse\nfrom labkit import fail\ndef main():\n    from vllm import LLM\n    import torch\n"
+    )
     assert violations([spec], spec_rule, "infercourse.labs") == []
     assert violations([lab], lab_script_rule) == []

@@ -57,7 +57,8 @@ def nav() -> list[dict]:
     """
     entries = []
     for part in parts():
-        pages = [{f"{lesson['code']} · {lesson['title']}": lesson["page"]} for lesson in part["lessons"] if lesson["page"]]
+        live = [lesson for lesson in part["lessons"] if lesson["page"]]
+        pages = [{f"{lesson['code']} · {lesson['title']}": lesson["page"]} for lesson in live]
         if pages:
             entries.append({part["part"]: pages})
     return entries

@@ -12,8 +12,20 @@ are reused from there, since this grid contains 0A's prompt-length rows.
 from __future__ import annotations
 
 from infercourse import fmt
-from infercourse.labs.core import (ClaimResult, Column, LabSpec, Receipt, efficiency, floors, gpu_for_name, lab_grid,
-                                   model_config_for, tpot_flat, tpot_gpu, ttft_grows)
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    LabSpec,
+    Receipt,
+    efficiency,
+    floors,
+    gpu_for_name,
+    lab_grid,
+    model_config_for,
+    tpot_flat,
+    tpot_gpu,
+    ttft_grows,
+)
 from infercourse.registry import COURSE_MODEL, LAB_GPU, gpu, model
 
 GRID = lab_grid("metrics")

@@ -9,8 +9,20 @@ from __future__ import annotations
 import math
 
 from infercourse import fmt
-from infercourse.labs.core import (Column, ClaimResult, LabSpec, Receipt, efficiency, find_row, floors, lab_grid,
-                                   linear_fit, tpot_flat, tpot_gpu, ttft_grows)
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    LabSpec,
+    Receipt,
+    efficiency,
+    find_row,
+    floors,
+    lab_grid,
+    linear_fit,
+    tpot_flat,
+    tpot_gpu,
+    ttft_grows,
+)
 from infercourse.registry import COURSE_MODEL, LAB_GPU, gpu, model
 from infercourse.transformer import kv_bytes_per_token, param_count
 
