@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 export NO_MKDOCS_2_WARNING := 1  # silence the Material end-of-life banner in build logs
 
-.PHONY: serve build check lint test chromium lock vendor clean labenv testmodels labs labs-cpu lock-labs vllm-signatures
+.PHONY: serve build publish check lint test chromium lock vendor clean labenv testmodels labs labs-cpu lock-labs vllm-signatures
 
 # --- environments -------------------------------------------------------------------------
 # The docs/test environment, made from the lock of exact versions. Rebuilt when the lock changes.
@@ -31,6 +31,16 @@ serve: $(STAMP)
 
 build: $(STAMP)
 	$(BIN)/mkdocs build --strict
+
+# Publish a clean commit's strict build to the gh-pages branch of origin (MkDocs' gh-deploy), for the
+# address readers will use: SITE_URL=https://<owner>.github.io/<repo>/ make publish
+# (.github/workflows/pages.yml is the other way: GitHub Actions builds and deploys on every push to main.)
+publish: $(STAMP)
+	@[ -n "$$SITE_URL" ] || { echo "error: SITE_URL is not set; run SITE_URL=https://<owner>.github.io/<repo>/ make publish"; exit 1; }
+	@st=$$(git status --porcelain 2>/dev/null) || { echo "error: $(CURDIR) is not a git checkout; make publish deploys a commit"; exit 1; }; \
+	[ -z "$$st" ] || { echo "error: the working tree has uncommitted changes (git status); commit or stash them, then make publish"; exit 1; }
+	@mkdir -p .cache; $(BIN)/mkdocs build --strict > .cache/publish-build.log 2>&1 || { echo "error: the strict build failed (log: .cache/publish-build.log); fix it, then make publish"; exit 1; }
+	$(BIN)/mkdocs gh-deploy --strict --message "Publish {sha} with MkDocs {version}"
 
 # --- tests --------------------------------------------------------------------------------
 # The fast loop while editing: every test that needs no site build, no browser and no lab environment

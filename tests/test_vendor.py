@@ -31,6 +31,7 @@ def test_mkdocs_loads_config_before_mathjax_and_no_remote_script():
         pass
 
     Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
+    Loader.add_constructor("!ENV", lambda loader, node: None)  # site_url: !ENV [SITE_URL, ...] (MkDocs' tag)
     config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)
     scripts = config["extra_javascript"]
     assert scripts.index("javascripts/mathjax-config.js") < scripts.index("assets/vendor/mathjax/tex-svg-full.js")
