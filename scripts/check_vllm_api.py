@@ -442,7 +442,8 @@ def message_problems(tree: ast.Module, source: str, messages: list[str], where: 
             else:
                 problem = None
             if problem:
-                problems.append((node.lineno, f"{where}:{node.lineno}: {problem}"))
+                problems.append((node.lineno, f"{where}:{node.lineno}: {problem} (if it reads another program's "
+                                              f"output, end its line with `# {NOT_VLLM}: <program>`)"))
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
