@@ -182,12 +182,23 @@ def _words(text: str) -> set[str]:
     return set(re.findall(r"[A-Za-z]{3,}", text))
 
 
-def _regex_words(pattern: str) -> set[str] | None:
-    """Literal words (3+ letters) a regex needs, None when it has alternatives or flags."""
-    if "|" in pattern or "(?i" in pattern or "(?" in pattern.replace("(?:", "").replace("(?P<", ""):
-        return None
-    bare = re.sub(r"\(\?P<\w+>|\\.|\[(?:\\.|[^\]])*\]|\{\d*,?\d*\}", " ", pattern)
+def _regex_words(pattern: str) -> set[str]:
+    """Literal words (3+ letters) a regex needs: escapes, classes, quantified letters and group
+    syntax removed; none when it has alternatives or flags."""
+    if "|" in pattern or "(?" in pattern.replace("(?:", "").replace("(?P<", ""):
+        return set()
+    bare = re.sub(r"\(\?P<\w+>|\\.|\[(?:\\.|[^\]])*\]|\{\d*,?\d*\}|[A-Za-z][?*]", " ", pattern)
     return _words(bare)
+
+
+def _in_some_message(found, words: set[str], messages: list[str]) -> bool:
+    """Whether ``found(text)`` holds for a rendering of some message: first among the messages
+    that contain all ``words`` (every combination of samples), then among all (one sample for all
+    fields: a word of the lab's text may be a field's value)."""
+    for template in messages:
+        if all(w in template for w in words) and any(found(t) for t in renderings(template)):
+            return True
+    return any(found(t) for template in messages for t in renderings(template, combinations=False))
 
 
 def pattern_problem(pattern: str, messages: list[str]) -> str | None:
@@ -197,23 +208,29 @@ def pattern_problem(pattern: str, messages: list[str]) -> str | None:
         rx = re.compile(pattern)
     except re.error as exc:
         return f"regex {pattern!r} does not compile ({exc})"
-    words = _regex_words(pattern)
-    if words == set():
+    if not _words(re.sub(r"\(\?P<\w+>|\\.|\[(?:\\.|[^\]])*\]", " ", pattern)):
         return None
-    for template in messages:
-        if words is None or words <= _words(template):
-            if any(rx.search(text) for text in renderings(template, combinations=words is not None)):
-                return None
+    if _in_some_message(rx.search, _regex_words(pattern), messages):
+        return None
     return f"regex {pattern!r} matches no message this vLLM logs or raises"
 
 
 def needle_problem(needle: str, messages: list[str]) -> str | None:
     """Why a text a lab looks for in vLLM's output is in no message of this vLLM (None if found)."""
-    words = _words(needle)
-    for template in messages:
-        if words <= _words(template) and any(needle in text for text in renderings(template)):
-            return None
+    if _in_some_message(lambda text: needle in text, _words(needle), messages):
+        return None
     return f"text {needle!r} is in no message this vLLM logs or raises"
+
+
+def metric_problem(name: str, metrics: dict[str, str]) -> str | None:
+    """Why a metric name is not one of this vLLM's (None if it is, or is a sample of one in
+    Prometheus' text format: a counter's ``_total``, a histogram's ``_sum`` ...)."""
+    if name in metrics:
+        return None
+    for base, kind in metrics.items():
+        if name.startswith(base) and name[len(base):] in SUFFIXES.get(kind, ()):
+            return None
+    return f"metric {name!r} does not exist in this vLLM{_close(name, metrics)}"
 
 
 def _call_name(func: ast.expr) -> str:
@@ -223,15 +240,6 @@ def _call_name(func: ast.expr) -> str:
 def _close(name: str, known) -> str:
     near = difflib.get_close_matches(name, list(known), n=1)
     return f" (did you mean {near[0]!r}?)" if near else ""
-
-
-def metric_problem(name: str, metrics: dict[str, str]) -> str | None:
-    if name in metrics:
-        return None
-    for base, kind in metrics.items():
-        if name.startswith(base) and name[len(base):] in SUFFIXES.get(kind, ()):
-            return None
-    return f"metric {name!r} does not exist in this vLLM{_close(name, metrics)}"
 
 
 class _Values:

@@ -243,6 +243,9 @@ def test_a_message_is_rendered_with_sample_values():
     (r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x", True),
     (r"Available KV cache memory: ([\d.]+) GiB", True),
     (r"Using (\w+) attention backend", True),
+    (r"Using FLASH_ATTN attention backend", True),  # a word that is a field's value ("Using %s attention ...")
+    (r"GPU KV cache size: ([\d,]+) tokens?", True),  # an optional letter
+    (r"(?:GPU|CPU) KV cache size: ([\d,]+) tokens", True),  # alternatives
     (r"estimated maximum model length is ([\d,]+)", True),
     (r"Max concurrency for [\d,]+ tokens", False),
     (r"Available KV cache memory: ([\d.]+) GB\b", False),
