@@ -172,7 +172,7 @@ def renderings(template: str, combinations: bool = True) -> list[str]:
     out = [template]
     for values in choices:
         parts, last = [], 0
-        for (start, end, _), value in zip(fields, values):
+        for (start, end, _), value in zip(fields, values, strict=True):
             parts += [template[last:start], value]
             last = end
         out.append("".join(parts) + template[last:])
@@ -343,14 +343,18 @@ class _Values:
                 and iterable.func.attr in ("items", "values", "keys"):
             dicts = [iterable.func.value]
             if isinstance(dicts[0], ast.Name):
-                dicts = [n for k, n, p in self._bindings(dicts[0].id, self.scope(dicts[0])) if k == "value" and p is None]
+                bindings = self._bindings(dicts[0].id, self.scope(dicts[0]))
+                dicts = [n for k, n, p in bindings if k == "value" and p is None]
             out = []
             for d in dicts:
                 if isinstance(d, ast.Dict):
                     keys = [v for k in d.keys if k is not None for v in self.of(k, depth)]
                     values = [v for e in d.values for v in self.of(e, depth)]
                     attr = iterable.func.attr
-                    out += keys if attr == "keys" or (attr == "items" and pos == 0) else values if attr == "values" or pos == 1 else []
+                    if attr == "keys" or (attr == "items" and pos == 0):
+                        out += keys
+                    elif attr == "values" or pos == 1:
+                        out += values
             return out
         rows = self.rows(iterable, depth)
         return [v for r in rows for v in (self.of(r, depth) if pos is None else self.element(r, pos, depth))]
@@ -360,8 +364,9 @@ class _Values:
         out = []
         args = function.args
         positional = [*args.posonlyargs, *args.args]
-        defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
-        defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+        with_default = positional[len(positional) - len(args.defaults):]
+        defaults = {a.arg: d for a, d in zip(with_default, args.defaults, strict=True)}
+        defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
         if name in defaults:
             out += self.of(defaults[name], depth)
         for call in self.calls:
@@ -395,7 +400,7 @@ def literal_value_problems(tree: ast.Module, literal_args: dict[str, list], wher
                     if k.arg in ("default", "choices", "const"):
                         found += [(k.value, flags[first.value], v) for v in values.of(k.value)]
         elif isinstance(node, (ast.List, ast.Tuple)):
-            for a, b in zip(node.elts, node.elts[1:]):
+            for a, b in zip(node.elts, node.elts[1:], strict=False):  # each item and the next
                 if isinstance(a, ast.Constant) and a.value in flags:
                     found += [(b, flags[a.value], x) for x in values.of(b)]
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -461,9 +466,9 @@ def message_problems(tree: ast.Module, source: str, messages: list[str], where: 
                 check(node, node.args[0], "regex")
             elif f.attr in ("startswith", "endswith") and node.args:
                 check(node, node.args[0], "text")
-        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)):
-            if not _literal_collection(node.comparators[0], values):
-                check(node, node.left, "text")
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) \
+                and not _literal_collection(node.comparators[0], values):
+            check(node, node.left, "text")
     return [p for _, p in sorted(problems)]
 
 
@@ -477,7 +482,8 @@ def label_key_problems(tree: ast.Module, labels: list[str], where: str) -> list[
         return isinstance(expr, ast.Attribute) and expr.attr == "labels"
 
     functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and mentions(n)]
-    returning = {f.name for f in functions if any(isinstance(r, ast.Return) and is_labels(r.value) for r in ast.walk(f))}
+    returning = {f.name for f in functions
+                 if any(isinstance(r, ast.Return) and is_labels(r.value) for r in ast.walk(f))}
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) \
@@ -702,8 +708,8 @@ class _Lab(ast.NodeVisitor):
             obj = self.s["objects"][cls]
             if a.attr in obj["conditional"]:
                 if report:
-                    self.problem(a, f"{cls}.{a.attr} exists only when `{obj['conditional'][a.attr]}` (in vLLM's default "
-                                    f"multiprocess mode it does not); use LLM.apply_model or LLM.collective_rpc")
+                    self.problem(a, f"{cls}.{a.attr} exists only when `{obj['conditional'][a.attr]}` (in vLLM's "
+                                    f"default multiprocess mode it does not); use LLM.apply_model or LLM.collective_rpc")
                 return None
             if a.attr not in obj["attrs"]:
                 if report:
@@ -757,7 +763,8 @@ def check_source(source: str, surface: dict, where: str = "<lab>", reads_vllm_ou
     tree = ast.parse(source)
     visitor = _Lab(surface, where)
     visitor.visit(tree)
-    problems = visitor.problems + check_text(source, surface, where) + token_problems(source, surface, where, python=True)
+    problems = visitor.problems + check_text(source, surface, where)
+    problems += token_problems(source, surface, where, python=True)
     problems += literal_value_problems(tree, surface["literal_args"], where)
     problems += label_key_problems(tree, surface["cache_config_info_labels"], where)
     if reads_vllm_output and checks_messages(surface):
@@ -778,8 +785,10 @@ def check_all(surfaces: dict[str, dict] | None = None) -> list[str]:
     for name, surface in surfaces.items():
         for path in lab_files():
             rel, text = path.relative_to(ROOT).as_posix(), path.read_text()
-            found = check_source(text, surface, rel, reads_vllm_output=path.parent == LABS_DIR) if path.suffix == ".py" else \
-                check_text(text, surface, rel) + token_problems(text, surface, rel)
+            if path.suffix == ".py":
+                found = check_source(text, surface, rel, reads_vllm_output=path.parent == LABS_DIR)
+            else:
+                found = check_text(text, surface, rel) + token_problems(text, surface, rel)
             problems += [f"[{name}] {p}" for p in found]
         for path in doc_files():
             rel = path.relative_to(ROOT).as_posix()

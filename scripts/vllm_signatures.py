@@ -72,6 +72,7 @@ FILES = {
     "engine_args": "vllm/engine/arg_utils.py",
     "outputs": "vllm/outputs.py",
     "stats": "vllm/v1/metrics/stats.py",
+    "cache": "vllm/config/cache.py",
 }
 CLI_PREFIXES = ("vllm/entrypoints/cli/", "vllm/benchmarks/", "vllm/entrypoints/openai/cli_args.py")
 
@@ -288,7 +289,8 @@ def scan(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
                 name = _call_name(node.func)
                 kind = next((k for k in ("counter", "gauge", "histogram") if k in name.lower()), None)
                 for arg in (*node.args, *(k.value for k in node.keywords)):
-                    if kind and isinstance(arg, ast.Constant) and isinstance(arg.value, str) and METRIC.fullmatch(arg.value):
+                    if kind and isinstance(arg, ast.Constant) and isinstance(arg.value, str) \
+                            and METRIC.fullmatch(arg.value):
                         metrics[arg.value] = kind
                 if name in LOG_METHODS and node.args:
                     used.append(node.args[0])
@@ -298,30 +300,38 @@ def scan(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
                     used.extend(node.args)
             elif isinstance(node, ast.Assert) and node.msg is not None:
                 used.append(node.msg)
-
-        def collect(expr: ast.expr) -> None:
-            if isinstance(expr, ast.FormattedValue):  # f"{msg}": the value, not its format spec
-                return collect(expr.value)
-            whole = templates(expr)
-            if whole is not None:
-                found.update(whole)
-            if isinstance(expr, ast.Name):
-                found.update(strings.get(expr.id, []))
-            for child in ast.iter_child_nodes(expr):  # names inside (f"{msg}", msg + x) and call arguments
-                if whole is None or not isinstance(child, (ast.Constant, ast.JoinedStr)):
-                    collect(child)
-
         for expr in used:
-            collect(expr)
+            _collect(expr, strings, found)
     return metrics, {m for m in found if m.strip()}
+
+
+def _collect(expr: ast.expr, strings: dict[str, list[str]], found: set[str]) -> None:
+    """Add to ``found`` the templates of a message expression and of the string variables in it."""
+    if isinstance(expr, ast.FormattedValue):  # f"{msg}": the value, not its format spec
+        return _collect(expr.value, strings, found)
+    whole = templates(expr)
+    if whole is not None:
+        found.update(whole)
+    if isinstance(expr, ast.Name):
+        found.update(strings.get(expr.id, []))
+    for child in ast.iter_child_nodes(expr):  # names inside (f"{msg}", msg + x) and call arguments
+        if whole is None or not isinstance(child, (ast.Constant, ast.JoinedStr)):
+            _collect(child, strings, found)
 
 
 def _env_vars(tree: ast.Module) -> list[str]:
     for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0] if isinstance(node, ast.Assign) else None
+        target = _assigned(node)[0] if _assigned(node) else None
         if isinstance(target, ast.Name) and target.id == "environment_variables" and isinstance(node.value, ast.Dict):
             return sorted(k.value for k in node.value.keys if isinstance(k, ast.Constant))
     raise Missing("environment_variables not found in vllm/envs.py")
+
+
+def _assigned(node: ast.AST) -> list[ast.expr]:
+    """The targets of an assignment statement ([] for any other node)."""
+    if isinstance(node, ast.Assign):
+        return node.targets
+    return [node.target] if isinstance(node, ast.AnnAssign) else []
 
 
 def _imports(tree: ast.Module, path: str) -> dict[str, tuple[str, str]]:
@@ -355,7 +365,7 @@ class _Classes:
         for node in tree.body:
             if isinstance(node, ast.ClassDef) and node.name == name:
                 return path, node
-            target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0] if isinstance(node, ast.Assign) else None
+            target = _assigned(node)[0] if _assigned(node) else None
             if isinstance(target, ast.Name) and target.id == name and node.value is not None:
                 return path, node.value
             if isinstance(node, getattr(ast, "TypeAlias", ())) and node.name.id == name:  # `type X = ...` (3.12+)
@@ -425,70 +435,78 @@ def _class_name(annotation: ast.expr | None) -> str | None:
     return m.group(1) if m and m.group(1) not in ("Literal", "Any", "Callable", "Optional", "Union") else None
 
 
+def _self_stores(stmts: list[ast.stmt], conds: list[str]):
+    """``(attribute, statement, conditions)`` for each ``self.x = ...`` in a method body; the
+    conditions are the enclosing ``if`` tests (``not (...)`` in an ``else``)."""
+    for stmt in stmts:
+        if isinstance(stmt, ast.If):
+            yield from _self_stores(stmt.body, [*conds, ast.unparse(stmt.test)])
+            yield from _self_stores(stmt.orelse, [*conds, f"not ({ast.unparse(stmt.test)})"])
+            continue
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for t in _assigned(stmt):
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                yield t.attr, stmt, conds
+        for field_name in ("body", "orelse", "finalbody", "handlers"):
+            inner = getattr(stmt, field_name, None)
+            if isinstance(inner, list):
+                nested = [s for s in inner if isinstance(s, ast.stmt)]
+                nested += [s for h in inner if isinstance(h, ast.ExceptHandler) for s in h.body]
+                yield from _self_stores(nested, conds)
+
+
+def _stored_type(stmt: ast.Assign | ast.AnnAssign, params: dict[str, ast.expr | None]) -> str | None:
+    """The class ``self.x = value`` stores, where the source says: an annotation, an annotated
+    parameter, ``Class(...)`` / ``Class.make(...)``, or ``param.attr`` (``Owner.attr``, resolved
+    when checked)."""
+    value = stmt.value
+    if isinstance(stmt, ast.AnnAssign) and _class_name(stmt.annotation):
+        return _class_name(stmt.annotation)
+    if isinstance(value, ast.Name) and value.id in params:
+        return _class_name(params[value.id])
+    if isinstance(value, ast.Call):
+        head = value.func.value if isinstance(value.func, ast.Attribute) else value.func
+        if isinstance(head, ast.Name) and head.id[:1].isupper():
+            return head.id
+    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id in params:
+        owner = _class_name(params[value.value.id])
+        return f"{owner}.{value.attr}" if owner else None
+    return None
+
+
 def _object(cls: ast.ClassDef) -> dict:
     """Attributes of a class: fields, methods, class attributes, ``self.x`` set in any method;
     those set in ``__init__``/``__post_init__`` only under an ``if`` (no else) are conditional."""
-    attrs, types, conditional = set(), {}, {}
+    attrs, types, stores = set(), {}, {}
+    fields = set()
     for node in cls.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             attrs.add(node.name)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             attrs.add(node.target.id)
+            fields.add(node.target.id)
             if _class_name(node.annotation):
                 types[node.target.id] = _class_name(node.annotation)
         elif isinstance(node, ast.Assign):
             attrs.update(t.id for t in node.targets if isinstance(t, ast.Name))
     for method in (n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
-        params = {a.arg: a.annotation for a in (*method.args.posonlyargs, *method.args.args, *method.args.kwonlyargs)}
-        local_types: dict[str, str] = {}
-
-        def walk(stmts, conds):
-            for stmt in stmts:
-                if isinstance(stmt, ast.If):
-                    walk(stmt.body, conds + [ast.unparse(stmt.test)])
-                    walk(stmt.orelse, conds + [f"not ({ast.unparse(stmt.test)})"])
-                    continue
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
-                for t in targets:
-                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                        record(t.attr, stmt, conds)
-                for field_name in ("body", "orelse", "finalbody", "handlers"):
-                    inner = getattr(stmt, field_name, None)
-                    if isinstance(inner, list) and not isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
-                        walk([s for s in inner if isinstance(s, ast.stmt)] + [
-                            s for h in inner if isinstance(h, ast.ExceptHandler) for s in h.body], conds)
-
-        def record(attr, stmt, conds):
-            value = stmt.value
-            kind = _class_name(stmt.annotation) if isinstance(stmt, ast.AnnAssign) else None
-            if kind is None and isinstance(value, ast.Name) and value.id in params:
-                kind = _class_name(params[value.id])
-            if kind is None and isinstance(value, ast.Call):
-                head = value.func.value if isinstance(value.func, ast.Attribute) else value.func
-                if isinstance(head, ast.Name) and head.id[:1].isupper():
-                    kind = head.id
-            if kind is None and isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) \
-                    and value.value.id in params and _class_name(params[value.value.id]):
-                kind = f"{_class_name(params[value.value.id])}.{value.attr}"  # resolved when checked
+        args = method.args
+        params = {a.arg: a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+        for attr, stmt, conds in _self_stores(method.body, []):
+            kind = _stored_type(stmt, params)
             if kind and attr not in types:
                 types[attr] = kind
-            if method.name in ("__init__", "__post_init__") and conds:
-                conditional.setdefault(attr, []).append(" and ".join(conds))
-            else:
-                conditional.setdefault(attr, []).append(None)
+            in_init = method.name in ("__init__", "__post_init__")
+            stores.setdefault(attr, []).append(" and ".join(conds) if in_init and conds else None)
             attrs.add(attr)
-
-        walk(method.body, [])
-    # set unconditionally somewhere, or in both branches of one if: not conditional
-    only_if = {}
-    for attr, conds in conditional.items():
-        if None in conds or attr in {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}:
+    conditional = {}  # set unconditionally somewhere, or in both branches of one if: not conditional
+    for attr, conds in stores.items():
+        if None in conds or attr in fields or any(c.startswith("not (") and c[5:-1] in conds for c in conds):
             continue
-        if any(c.startswith("not (") and c[5:-1] in conds for c in conds):
-            continue
-        only_if[attr] = conds[0]
+        conditional[attr] = conds[0]
     return {"attrs": sorted(a for a in attrs if not a.startswith("__") or a == "__init__"),
-            "conditional": dict(sorted(only_if.items())), "types": dict(sorted(types.items()))}
+            "conditional": dict(sorted(conditional.items())), "types": dict(sorted(types.items()))}
 
 
 def _objects(classes: _Classes) -> dict[str, dict]:
@@ -514,13 +532,14 @@ def _objects(classes: _Classes) -> dict[str, dict]:
         raise Missing(f"the class of {engine}.vllm_config is not found")
     config_path = add(config, engine_path)
     for kind in sorted(set(out[config]["types"].values())):
-        if kind not in out and classes.find(kind, config_path) and isinstance(classes.find(kind, config_path)[1], ast.ClassDef):
+        found = classes.find(kind, config_path)
+        if kind not in out and found and isinstance(found[1], ast.ClassDef):
             add(kind, config_path)
     return dict(sorted(out.items()))
 
 
 def _cache_config_labels(classes: _Classes) -> list[str]:
-    found = classes.find("CacheConfig", "vllm/config/__init__.py") or classes.find("CacheConfig", "vllm/config/cache.py")
+    found = classes.find("CacheConfig", "vllm/config/__init__.py") or classes.find("CacheConfig", FILES["cache"])
     if found is None or not isinstance(found[1], ast.ClassDef):
         raise Missing("class CacheConfig not found in vllm/config/")
     cls = found[1]
@@ -596,6 +615,7 @@ def build(metadata: str, libraries: dict[str, bytes]) -> dict:
     requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     plain = [r for r in requires if ";" not in r or "extra ==" not in r]
     torch = [r for r in plain if re.match(r"torch\b(?!\w|-)", r)]
+    cuda_flavoured = [r for r in plain if re.search(r"cu\d\d|cuda", r, re.I) and not r.startswith("torch")]
     cuda_libs = {}
     for path, data in sorted(libraries.items()):
         for lib in elf_needed(data):
@@ -603,7 +623,7 @@ def build(metadata: str, libraries: dict[str, bytes]) -> dict:
                 cuda_libs[path] = lib
     majors = sorted({int(lib.rsplit(".", 1)[1]) for lib in cuda_libs.values()})
     return {"torch": torch[0][len("torch"):].split(";")[0].strip() if torch else None,
-            "cuda_requires": sorted(r for r in plain if re.search(r"cu\d\d|cuda", r, re.I) and not r.startswith("torch")),
+            "cuda_requires": sorted(cuda_flavoured),
             "cudart_majors": majors,
             "cudart_linked_by": dict(sorted(cuda_libs.items()))}
 

@@ -265,25 +265,29 @@ def test_log_regexes_are_matched_against_vllm_messages(pattern, ok):
 
 # The seven mistakes issue 11 planted (the old checker caught only the SamplingParams one), each in
 # a copy of a real lab: (lab, text in it, the mistake, what the report must say).
-PLANTED = [
-    ("metrics.py", '"vllm:inter_token_latency_seconds"', '"vllm:inter_token_latency_secs"',
-     "metric 'vllm:inter_token_latency_secs' does not exist"),
-    ("kv_capacity.py", 'labels["num_gpu_blocks"]', 'labels["num_blocks"]', "vllm:cache_config_info has no label 'num_blocks'"),
-    ("kv_capacity.py", '"reported_max_concurrency": r"Maximum concurrency for', '"reported_max_concurrency": r"Max concurrency for',
-     "regex 'Max concurrency for"),
-    ("kv_capacity.py", 'OVERASK_REASON = "larger than the available KV cache memory"',
-     'OVERASK_REASON = "larger than the free KV cache memory"', "text 'larger than the free KV cache memory'"),
-    ("batch_decode.py", "llm.llm_engine.vllm_config.model_config", "llm.llm_engine.model_executor.driver_worker.model_runner.model_config",
-     "LLMEngine.model_executor exists only when `not multiprocess_mode`"),
-    ("weights.py", '"VLLM_ENABLE_V1_MULTIPROCESSING", "0"', '"VLLM_ENABLE_V1_MULTIPROCESS", "0"',
-     "environment variable VLLM_ENABLE_V1_MULTIPROCESS is not in"),
-    ("kv_capacity.py", '("fp8", "fp8", kappa // b)', '("fp8", "fp8_e4m3fn", kappa // b)', "kv_cache_dtype='fp8_e4m3fn' is not accepted"),
-    ("phases.py", "ignore_eos=True, temperature=0", "ignore_eoss=True, temperature=0",
-     "SamplingParams(): no keyword argument 'ignore_eoss'"),
-]
+PLANTED = {  # kind of mistake: (lab, text in it, the mistake, what the report must say)
+    "metric": ("metrics.py", '"vllm:inter_token_latency_seconds"', '"vllm:inter_token_latency_secs"',
+               "metric 'vllm:inter_token_latency_secs' does not exist"),
+    "label": ("kv_capacity.py", 'labels["num_gpu_blocks"]', 'labels["num_blocks"]',
+              "vllm:cache_config_info has no label 'num_blocks'"),
+    "log-regex": ("kv_capacity.py", '"reported_max_concurrency": r"Maximum concurrency for',
+                  '"reported_max_concurrency": r"Max concurrency for', "regex 'Max concurrency for"),
+    "error-text": ("kv_capacity.py", 'OVERASK_REASON = "larger than the available KV cache memory"',
+                   'OVERASK_REASON = "larger than the free KV cache memory"',
+                   "text 'larger than the free KV cache memory'"),
+    "attribute-chain": ("batch_decode.py", "llm.llm_engine.vllm_config.model_config",
+                        "llm.llm_engine.model_executor.driver_worker.model_runner.model_config",
+                        "LLMEngine.model_executor exists only when `not multiprocess_mode`"),
+    "env-var": ("weights.py", '"VLLM_ENABLE_V1_MULTIPROCESSING", "0"', '"VLLM_ENABLE_V1_MULTIPROCESS", "0"',
+                "environment variable VLLM_ENABLE_V1_MULTIPROCESS is not in"),
+    "kv_cache_dtype": ("kv_capacity.py", '("fp8", "fp8", kappa // b)', '("fp8", "fp8_e4m3fn", kappa // b)',
+                       "kv_cache_dtype='fp8_e4m3fn' is not accepted"),
+    "SamplingParams": ("phases.py", "ignore_eos=True, temperature=0", "ignore_eoss=True, temperature=0",
+                       "SamplingParams(): no keyword argument 'ignore_eoss'"),
+}
 
 
-@pytest.mark.parametrize("lab, good, bad, expected", PLANTED, ids=[p[3].split("'")[0].split()[0] + "-" + p[0] for p in PLANTED])
+@pytest.mark.parametrize("lab, good, bad, expected", PLANTED.values(), ids=PLANTED.keys())
 def test_each_planted_mistake_is_reported(lab, good, bad, expected):
     source = (ROOT / "snippets" / "labs" / lab).read_text()
     assert source.count(good) == 1, f"{lab} no longer contains {good!r} once; update this planted mistake"
@@ -353,8 +357,9 @@ def test_install_docs_check_reports_an_old_cuda_image_and_accepts_the_driver_flo
     problems = api.install_doc_problems(bad, major)
     assert [p.split(":")[0] for p in problems] == ["a.md", "a.md", "b.md", "b.md", "c.txt", "c.txt", "d.md"], problems
     assert all("host driver must be >= 580 (`nvidia-smi` shows CUDA 13.0 or newer)" in p for p in problems)
-    good = {"a.md": ("Any image works: what matters is the host driver >= 580 (`nvidia-smi` shows CUDA 13.0 or newer).\n\n"
-                     "With an older driver (535 or newer), install vLLM's CUDA 12.9 build instead: `pip install ... cu129`.\n")}
+    good = {"a.md": ("Any image works: what matters is the host driver >= 580 (`nvidia-smi` shows CUDA 13.0 "
+                     "or newer).\n\nWith an older driver (535 or newer), install vLLM's CUDA 12.9 build instead: "
+                     "`pip install ... cu129`.\n")}
     assert api.install_doc_problems(good, major) == []
 
 
