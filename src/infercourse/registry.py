@@ -333,5 +333,49 @@ AUTODL_RTX_4090 = RentalFacts(
 )
 """The lab card the cost estimates in lab boxes use."""
 
-VLLM_LLM_DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
-"""Tokens ``vllm.LLM`` schedules per step by default on a 24 GB card in 0.26.0 (``vllm serve``: 2048; FACTS.md)."""
+VLLM_LARGE_DEVICE_MIN_GIB = 70
+"""vLLM 0.26.0 gives larger scheduler defaults to a device whose total memory is at least this many
+GiB and whose name does not contain "a100" (``EngineArgs.get_batch_defaults``,
+vllm/engine/arg_utils.py:2460 at v0.26.0)."""
+
+VLLM_SCHEDULER_DEFAULTS: Mapping[tuple[str, str], tuple[int, int]] = MappingProxyType({
+    ("large", "LLM"): (16384, 1024),
+    ("large", "vllm serve"): (8192, 1024),
+    ("other", "LLM"): (8192, 256),
+    ("other", "vllm serve"): (2048, 256),
+})
+"""(``max_num_batched_tokens``, ``max_num_seqs``) that vLLM 0.26.0 sets when the user sets neither,
+by device class (:func:`vllm_device_class`) and entry point (``LLM(...)`` or ``vllm serve``):
+vllm/engine/arg_utils.py:2460-2479 at v0.26.0 (``UsageContext.LLM_CLASS`` / ``OPENAI_API_SERVER``).
+Not doubled: the default ``performance_mode`` is "balanced" (doubling is for "throughput")."""
+
+
+def vllm_device_class(gpu_name: str) -> str:
+    """``"large"`` or ``"other"``: which of vLLM 0.26.0's scheduler defaults a GPU gets.
+
+    ``"large"`` when the device's total memory is at least :data:`VLLM_LARGE_DEVICE_MIN_GIB` GiB and
+    it is not an A100. The datasheet's GB (10^9 B) is used as the total; every registry GPU is far
+    from the threshold either way (RTX 4090: 22.4 GiB; H100: 74.5 GiB).
+
+    Raises:
+        KeyError: ``gpu_name`` is not in the registry.
+    """
+    card = gpu(gpu_name)
+    large = card.memory_gb * 1e9 >= VLLM_LARGE_DEVICE_MIN_GIB * 2**30 and "a100" not in card.name.lower()
+    return "large" if large else "other"
+
+
+def vllm_scheduler_defaults(gpu_name: str, entry_point: str = "LLM") -> tuple[int, int]:
+    """(``max_num_batched_tokens``, ``max_num_seqs``) vLLM 0.26.0 uses on ``gpu_name`` by default.
+
+    Args:
+        gpu_name: a registry GPU.
+        entry_point: ``"LLM"`` (the Python class) or ``"vllm serve"``.
+
+    Raises:
+        KeyError: an unknown GPU or entry point.
+    """
+    key = (vllm_device_class(gpu_name), entry_point)
+    if key not in VLLM_SCHEDULER_DEFAULTS:
+        raise KeyError(f"unknown entry point {entry_point!r}; use 'LLM' or 'vllm serve'")
+    return VLLM_SCHEDULER_DEFAULTS[key]

@@ -1,0 +1,2 @@
+from infercourse.pages import PageValues
+P = PageValues("facts.md")

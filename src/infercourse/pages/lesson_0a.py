@@ -1,0 +1,83 @@
+"""Values of lesson 0A (prefill and decode): intensities, ridge points, the decode floor, AWQ."""
+
+from __future__ import annotations
+
+import ast
+
+from infercourse import labbox, registry, roofline, snippets, transformer
+from infercourse.pages import baseline
+
+P = baseline("lessons/0a-prefill-decode.md")
+
+qwen = P.add("qwen", registry.model(registry.COURSE_MODEL), "record")
+cfg = P.add("cfg", qwen.config, "record")
+N = P.add("N", transformer.param_count(cfg), "params")
+M = P.add("M", roofline.matmul_params(cfg), "params")
+b = P.add("b", 2, "B/param")
+b_kv = P.add("b_kv", 2, "B/param")
+P.add("d_h", transformer.head_dim(cfg), "count")
+kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, b_kv), "B/token")
+g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
+gh200 = P.add("gh200", registry.gpu("H200"), "record")
+P.add("gpu_rows", [{"name": g.name, "bf16_dense_tflops": g.bf16_dense_tflops, "bandwidth_gb_s": g.bandwidth_gb_s,
+                     "ridge": roofline.ridge_point(g), "source": g.source} for g in [g4090, gh200]], "record")
+ridge4090 = P.add("ridge4090", roofline.ridge_point(g4090), "FLOP/B")
+ridgeh200 = P.add("ridgeh200", roofline.ridge_point(gh200), "FLOP/B")
+P.add("u", registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, "1")
+
+# Section 3: prefill and decode intensity under the 2N model (attention FLOPs left out).
+crossover = P.add("crossover", N * b / kappa, "tokens")
+P.add("crossover_over_window", crossover / cfg["max_position_embeddings"], "1")
+ceiling = P.add("two_over_b", 2 / b, "FLOP/B")
+dec1k = P.add("dec1k", roofline.decode_intensity(N, kappa, 1024, 1, b), "FLOP/B")
+P.add("dec1k_share_4090", dec1k / ridge4090, "1")
+P.add("dec1k_idle_4090", 1 - dec1k / ridge4090, "1")
+P.add("dec1k_idle_h200", 1 - dec1k / ridgeh200, "1")
+P.add("dec1k_below_4090", ridge4090 / dec1k, "1")
+P.add("prefill_cross_4090", ridge4090 * b / 2, "tokens")
+P.add("prefill_cross_h200", ridgeh200 * b / 2, "tokens")
+
+
+def _decode_intensity_with_attention(context: int) -> float:
+    """(2N + 4 L h d_h S) / (N b + kappa S): section 3's decode intensity with attention's products counted."""
+    return (2 * N + transformer.attention_flops_per_token(cfg, context)) / (N * b + kappa * context)
+
+
+P.add("dec_att_1k", _decode_intensity_with_attention(1024), "FLOP/B")
+P.add("dec_att_8k", _decode_intensity_with_attention(8192), "FLOP/B")
+P.add("dec_att_32k", _decode_intensity_with_attention(32768), "FLOP/B")
+
+# The decode step's floor: the matmul weights (all but the embedding table) over the bandwidth.
+matmul_bytes = P.add("matmul_bytes", M * b, "B")
+all_weight_bytes = P.add("weight_bytes", transformer.weight_bytes(cfg, b), "B")
+P.add("tpot_floor_1", roofline.decode_step_floor(g4090, cfg, 1), "s")
+P.add("all_weights_time", all_weight_bytes / (g4090.bandwidth_gb_s * 1e9), "s")
+P.add("prefill_floor_4000", roofline.prefill_floor(g4090, cfg, 4000), "s")
+P.add("decode_floor_4025", roofline.decode_step_floor(g4090, cfg, 4025), "s")
+
+# AWQ 4-bit (the lab's other model).
+awq_group = P.add("awq_group", registry.AWQ_GROUP_SIZE, "count")
+awq = P.add("awq", transformer.awq_weight_bytes(cfg, awq_group), "B")
+b_awq = P.add("b_awq", awq / N, "B/param")
+P.add("awq_ceiling", 2 / b_awq, "FLOP/B")
+P.add("awq_crossover", awq / kappa, "tokens")
+
+# The lab: vLLM refuses to start unless one request of max_model_len tokens fits in the cache, so
+# the box's VRAM is computed for max_model_len tokens of cache, not for the grid's longest request.
+
+
+def _lab_max_model_len(script: str) -> int:
+    """The ``max_model_len=`` literal that ``snippets/labs/<script>`` passes to ``lab_parser``."""
+    tree = ast.parse((snippets.SNIPPETS_DIR / "labs" / script).read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lab_parser":
+            for keyword in node.keywords:
+                if keyword.arg == "max_model_len":
+                    return ast.literal_eval(keyword.value)
+    raise ValueError(f"snippets/labs/{script} passes no literal max_model_len to lab_parser")
+
+
+lab_max_model_len = P.add("lab_max_model_len", _lab_max_model_len("phases.py"), "tokens")
+grid = snippets.constant("labs/phases.py", "GRID")
+P.add("lab_longest_request", max(p + o for p, o in grid), "tokens")
+P.add("lab_box", labbox.lab_box("phases.py", lab_max_model_len, 1), "text")

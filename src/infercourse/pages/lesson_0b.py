@@ -1,0 +1,56 @@
+"""Values of lesson 0B (serving metrics): the worked example's figures, the floors behind the lab's prediction."""
+
+from __future__ import annotations
+
+from infercourse import labbox, registry, roofline, snippets, transformer
+from infercourse.pages import baseline
+
+P = baseline("lessons/0b-metrics.md")
+
+qwen = P.add("qwen", registry.model(registry.COURSE_MODEL), "record")
+cfg = P.add("cfg", qwen.config, "record")
+N = P.add("N", transformer.param_count(cfg), "params")
+P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
+g = P.add("g", registry.gpu(registry.LAB_GPU), "record")
+M = P.add("M", roofline.matmul_params(cfg), "params")
+H = P.add("H", cfg["vocab_size"] * cfg["hidden_size"], "params")
+P.add("prefill_overcount_of_2n", 2 * H / N, "1")
+P.add("prefill_overcount_of_exact", 2 * H / (N - 2 * H), "1")
+P.add("tpot_floor_128", roofline.decode_step_floor(g, cfg, 128), "s")
+
+# The worked example of section 4 (snippets/lesson_0b/latency_metrics.py, times in ms).
+lm = snippets.load("lesson_0b/latency_metrics.py")
+A, B, C = lm.MIXED
+P.add("mix", lm.summary(lm.MIXED), "record")
+P.add("same", lm.summary(lm.SAME_LENGTH), "record")
+P.add("a_tokens", len(A.token_ms), "tokens")
+P.add("a_gap", lm.itls(A)[0], "ms")
+P.add("b_tokens", len(B.token_ms), "tokens")
+P.add("b_gap", lm.itls(B)[0], "ms")
+P.add("a_gaps", len(lm.itls(A)), "count")
+P.add("b_gaps", len(lm.itls(B)), "count")
+P.add("all_gaps", sum(len(lm.itls(r)) for r in lm.MIXED), "count")
+P.add("b_tpot", lm.tpot(B), "ms")
+P.add("same_tokens", len(lm.SAME_LENGTH[0].token_ms), "tokens")
+P.add("slo_ttft", lm.SLO_TTFT_MS, "ms")
+P.add("slo_tpot", lm.SLO_TPOT_MS, "ms")
+P.add("c_arrival", C.arrival_ms, "ms")
+P.add("c_tokens_ms", list(C.token_ms), "record")
+P.add("c_first", C.token_ms[0], "ms")
+P.add("c_last", C.token_ms[-1], "ms")
+P.add("c_gaps", len(C.token_ms) - 1, "count")
+P.add("c_ttft", lm.ttft(C), "ms")
+P.add("c_tpot", lm.tpot(C), "ms")
+P.add("c_e2e", lm.e2e(C), "ms")
+
+# Self-check 4: a change that raises throughput and the p99 TPOT (made-up figures, requests/s and ms).
+old_rate = P.add("q4_old_rate", 4, "requests/s")
+new_rate = P.add("q4_new_rate", 6, "requests/s")
+P.add("q4_old_p99", 40, "ms")
+P.add("q4_new_p99", 70, "ms")
+P.add("q4_slo", 50, "ms")
+P.add("q4_old_low", old_rate * 0.99, "requests/s")
+P.add("q4_new_high", new_rate * 0.99, "requests/s")
+P.add("q4_break_even_miss", 1 - old_rate / new_rate, "1")
+
+P.add("lab_box", labbox.lab_box("metrics.py", snippets.constant("labs/metrics.py", "MAX_MODEL_LEN"), 1), "text")
