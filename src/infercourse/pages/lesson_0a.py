@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from infercourse import labbox, registry, roofline, snippets, transformer
+from infercourse import fmt, notation, labbox, registry, roofline, snippets, transformer
 from infercourse.pages import baseline
 
 P = baseline("lessons/0a-prefill-decode.md")
@@ -81,3 +81,20 @@ lab_max_model_len = P.add("lab_max_model_len", _lab_max_model_len("phases.py"), 
 grid = snippets.constant("labs/phases.py", "GRID")
 P.add("lab_longest_request", max(p + o for p, o in grid), "tokens")
 P.add("lab_box", labbox.lab_box("phases.py", lab_max_model_len, 1), "text")
+
+SYMBOLS = [
+    ("N", f"For {registry.COURSE_MODEL}, derived from its `config.json`: {fmt.count(N)} (embedding and output "
+          "head are separate matrices; [lesson 0C](0c-transformer.md#principle) derives the count module by module)."),
+    ("b", f"Here {b}, BF16."),
+    ("b_kv", f"Here {b_kv}, BF16."),
+    ("kappa", "\\(\\kappa = 2 \\cdot L \\cdot h_{\\text{kv}} \\cdot d_h \\cdot b_{\\text{kv}}\\): keys and values (2) "
+              f"for every layer and KV head. Here {fmt.count(kappa)} B."),
+    ("L", f"Here {cfg['num_hidden_layers']}."),
+    ("h", f"Here {cfg['num_attention_heads']}."),
+    ("h_kv", f"Here {cfg['num_key_value_heads']}: the *KV* heads, not the attention heads."),
+    ("d_h", f"Here {transformer.head_dim(cfg)}."),
+    "S", "I",
+    ("M", "[Lesson 0C](0c-transformer.md#flops) counts it."),
+    "B", "i", "Q", "K", "Vmat", "Pmat",
+]
+P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infercourse import labbox, registry, roofline, snippets, transformer
+from infercourse import fmt, notation, labbox, registry, roofline, snippets, transformer
 from infercourse.pages import baseline
 
 P = baseline("lessons/0b-metrics.md")
@@ -54,3 +54,8 @@ P.add("q4_new_high", new_rate * 0.99, "requests/s")
 P.add("q4_break_even_miss", 1 - old_rate / new_rate, "1")
 
 P.add("lab_box", labbox.lab_box("metrics.py", snippets.constant("labs/metrics.py", "MAX_MODEL_LEN"), 1), "text")
+
+SYMBOLS = ["n_req", "r", "a", "t", "n", "g", "T", "p", "c",
+           ("V", f"Here {fmt.count(cfg['vocab_size'])}."), ("d", f"Here {fmt.count(cfg['hidden_size'])}."),
+           ("H", f"Here {fmt.count(H)}."), ("M", f"Here {fmt.count(M)}.")]
+P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")

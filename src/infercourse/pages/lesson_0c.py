@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infercourse import fmt, labbox, memory, registry, roofline, snippets, transformer
+from infercourse import notation, fmt, labbox, memory, registry, roofline, snippets, transformer
 from infercourse.pages import baseline
 
 P = baseline("lessons/0c-transformer.md")
@@ -92,3 +92,9 @@ P.add("kv_awq", budget - awq - reserve, "B")
 P.add("floor_bf16_1k", roofline.decode_step_floor(g, cfg, 1024), "s")
 P.add("floor_awq_1k", roofline.decode_step_floor(g, cfg, 1024, weight_bytes=(awq - 2 * parts["embedding"]) / M), "s")
 P.add("lab_box", labbox.lab_box("weights.py", snippets.constant("labs/weights.py", "MAX_MODEL_LEN"), 1), "text")
+
+SYMBOLS = [("V", f"Here {fmt.count(V)}."), ("d", f"Here {fmt.count(d)}."), ("L", f"Here {L}."),
+           ("h", f"Here {h}."), ("h_kv", f"Here {h_kv}."), ("d_h", f"Here {d_h}."),
+           ("f", f"Here {fmt.count(cfg['intermediate_size'])}."),
+           ("tied", f"Here {1 if cfg['tie_word_embeddings'] else 0}."), "M", "H", "F", "c", "S", "G"]
+P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")

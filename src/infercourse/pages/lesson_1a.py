@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infercourse import fmt, labbox, memory, registry, snippets, transformer
+from infercourse import notation, fmt, labbox, memory, registry, snippets, transformer
 from infercourse.pages import baseline
 
 P = baseline("lessons/1a-kv-cache.md")
@@ -83,3 +83,6 @@ P.add("other_process_max", (1 - u) * total, "B")
 
 max_model_len = snippets.constant("labs/kv_capacity.py", "MAX_MODEL_LEN")
 P.add("lab_box", labbox.lab_box("kv_capacity.py", max_model_len, 4), "text")
+
+SYMBOLS = ["L", "h_kv", "h", "d_h", "b_kv", "S", "kappa", "r_kv", "d_rope", "S_w", "L_w", "D", "u", "W", "A"]
+P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from infercourse import fmt, labbox, memory, registry, roofline, snippets, transformer
+from infercourse import notation, fmt, labbox, memory, registry, roofline, snippets, transformer
 from infercourse.pages import baseline
 
 P = baseline("lessons/2a-roofline.md")
@@ -82,3 +82,8 @@ P.add("llm_max_seqs_h200", default_seqs_h200, "sequences")
 first_over = P.add("first_over", next(x for x in batches if x * lab_prompt > default_tokens), "sequences")
 P.add("first_over_tokens", first_over * lab_prompt, "tokens")
 P.add("lab_batched_tokens", lab_batch * lab_prompt, "tokens")
+
+SYMBOLS = ["P", "beta", "R", "I", ("N", f"Here {fmt.count(N)}."), ("b", f"Here {b}, BF16."),
+           ("b_kv", f"Here {b_kv}, BF16."), ("kappa", f"Here {fmt.count(kappa)} B ([lesson 1A](1a-kv-cache.md))."),
+           "S", "B", ("M", f"Here {fmt.count(M)}."), "L", "h", "h_kv", "d_h", "Bstar", "tau", "k", "j", "n", "u"]
+P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
