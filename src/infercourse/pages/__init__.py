@@ -120,3 +120,17 @@ def baseline(page: str) -> PageValues:
     values.add("course_model", registry.COURSE_MODEL, "text")
     values.add("lab_gpu", registry.gpu(registry.LAB_GPU), "record")
     return values
+
+
+def fact_link(fact_id: str) -> str:
+    """A lesson's "Facts used" source cell: the fact's source, linked to its entry on the Facts & sources page.
+
+    Raises:
+        KeyError: no registry fact has that id.
+    """
+    from infercourse import registry
+
+    for fact in registry.facts():
+        if fact.id == fact_id:
+            return f"[{fact.source.where}](../facts.md#{fact_id}) ({fact.source.kind})"
+    raise KeyError(f"no registry fact {fact_id!r}; the ids are listed by infercourse.registry.facts()")

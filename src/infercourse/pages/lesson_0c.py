@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infercourse import notation, fmt, labbox, memory, registry, roofline, snippets, transformer
-from infercourse.pages import baseline
+from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/0c-transformer.md")
 
@@ -98,3 +98,20 @@ SYMBOLS = [("V", f"Here {fmt.count(V)}."), ("d", f"Here {fmt.count(d)}."), ("L",
            ("f", f"Here {fmt.count(cfg['intermediate_size'])}."),
            ("tied", f"Here {1 if cfg['tie_word_embeddings'] else 0}."), "M", "H", "F", "c", "S", "G"]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+
+P.add("facts_used", [
+    *[{"what": m["name"],
+       "value": f"V {m['config']['vocab_size']:,}, d {m['config']['hidden_size']:,}, f {m['config']['intermediate_size']:,}, "
+                f"L {m['config']['num_hidden_layers']}, h {m['config']['num_attention_heads']}, "
+                f"h_kv {m['config']['num_key_value_heads']}, d_h {m['d_h']}{' (explicit)' if m['explicit_head'] else ''}, "
+                f"tied {m['tied']}; the publisher states {m['card']} parameters",
+       "source": fact_link(registry.model_fact_id(m["name"])) + "; " + fact_link(registry.model_fact_id(m["name"]) + "-card")}
+      for m in P.values()["model_rows"].value],
+    {"what": g.name, "value": f"{g.memory_gb:g} GB (datasheet), {g.bandwidth_gb_s:,g} GB/s",
+     "source": fact_link(registry.gpu_fact_id(registry.LAB_GPU))},
+    {"what": f"{g.name} memory as CUDA reports it", "value": f"{registry.GPU_MEMORY_TOTAL_MIB[registry.LAB_GPU]:,} MiB",
+     "source": fact_link("gpu-memory-total-rtx-4090")},
+    {"what": "vLLM `gpu_memory_utilization` default", "value": f"{u}", "source": fact_link("vllm-gpu-memory-utilization")},
+    {"what": "vLLM's non-KV memory", "value": f"about {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB", "source": fact_link("vllm-non-kv-reserve")},
+    {"what": "AWQ group size", "value": f"{awq_group}", "source": fact_link("awq-group-size")},
+], "record")

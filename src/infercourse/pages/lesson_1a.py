@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infercourse import notation, fmt, labbox, memory, registry, snippets, transformer
-from infercourse.pages import baseline
+from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/1a-kv-cache.md")
 
@@ -51,8 +51,7 @@ def _config_summary(config) -> str:
     return ", ".join(parts)
 
 
-P.add("facts_models", [{"name": m.name, "desc": _config_summary(m.config), "source": m.source}
-                       for m in (qwen, qwen3, llama2, mistral, ds)], "record")
+FACT_MODELS = (qwen, qwen3, llama2, mistral, ds)
 
 # The budget on the RTX 4090 at vLLM's defaults (the reserve is an assumption).
 g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
@@ -86,3 +85,17 @@ P.add("lab_box", labbox.lab_box("kv_capacity.py", max_model_len, 4), "text")
 
 SYMBOLS = ["L", "h_kv", "h", "d_h", "b_kv", "S", "kappa", "r_kv", "d_rope", "S_w", "L_w", "D", "u", "W", "A"]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+
+P.add("facts_used", [
+    *[{"what": m.name, "value": _config_summary(m.config), "source": fact_link(registry.model_fact_id(m.name))}
+      for m in FACT_MODELS],
+    {"what": f"{g4090.name} memory as CUDA reports it", "value": f"{total_mib:,} MiB", "source": fact_link("gpu-memory-total-rtx-4090")},
+    {"what": "vLLM `gpu_memory_utilization` default", "value": f"{u}", "source": fact_link("vllm-gpu-memory-utilization")},
+    {"what": "vLLM KV block size", "value": f"{block} tokens", "source": fact_link("vllm-block-size")},
+    {"what": "reserve besides weights and KV", "value": f"{registry.VLLM_NON_KV_RESERVE_GIB:g} GiB",
+     "source": fact_link("vllm-non-kv-reserve")},
+    {"what": "start-up free-memory check", "value": "free ≥ total × u, measured after vLLM's CUDA context exists",
+     "source": fact_link("vllm-free-memory-check")},
+    {"what": "a prompt leaves room for one output token", "value": "prompt ≤ `max_model_len` − 1 tokens",
+     "source": fact_link("vllm-prompt-leaves-one-token")},
+], "record")

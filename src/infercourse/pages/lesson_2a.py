@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from infercourse import notation, fmt, labbox, memory, registry, roofline, snippets, transformer
-from infercourse.pages import baseline
+from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/2a-roofline.md")
 
@@ -87,3 +87,15 @@ SYMBOLS = ["P", "beta", "R", "I", ("N", f"Here {fmt.count(N)}."), ("b", f"Here {
            ("b_kv", f"Here {b_kv}, BF16."), ("kappa", f"Here {fmt.count(kappa)} B ([lesson 1A](1a-kv-cache.md))."),
            "S", "B", ("M", f"Here {fmt.count(M)}."), "L", "h", "h_kv", "d_h", "Bstar", "tau", "k", "j", "n", "u"]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+
+P.add("facts_used", [
+    {"what": registry.COURSE_MODEL, "value": f"N = {fmt.count(N)}, κ = {fmt.count(kappa)} B",
+     "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL))},
+    *[{"what": g.name, "value": f"{g.bf16_dense_tflops:.1f} TFLOP/s BF16 dense, {g.bandwidth_gb_s:,g} GB/s",
+     "source": fact_link(registry.gpu_fact_id(key))} for key, g in registry.GPUS.items()],
+    {"what": "vLLM's scheduler defaults", "value": f"`LLM` on the {g4090.name}: {default_tokens:,} tokens, "
+     f"{default_seqs} sequences per step", "source": fact_link("vllm-scheduler-defaults")},
+    {"what": f"KV budget on the {g4090.name}", "value": fmt.gb(kv_budget),
+     "source": "[lesson 1A](1a-kv-cache.md#principle) (includes the **assumed** reserve: "
+               + fact_link("vllm-non-kv-reserve") + ")"},
+], "record")
