@@ -179,3 +179,12 @@ def test_lesson_2a_headline_values():
     # B = 32 the prompts (32 * 512 = 16,384 tokens) exceed 8,192 (B = 16 gives exactly 8,192)
     assert (_v(page, "llm_batched_tokens"), _v(page, "llm_max_seqs")) == (8192, 256)
     assert _v(page, "first_over") == 32
+
+
+def test_lesson_2a_figure_rounds_b_star_up():
+    """The H200's B* = 989e12 / 4.8e12 * 2 / 2 = 206.04: a whole batch of 207, not 206 (the legend once said 206)."""
+    from infercourse import snippets
+
+    svg = snippets.load("lesson_2a/decode_roofline.py").figure_svg()
+    assert "compute-bound from B = 207" in svg and "compute-bound from B = 206" not in svg
+    assert "compute-bound from B = 164" in svg  # RTX 4090: 165.2e12 / 1.008e12 = 163.89 -> 164

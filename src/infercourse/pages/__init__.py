@@ -122,8 +122,10 @@ def baseline(page: str) -> PageValues:
     return values
 
 
-def fact_link(fact_id: str) -> str:
+def fact_link(fact_id: str, docs_root: str = "../") -> str:
     """A lesson's "Facts used" source cell: the fact's source, linked to its entry on the Facts & sources page.
+
+    ``docs_root`` is the way from the page to ``docs/`` ("../" from a lesson, "" from a top-level page).
 
     Raises:
         KeyError: no registry fact has that id.
@@ -132,5 +134,5 @@ def fact_link(fact_id: str) -> str:
 
     for fact in registry.facts():
         if fact.id == fact_id:
-            return f"[{fact.source.where}](../facts.md#{fact_id}) ({fact.source.kind})"
+            return f"[{fact.source.where}]({docs_root}facts.md#{fact_id}) ({fact.source.kind})"
     raise KeyError(f"no registry fact {fact_id!r}; the ids are listed by infercourse.registry.facts()")
