@@ -9,21 +9,21 @@ from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/0a-prefill-decode.md")
 
-qwen = P.add("qwen", registry.model(registry.COURSE_MODEL), "record")
+qwen = registry.model(registry.COURSE_MODEL)
 cfg = P.add("cfg", qwen.config, "record")
-N = P.add("N", transformer.param_count(cfg), "params")
-M = P.add("M", roofline.matmul_params(cfg), "params")
-b = P.add("b", 2, "B/param")
+N = transformer.param_count(cfg)
+M = roofline.matmul_params(cfg)
+b = 2
 b_kv = P.add("b_kv", 2, "B/param")
-P.add("d_h", transformer.head_dim(cfg), "count")
+d_h = transformer.head_dim(cfg)
 kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, b_kv), "B/token")
 g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
 gh200 = P.add("gh200", registry.gpu("H200"), "record")
 P.add("gpu_rows", [{"name": g.name, "bf16_dense_tflops": g.bf16_dense_tflops, "bandwidth_gb_s": g.bandwidth_gb_s,
                      "ridge": roofline.ridge_point(g), "source": g.source} for g in [g4090, gh200]], "record")
 ridge4090 = P.add("ridge4090", roofline.ridge_point(g4090), "FLOP/B")
-ridgeh200 = P.add("ridgeh200", roofline.ridge_point(gh200), "FLOP/B")
-P.add("u", registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, "1")
+ridgeh200 = roofline.ridge_point(gh200)
+u = registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 
 # Section 3: prefill and decode intensity under the 2N model (attention FLOPs left out).
 crossover = P.add("crossover", N * b / kappa, "tokens")

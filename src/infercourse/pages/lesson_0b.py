@@ -7,10 +7,10 @@ from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/0b-metrics.md")
 
-qwen = P.add("qwen", registry.model(registry.COURSE_MODEL), "record")
-cfg = P.add("cfg", qwen.config, "record")
-N = P.add("N", transformer.param_count(cfg), "params")
-P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
+qwen = registry.model(registry.COURSE_MODEL)
+cfg = qwen.config
+N = transformer.param_count(cfg)
+kappa = transformer.kv_bytes_per_token(cfg, 2)
 g = P.add("g", registry.gpu(registry.LAB_GPU), "record")
 M = P.add("M", roofline.matmul_params(cfg), "params")
 H = P.add("H", cfg["vocab_size"] * cfg["hidden_size"], "params")

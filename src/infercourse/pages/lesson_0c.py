@@ -8,17 +8,17 @@ from infercourse.pages import baseline, fact_link
 P = baseline("lessons/0c-transformer.md")
 
 qwen = P.add("qwen", registry.model(registry.COURSE_MODEL), "record")
-cfg = P.add("cfg", qwen.config, "record")
+cfg = qwen.config
 parts = P.add("parts", transformer.param_breakdown(cfg), "record")
 N = P.add("N", transformer.param_count(cfg), "params")
 d = P.add("d", cfg["hidden_size"], "count")
 L = P.add("L", cfg["num_hidden_layers"], "count")
-V = P.add("V", cfg["vocab_size"], "count")
-P.add("f", cfg["intermediate_size"], "count")
+V = cfg["vocab_size"]
+f = cfg["intermediate_size"]
 h = P.add("h", cfg["num_attention_heads"], "count")
-h_kv = P.add("h_kv", cfg["num_key_value_heads"], "count")
+h_kv = cfg["num_key_value_heads"]
 d_h = P.add("d_h", transformer.head_dim(cfg), "count")
-P.add("tied", 1 if cfg["tie_word_embeddings"] else 0, "count")
+tied = 1 if cfg["tie_word_embeddings"] else 0
 P.add("group_share", h // h_kv, "count")
 P.add("q_width", h * d_h, "count")
 P.add("kv_width", h_kv * d_h, "count")

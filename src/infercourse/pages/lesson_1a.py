@@ -7,7 +7,7 @@ from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/1a-kv-cache.md")
 
-qwen = P.add("qwen", registry.model(registry.COURSE_MODEL), "record")
+qwen = registry.model(registry.COURSE_MODEL)
 cfg = P.add("cfg", qwen.config, "record")
 b_kv = P.add("b_kv", 2, "B/param")
 kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, b_kv), "B/token")
@@ -31,7 +31,7 @@ P.add("kappa_qwen3_divided",
 mistral = P.add("mistral", registry.model("mistralai/Mistral-7B-v0.1"), "record")
 P.add("mistral_32k_windowed", transformer.kv_cache_bytes(mistral.config, 32768, b_kv), "B")
 P.add("mistral_32k_full", 32768 * transformer.kv_bytes_per_token(mistral.config, b_kv), "B")
-ds = P.add("ds", registry.model("deepseek-ai/DeepSeek-V3"), "record")
+ds = registry.model("deepseek-ai/DeepSeek-V3")
 dsc = P.add("dsc", ds.config, "record")
 kappa_ds = P.add("kappa_ds", transformer.kv_bytes_per_token(dsc, b_kv), "B/token")
 P.add("ds_latent_width", dsc["kv_lora_rank"] + dsc["qk_rope_head_dim"], "count")

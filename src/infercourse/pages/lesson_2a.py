@@ -9,13 +9,13 @@ from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/2a-roofline.md")
 
-qwen = P.add("qwen", registry.model(registry.COURSE_MODEL), "record")
+qwen = registry.model(registry.COURSE_MODEL)
 cfg = P.add("cfg", qwen.config, "record")
-N = P.add("N", transformer.param_count(cfg), "params")
+N = transformer.param_count(cfg)
 M = P.add("M", roofline.matmul_params(cfg), "params")
-b = P.add("b", 2, "B/param")
-b_kv = P.add("b_kv", 2, "B/param")
-kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, b_kv), "B/token")
+b = 2
+b_kv = 2
+kappa = transformer.kv_bytes_per_token(cfg, b_kv)
 g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
 gh200 = P.add("gh200", registry.gpu("H200"), "record")
 P.add("gpu_rows", [{"name": g.name, "bf16_dense_tflops": g.bf16_dense_tflops, "bandwidth_gb_s": g.bandwidth_gb_s,
@@ -30,7 +30,7 @@ weights = P.add("weights", transformer.weight_bytes(cfg, b), "B")
 reserve = P.add("reserve", registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB, "B")
 u = P.add("u", registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, "1")
 kv_budget = P.add("kv_budget", memory.kv_budget_bytes(memory.device_total_bytes("RTX 4090"), weights, reserve, u), "B")
-fit_tokens = P.add("fit_tokens", memory.kv_capacity_tokens(kv_budget, kappa), "tokens")
+fit_tokens = memory.kv_capacity_tokens(kv_budget, kappa)
 block = registry.VLLM_DEFAULT_BLOCK_SIZE
 P.add("s_fit", fit_tokens // block // bstar_n * block, "tokens")
 
