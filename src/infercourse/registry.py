@@ -100,6 +100,8 @@ class GPUFacts:
             FP32 accumulate (what vLLM's GEMMs use).
         source: the vendor document and the table the figures are in (:class:`Source`).
         note: anything a reader must know to use the figures (e.g. the FP16-accumulate rate).
+        quoted_tflops: the larger headline figure the vendor prints (2:4-sparse, or FP16 with FP16
+            accumulate), which a reader will meet and must not use as the dense BF16 peak; 0 if none.
     """
 
     name: str
@@ -108,6 +110,7 @@ class GPUFacts:
     bf16_dense_tflops: float
     source: Source
     note: str = ""
+    quoted_tflops: float = 0
 
 
 def _frozen(config: dict[str, Any]) -> Mapping[str, Any]:
@@ -291,6 +294,7 @@ GPUS: Mapping[str, GPUFacts] = MappingProxyType(
                           "https://images.nvidia.com/aem-dml/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",
                           "secondary", _DATASHEET_NOTE + "; \"24 GB\" is 24 GiB of GDDR6X (12 chips of 16 Gbit)"),
             note="330.3 TFLOP/s is FP16 (not BF16) with FP16 accumulate; GeForce cards run FP32 accumulate at half rate.",
+            quoted_tflops=330.3,
         ),
         "H200": GPUFacts(
             name="H200 SXM",
@@ -302,6 +306,7 @@ GPUS: Mapping[str, GPUFacts] = MappingProxyType(
                           "secondary", _DATASHEET_NOTE + "; it prints only the 2:4-sparse 1,979 TFLOP/s, of which "
                           "989 is half (the dense figure the H100 whitepaper gives for the same GH100 chip)"),
             note="1979 TFLOP/s is the 2:4-sparse figure.",
+            quoted_tflops=1979,
         ),
         "H100": GPUFacts(
             name="H100 SXM",
@@ -313,6 +318,7 @@ GPUS: Mapping[str, GPUFacts] = MappingProxyType(
                           "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
                           "secondary", _DATASHEET_NOTE),
             note="1979 TFLOP/s is the 2:4-sparse figure.",
+            quoted_tflops=1979,
         ),
         "A100": GPUFacts(
             name="A100 80GB SXM",

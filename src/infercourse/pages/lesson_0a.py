@@ -80,6 +80,21 @@ def _lab_max_model_len(script: str) -> int:
 lab_max_model_len = P.add("lab_max_model_len", _lab_max_model_len("phases.py"), "tokens")
 grid = snippets.constant("labs/phases.py", "GRID")
 P.add("lab_longest_request", max(p + o for p, o in grid), "tokens")
+short_prompt = min(p for p, _ in grid)
+
+
+def _listed(numbers) -> str:
+    """``[128, 1024, 4096]`` -> ``"128, 1,024 and 4,096"``."""
+    words = [f"{n:,}" for n in sorted(numbers)]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+
+fixed_output = max(set(o for _, o in grid), key=lambda o: sum(1 for _, x in grid if x == o))  # the output most rows share
+P.add("lab_prompts", _listed({p for p, o in grid if o == fixed_output}), "text")
+P.add("lab_fixed_output", fixed_output, "tokens")
+P.add("lab_outputs", _listed({o for p, o in grid if p == short_prompt}), "text")
+P.add("lab_short_prompt", short_prompt, "tokens")
 P.add("lab_box", labbox.lab_box("phases.py", lab_max_model_len, 1), "text")
 
 SYMBOLS = [

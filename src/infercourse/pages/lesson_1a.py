@@ -20,6 +20,7 @@ P.add("gqa_factor", cfg["num_attention_heads"] / cfg["num_key_value_heads"], "1"
 
 llama2 = P.add("llama2", registry.model("meta-llama/Llama-2-13b-hf"), "record")
 kappa_llama2 = P.add("kappa_llama2", transformer.kv_bytes_per_token(llama2.config, b_kv), "B/token")
+P.add("llama2_d_h", transformer.head_dim(llama2.config), "count")
 P.add("llama2_factor", kappa_llama2 / kappa, "1")
 qwen3 = P.add("qwen3", registry.model("Qwen/Qwen3-4B"), "record")
 q3 = qwen3.config

@@ -18,6 +18,7 @@ b_kv = 2
 kappa = transformer.kv_bytes_per_token(cfg, b_kv)
 g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
 gh200 = P.add("gh200", registry.gpu("H200"), "record")
+P.add("h100", registry.gpu("H100"), "record")
 P.add("gpu_rows", [{"name": g.name, "bf16_dense_tflops": g.bf16_dense_tflops, "bandwidth_gb_s": g.bandwidth_gb_s,
                      "ridge": roofline.ridge_point(g), "source": g.source} for g in list(registry.GPUS.values())], "record")
 r4090 = P.add("r4090", roofline.ridge_point(g4090), "FLOP/B")
