@@ -4,9 +4,12 @@ Derived numbers (parameter counts, KV bytes per token, ridge points, floors) are
 here; they are computed from these facts by :mod:`infercourse.transformer` and
 :mod:`infercourse.roofline`.
 
-Units: memory in GB (10^9 bytes), bandwidth in GB/s (10^9 bytes per second), compute in
-TFLOP/s (10^12 FLOP per second), dense (no 2:4 sparsity) with FP32 accumulate unless a field
-says otherwise.
+Units: memory as the vendor states it (its "GB"; see :class:`GPUFacts`), bandwidth in GB/s (10^9
+bytes per second), compute in TFLOP/s (10^12 FLOP per second), dense (no 2:4 sparsity) with FP32
+accumulate unless a field says otherwise.
+
+Every fact carries a :class:`Source` a reader can open, marked primary, secondary or assumption;
+:func:`facts` lists them all for the site's Facts & sources page.
 """
 
 from __future__ import annotations
@@ -94,7 +97,9 @@ class GPUFacts:
 
     Attributes:
         name: marketing name, e.g. ``"RTX 4090"``.
-        memory_gb: device memory in GB (10^9 bytes), as the vendor states it.
+        memory_gb: device memory as the vendor states it, in its "GB". GDDR and HBM come in
+            GiB-sized chips, so the RTX 4090's "24 GB" is 24 GiB; CUDA reports a little less
+            (:data:`GPU_MEMORY_TOTAL_MIB`). Read as 10^9 B it is a lower bound.
         bandwidth_gb_s: peak memory bandwidth in GB/s (10^9 bytes/s).
         bf16_dense_tflops: peak BF16 tensor-core throughput in TFLOP/s, dense (no sparsity),
             FP32 accumulate (what vLLM's GEMMs use).
