@@ -198,3 +198,11 @@ def test_every_value_of_a_page_is_shown(page):
     used = jinja2.meta.find_undeclared_variables(env.parse(macros.protect((DOCS / page).read_text(encoding="utf-8"))[0]))
     unused = set(values_for(page)) - used
     assert not unused, f"{page}: values its page never shows: {sorted(unused)}"
+
+
+def test_attention_flops_refuse_mla():
+    """DeepSeek-V3 has no head_dim; hidden / heads = 7168 / 128 = 56 is not its key size (128 + 64): refuse."""
+    from infercourse import registry, transformer
+
+    with pytest.raises(ValueError, match="MLA"):
+        transformer.attention_flops_per_token(registry.model("deepseek-ai/DeepSeek-V3").config, 1024)

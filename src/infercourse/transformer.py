@@ -251,10 +251,14 @@ def attention_flops_per_token(config: Mapping[str, Any], context_len: int) -> in
         context_len: keys the token attends to (itself included), in tokens.
 
     Raises:
-        ValueError: ``context_len`` is not a positive integer, or a config key is missing.
+        ValueError: ``context_len`` is not a positive integer, a config key is missing, or the config
+            is MLA (``kv_lora_rank``), whose per-head sizes are not ``head_dim``.
     """
     if not isinstance(context_len, int) or isinstance(context_len, bool) or context_len <= 0:
         raise ValueError(f"context_len must be a positive whole number of tokens, got {context_len!r}")
+    if is_mla(config):
+        raise ValueError("config sets 'kv_lora_rank': MLA's attention products (over the shared latent, key size "
+                         "qk_nope_head_dim + qk_rope_head_dim) are not modelled by this count")
     heads = _need(config, "num_attention_heads")
     return 4 * _need(config, "num_hidden_layers") * heads * head_dim(config) * context_len
 
