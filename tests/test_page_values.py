@@ -206,3 +206,17 @@ def test_attention_flops_refuse_mla():
 
     with pytest.raises(ValueError, match="MLA"):
         transformer.attention_flops_per_token(registry.model("deepseek-ai/DeepSeek-V3").config, 1024)
+
+
+@pytest.mark.build
+def test_lesson_2a_built_page_shows_the_budget_and_the_count(site):
+    """On the built page, not only in the module: 6.32 GB for the cache and 26 sequences of 4,096 tokens
+    (6,317,926,522.88 B; 6,885 blocks // 256 blocks per sequence = 26)."""
+    import html
+    import re
+
+    text = html.unescape(re.sub(r"<[^>]+>", "", (site / "lessons" / "2a-roofline" / "index.html").read_text("utf-8")))
+    text = " ".join(text.split())
+    assert "KV budget on the RTX 4090 6.32 GB" in text
+    assert "the card has 6.32 GB for the cache: at most 26 fit" in text
+    assert "0.00 GB" not in text
