@@ -12,9 +12,10 @@ from infercourse import course, macros, notation
 from infercourse.pages import PAGES
 
 LESSONS = [(l["code"], l["page"]) for p in course.parts() for l in p["lessons"] if l["page"]]  # reading order
-DEFINITION = re.compile(r"^[ \t]*(?:[-*][ \t]+)?(?:\*\*Symbols\.?\*\*[ \t]*)?\\\((?P<tex>[^()\n]*?)\\\):[ \t]*(?P<text>[^\n]*)",
+DEFINITION = re.compile(r"^[ \t]*(?:[-*][ \t]+)?(?:\*\*Symbols\.?\*\*[ \t]*)?\\\((?P<tex>[^()\n]*?)\\\)(?:[ \t]*\([^()\n]*\))?:[ \t]*(?P<text>[^\n]*)",
                         re.MULTILINE)
-"""A definition as a Symbols list writes one: at the start of a line (or list item), ``\\(X\\): meaning``."""
+"""A definition as a Symbols list writes one: at the start of a line (or list item), ``\\(X\\): meaning``
+or ``\\(X\\) (unit): meaning``."""
 
 
 def _symbols_of(page: str) -> list[str]:
@@ -98,3 +99,10 @@ def test_a_spelling_cannot_mean_two_things(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         notation.symbols.cache_clear()
+
+
+def test_the_generated_lists_pass_the_definition_check():
+    """What the table renders is read back as a definition with the table's meaning (the check sees the unit form)."""
+    rendered = notation.symbols_markdown(["R", "S", ("kappa", "Here 57,344 B.")])
+    assert len(DEFINITION.findall(rendered)) == 3 and not definition_problems(rendered)
+    assert definition_problems(rendered.replace("ridge point", "memory reserve"))

@@ -49,7 +49,7 @@ def symbols() -> dict[str, dict]:
 
 
 def definition_markdown(symbol_id: str, note: str = "") -> str:
-    """One Symbols-list item: ``- \\(tex\\): meaning (unit). note``.
+    """One Symbols-list item: ``- \\(tex\\) (unit): meaning. note``.
 
     Raises:
         KeyError: no such symbol in the table.
@@ -58,8 +58,8 @@ def definition_markdown(symbol_id: str, note: str = "") -> str:
         entry = symbols()[symbol_id]
     except KeyError:
         raise KeyError(f"no symbol {symbol_id!r} in {SOURCE.name}; add it there first") from None
-    unit = f", in {entry['unit']}" if entry["unit"] not in ("", "count") else ""
-    return f"- \\({entry['tex']}\\): {entry['meaning']}{unit}.{' ' + note if note else ''}"
+    unit = f" ({entry['unit']})" if entry["unit"] not in ("", "count") else ""
+    return f"- \\({entry['tex']}\\){unit}: {entry['meaning']}.{' ' + note if note else ''}"
 
 
 def symbols_markdown(items: list[str | tuple[str, str]]) -> str:
