@@ -318,9 +318,9 @@ GPUS: Mapping[str, GPUFacts] = MappingProxyType(
             memory_gb=80,
             bandwidth_gb_s=3350,
             bf16_dense_tflops=989,
-            source=Source("NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column; dense BF16 from the NVIDIA H100 "
+            source=Source("NVIDIA H100 Tensor Core GPU product page and datasheet, H100 SXM column; dense BF16 from the NVIDIA H100 "
                           "Tensor Core GPU Architecture whitepaper (\"Peak BF16 Tensor TFLOPS with FP32 Accumulate\")",
-                          "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
+                          "https://www.nvidia.com/en-us/data-center/h100/",
                           "secondary", _DATASHEET_NOTE),
             note="1979 TFLOP/s is the 2:4-sparse figure.",
             quoted_tflops=1979,
