@@ -10,7 +10,9 @@ Markdown. Why this plugin is kept and confined rather than replaced: ``docs/adr/
 
 from __future__ import annotations
 
+import importlib
 import re
+import sys
 
 from infercourse import fmt
 from infercourse.pages import values_for
@@ -81,6 +83,11 @@ def on_post_page_macros(env) -> None:
 
 
 def define_env(env) -> None:
-    """Register the number formats (the only filters a page needs)."""
+    """Register the number formats (the only filters a page needs), and forget the page values of the
+    previous build, so that ``mkdocs serve`` shows an edited page module (run once per build)."""
     for name in ("count", "fixed", "gb", "gib", "pct", "ms"):
         env.filter(getattr(fmt, name), name)
+    values_for.cache_clear()
+    for name, module in list(sys.modules.items()):
+        if name.startswith("infercourse.pages."):
+            importlib.reload(module)
