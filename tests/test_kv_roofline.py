@@ -14,7 +14,7 @@ QWEN = registry.model("Qwen/Qwen2.5-7B-Instruct").config
 
 
 @pytest.mark.parametrize("name, kind, kappa", [
-    ("meta-llama/Llama-2-13b-hf", "MHA", 819_200),  # 2 * 40 layers * 40 KV heads * 128 * 2 B (FACTS.md)
+    ("meta-llama/Llama-2-13b-hf", "MHA", 819_200),  # 2 * 40 layers * 40 KV heads * 128 * 2 B (its config.json)
     ("Qwen/Qwen2.5-7B-Instruct", "GQA", 57_344),  # 2 * 28 * 4 * 128 * 2
     ("Qwen/Qwen3-4B", "GQA", 147_456),  # 2 * 36 * 8 * 128 (explicit head_dim, not 2560/32 = 80) * 2
     ("deepseek-ai/DeepSeek-V3", "MLA", 70_272),  # 61 layers * (512 latent + 64 RoPE key) * 2 B

@@ -192,7 +192,7 @@ def test_config_only_folder_is_the_course_model(lab_setup):
     config = json.loads((MODELS / "qwen2.5-7b-instruct-config" / "config.json").read_text())
     assert {k: config[k] for k in model(COURSE_MODEL).config} == dict(model(COURSE_MODEL).config)
     assert config["architectures"] == ["Qwen2ForCausalLM"]
-    assert param_count(config) == 7_615_616_512  # FACTS.md: 2 x 544,997,376 + 28 x 233,057,792 + 3,584
+    assert param_count(config) == 7_615_616_512  # by hand: 2 x 544,997,376 + 28 x 233,057,792 + 3,584
     tokenizer = json.loads((MODELS / "qwen2.5-7b-instruct-config" / "tokenizer.json").read_text())
     assert len(tokenizer["model"]["vocab"]) <= config["vocab_size"]  # stand-in ids all embed
 

@@ -75,7 +75,7 @@ def test_metrics_expected_output_is_a_labelled_prediction_of_every_row():
 # --- weights --------------------------------------------------------------------------------------
 
 def test_weights_bf16_bytes_are_2n():
-    # FACTS.md: N = 7,615,616,512, so BF16 = 2 x N = 15,231,233,024 B
+    # by hand (lesson 0C): N = 7,615,616,512, so BF16 = 2 x N = 15,231,233,024 B
     assert _claims(_weights()) == {"parameter_bytes_match_config": True, "single_dtype": True}
     assert "15,231,233,024" in labs.expected_output("weights")
 
@@ -94,7 +94,7 @@ def test_weights_unknown_model_is_not_applicable():
 
 
 def test_weights_prediction_of_awq():
-    # FACTS.md: AWQ 4-bit, group 128, about 5.57 GB in all
+    # lesson 0C's AWQ formula: 4-bit, group 128, about 5.57 GB in all
     assert "5.57 GB" in weights_spec.prediction()
 
 

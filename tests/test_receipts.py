@@ -1,6 +1,6 @@
 """Receipt envelope and per-lab specs, the phases lab's claims, roofline floors and the lesson's expected output.
 
-Every number below is worked by hand next to it, from FACTS.md's Qwen2.5-7B-Instruct figures:
+Every number below is worked by hand next to it, from Qwen2.5-7B-Instruct's config.json and the registry's datasheet figures:
 N = 7,615,616,512 parameters; embedding = lm_head = H = 152,064 x 3,584 = 544,997,376 (untied);
 matmul parameters M = N - embedding = 7,070,619,136, so M*b = 14,141,238,272 B at b = 2 (bf16);
 kappa = 57,344 B/token; attention FLOPs per query token per context token = 4*L*h*d_h =

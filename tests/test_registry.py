@@ -1,4 +1,4 @@
-"""The fact registry and the formulas derived from it, against hand arithmetic from FACTS.md."""
+"""The fact registry and the formulas derived from it, against hand arithmetic from the sources the registry names."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def test_lesson_0c_snippet_configs_and_counts_equal_the_registry(name):
 
 
 def test_lesson_0c_snippet_covers_the_models_with_hand_worked_counts():
-    # the four whose totals FACTS.md works by hand: untied, tied, GQA 4:1, explicit head_dim
+    # the four whose totals are worked by hand (lesson 0C's formula): untied, tied, GQA 4:1, explicit head_dim
     assert {"Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", "meta-llama/Meta-Llama-3-8B",
             "Qwen/Qwen3-4B"} <= set(load("lesson_0c/param_count.py").CONFIGS)
 

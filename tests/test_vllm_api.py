@@ -168,7 +168,7 @@ def test_registry_facts_read_from_vllm_source_match():
     s = SURFACES["vllm-0.26.0"]
     assert s["source"]["pip"] == f"vllm=={VLLM_GPU_VERSION}"
     assert s["llm_init_defaults"]["gpu_memory_utilization"] == VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
-    # FACTS.md: SamplingParams defaults max_tokens 16, temperature 1.0, ignore_eos False, n 1.
+    # vLLM 0.26.0's SamplingParams defaults max_tokens 16, temperature 1.0, ignore_eos False, n 1.
     assert {k: s["sampling_defaults"][k] for k in ("max_tokens", "temperature", "ignore_eos", "n")} == {
         "max_tokens": 16, "temperature": 1.0, "ignore_eos": False, "n": 1}
 

@@ -44,7 +44,7 @@ def attention_kind(cfg):
 
 
 def kv_bytes_per_token(cfg, dtype_bytes=2):
-    """kappa in B/token: 2 * L * n_kv * d_h * b, or L * (kv_lora_rank + qk_rope_head_dim) * b for MLA."""
+    """kappa in B/token: 2 * L * h_kv * d_h * b_kv, or L * (kv_lora_rank + qk_rope_head_dim) * b_kv for MLA."""
     if dtype_bytes <= 0:
         raise ValueError(f"dtype_bytes must be positive, got {dtype_bytes!r}")
     layers = cfg["num_hidden_layers"]

@@ -9,6 +9,8 @@ A decode step runs two kinds of kernels one after the other, each with its own i
 The step takes at least the sum of the two kernels' floors, each max(FLOPs / peak, bytes / bandwidth).
 """
 
+import math
+
 # Qwen2.5-7B-Instruct, from its config.json (lessons 0C and 1A derive these):
 MATMUL_PARAMS = 7_070_619_136  # M: weights a token is multiplied by = N minus the input embedding (a lookup)
 ATTN_FLOPS_PER_KEY = 401_408  # 4 * 28 layers * 28 query heads * 128: QK^T and PV per cached token
@@ -112,7 +114,7 @@ def figure_svg(prefill_tokens=PREFILL_TOKENS, batches=BATCHES):
     for (name, (tflops, bandwidth)), color in zip(GPUS.items(), ("tab:blue", "tab:red")):
         ridge = ridge_point(tflops, bandwidth)
         ax.loglog(xs, [attainable_tflops(tflops, bandwidth, x) for x in xs], color=color,
-                  label=f"{name} roof (ridge {ridge:.0f}; matmuls compute-bound from B = {compute_bound_batch(ridge):.0f})")
+                  label=f"{name} roof (ridge {ridge:.0f}; matmuls compute-bound from B = {math.ceil(compute_bound_batch(ridge))})")
         mat = [matmul_intensity(b) for b in batches]
         ax.loglog(mat, [attainable_tflops(tflops, bandwidth, i) for i in mat], "o", color=color, markersize=4)
         att = attention_intensity()

@@ -4,8 +4,9 @@ The tooltips come from this module used as a Markdown extension (:func:`makeExte
 
 Each entry has ``term`` (as written in prose), ``id`` (the anchor on the glossary page),
 ``definition`` (plain text: it is also the tooltip), and optionally ``abbr`` (the exact words
-that get the tooltip; none means no tooltip), ``vllm`` (the vLLM parameter or metric name) and
-``lesson`` (a docs-relative link to the lesson that teaches it).
+that get the tooltip; none means no tooltip), ``vllm`` (the vLLM parameter or metric name),
+``lesson`` (a docs-relative link to the lesson that teaches it) and ``fact`` (the id of the registry
+fact, :func:`infercourse.registry.facts`, that backs the definition).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import yaml
 
 SOURCE = Path(__file__).with_name("glossary.yml")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-_FIELDS = {"term", "id", "definition", "abbr", "vllm", "lesson"}
+_FIELDS = {"term", "id", "definition", "abbr", "vllm", "lesson", "fact"}
 
 
 @cache
@@ -49,6 +50,7 @@ def entries() -> list[dict]:
         item.setdefault("abbr", [])
         item.setdefault("vllm", None)
         item.setdefault("lesson", None)
+        item.setdefault("fact", None)
     return items
 
 

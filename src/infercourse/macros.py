@@ -1,84 +1,93 @@
-"""mkdocs-macros entry point: what a page may call inside ``{{ ... }}`` and ``{% ... %}``.
+"""mkdocs-macros entry point, confined: a page sees only its own values and the number formats.
 
-Pages compute their prose numbers next to the prose, from the registry, e.g.::
-
-    {% set qwen = model(course_model).config %}
-    Qwen2.5-7B has {{ param_count(qwen) | count }} parameters.
-
-Nothing here holds a number of its own.
+Each page's names come from its module in :mod:`infercourse.pages` (``{{ kappa | count }}``);
+nothing else is callable from a page. Before rendering, fenced code blocks and TeX formulas
+(``\\( \\)``, ``\\[ \\]``, ``$$ $$``) are set aside and put back unchanged afterwards, so Jinja
+never sees them: a mermaid hexagon ``A{{x}}``, a shell ``${#A[@]}`` or a TeX ``{{x}}`` is published
+as written. Jinja comments are spelled ``<!--# #-->`` (mkdocs.yml), so ``## H {#id}`` is plain
+Markdown. Why this plugin is kept and confined rather than replaced: ``docs/adr/0006-page-values.md``.
 """
 
 from __future__ import annotations
 
-from infercourse import course, labbox, labs, fmt, glossary, memory, registry, roofline, snippets, transformer
+import importlib
+import re
+import sys
+
+from infercourse import fmt
+from infercourse.pages import values_for
+
+_FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+_TEX = re.compile(r"\\\((?:.|\n)*?\\\)|\\\[(?:.|\n)*?\\\]|\$\$(?:.|\n)*?\$\$")
+_MARK = "\ue000{}\ue001"  # private-use characters: never in a page, never special to Jinja or Markdown
+
+
+def protect(markdown: str) -> tuple[str, list[str]]:
+    """Replace every fenced code block and TeX formula by a marker; return the text and the originals.
+
+    A fence opens with three or more backticks or tildes (indented or not) and closes at the first
+    later line of at least as many of the same character and nothing else; an unclosed fence runs
+    to the end, as in Markdown.
+    """
+    kept: list[str] = []
+
+    def keep(text: str) -> str:
+        kept.append(text)
+        return _MARK.format(len(kept) - 1)
+
+    out, block, fence = [], [], None
+    for line in markdown.splitlines(keepends=True):
+        if fence is None:
+            opened = _FENCE_OPEN.match(line)
+            if opened:
+                fence, block = opened.group(1), [line]
+            else:
+                out.append(line)
+            continue
+        block.append(line)
+        if re.fullmatch(rf"[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*\r?\n?", line):
+            out.append(keep("".join(block)))
+            fence = None
+    if fence is not None:
+        out.append(keep("".join(block)))
+    return _TEX.sub(lambda m: keep(m.group(0)), "".join(out)), kept
+
+
+def restore(markdown: str, kept: list[str]) -> str:
+    """Put back what :func:`protect` set aside (a marker repeated by a Jinja loop is restored each time)."""
+    return re.sub("\ue000(\\d+)\ue001", lambda m: kept[int(m.group(1))], markdown)
+
+
+_injected: set[str] = set()
+_kept: list[str] = []
+
+
+def on_pre_page_macros(env) -> None:
+    """Give the page its own values (and only those), and set its code and TeX aside."""
+    global _kept
+    for name in _injected:
+        env.variables.pop(name, None)
+    _injected.clear()
+    page = env.page.file.src_path.replace("\\", "/")
+    for name, value in values_for(page).items():
+        if name in env.variables:
+            raise ValueError(f"{page}: page value {name!r} hides mkdocs-macros' own variable; rename it")
+        env.variables[name] = value.value
+        _injected.add(name)
+    env.markdown, _kept = protect(env.markdown)
+
+
+def on_post_page_macros(env) -> None:
+    """Put the page's code blocks and TeX back, exactly as written."""
+    env.markdown = restore(env.markdown, _kept)
 
 
 def define_env(env) -> None:
-    """Register the registry, the formulas and the number formats with mkdocs-macros."""
-    env.variables.update(
-        {
-            "models": registry.MODELS,
-            "gpus": registry.GPUS,
-            "course_model": registry.COURSE_MODEL,
-            "lab_gpu": registry.LAB_GPU,
-            "vllm_gpu_version": registry.VLLM_GPU_VERSION,
-            "vllm_default_gpu_memory_utilization": registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
-            "awq_group_size": registry.AWQ_GROUP_SIZE,
-            "vllm_llm_default_max_num_batched_tokens": registry.VLLM_LLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
-            "autodl": registry.AUTODL_RTX_4090,
-            "gpu_memory_total_mib": registry.GPU_MEMORY_TOTAL_MIB,
-            "vllm_non_kv_reserve_gib": registry.VLLM_NON_KV_RESERVE_GIB,
-            "vllm_default_block_size": registry.VLLM_DEFAULT_BLOCK_SIZE,
-        }
-    )
-    for function in (
-        registry.model,
-        registry.gpu,
-        transformer.head_dim,
-        transformer.param_breakdown,
-        transformer.param_count,
-        transformer.linear_weight_count,
-        transformer.kv_bytes_per_token,
-        transformer.kv_bytes_per_layer_token,
-        transformer.kv_cache_bytes,
-        transformer.sliding_window_layers,
-        transformer.attention_kind,
-        transformer.is_mla,
-        transformer.weight_bytes,
-        transformer.awq_weight_bytes,
-        transformer.fp8_weight_bytes,
-        transformer.attention_flops_per_token,
-        transformer.forward_flops_per_token,
-        roofline.ridge_point,
-        roofline.time_floor,
-        roofline.matmul_params,
-        roofline.decode_step_floor,
-        roofline.prefill_floor,
-        roofline.attainable_flops,
-        roofline.decode_bytes_per_step,
-        roofline.decode_intensity,
-        roofline.decode_intensity_limit,
-        roofline.compute_bound_batch,
-        roofline.linear_intensity,
-        roofline.attention_intensity,
-        roofline.matmul_params,
-        roofline.decode_kernel_floors,
-        roofline.decode_step_floor,
-        roofline.prefill_floor,
-        memory.device_total_bytes,
-        memory.kv_budget_bytes,
-        memory.kv_capacity_tokens,
-        memory.max_concurrency,
-        memory.device_total_upper_bytes,
-        memory.max_sequences,
-        labbox.lab_box,
-        labs.gpu_receipts,
-        glossary.entries,
-        course.parts,
-        course.lesson_label,
-    ):
-        env.macro(function)
-    env.macro(snippets.load, "snippet")
-    env.macro(snippets.constant, "snippet_constant")
+    """Register the number formats (the only filters a page needs), and forget the page values of the
+    previous build, so that ``mkdocs serve`` shows an edited page module (run once per build)."""
     for name in ("count", "fixed", "gb", "gib", "pct", "ms"):
         env.filter(getattr(fmt, name), name)
+    values_for.cache_clear()
+    for name, module in list(sys.modules.items()):
+        if name.startswith("infercourse.pages."):
+            importlib.reload(module)

@@ -4,9 +4,12 @@ Derived numbers (parameter counts, KV bytes per token, ridge points, floors) are
 here; they are computed from these facts by :mod:`infercourse.transformer` and
 :mod:`infercourse.roofline`.
 
-Units: memory in GB (10^9 bytes), bandwidth in GB/s (10^9 bytes per second), compute in
-TFLOP/s (10^12 FLOP per second), dense (no 2:4 sparsity) with FP32 accumulate unless a field
-says otherwise.
+Units: memory as the vendor states it (its "GB"; see :class:`GPUFacts`), bandwidth in GB/s (10^9
+bytes per second), compute in TFLOP/s (10^12 FLOP per second), dense (no 2:4 sparsity) with FP32
+accumulate unless a field says otherwise.
+
+Every fact carries a :class:`Source` a reader can open, marked primary, secondary or assumption;
+:func:`facts` lists them all for the site's Facts & sources page.
 """
 
 from __future__ import annotations
@@ -14,6 +17,58 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping
+
+KINDS = ("primary", "secondary", "assumption")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a reader can check a fact: a document and the place in it, and a link where one exists.
+
+    Attributes:
+        where: the document and the place in it (section, table, page; for vLLM, file:line at v0.26.0).
+        url: an address a reader can open ("" where the document has none, e.g. a course assumption).
+        kind: "primary" (the value was read in that source by this course), "secondary" (the value
+            comes from copies or recall and the source is where to check it) or "assumption"
+            (a course assumption, no source can confirm it).
+        note: what a reader should know to use it (a caveat, a disagreement between sources).
+
+    Raises:
+        ValueError: ``kind`` is not one of :data:`KINDS`.
+    """
+
+    where: str
+    url: str
+    kind: str
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"source kind must be one of {KINDS}, got {self.kind!r}")
+
+    def __str__(self) -> str:
+        return f"{self.where} ({self.kind})"
+
+
+_VLLM_TAG = "https://github.com/vllm-project/vllm/blob/v0.26.0/"
+
+
+def vllm_source(path: str, first: int, last: int | None = None, note: str = "") -> Source:
+    """A primary source in vLLM 0.26.0's code: ``path`` lines ``first``..``last``.
+
+    Read in the files of the PyPI wheel vllm==0.26.0 (release commit ffd46bfab), which ships the
+    source files unchanged; the link points to the same lines at the git tag v0.26.0.
+    """
+    lines = f"{first}" if last is None else f"{first}-{last}"
+    anchor = f"#L{first}" if last is None else f"#L{first}-L{last}"
+    return Source(f"vLLM 0.26.0, `{path}`:{lines}", _VLLM_TAG + path + anchor, "primary", note)
+
+
+def _hf_config(repo: str, revision: str = "main", note: str = "") -> Source:
+    where = f"`config.json` of Hugging Face `{repo}`" + (f" at revision {revision[:8]}" if revision != "main" else
+                                                         " (revision not pinned)")
+    return Source(where, f"https://huggingface.co/{repo}/blob/{revision}/config.json", "secondary",
+                  note or "values checked against public copies of the file; the hub itself was not reachable here")
 
 
 @dataclass(frozen=True)
@@ -23,15 +78,17 @@ class ModelFacts:
     Attributes:
         name: the Hugging Face repository id, e.g. ``"Qwen/Qwen2.5-7B-Instruct"``.
         config: the subset of ``config.json`` the formulas need, keys spelled as in the file.
-        source: where the values were read.
-        card_params: the parameter count the model card states, as text (e.g. ``"7.61B"``), for
-            a reader to compare with the count derived from ``config``.
+        source: where a reader can open the ``config.json`` (:class:`Source`).
+        card_params: the parameter count the model's card or announcement states, as text (e.g.
+            ``"7.61B"``), for a reader to compare with the count derived from ``config``.
+        card_source: where ``card_params`` is stated.
     """
 
     name: str
     config: Mapping[str, Any]
-    source: str
+    source: Source
     card_params: str
+    card_source: Source
 
 
 @dataclass(frozen=True)
@@ -40,27 +97,34 @@ class GPUFacts:
 
     Attributes:
         name: marketing name, e.g. ``"RTX 4090"``.
-        memory_gb: device memory in GB (10^9 bytes), as the vendor states it.
+        memory_gb: device memory as the vendor states it, in its "GB". GDDR and HBM come in
+            GiB-sized chips, so the RTX 4090's "24 GB" is 24 GiB; CUDA reports a little less
+            (:data:`GPU_MEMORY_TOTAL_MIB`). Read as 10^9 B it is a lower bound.
         bandwidth_gb_s: peak memory bandwidth in GB/s (10^9 bytes/s).
         bf16_dense_tflops: peak BF16 tensor-core throughput in TFLOP/s, dense (no sparsity),
             FP32 accumulate (what vLLM's GEMMs use).
-        source: where the figures come from; "secondary" where no vendor page was found.
+        source: the vendor document and the table the figures are in (:class:`Source`).
         note: anything a reader must know to use the figures (e.g. the FP16-accumulate rate).
+        quoted_tflops: the larger headline figure the vendor prints (2:4-sparse, or FP16 with FP16
+            accumulate), which a reader will meet and must not use as the dense BF16 peak; 0 if none.
     """
 
     name: str
     memory_gb: float
     bandwidth_gb_s: float
     bf16_dense_tflops: float
-    source: str
+    source: Source
     note: str = ""
+    quoted_tflops: float = 0
 
 
 def _frozen(config: dict[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(config))
 
 
-_QWEN_SOURCE = "config.json of Hugging Face `{repo}` (checked in the project's FACTS.md)"
+def _card(where: str, url: str, note: str = "") -> Source:
+    return Source(where, url, "secondary", note)
+
 
 MODELS: Mapping[str, ModelFacts] = MappingProxyType(
     {
@@ -81,8 +145,9 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
                     "torch_dtype": "bfloat16",
                 }
             ),
-            source=_QWEN_SOURCE.format(repo="Qwen/Qwen2.5-7B-Instruct"),
+            source=_hf_config("Qwen/Qwen2.5-7B-Instruct", "a09a35458c702b33eeacc393d103063234e8bc28"),
             card_params="7.61B (6.53B non-embedding)",
+            card_source=_card("model card, \"Number of Parameters\"", "https://huggingface.co/Qwen/Qwen2.5-7B-Instruct"),
         ),
         "Qwen/Qwen2.5-0.5B-Instruct": ModelFacts(
             name="Qwen/Qwen2.5-0.5B-Instruct",
@@ -100,8 +165,11 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
                     "torch_dtype": "bfloat16",
                 }
             ),
-            source=_QWEN_SOURCE.format(repo="Qwen/Qwen2.5-0.5B-Instruct"),
+            source=_hf_config("Qwen/Qwen2.5-0.5B-Instruct", "7ae557604adf67be50417f59c2c2f167def9a775",
+                              "values checked against public copies of the file, except max_position_embeddings "
+                              "(recalled); the hub itself was not reachable here"),
             card_params="0.49B",
+            card_source=_card("model card, \"Number of Parameters\"", "https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct"),
         ),
         "meta-llama/Meta-Llama-3-8B": ModelFacts(
             name="meta-llama/Meta-Llama-3-8B",
@@ -120,8 +188,11 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
                     "torch_dtype": "bfloat16",
                 }
             ),
-            source="config.json of Hugging Face `meta-llama/Meta-Llama-3-8B` (values recalled from the public file; the derived total matches the card)",
+            source=_hf_config("meta-llama/Meta-Llama-3-8B", note="gated repository (accept the licence to open it); "
+                              "values checked against public copies of the file"),
             card_params="8.03B",
+            card_source=_card("the hub's model-size figure (from the safetensors metadata; the card's text says 8B)",
+                              "https://huggingface.co/meta-llama/Meta-Llama-3-8B"),
         ),
         "Qwen/Qwen3-4B": ModelFacts(
             name="Qwen/Qwen3-4B",
@@ -141,8 +212,9 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
                     "torch_dtype": "bfloat16",
                 }
             ),
-            source="config.json of Hugging Face `Qwen/Qwen3-4B` (values recalled from the public file; the derived total matches the card)",
+            source=_hf_config("Qwen/Qwen3-4B", "1cfa9a7208912126459214e8b04321603b3df60c"),
             card_params="4.0B",
+            card_source=_card("model card, \"Number of Parameters\"", "https://huggingface.co/Qwen/Qwen3-4B"),
         ),
         "meta-llama/Llama-2-13b-hf": ModelFacts(
             name="meta-llama/Llama-2-13b-hf",
@@ -156,13 +228,14 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
                     "num_key_value_heads": 40,  # MHA: one KV head per attention head
                     "vocab_size": 32000,
                     "tie_word_embeddings": False,
-                    "attention_bias": False,
                     "max_position_embeddings": 4096,
                     "torch_dtype": "float16",
                 }
             ),
-            source="config.json of Hugging Face `meta-llama/Llama-2-13b-hf` (recalled from public config, secondary; layers, heads and head size checked in FACTS.md)",
+            source=_hf_config("meta-llama/Llama-2-13b-hf", note="gated repository; the file has no attention_bias key "
+                              "(Llama's default: no biases); values checked against public copies of the file"),
             card_params="13B",
+            card_source=_card("model card", "https://huggingface.co/meta-llama/Llama-2-13b-hf"),
         ),
         "mistralai/Mistral-7B-v0.1": ModelFacts(
             name="mistralai/Mistral-7B-v0.1",
@@ -181,8 +254,10 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
                     "torch_dtype": "bfloat16",
                 }
             ),
-            source="config.json of Hugging Face `mistralai/Mistral-7B-v0.1` (recalled from public config, secondary)",
+            source=_hf_config("mistralai/Mistral-7B-v0.1"),
             card_params="7.3B",
+            card_source=_card("Mistral AI, \"Announcing Mistral 7B\" (the hub's card says 7 billion)",
+                              "https://mistral.ai/news/announcing-mistral-7b"),
         ),
         "deepseek-ai/DeepSeek-V3": ModelFacts(
             name="deepseek-ai/DeepSeek-V3",
@@ -199,8 +274,10 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
                     "v_head_dim": 128,
                 }
             ),
-            source="config.json of Hugging Face `deepseek-ai/DeepSeek-V3` (recalled from public config, secondary; layers, kv_lora_rank and qk_rope_head_dim checked in FACTS.md)",
+            source=_hf_config("deepseek-ai/DeepSeek-V3", note="also in the DeepSeek-V3 technical report, "
+                              "arXiv:2412.19437, section 4.2 (61 layers, KV compression 512, RoPE key 64)"),
             card_params="671B total, 37B activated per token (MoE)",
+            card_source=_card("model card", "https://huggingface.co/deepseek-ai/DeepSeek-V3"),
         ),
     }
 )
@@ -208,7 +285,7 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
 
 COURSE_MODEL = "Qwen/Qwen2.5-7B-Instruct"
 
-_ADA_WHITEPAPER = "NVIDIA Ada GPU architecture whitepaper, appendix A"
+_DATASHEET_NOTE = "the vendor document was not reachable here; the figures are as widely quoted from it"
 
 GPUS: Mapping[str, GPUFacts] = MappingProxyType(
     {
@@ -217,31 +294,45 @@ GPUS: Mapping[str, GPUFacts] = MappingProxyType(
             memory_gb=24,
             bandwidth_gb_s=1008,
             bf16_dense_tflops=165.2,
-            source=_ADA_WHITEPAPER,
-            note="330.3 TFLOP/s with FP16 accumulate; GeForce cards run FP32 accumulate at half rate.",
+            source=Source("NVIDIA Ada GPU Architecture whitepaper, appendix A, GeForce RTX 4090 table (rows "
+                          "\"Memory Size\", \"Memory Bandwidth\", \"Peak BF16 Tensor TFLOPS with FP32 Accumulate\")",
+                          "https://images.nvidia.com/aem-dml/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",
+                          "secondary", _DATASHEET_NOTE + "; \"24 GB\" is 24 GiB of GDDR6X (12 chips of 16 Gbit)"),
+            note="330.3 TFLOP/s is FP16 (not BF16) with FP16 accumulate; GeForce cards run FP32 accumulate at half rate.",
+            quoted_tflops=330.3,
         ),
         "H200": GPUFacts(
             name="H200 SXM",
             memory_gb=141,
             bandwidth_gb_s=4800,
             bf16_dense_tflops=989,
-            source="NVIDIA H200 datasheet",
+            source=Source("NVIDIA H200 Tensor Core GPU product page, specifications table (H200 SXM: GPU memory, "
+                          "memory bandwidth, BFLOAT16 Tensor Core)", "https://www.nvidia.com/en-us/data-center/h200/",
+                          "secondary", _DATASHEET_NOTE + "; it prints only the 2:4-sparse 1,979 TFLOP/s, of which "
+                          "989 is half (the dense figure the H100 whitepaper gives for the same GH100 chip)"),
             note="1979 TFLOP/s is the 2:4-sparse figure.",
+            quoted_tflops=1979,
         ),
         "H100": GPUFacts(
             name="H100 SXM",
             memory_gb=80,
             bandwidth_gb_s=3350,
             bf16_dense_tflops=989,
-            source="NVIDIA H100 datasheet",
+            source=Source("NVIDIA H100 Tensor Core GPU product page and datasheet, H100 SXM column; dense BF16 from the NVIDIA H100 "
+                          "Tensor Core GPU Architecture whitepaper (\"Peak BF16 Tensor TFLOPS with FP32 Accumulate\")",
+                          "https://www.nvidia.com/en-us/data-center/h100/",
+                          "secondary", _DATASHEET_NOTE),
             note="1979 TFLOP/s is the 2:4-sparse figure.",
+            quoted_tflops=1979,
         ),
         "A100": GPUFacts(
             name="A100 80GB SXM",
             memory_gb=80,
             bandwidth_gb_s=2039,
             bf16_dense_tflops=312,
-            source="NVIDIA A100 datasheet",
+            source=Source("NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM column",
+                          "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+                          "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf", "secondary", _DATASHEET_NOTE),
         ),
     }
 )
@@ -254,7 +345,7 @@ VLLM_GPU_VERSION = "0.26.0"
 """The vLLM release the labs and their API check are pinned to on a GPU."""
 
 VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
-"""``gpu_memory_utilization`` default of ``vllm.LLM`` in 0.26.0 (read from its source; FACTS.md)."""
+"""``gpu_memory_utilization`` default of ``vllm.LLM`` in 0.26.0: vllm/config/cache.py:68 at v0.26.0."""
 
 GPU_MEMORY_TOTAL_MIB: Mapping[str, int] = MappingProxyType({"RTX 4090": 24564})
 """Total device memory as CUDA reports it (``nvidia-smi --query-gpu=memory.total``, the total of
@@ -267,11 +358,14 @@ VLLM_NON_KV_RESERVE_GIB = 2.0
 """ASSUMPTION (labelled as such on every page that uses it), GiB: memory vLLM keeps besides the
 weights and the KV cache on a 24 GB card at its defaults (8,192 batched tokens): the activation
 peak of its profiling run, non-torch memory (CUDA context, cuBLAS workspaces) and CUDA graphs.
-Public vLLM start-up logs of 7-8B models on 24 GB cards show about 1.8-2 GiB; lab 1A measures it."""
+Public vLLM start-up logs of 7-8B models on 24 GB cards show about 1.8-2 GiB; no lab records it yet
+(lab 1A's receipt shows the capacity the engine allocated: a difference from the prediction is this
+assumption's error). vLLM's own CUDA context is not part of it: it exists before vLLM's free-memory
+snapshot (vllm/v1/worker/gpu_worker.py:361-389 at v0.26.0)."""
 
 VLLM_DEFAULT_BLOCK_SIZE = 16
-"""Tokens per KV-cache block of vLLM on CUDA by default (the paging unit; secondary, recalled from
-vLLM's ``CacheConfig``); the cache is allocated in whole blocks."""
+"""Tokens per KV-cache block of vLLM on CUDA by default (the paging unit): ``CacheConfig.DEFAULT_BLOCK_SIZE``,
+vllm/config/cache.py:47 at v0.26.0, kept by the FlashAttention backend; the cache is allocated in whole blocks."""
 
 AWQ_GROUP_SIZE = 128
 """Group size of ``Qwen/Qwen2.5-7B-Instruct-AWQ`` (its ``quantization_config``)."""
@@ -310,14 +404,14 @@ class RentalFacts:
         cny_per_hour: on-demand price in yuan per hour.
         download_mb_s: assumed model download speed in MB/s (10^6 bytes/s).
         engine_start_min: assumed vLLM start-up (weights load, profiling, CUDA-graph capture), minutes.
-        source: where the figures come from, and how sure they are.
+        source: where the figures come from, and how sure they are (:class:`Source`).
     """
 
     card: str
     cny_per_hour: float
     download_mb_s: float
     engine_start_min: float
-    source: str
+    source: Source
 
 
 AUTODL_RTX_4090 = RentalFacts(
@@ -325,13 +419,187 @@ AUTODL_RTX_4090 = RentalFacts(
     cny_per_hour=2.0,
     download_mb_s=50,
     engine_start_min=2,
-    source=(
-        "secondary, unverified: AutoDL's on-demand RTX 4090 price as commonly quoted (about 2 yuan/h; "
-        "check the console, prices vary by region and time); download speed and start-up time are "
-        "the course's assumptions, not measurements"
-    ),
+    source=Source(
+        "AutoDL console, on-demand RTX 4090 price as commonly quoted, about 2 yuan/h (check the console: prices vary "
+        "by region and time); download speed and start-up time are the course's assumptions, not measurements",
+        "https://www.autodl.com/", "secondary", "unverified: not read on the console by this course"),
 )
 """The lab card the cost estimates in lab boxes use."""
 
-VLLM_LLM_DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
-"""Tokens ``vllm.LLM`` schedules per step by default on a 24 GB card in 0.26.0 (``vllm serve``: 2048; FACTS.md)."""
+VLLM_LARGE_DEVICE_MIN_GIB = 70
+"""vLLM 0.26.0 gives larger scheduler defaults to a device whose total memory is at least this many
+GiB and whose name does not contain "a100" (``EngineArgs.get_batch_defaults``,
+vllm/engine/arg_utils.py:2460 at v0.26.0)."""
+
+VLLM_SCHEDULER_DEFAULTS: Mapping[tuple[str, str], tuple[int, int]] = MappingProxyType({
+    ("large", "LLM"): (16384, 1024),
+    ("large", "vllm serve"): (8192, 1024),
+    ("other", "LLM"): (8192, 256),
+    ("other", "vllm serve"): (2048, 256),
+})
+"""(``max_num_batched_tokens``, ``max_num_seqs``) that vLLM 0.26.0 sets when the user sets neither,
+by device class (:func:`vllm_device_class`) and entry point (``LLM(...)`` or ``vllm serve``):
+vllm/engine/arg_utils.py:2460-2479 at v0.26.0 (``UsageContext.LLM_CLASS`` / ``OPENAI_API_SERVER``).
+Not doubled: the default ``performance_mode`` is "balanced" (doubling is for "throughput")."""
+
+
+def vllm_device_class(gpu_name: str) -> str:
+    """``"large"`` or ``"other"``: which of vLLM 0.26.0's scheduler defaults a GPU gets.
+
+    ``"large"`` when the device's total memory is at least :data:`VLLM_LARGE_DEVICE_MIN_GIB` GiB and
+    it is not an A100. The datasheet's GB (10^9 B) is used as the total; every registry GPU is far
+    from the threshold either way (RTX 4090: 22.4 GiB; H100: 74.5 GiB).
+
+    Raises:
+        KeyError: ``gpu_name`` is not in the registry.
+    """
+    card = gpu(gpu_name)
+    large = card.memory_gb * 1e9 >= VLLM_LARGE_DEVICE_MIN_GIB * 2**30 and "a100" not in card.name.lower()
+    return "large" if large else "other"
+
+
+def vllm_scheduler_defaults(gpu_name: str, entry_point: str = "LLM") -> tuple[int, int]:
+    """(``max_num_batched_tokens``, ``max_num_seqs``) vLLM 0.26.0 uses on ``gpu_name`` by default.
+
+    Args:
+        gpu_name: a registry GPU.
+        entry_point: ``"LLM"`` (the Python class) or ``"vllm serve"``.
+
+    Raises:
+        KeyError: an unknown GPU or entry point.
+    """
+    key = (vllm_device_class(gpu_name), entry_point)
+    if key not in VLLM_SCHEDULER_DEFAULTS:
+        raise KeyError(f"unknown entry point {entry_point!r}; use 'LLM' or 'vllm serve'")
+    return VLLM_SCHEDULER_DEFAULTS[key]
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One registry fact as the Facts & sources page lists it.
+
+    Attributes:
+        id: the stable anchor on that page (``facts.md#<id>``); lessons link to it.
+        what: what the fact is, in words.
+        value: its value as text, with its unit.
+        source: where a reader can check it.
+    """
+
+    id: str
+    what: str
+    value: str
+    source: Source
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-").replace("--", "-").replace("--", "-")
+
+
+def model_fact_id(name: str) -> str:
+    """The Facts & sources anchor of a model's config, e.g. ``model-qwen-qwen2-5-7b-instruct``."""
+    return "model-" + _slug(name)
+
+
+def gpu_fact_id(short_name: str) -> str:
+    """The Facts & sources anchor of a GPU's datasheet figures, e.g. ``gpu-rtx-4090``."""
+    return "gpu-" + _slug(short_name)
+
+
+BEHAVIOURS: Mapping[str, Fact] = MappingProxyType({f.id: f for f in (
+    Fact("vllm-bench-latency-prefix-caching", "`vllm bench latency` turns prefix caching off by default",
+         "`parser.set_defaults(enable_prefix_caching=False)`",
+         vllm_source("vllm/benchmarks/latency.py", 74, 77)),
+    Fact("vllm-bench-serve-itl-per-chunk", "`vllm bench serve` records one ITL gap per streamed chunk, and a chunk "
+         "may carry several tokens", "`output.itl.append(timestamp - most_recent_timestamp)` per chunk",
+         vllm_source("vllm/benchmarks/lib/endpoint_request_func.py", 227, 242,
+                     "vllm/benchmarks/serve.py:596-599 says output tokens may be bundled in one chunk")),
+    Fact("vllm-startup-compile-and-graphs", "torch.compile and CUDA-graph capture run during engine start-up, "
+         "before `LLM(...)` returns", "`compile_or_warm_up_model`: warm-up, then `capture_model()`",
+         vllm_source("vllm/v1/worker/gpu_worker.py", 746, 784,
+                     "called from the engine core's constructor (vllm/v1/engine/core.py:136, :324)")),
+    Fact("vllm-free-memory-check", "start-up fails unless the free memory, measured after vLLM created its own "
+         "CUDA context, is at least total x gpu_memory_utilization",
+         "`if init_snapshot.free_memory < requested_memory: raise ValueError(...)`",
+         vllm_source("vllm/v1/worker/utils.py", 425, 445,
+                     "the snapshot is taken after the device is set up: vllm/v1/worker/gpu_worker.py:361-389")),
+    Fact("vllm-prompt-leaves-one-token", "a prompt must leave room for at least one output token within "
+         "`max_model_len`", "prompt length <= max_model_len - 1",
+         vllm_source("vllm/v1/engine/input_processor.py", 387, 432,
+                     "a prompt of exactly max_model_len tokens is refused: \"plus the number of requested output "
+                     "tokens (at least 1) is longer than the maximum model length\"")),
+    Fact("vllm-chunked-prefill-default", "chunked prefill is on by default for a decoder-only model",
+         "`enable_chunked_prefill` None -> `model_config.is_chunked_prefill_supported` (True)",
+         vllm_source("vllm/engine/arg_utils.py", 2517, 2525)),
+    Fact("vllm-fp8-without-fp8-cores", "FP8 checkpoints run on GPUs without FP8 tensor cores (compute capability "
+         "7.5 to 8.6) as weight-only FP8 (W8A16) with the Marlin kernel", "FP8 weights, 16-bit activations",
+         vllm_source("vllm/model_executor/kernels/linear/scaled_mm/marlin.py", 29, 54,
+                     "native FP8 matmuls need compute capability 8.9 or newer (RTX 4090, H100, H200)")),
+    Fact("tp-two-all-reduces", "tensor parallelism (Megatron-style) does two all-reduces per transformer layer "
+         "in the forward pass: after attention's output projection and after the MLP's down projection",
+         "2 per layer",
+         Source("Shoeybi et al., \"Megatron-LM\", arXiv:1909.08053, section 3 and figure 4", "https://arxiv.org/abs/1909.08053",
+                "secondary", "vLLM does the same: RowParallelLinear all-reduces its output "
+                "(vllm/model_executor/layers/linear.py:1694-1695 at v0.26.0), used for o_proj and down_proj")),
+    Fact("vllm-int-suffixes", "vLLM's integer flags take suffixes: lower case decimal, upper case binary",
+         "`1k` = 1,000, `1K` = 1,024", vllm_source("vllm/utils/argparse_utils.py", 29, 60)),
+    Fact("vllm-bench-serve-result-keys", "`vllm bench serve` goodput limits (keys `ttft`, `tpot`, `e2el`, in ms) "
+         "and result keys `p<percentile>_<metric>_ms`", "as quoted",
+         vllm_source("vllm/benchmarks/serve.py", 622, 640, "percentile keys: vllm/benchmarks/serve.py:1288; "
+                     "`request_goodput`: :327")),
+    Fact("vllm-itl-histogram", "the engine's inter-token-latency histogram, read through `LLM.get_metrics()`",
+         "`vllm:inter_token_latency_seconds`",
+         vllm_source("vllm/v1/metrics/loggers.py", 829, 831, "`LLM.get_metrics`: vllm/entrypoints/llm.py:836")),
+    Fact("bf16-format", "BF16 stores 1 sign bit, 8 exponent bits and 7 explicit mantissa bits (8 bits of precision "
+         "with the implicit leading 1)", "1 + 8 + 7 bits",
+         Source("Google Cloud, \"The bfloat16 numerical format\"", "https://cloud.google.com/tpu/docs/bfloat16",
+                "secondary")),
+)})
+"""Behaviours of vLLM and facts of the field the pages rely on, each with its source."""
+
+
+def facts() -> list[Fact]:
+    """Every registry fact, in the order the Facts & sources page lists them."""
+    items = []
+    for m in MODELS.values():
+        keys = ", ".join(f"{k} {v}" for k, v in m.config.items())
+        items.append(Fact(model_fact_id(m.name), f"{m.name}: `config.json` values", keys, m.source))
+        items.append(Fact(model_fact_id(m.name) + "-card", f"{m.name}: parameters stated by its publisher",
+                          m.card_params, m.card_source))
+    for key, g in GPUS.items():
+        items.append(Fact(gpu_fact_id(key), f"{g.name}: memory, bandwidth, peak BF16 dense (FP32 accumulate)",
+                          f"{g.memory_gb:g} GB, {g.bandwidth_gb_s:g} GB/s, {g.bf16_dense_tflops:g} TFLOP/s"
+                          + (f"; {g.note}" if g.note else ""), g.source))
+    items += [
+        Fact("gpu-memory-total-rtx-4090", "RTX 4090: total memory as CUDA reports it",
+             f"{GPU_MEMORY_TOTAL_MIB['RTX 4090']:,} MiB",
+             Source("`nvidia-smi --query-gpu=memory.total` as printed in many public logs of RTX 4090 machines", "",
+                    "secondary", "no receipt of this course records it yet; a lab receipt records its card's figure")),
+        Fact("vllm-version", "vLLM release the labs are pinned to", VLLM_GPU_VERSION,
+             Source("PyPI, vllm 0.26.0 (release commit ffd46bfab)", "https://pypi.org/project/vllm/0.26.0/", "primary")),
+        Fact("vllm-gpu-memory-utilization", "vLLM's default `gpu_memory_utilization`",
+             f"{VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}", vllm_source("vllm/config/cache.py", 68)),
+        Fact("vllm-block-size", "tokens per KV-cache block (vLLM on CUDA, FlashAttention)",
+             f"{VLLM_DEFAULT_BLOCK_SIZE}", vllm_source("vllm/config/cache.py", 47,
+                                                       note="other attention backends may choose another size and log it")),
+        Fact("vllm-scheduler-defaults", "vLLM's default `max_num_batched_tokens` / `max_num_seqs` per device class "
+             f"(total memory >= {VLLM_LARGE_DEVICE_MIN_GIB} GiB and not an A100: \"large\") and entry point",
+             "; ".join(f"{cls}, {entry}: {tokens:,} tokens / {seqs:,} sequences"
+                       for (cls, entry), (tokens, seqs) in VLLM_SCHEDULER_DEFAULTS.items()),
+             vllm_source("vllm/engine/arg_utils.py", 2449, 2479,
+                         "`LLM` uses UsageContext.LLM_CLASS (vllm/entrypoints/llm.py:338-339), `vllm serve` "
+                         "OPENAI_API_SERVER; doubled only with performance_mode=\"throughput\"")),
+        Fact("vllm-non-kv-reserve", "memory vLLM keeps besides weights and KV cache on a 24 GB card",
+             f"{VLLM_NON_KV_RESERVE_GIB:g} GiB",
+             Source("the course's assumption; vLLM's start-up log prints the real parts (\"Available KV cache "
+                    "memory\", vllm/v1/worker/gpu_worker.py:560-563 at v0.26.0)", "", "assumption",
+                    "public start-up logs of 7-8B models on 24 GB cards show about 1.8-2 GiB")),
+        Fact("awq-group-size", "group size of Qwen/Qwen2.5-7B-Instruct-AWQ", f"{AWQ_GROUP_SIZE}",
+             Source("`quantization_config.group_size` in `config.json` of Hugging Face "
+                    "`Qwen/Qwen2.5-7B-Instruct-AWQ` at revision b2503754",
+                    "https://huggingface.co/Qwen/Qwen2.5-7B-Instruct-AWQ/blob/b25037543e9394b818fdfca67ab2a00ecc7dd641/config.json",
+                    "secondary", "recalled; not read in a copy here")),
+        Fact("autodl-rtx-4090", "what a lab costs on AutoDL's RTX 4090",
+             f"{AUTODL_RTX_4090.cny_per_hour:g} yuan/h; assumed {AUTODL_RTX_4090.download_mb_s:g} MB/s download, "
+             f"{AUTODL_RTX_4090.engine_start_min:g} min engine start-up", AUTODL_RTX_4090.source),
+    ]
+    return items + list(BEHAVIOURS.values())

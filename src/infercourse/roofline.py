@@ -44,8 +44,8 @@ def decode_bytes_per_step(params: float, kv_bytes_per_token: float, context_len:
     """Bytes one decode step moves: every weight once, plus each sequence's whole cache (B).
 
     N * b + B * kappa * S, with N ``params``, b ``weight_bytes`` per parameter (2 for BF16, about
-    0.52 for AWQ 4-bit), B ``batch`` sequences, kappa ``kv_bytes_per_token`` (B/token) and S
-    ``context_len`` tokens of context per sequence.
+    0.73 averaged over all of N for Qwen2.5-7B's AWQ 4-bit, lesson 0A), B ``batch`` sequences, kappa
+    ``kv_bytes_per_token`` (B/token) and S ``context_len`` tokens of context per sequence.
 
     Raises:
         ValueError: an argument is not positive.
@@ -100,8 +100,10 @@ def linear_intensity(batch: int, weight_bytes: float = 2) -> float:
 def attention_intensity(config, kv_dtype_bytes: int = 2) -> float:
     """FLOP/byte of decode attention: each query's 4 L h d_h FLOPs per cached token over kappa bytes.
 
-    For MHA/GQA/MQA that is 4 L h d_h / (2 L h_kv d_h b) = 2 (h / h_kv) / b: independent of the batch
-    (every sequence reads its own cache) and of the context length (FLOPs and bytes both grow with S).
+    For MHA/GQA/MQA that is 4 L h d_h / (2 L h_kv d_h b_kv) = 2 (h / h_kv) / b_kv: independent of the
+    batch (every sequence reads its own cache) and of the context length (FLOPs and bytes both grow
+    with S). One query token per sequence; speculative verification of k drafted tokens multiplies
+    it by k + 1. MLA configs raise (see :func:`infercourse.transformer.attention_flops_per_token`).
 
     Args:
         config: the model's config.json as a mapping.
@@ -119,8 +121,9 @@ def compute_bound_batch(gpu: GPUFacts, weight_bytes: float = 2) -> float:
     """The batch B* at which a decode step's weight matmuls reach ``gpu``'s ridge point R: R b / 2.
 
     Solves 2 B / b = R. A real number (round up for a whole batch); independent of the model and of
-    the context length. Attention never gets there (:func:`attention_intensity` is a few FLOP/byte),
-    so the step as a whole stays partly memory-bound at any batch.
+    the context length. GQA/MHA attention with one query per sequence never gets there
+    (:func:`attention_intensity` is a few FLOP/byte), so such a step stays partly memory-bound at any
+    batch; MLA and speculative verification raise attention's intensity (lesson 2A).
 
     Raises:
         ValueError: ``weight_bytes`` is not positive.
@@ -180,7 +183,8 @@ def decode_step_floor(gpu: GPUFacts, config, context_len: int, batch: int = 1,
     attention: max(B * 4 L h d_h S / peak, B kappa S / bandwidth), each sequence's cache read once.
 
     Args:
-        weight_bytes: average bytes per matmul parameter b (2 for BF16, ~0.52 for AWQ 4-bit).
+        weight_bytes: average bytes per matmul parameter b (2 for BF16; for AWQ 4-bit 0.52 per quantised
+            weight, about 0.63 averaged over M, whose output head stays 16-bit: lesson 0C).
         kv_dtype_bytes: bytes per cached element (2 for BF16, 1 for FP8).
 
     Raises:

@@ -128,9 +128,9 @@ def attention_kind(config: Mapping[str, Any]) -> str:
 def kv_bytes_per_layer_token(config: Mapping[str, Any], dtype_bytes: int = 2) -> int:
     """Bytes one layer caches for one token (B).
 
-    MHA/MQA/GQA: K and V of every KV head, 2 * n_kv * d_h * b. MLA: one compressed latent of
+    MHA/MQA/GQA: K and V of every KV head, 2 * h_kv * d_h * b_kv. MLA: one compressed latent of
     ``kv_lora_rank`` elements plus the decoupled RoPE key of ``qk_rope_head_dim`` elements,
-    (kv_lora_rank + qk_rope_head_dim) * b; MLA caches no per-head K and V.
+    (kv_lora_rank + qk_rope_head_dim) * b_kv; MLA caches no per-head K and V.
 
     Raises:
         ValueError: a config key is missing, or ``dtype_bytes`` is not a positive integer.
@@ -144,13 +144,13 @@ def kv_bytes_per_layer_token(config: Mapping[str, Any], dtype_bytes: int = 2) ->
 def kv_bytes_per_token(config: Mapping[str, Any], dtype_bytes: int = 2) -> int:
     """KV-cache bytes per token over all layers, kappa (B/token), with no sliding window applied.
 
-    MHA, MQA or GQA: kappa = 2 * L * n_kv * d_h * b (K and V; ``num_key_value_heads``, not the
+    MHA, MQA or GQA: kappa = 2 * L * h_kv * d_h * b_kv (K and V; ``num_key_value_heads``, not the
     attention heads; d_h from ``head_dim`` where the config sets it). MLA (``kv_lora_rank`` set):
-    kappa = L * (kv_lora_rank + qk_rope_head_dim) * b.
+    kappa = L * (kv_lora_rank + qk_rope_head_dim) * b_kv.
 
     Args:
         config: the model's config.json as a mapping.
-        dtype_bytes: bytes per cached element b (2 for bf16/fp16, 1 for fp8).
+        dtype_bytes: bytes per cached element b_kv (2 for bf16/fp16, 1 for fp8).
 
     Raises:
         ValueError: a config key is missing, or ``dtype_bytes`` is not a positive integer.
@@ -251,10 +251,14 @@ def attention_flops_per_token(config: Mapping[str, Any], context_len: int) -> in
         context_len: keys the token attends to (itself included), in tokens.
 
     Raises:
-        ValueError: ``context_len`` is not a positive integer, or a config key is missing.
+        ValueError: ``context_len`` is not a positive integer, a config key is missing, or the config
+            is MLA (``kv_lora_rank``), whose per-head sizes are not ``head_dim``.
     """
     if not isinstance(context_len, int) or isinstance(context_len, bool) or context_len <= 0:
         raise ValueError(f"context_len must be a positive whole number of tokens, got {context_len!r}")
+    if is_mla(config):
+        raise ValueError("config sets 'kv_lora_rank': MLA's attention products (over the shared latent, key size "
+                         "qk_nope_head_dim + qk_rope_head_dim) are not modelled by this count")
     heads = _need(config, "num_attention_heads")
     return 4 * _need(config, "num_hidden_layers") * heads * head_dim(config) * context_len
 

@@ -1,0 +1,138 @@
+"""Page values: every number a page shows, named, computed in Python, each with its unit.
+
+One module per page (:data:`PAGES`), e.g. :mod:`infercourse.pages.lesson_2a`. A module builds a
+:class:`PageValues` from the registry and the formulas; the build (:mod:`infercourse.macros`)
+hands exactly those names to the page, which only looks them up and formats them
+(``{{ kappa | count }}``). A page computes nothing and binds no name: ``tests/test_page_values.py``
+parses every page's template and fails on an assignment, arithmetic, a call or a comparison.
+
+Why Python and not Jinja: a name bound twice in a template silently changes every later use
+(lesson 2A once printed 8,192 tokens as "0.00 GB"); here :meth:`PageValues.add` refuses a second
+binding, and the values are importable, so tests check them against hand arithmetic.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from functools import cache
+from types import MappingProxyType
+from typing import Any, Mapping
+
+UNITS = {
+    "B": "bytes (the page writes them as GB = 10^9 B or GiB = 2^30 B)",
+    "s": "seconds (the page writes them as ms)",
+    "1": "a plain ratio or fraction (the page may write it as %)",
+    "FLOP": "floating-point operations",
+    "FLOP/B": "arithmetic intensity, FLOP per byte",
+    "FLOP/s": "floating-point operations per second",
+    "B/token": "bytes per token",
+    "B/param": "bytes per parameter",
+    "params": "a parameter count",
+    "tokens": "a token count",
+    "sequences": "a count of sequences (requests)",
+    "requests/s": "requests per second",
+    "tokens/s": "tokens per second",
+    "ms": "milliseconds (the lesson 0B example is written in ms)",
+    "count": "any other whole count (layers, heads, steps, blocks)",
+    "text": "words, a name or a Markdown fragment",
+    "record": "a registry record or a list of them (a page reads its fields)",
+}
+"""The units a page value may carry. The template test allows ``gb``/``gib`` only on ``B``, ``ms``
+only on ``s`` and ``pct`` only on ``1``, so a token count can never be printed as gigabytes."""
+
+
+@dataclass(frozen=True)
+class Value:
+    """One named page value: ``value`` in ``unit`` (a key of :data:`UNITS`)."""
+
+    value: Any
+    unit: str
+
+
+class PageValues:
+    """The named values of one page; a name can be bound once only.
+
+    Args:
+        page: the page's path under ``docs/``, e.g. ``"lessons/2a-roofline.md"``.
+    """
+
+    def __init__(self, page: str) -> None:
+        self.page = page
+        self._values: dict[str, Value] = {}
+
+    def add(self, name: str, value: Any, unit: str) -> Any:
+        """Bind ``name`` to ``value`` in ``unit`` and return ``value`` (for use in later values).
+
+        Raises:
+            ValueError: ``name`` is already bound on this page, is not an identifier, or ``unit``
+                is not one of :data:`UNITS`.
+        """
+        if not name.isidentifier():
+            raise ValueError(f"{self.page}: page value name {name!r} is not an identifier")
+        if name in self._values:
+            raise ValueError(f"{self.page}: {name!r} is bound twice; give the second value its own name")
+        if unit not in UNITS:
+            raise ValueError(f"{self.page}: {name!r} has unit {unit!r}; use one of {', '.join(UNITS)}")
+        self._values[name] = Value(value, unit)
+        return value
+
+    def values(self) -> Mapping[str, Value]:
+        """All values, by name (read-only)."""
+        return MappingProxyType(self._values)
+
+
+PAGES: Mapping[str, str] = MappingProxyType({
+    "index.md": "home",
+    "glossary.md": "glossary_page",
+    "notation.md": "notation_page",
+    "facts.md": "facts_page",
+    "lessons/0a-prefill-decode.md": "lesson_0a",
+    "lessons/0b-metrics.md": "lesson_0b",
+    "lessons/0c-transformer.md": "lesson_0c",
+    "lessons/1a-kv-cache.md": "lesson_1a",
+    "lessons/2a-roofline.md": "lesson_2a",
+})
+"""Each page (path under ``docs/``) that shows values, and its module in this package."""
+
+
+@cache
+def values_for(page: str) -> Mapping[str, Value]:
+    """The values of ``page`` (a path under ``docs/``); empty for a page with no module.
+
+    Raises:
+        ValueError: as :meth:`PageValues.add`, from the page's module.
+    """
+    module_name = PAGES.get(page)
+    if module_name is None:
+        return MappingProxyType({})
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    return module.P.values()
+
+
+def baseline(page: str) -> PageValues:
+    """A page's values, starting with what every lesson's baseline box names: the pinned vLLM
+    release (``vllm_gpu_version``), the course's model (``course_model``) and the lab card (``lab_gpu``)."""
+    from infercourse import registry
+
+    values = PageValues(page)
+    values.add("vllm_gpu_version", registry.VLLM_GPU_VERSION, "text")
+    values.add("course_model", registry.COURSE_MODEL, "text")
+    values.add("lab_gpu", registry.gpu(registry.LAB_GPU), "record")
+    return values
+
+
+def fact_link(fact_id: str, docs_root: str = "../") -> str:
+    """A lesson's "Facts used" source cell: the fact's source, linked to its entry on the Facts & sources page.
+
+    ``docs_root`` is the way from the page to ``docs/`` ("../" from a lesson, "" from a top-level page).
+
+    Raises:
+        KeyError: no registry fact has that id.
+    """
+    from infercourse import registry
+
+    for fact in registry.facts():
+        if fact.id == fact_id:
+            return f"[{fact.source.where}]({docs_root}facts.md#{fact_id}) ({fact.source.kind})"
+    raise KeyError(f"no registry fact {fact_id!r}; the ids are listed by infercourse.registry.facts()")

@@ -1,0 +1,129 @@
+"""Values of lesson 0A (prefill and decode): intensities, ridge points, the decode floor, AWQ."""
+
+from __future__ import annotations
+
+import ast
+
+from infercourse import fmt, notation, labbox, registry, roofline, snippets, transformer
+from infercourse.pages import baseline, fact_link
+
+P = baseline("lessons/0a-prefill-decode.md")
+
+qwen = registry.model(registry.COURSE_MODEL)
+cfg = P.add("cfg", qwen.config, "record")
+N = transformer.param_count(cfg)
+M = roofline.matmul_params(cfg)
+b = 2
+b_kv = P.add("b_kv", 2, "B/param")
+d_h = transformer.head_dim(cfg)
+kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, b_kv), "B/token")
+g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
+gh200 = P.add("gh200", registry.gpu("H200"), "record")
+P.add("gpu_rows", [{"name": g.name, "bf16_dense_tflops": g.bf16_dense_tflops, "bandwidth_gb_s": g.bandwidth_gb_s,
+                     "ridge": roofline.ridge_point(g), "source": g.source} for g in [g4090, gh200]], "record")
+ridge4090 = P.add("ridge4090", roofline.ridge_point(g4090), "FLOP/B")
+ridgeh200 = roofline.ridge_point(gh200)
+u = registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
+
+# Section 3: prefill and decode intensity under the 2N model (attention FLOPs left out).
+crossover = P.add("crossover", N * b / kappa, "tokens")
+P.add("crossover_over_window", crossover / cfg["max_position_embeddings"], "1")
+ceiling = P.add("two_over_b", 2 / b, "FLOP/B")
+dec1k = P.add("dec1k", roofline.decode_intensity(N, kappa, 1024, 1, b), "FLOP/B")
+P.add("dec1k_share_4090", dec1k / ridge4090, "1")
+P.add("dec1k_idle_4090", 1 - dec1k / ridge4090, "1")
+P.add("dec1k_idle_h200", 1 - dec1k / ridgeh200, "1")
+P.add("dec1k_below_4090", ridge4090 / dec1k, "1")
+P.add("prefill_cross_4090", ridge4090 * b / 2, "tokens")
+P.add("prefill_cross_h200", ridgeh200 * b / 2, "tokens")
+
+
+def _decode_intensity_with_attention(context: int) -> float:
+    """(2N + 4 L h d_h S) / (N b + kappa S): section 3's decode intensity with attention's products counted."""
+    return (2 * N + transformer.attention_flops_per_token(cfg, context)) / (N * b + kappa * context)
+
+
+P.add("dec_att_1k", _decode_intensity_with_attention(1024), "FLOP/B")
+P.add("dec_att_8k", _decode_intensity_with_attention(8192), "FLOP/B")
+P.add("dec_att_32k", _decode_intensity_with_attention(32768), "FLOP/B")
+
+# The decode step's floor: the matmul weights (all but the embedding table) over the bandwidth.
+matmul_bytes = P.add("matmul_bytes", M * b, "B")
+all_weight_bytes = P.add("weight_bytes", transformer.weight_bytes(cfg, b), "B")
+P.add("tpot_floor_1", roofline.decode_step_floor(g4090, cfg, 1), "s")
+P.add("all_weights_time", all_weight_bytes / (g4090.bandwidth_gb_s * 1e9), "s")
+P.add("prefill_floor_4000", roofline.prefill_floor(g4090, cfg, 4000), "s")
+P.add("decode_floor_4025", roofline.decode_step_floor(g4090, cfg, 4025), "s")
+
+# AWQ 4-bit (the lab's other model).
+awq_group = P.add("awq_group", registry.AWQ_GROUP_SIZE, "count")
+awq = P.add("awq", transformer.awq_weight_bytes(cfg, awq_group), "B")
+b_awq = P.add("b_awq", awq / N, "B/param")
+P.add("awq_ceiling", 2 / b_awq, "FLOP/B")
+P.add("awq_crossover", awq / kappa, "tokens")
+
+# The lab: vLLM refuses to start unless one request of max_model_len tokens fits in the cache, so
+# the box's VRAM is computed for max_model_len tokens of cache, not for the grid's longest request.
+
+
+def _lab_max_model_len(script: str) -> int:
+    """The ``max_model_len=`` literal that ``snippets/labs/<script>`` passes to ``lab_parser``."""
+    tree = ast.parse((snippets.SNIPPETS_DIR / "labs" / script).read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lab_parser":
+            for keyword in node.keywords:
+                if keyword.arg == "max_model_len":
+                    return ast.literal_eval(keyword.value)
+    raise ValueError(f"snippets/labs/{script} passes no literal max_model_len to lab_parser")
+
+
+lab_max_model_len = P.add("lab_max_model_len", _lab_max_model_len("phases.py"), "tokens")
+grid = snippets.constant("labs/phases.py", "GRID")
+P.add("lab_longest_request", max(p + o for p, o in grid), "tokens")
+short_prompt = min(p for p, _ in grid)
+
+
+def _listed(numbers) -> str:
+    """``[128, 1024, 4096]`` -> ``"128, 1,024 and 4,096"``."""
+    words = [f"{n:,}" for n in sorted(numbers)]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+
+fixed_output = max(set(o for _, o in grid), key=lambda o: sum(1 for _, x in grid if x == o))  # the output most rows share
+P.add("lab_prompts", _listed({p for p, o in grid if o == fixed_output}), "text")
+P.add("lab_fixed_output", fixed_output, "tokens")
+P.add("lab_outputs", _listed({o for p, o in grid if p == short_prompt}), "text")
+P.add("lab_short_prompt", short_prompt, "tokens")
+P.add("lab_box", labbox.lab_box("phases.py", lab_max_model_len, 1), "text")
+
+SYMBOLS = [
+    ("N", f"For {registry.COURSE_MODEL}, derived from its `config.json`: {fmt.count(N)} (embedding and output "
+          "head are separate matrices; [lesson 0C](0c-transformer.md#principle) derives the count module by module)."),
+    ("b", f"Here {b}, BF16."),
+    ("b_kv", f"Here {b_kv}, BF16."),
+    ("kappa", "\\(\\kappa = 2 \\cdot L \\cdot h_{\\text{kv}} \\cdot d_h \\cdot b_{\\text{kv}}\\): keys and values (2) "
+              f"for every layer and KV head. Here {fmt.count(kappa)} B."),
+    ("L", f"Here {cfg['num_hidden_layers']}."),
+    ("h", f"Here {cfg['num_attention_heads']}."),
+    ("h_kv", f"Here {cfg['num_key_value_heads']}: the *KV* heads, not the attention heads."),
+    ("d_h", f"Here {transformer.head_dim(cfg)}."),
+    "S", "I",
+    ("M", "[Lesson 0C](0c-transformer.md#flops) counts it."),
+    "B", "i", "Q", "K", "Vmat", "Pmat",
+]
+P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+
+P.add("facts_used", [
+    {"what": f"{registry.COURSE_MODEL} config",
+     "value": f"{cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']:,}, {cfg['num_attention_heads']} heads, "
+              f"{cfg['num_key_value_heads']} KV heads, vocab {cfg['vocab_size']:,}, untied embeddings",
+     "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL))},
+    *[{"what": g.name, "value": f"{g.bf16_dense_tflops:.1f} TFLOP/s BF16 dense, {g.bandwidth_gb_s:,g} GB/s",
+     "source": fact_link(registry.gpu_fact_id(key))} for key, g in (("RTX 4090", g4090), ("H200", gh200))],
+    {"what": "vLLM `gpu_memory_utilization` default", "value": f"{registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}",
+     "source": fact_link("vllm-gpu-memory-utilization")},
+    {"what": "AWQ group size", "value": f"{registry.AWQ_GROUP_SIZE}", "source": fact_link("awq-group-size")},
+    {"what": "a prompt leaves room for one output token", "value": "prompt ≤ `max_model_len` − 1 tokens",
+     "source": fact_link("vllm-prompt-leaves-one-token")},
+], "record")

@@ -1,0 +1,102 @@
+"""Values of lesson 2A (the roofline, quantitatively): ridge points, B*, the KV budget, the floors."""
+
+from __future__ import annotations
+
+import math
+
+from infercourse import notation, fmt, labbox, memory, registry, roofline, snippets, transformer
+from infercourse.pages import baseline, fact_link
+
+P = baseline("lessons/2a-roofline.md")
+
+qwen = registry.model(registry.COURSE_MODEL)
+cfg = P.add("cfg", qwen.config, "record")
+N = transformer.param_count(cfg)
+M = P.add("M", roofline.matmul_params(cfg), "params")
+b = 2
+b_kv = 2
+kappa = transformer.kv_bytes_per_token(cfg, b_kv)
+g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
+gh200 = P.add("gh200", registry.gpu("H200"), "record")
+P.add("h100", registry.gpu("H100"), "record")
+P.add("gpu_rows", [{"name": g.name, "bf16_dense_tflops": g.bf16_dense_tflops, "bandwidth_gb_s": g.bandwidth_gb_s,
+                     "ridge": roofline.ridge_point(g), "source": g.source} for g in list(registry.GPUS.values())], "record")
+r4090 = P.add("r4090", roofline.ridge_point(g4090), "FLOP/B")
+rh200 = P.add("rh200", roofline.ridge_point(gh200), "FLOP/B")
+S = P.add("S", 512, "tokens")
+iatt = P.add("iatt", roofline.attention_intensity(cfg, b_kv), "FLOP/B")
+bstar = P.add("bstar", roofline.compute_bound_batch(g4090, b), "sequences")
+bstar_n = P.add("bstar_n", math.ceil(bstar), "sequences")
+weights = P.add("weights", transformer.weight_bytes(cfg, b), "B")
+reserve = P.add("reserve", registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB, "B")
+u = P.add("u", registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, "1")
+kv_budget = P.add("kv_budget", memory.kv_budget_bytes(memory.device_total_bytes("RTX 4090"), weights, reserve, u), "B")
+fit_tokens = memory.kv_capacity_tokens(kv_budget, kappa)
+block = registry.VLLM_DEFAULT_BLOCK_SIZE
+P.add("s_fit", fit_tokens // block // bstar_n * block, "tokens")
+
+# The capacity table: for each GPU, B* sequences at each context against what its card can give.
+contexts = P.add("contexts", [512, 1024, 4096, 32768], "record")
+
+
+def _capacity_row(key: str, card: registry.GPUFacts) -> dict:
+    batch = math.ceil(roofline.compute_bound_batch(card, b))
+    cap = memory.kv_budget_bytes(memory.device_total_upper_bytes(key), weights, reserve, u)
+    cells = []
+    for s in contexts:
+        fit = memory.max_sequences(cap, kappa, s)
+        cells.append({"need": batch * kappa * s, "fits": fit >= batch, "fit": fit})
+    return {"name": card.name, "ridge": roofline.ridge_point(card), "bstar_n": batch, "cells": cells}
+
+
+P.add("capacity_rows", [_capacity_row(k, g) for k, g in registry.GPUS.items()], "record")
+
+P.add("f1", roofline.decode_step_floor(g4090, cfg, S, 1, b), "s")
+P.add("f64", roofline.decode_step_floor(g4090, cfg, S, 64, b), "s")
+P.add("cache_16x32k", 16 * 32768 * kappa, "B")
+ipre = P.add("ipre", roofline.linear_intensity(S, b), "FLOP/B")
+P.add("prefill_verdicts", [
+    {"name": g.name, "ridge": roofline.ridge_point(g),
+     "bound": "compute-bound" if ipre > roofline.ridge_point(g) else "memory-bound"}
+    for g in (g4090, gh200)], "record")
+P.add("linear_16", roofline.linear_intensity(16, b), "FLOP/B")
+P.add("cache_bstar_4k", bstar_n * 4096 * kappa, "B")
+P.add("fit_4k", memory.max_sequences(kv_budget, kappa, 4096), "sequences")
+
+# The lab (snippets/labs/batch_decode.py) and vLLM's scheduler defaults it has to change.
+lab_prompt = P.add("lab_prompt", 512, "tokens")
+lab_output = P.add("lab_output", 128, "tokens")
+P.add("lab_decode_steps", lab_output - 1, "count")
+P.add("lab_context", lab_prompt + lab_output // 2, "tokens")
+batches = tuple(x for (x,) in snippets.constant("labs/batch_decode.py", "GRID"))
+lab_batch = P.add("lab_batch", max(batches), "sequences")
+P.add("lab_peak_kv_tokens", lab_batch * (lab_prompt + lab_output), "tokens")
+P.add("lab_box", labbox.lab_box("batch_decode.py", lab_batch * (lab_prompt + lab_output), 2), "text")
+default_tokens, default_seqs = registry.vllm_scheduler_defaults("RTX 4090", "LLM")
+default_tokens_h200, default_seqs_h200 = registry.vllm_scheduler_defaults("H200", "LLM")
+P.add("llm_batched_tokens", default_tokens, "tokens")
+P.add("llm_max_seqs", default_seqs, "sequences")
+P.add("serve_batched_tokens", registry.vllm_scheduler_defaults("RTX 4090", "vllm serve")[0], "tokens")
+P.add("llm_batched_tokens_h200", default_tokens_h200, "tokens")
+P.add("serve_batched_tokens_h200", registry.vllm_scheduler_defaults("H200", "vllm serve")[0], "tokens")
+P.add("llm_max_seqs_h200", default_seqs_h200, "sequences")
+first_over = P.add("first_over", next(x for x in batches if x * lab_prompt > default_tokens), "sequences")
+P.add("first_over_tokens", first_over * lab_prompt, "tokens")
+P.add("lab_batched_tokens", lab_batch * lab_prompt, "tokens")
+
+SYMBOLS = ["P", "beta", "R", "I", ("N", f"Here {fmt.count(N)}."), ("b", f"Here {b}, BF16."),
+           ("b_kv", f"Here {b_kv}, BF16."), ("kappa", f"Here {fmt.count(kappa)} B ([lesson 1A](1a-kv-cache.md))."),
+           "S", "B", ("M", f"Here {fmt.count(M)}."), "L", "h", "h_kv", "d_h", "Bstar", "tau", "k", "j", "n", "u"]
+P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+
+P.add("facts_used", [
+    {"what": registry.COURSE_MODEL, "value": f"N = {fmt.count(N)}, κ = {fmt.count(kappa)} B",
+     "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL))},
+    *[{"what": g.name, "value": f"{g.bf16_dense_tflops:.1f} TFLOP/s BF16 dense, {g.bandwidth_gb_s:,g} GB/s",
+     "source": fact_link(registry.gpu_fact_id(key))} for key, g in registry.GPUS.items()],
+    {"what": "vLLM's scheduler defaults", "value": f"`LLM` on the {g4090.name}: {default_tokens:,} tokens, "
+     f"{default_seqs} sequences per step", "source": fact_link("vllm-scheduler-defaults")},
+    {"what": f"KV budget on the {g4090.name}", "value": fmt.gb(kv_budget),
+     "source": "[lesson 1A](1a-kv-cache.md#principle) (includes the **assumed** reserve: "
+               + fact_link("vllm-non-kv-reserve") + ")"},
+], "record")

@@ -1,0 +1,59 @@
+"""Page values never touch code or TeX, and standard Markdown that looks like Jinja builds (ADR-0006)."""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+
+import pytest
+
+from conftest import ROOT, mkdocs_build
+
+pytestmark = pytest.mark.build
+
+PAGE = """---
+title: Syntax probe
+---
+
+# Syntax probe
+
+## A heading with an id {#probe-heading}
+
+Prose with a value: {{ page.title }}.
+
+```bash
+A=(x y); echo "${#A[@]} {{ x }} {% raw %}"
+```
+
+```mermaid
+flowchart TD
+    A --> B{{hexagon}}
+```
+
+A formula \\(x^{{2}} = {{ x }}\\) and a display
+
+\\[
+\\frac{{a}}{{ b }} + {% y %}
+\\]
+"""
+
+
+def test_code_tex_and_look_alike_syntax_publish_as_written(tmp_path):
+    project = tmp_path / "project"
+    for name in ("docs", "snippets", "hooks", "src", "mkdocs.yml"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, project / name)
+    (project / "docs" / "probe.md").write_text(PAGE, encoding="utf-8")
+    config = project / "mkdocs.yml"
+    config.write_text(config.read_text().replace("  - Home: index.md\n", "  - Home: index.md\n  - Probe: probe.md\n"))
+    result = mkdocs_build(project, tmp_path / "site")
+    assert result.returncode == 0, result.stdout + result.stderr
+    built = (tmp_path / "site" / "probe" / "index.html").read_text(encoding="utf-8")
+    text = html.unescape(re.sub(r"<[^>]+>", "", built))
+    assert 'id="probe-heading"' in built
+    assert "Prose with a value: Probe." in text
+    assert 'echo "${#A[@]} {{ x }} {% raw %}"' in text
+    assert "A --> B{{hexagon}}" in text
+    assert "\\(x^{{2}} = {{ x }}\\)" in text
+    assert "\\frac{{a}}{{ b }} + {% y %}" in text
