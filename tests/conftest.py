@@ -6,6 +6,7 @@ import copy
 import functools
 import http.server
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -29,6 +30,18 @@ def pytest_collection_modifyitems(items):
             names.add(MARK_BY_FILE[item.path.name])
         for name in sorted(names):
             item.add_marker(name)
+
+
+# What `mkdocs build` reads: a copy of these builds the site elsewhere (tests that plant a fault in a copy).
+SITE_SOURCES = ("docs", "snippets", "hooks", "src", "receipts", "mkdocs.yml")
+
+
+def copy_project(project: Path, extra: tuple[str, ...] = ()) -> Path:
+    """Copy the site's sources (and ``extra`` top-level paths) of this repository into ``project``; return it."""
+    for name in (*SITE_SOURCES, *extra):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, project / name)
+    return project
 
 
 def mkdocs_build(project_dir: Path, site_dir: Path) -> subprocess.CompletedProcess:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from bs4 import BeautifulSoup
 
-from conftest import ROOT, mkdocs_build
+from conftest import ROOT, copy_project, mkdocs_build
 from infercourse import course, glossary
 
 LESSON = "lessons/0a-prefill-decode/index.html"
@@ -24,10 +23,7 @@ def test_strict_build_has_no_warnings(build):
 
 
 def test_snippet_that_raises_fails_the_build(tmp_path):
-    project = tmp_path / "project"
-    for name in ("docs", "snippets", "hooks", "src", "receipts", "mkdocs.yml"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, project / name)
+    project = copy_project(tmp_path / "project")
     snippet = project / "snippets" / "lesson_0a" / "phase_intensity.py"
     text = snippet.read_text()
     broken = text.replace('    """Print prefill and decode intensity per length as a Markdown table."""\n',

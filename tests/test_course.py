@@ -1,5 +1,5 @@
 """course.yml is the one list of lessons: the nav, the page titles, the lesson files, the labs and the
-nine sections of every lesson (DESIGN.md section 3, templates/lesson.md) agree with it."""
+nine sections of every lesson (templates/lesson.md) agree with it."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from mkdocs.exceptions import PluginError
 
 from conftest import ROOT
 from infercourse import course, labs
+from infercourse.pages import values_for
 
 _spec = importlib.util.spec_from_file_location("course_hook", ROOT / "hooks" / "course.py")
 course_hook = importlib.util.module_from_spec(_spec)
@@ -162,7 +163,9 @@ def test_a_lesson_s_lab_exists_is_shown_on_its_page_and_its_spec_names_the_lesso
     assert (ROOT / "snippets" / "labs" / f"{lab}.py").is_file(), (
         f"course.yml: {lesson['code']} names no lab script {lab}"
     )
-    assert f'lab_box("{lab}.py"' in (DOCS / lesson["page"]).read_text(encoding="utf-8")
+    assert "{{ lab_box }}" in (DOCS / lesson["page"]).read_text(encoding="utf-8"), f"{lesson['page']} shows no lab box"
+    box = values_for(lesson["page"])["lab_box"].value
+    assert f'GPU lab: `snippets/labs/{lab}.py`' in box, f"{lesson['page']}'s lab box is not for {lab}.py"
     if lab in labs.SPECS:
         assert labs.SPECS[lab].lesson == lesson["code"], f"spec {lab} says lesson {labs.SPECS[lab].lesson}"
 

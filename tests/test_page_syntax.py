@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import html
 import re
-import shutil
 
 import pytest
 
-from conftest import ROOT, mkdocs_build
+from conftest import ROOT, copy_project, mkdocs_build
 
 pytestmark = pytest.mark.build
 
@@ -40,10 +39,7 @@ A formula \\(x^{{2}} = {{ x }}\\) and a display
 
 
 def test_code_tex_and_look_alike_syntax_publish_as_written(tmp_path):
-    project = tmp_path / "project"
-    for name in ("docs", "snippets", "hooks", "src", "mkdocs.yml"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, project / name)
+    project = copy_project(tmp_path / "project")
     (project / "docs" / "probe.md").write_text(PAGE, encoding="utf-8")
     config = project / "mkdocs.yml"
     config.write_text(config.read_text().replace("  - Home: index.md\n", "  - Home: index.md\n  - Probe: probe.md\n"))

@@ -22,7 +22,7 @@ import yaml
 from bs4 import BeautifulSoup
 from mkdocs.config import load_config
 
-from conftest import ROOT, mkdocs_build
+from conftest import ROOT, copy_project, mkdocs_build
 
 PUBLISHED = "https://example.org/course/"
 LOCAL = "http://127.0.0.1:8000/"
@@ -166,10 +166,7 @@ def test_site_url_comes_from_the_environment(monkeypatch):
 def _checkout(tmp_path: Path) -> tuple[Path, Path]:
     """A git checkout of this project (one commit) with a bare repository beside it as origin."""
     project, origin = tmp_path / "project", tmp_path / "origin.git"
-    for name in ("docs", "snippets", "hooks", "src", "mkdocs.yml", "Makefile", "requirements.lock",
-                 "pyproject.toml", ".gitignore"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, project / name)
+    copy_project(project, extra=("Makefile", "requirements.lock", "pyproject.toml", ".gitignore"))
     for args in (["init", "-q", "-b", "main"], ["config", "user.name", "publish test"],
                  ["config", "user.email", "publish-test@example.org"], ["add", "-A"],
                  ["commit", "-q", "-m", "the course"], ["init", "-q", "--bare", str(origin)],

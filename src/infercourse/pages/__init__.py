@@ -82,18 +82,20 @@ class PageValues:
         return MappingProxyType(self._values)
 
 
-PAGES: Mapping[str, str] = MappingProxyType({
-    "index.md": "home",
-    "glossary.md": "glossary_page",
-    "notation.md": "notation_page",
-    "facts.md": "facts_page",
-    "lessons/0a-prefill-decode.md": "lesson_0a",
-    "lessons/0b-metrics.md": "lesson_0b",
-    "lessons/0c-transformer.md": "lesson_0c",
-    "lessons/1a-kv-cache.md": "lesson_1a",
-    "lessons/2a-roofline.md": "lesson_2a",
-})
-"""Each page (path under ``docs/``) that shows values, and its module in this package."""
+def _pages() -> Mapping[str, str]:
+    from infercourse import course
+
+    pages = {"index.md": "home", "glossary.md": "glossary_page", "notation.md": "notation_page", "facts.md": "facts_page"}
+    for part in course.parts():
+        for lesson in part["lessons"]:
+            if lesson["page"]:
+                pages[lesson["page"]] = f"lesson_{lesson['code'].lower()}"
+    return MappingProxyType(pages)
+
+
+PAGES: Mapping[str, str] = _pages()
+"""Each page (path under ``docs/``) that shows values, and its module in this package: the four reference
+pages by name, and every live lesson of ``course.yml`` as ``lesson_<code>`` (lesson 2A: ``lesson_2a``)."""
 
 
 @cache
