@@ -31,20 +31,26 @@ class ReceiptError(ValueError):
     """A receipt does not follow the schema; the message lists every problem found."""
 
 
-def lab_grid(lab: str) -> tuple[tuple[int, ...], ...]:
-    """The ``GRID`` constant of ``snippets/labs/<lab>.py``, read with ``ast`` (the lab is not imported).
+def lab_constant(lab: str, name: str) -> Any:
+    """The module-level literal ``name = ...`` of ``snippets/labs/<lab>.py``, read with ``ast`` (the lab
+    is not imported): the lab script is the one home of its settings, and the spec reads them here.
 
     Raises:
         FileNotFoundError: no such lab.
-        ValueError: the lab has no module-level ``GRID = ...`` literal.
+        ValueError: the lab has no module-level ``name = <literal>``.
     """
     path = LABS_DIR / f"{lab}.py"
     if not path.is_file():
         raise FileNotFoundError(f"no lab {lab!r}: {path} does not exist")
     for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "GRID" for t in node.targets):
-            return tuple(tuple(pair) for pair in ast.literal_eval(node.value))
-    raise ValueError(f"{path} has no module-level GRID literal")
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise ValueError(f"{path} has no module-level {name} literal")
+
+
+def lab_grid(lab: str) -> tuple[tuple[int, ...], ...]:
+    """The ``GRID`` constant of ``snippets/labs/<lab>.py`` as a tuple of tuples (:func:`lab_constant`)."""
+    return tuple(tuple(pair) for pair in lab_constant(lab, "GRID"))
 
 
 # --- the envelope: the same for every lab ---------------------------------------------------------
@@ -146,6 +152,23 @@ class Column:
 
 
 Claim = Callable[[Receipt], ClaimResult]
+
+CPU_TIMING_NOTE = "CPU receipt: a timing, printed, not asserted (asserted on GPU receipts only)"
+"""Why a timing claim does not apply to a CPU receipt: CI's CPU is shared, so its clock decides nothing."""
+
+
+def gpu_timing(claim: Claim) -> Claim:
+    """Mark ``claim`` as a claim about time: on a GPU receipt it is checked as written; on a CPU receipt
+    its figures are still computed and shown, with ``passed=None`` and :data:`CPU_TIMING_NOTE`. The CPU
+    checks only what the engine makes exact (token and step counts, blocks, schema)."""
+    def timed(receipt: Receipt) -> ClaimResult:
+        result = claim(receipt)
+        if receipt["machine"].get("kind") == "gpu" or result.passed is None:
+            return result
+        return ClaimResult(result.claim, result.statement, None, f"{result.detail} [{CPU_TIMING_NOTE}]")
+
+    timed.__name__, timed.__doc__ = claim.__name__, claim.__doc__
+    return timed
 
 
 @dataclass(frozen=True)

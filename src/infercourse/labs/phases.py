@@ -1,7 +1,12 @@
 """Lab 0A, ``snippets/labs/phases.py``: prefill (TTFT) and decode (TPOT) as two phases.
 
 Receipt rows: ``prompt_tokens``, ``output_tokens`` (counts), ``ttft_ms``, ``tpot_ms`` (ms),
-``decode_s`` (s), one per :data:`GRID` entry, each the median of the lab's repeats.
+``decode_s`` (s), one per :data:`GRID` entry, each the median of the lab's repeats; ``engine_steps``
+(steps) and ``step_tokens`` (tokens): vLLM's ``vllm:iteration_tokens_total`` histogram over all the
+row's repeats (its count and its sum).
+
+Timing claims are checked on GPU receipts only (:func:`~infercourse.labs.core.gpu_timing`); the
+step-count claim is exact and checked everywhere, the CPU included.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from typing import Any, Mapping
 
 from infercourse import fmt
 from infercourse.labs.core import (Column, ClaimResult, Efficiency, LabSpec, Receipt, dtype_bytes, find_row,
-                                   lab_grid, linear_fit)
+                                   gpu_timing, lab_grid, linear_fit)
 from infercourse.registry import COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
 from infercourse.roofline import decode_step_floor, prefill_floor
 from infercourse.transformer import kv_bytes_per_token, param_count
@@ -28,7 +33,8 @@ def floors(gpu_facts: GPUFacts, config: Mapping[str, Any], prompt_tokens: int, o
 
     TTFT floor = :func:`~infercourse.roofline.prefill_floor` (S); TPOT floor =
     :func:`~infercourse.roofline.decode_step_floor` at the run's mean context S + n/2 (one
-    sequence); decode floor = (n - 1) x TPOT floor. Weights and KV cache both ``dtype_bytes`` wide.
+    sequence; rounded down to a whole token when n is odd); decode floor = (n - 1) x TPOT floor.
+    Weights and KV cache both ``dtype_bytes`` wide.
 
     Returns:
         ``{"ttft_s", "tpot_s", "decode_s"}``.
@@ -39,9 +45,7 @@ def floors(gpu_facts: GPUFacts, config: Mapping[str, Any], prompt_tokens: int, o
     for name, value in (("prompt_tokens", prompt_tokens), ("output_tokens", output_tokens)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    mean_context = prompt_tokens + output_tokens / 2
-    if mean_context == int(mean_context):
-        mean_context = int(mean_context)
+    mean_context = prompt_tokens + output_tokens // 2  # a whole number of tokens, S + n/2 for even n
     ttft = prefill_floor(gpu_facts, config, prompt_tokens, weight_bytes=dtype_bytes, kv_dtype_bytes=dtype_bytes)
     tpot = decode_step_floor(gpu_facts, config, mean_context, weight_bytes=dtype_bytes, kv_dtype_bytes=dtype_bytes)
     return {"ttft_s": ttft, "tpot_s": tpot, "decode_s": (output_tokens - 1) * tpot}
@@ -87,10 +91,35 @@ Loose because CI's 2-core CPU is shared: runs there (median of 5) gave spreads o
 and R^2 of 0.998 to 0.9999."""
 
 
+def expected_steps(prompt_tokens: int, output_tokens: int, max_num_batched_tokens: int) -> tuple[int, int]:
+    """(engine steps, tokens counted) of ONE request run alone: its prefill in
+    ceil(S / max_num_batched_tokens) chunks (the last one also yields the first output token), then
+    one step per further output token. vLLM's histogram adds, per step, the prompt tokens it processed
+    and the tokens it generated, so the tokens are S + n."""
+    return -(-prompt_tokens // max_num_batched_tokens) + output_tokens - 1, prompt_tokens + output_tokens
+
+
+def steps_exact(receipt: Receipt) -> ClaimResult:
+    """Every row: vLLM's step count and scheduled tokens equal :func:`expected_steps` x repeats, exactly."""
+    repeats, chunk = receipt["settings"]["repeats"], receipt["settings"]["max_num_batched_tokens"]
+    wrong = []
+    for row in receipt["results"]:
+        steps, tokens = expected_steps(row["prompt_tokens"], row["output_tokens"], chunk)
+        if (row["engine_steps"], row["step_tokens"]) != (repeats * steps, repeats * tokens):
+            wrong.append(f"prompt {row['prompt_tokens']}, output {row['output_tokens']}: {row['engine_steps']} steps "
+                         f"/ {row['step_tokens']} tokens, expected {repeats * steps} / {repeats * tokens}")
+    return ClaimResult("engine_steps_exact",
+                       "each request takes ceil(S / max_num_batched_tokens) + n - 1 engine steps, which process "
+                       "its S prompt tokens and generate its n (vLLM's vllm:iteration_tokens_total)", not wrong,
+                       "; ".join(wrong) or f"all {len(receipt['results'])} rows exact ({repeats} runs each, "
+                                            f"max_num_batched_tokens {chunk:,})")
+
+
 def _row(receipt: Receipt, s: int, n: int) -> Mapping[str, Any]:
     return find_row(receipt, prompt_tokens=s, output_tokens=n)
 
 
+@gpu_timing
 def ttft_grows(receipt: Receipt) -> ClaimResult:
     t = [_row(receipt, s, 128)["ttft_ms"] for s in (128, 1024, 4096)]
     ok = t[1] >= TTFT_STEP * t[0] and t[2] >= TTFT_STEP * t[1]
@@ -99,6 +128,7 @@ def ttft_grows(receipt: Receipt) -> ClaimResult:
                        ok, f"TTFT {t[0]:.2f} / {t[1]:.2f} / {t[2]:.2f} ms (x{t[1] / t[0]:.2f}, x{t[2] / t[1]:.2f})")
 
 
+@gpu_timing
 def tpot_flat(receipt: Receipt) -> ClaimResult:
     short, long = _row(receipt, 128, 128), _row(receipt, 4096, 128)
     tpot_growth = long["tpot_ms"] / short["tpot_ms"] - 1
@@ -120,6 +150,7 @@ def tpot_gpu(receipt: Receipt) -> ClaimResult:
                        f"TPOT(4096)/TPOT(128) = {ratio:.3f}")
 
 
+@gpu_timing
 def decode_linear(receipt: Receipt) -> ClaimResult:
     rows = [_row(receipt, 128, n) for n in (32, 128, 512)]
     steps = [r["output_tokens"] - 1 for r in rows]
@@ -166,11 +197,11 @@ SPEC = LabSpec(
     lab="phases",
     lesson="0A",
     row={"prompt_tokens": int, "output_tokens": int, "ttft_ms": (int, float), "tpot_ms": (int, float),
-         "decode_s": (int, float)},
-    units={"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s"},
+         "decode_s": (int, float), "engine_steps": int, "step_tokens": int},
+    units={"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s", "engine_steps": "steps", "step_tokens": "tokens"},
     key=("prompt_tokens", "output_tokens"),
     header="TPOT (ms)",
-    claims=(ttft_grows, tpot_flat, tpot_gpu, decode_linear),
+    claims=(steps_exact, ttft_grows, tpot_flat, tpot_gpu, decode_linear),
     prediction=prediction,
     columns=(Column("prompt_tokens", "prompt", fmt.count), Column("output_tokens", "output", fmt.count),
              Column("ttft_ms", "TTFT (ms)", lambda v: fmt.fixed(v, 1)),
