@@ -52,11 +52,13 @@ OUTPUT_LEN = 128
 """Output tokens per request, exact (the lesson's; ``--output-len``)."""
 MAX_BATCHED_TOKENS = 8192
 """Cap on ``max_num_batched_tokens`` (tokens per engine step): vLLM profiles activations at this size."""
+MAX_MODEL_LEN = 2048
+"""Default context length (tokens); the longest request is PROMPT_LEN + OUTPUT_LEN."""
 SEED = 0
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = lab_parser("Decode at batch sizes 1..64; tokens/s and achieved bandwidth.", max_model_len=2048)
+    p = lab_parser("Decode at batch sizes 1..64; tokens/s and achieved bandwidth.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--prompt-len", type=int, default=PROMPT_LEN, help="prompt tokens per request")
     p.add_argument("--output-len", type=int, default=OUTPUT_LEN, help="output tokens per request (exact)")
     p.add_argument("--batches", default=",".join(map(str, BATCHES)),

@@ -45,6 +45,8 @@ MAX_MODEL_LEN = 8192
 """Default context length; vLLM starts only if the KV cache can hold one sequence this long."""
 GRID = ((128, 128), (1024, 128), (4096, 128), (1024, 512))
 """(prompt tokens, output tokens), timed in this order."""
+REPEATS = 3
+"""Timed runs per grid row (``--repeats``); the median is kept."""
 SEED = 0
 WARMUP_OUTPUT_TOKENS = 8
 ITL_HISTOGRAM = "vllm:inter_token_latency_seconds"
@@ -52,7 +54,7 @@ ITL_HISTOGRAM = "vllm:inter_token_latency_seconds"
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = lab_parser("Measure TTFT, TPOT, E2E and the mean ITL per request with vLLM.", max_model_len=MAX_MODEL_LEN)
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per grid row; the median is kept")
+    p.add_argument("--repeats", type=int, default=REPEATS, help="timed runs per grid row; the median is kept")
     return p.parse_args(argv)
 
 

@@ -40,14 +40,18 @@ from labkit import (STEP_TOKENS_METRIC, check_grid, engine_failure, fail, lab_pa
 LAB = "phases"
 GRID = ((128, 32), (128, 128), (128, 512), (1024, 128), (4096, 128))
 """(prompt tokens, output tokens) pairs, timed in this order."""
+MAX_MODEL_LEN = 8192
+"""Default context length; vLLM starts only if the KV cache can hold one sequence this long."""
+REPEATS = 5
+"""Timed runs per grid row (``--repeats``); the median is kept."""
 SEED = 0
 WARMUP_OUTPUT_TOKENS = 8
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = lab_parser("Time prefill (TTFT) and decode (TPOT) with vLLM.", max_model_len=8192)
+    p = lab_parser("Time prefill (TTFT) and decode (TPOT) with vLLM.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--dtype", default="auto", help="weights/activations dtype (auto = the config's)")
-    p.add_argument("--repeats", type=int, default=5, help="timed runs per grid row; the median is kept")
+    p.add_argument("--repeats", type=int, default=REPEATS, help="timed runs per grid row; the median is kept")
     return p.parse_args(argv)
 
 

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from infercourse import fmt
 from infercourse.labs.core import (ClaimResult, Column, Efficiency, LabSpec, Receipt, dtype_bytes, gpu_for_name,
-                                   gpu_timing, lab_constant, lab_grid)
+                                   LabWork, gpu_timing, lab_constant, lab_grid)
 from infercourse.registry import COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
 from infercourse.roofline import decode_kernel_floors, decode_step_floor
 
@@ -196,4 +196,6 @@ SPEC = LabSpec(
     grid=None,  # the CPU run uses fewer batches (cpu_args); GRID above is the GPU run's
     cpu_max_model_len=128,
     cpu_args=("--batches", "1,2,4,8", "--prompt-len", "64", "--output-len", "32"),
+    work=LabWork(engines=1, decode_steps=2 * OUTPUT_LEN * len(GRID),  # a warm-up and a timed batch per size
+                 peak_kv_tokens=LARGEST_BATCH * (PROMPT_LEN + OUTPUT_LEN)),
 )

@@ -172,6 +172,22 @@ def gpu_timing(claim: Claim) -> Claim:
 
 
 @dataclass(frozen=True)
+class LabWork:
+    """What a lab's GPU run does with its default settings, for the lab box's time and memory.
+
+    Attributes:
+        engines: vLLM engines it starts (each loads the weights, profiles, captures CUDA graphs).
+        decode_steps: engine steps it runs one after another (a batch's steps count once).
+        peak_kv_tokens: the most tokens the engine must be able to hold in its KV cache (vLLM refuses
+            to start unless one ``max_model_len`` request fits; a batch needs all its sequences).
+    """
+
+    engines: int
+    decode_steps: int
+    peak_kv_tokens: int
+
+
+@dataclass(frozen=True)
 class LabSpec:
     """Everything the harness knows about one lab, declared in ``infercourse/labs/<lab>.py`` as ``SPEC``.
 
@@ -194,6 +210,7 @@ class LabSpec:
         grid: the rows' keys in order, when the lab runs a fixed grid (checked in the CPU test).
         cpu_max_model_len: ``--max-model-len`` for the CPU run (None: the lab's default).
         cpu_args: extra arguments for the CPU run (e.g. fewer repeats).
+        work: what the GPU run does (:class:`LabWork`), computed from the lab's own constants.
 
     Raises:
         ValueError: units, key, grid or columns name keys the row does not have.
@@ -213,6 +230,7 @@ class LabSpec:
     grid: tuple[tuple, ...] | None = None
     cpu_max_model_len: int | None = None
     cpu_args: tuple[str, ...] = field(default_factory=tuple)
+    work: LabWork | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_]*", self.lab):

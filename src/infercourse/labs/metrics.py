@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from infercourse import fmt
 from infercourse.labs.core import ClaimResult, Column, LabSpec, Receipt, lab_grid
-from infercourse.labs.phases import efficiency, floors, tpot_flat, tpot_gpu, ttft_grows
+from infercourse.labs.phases import efficiency, floors, sequential_work, tpot_flat, tpot_gpu, ttft_grows
 from infercourse.registry import COURSE_MODEL, LAB_GPU, gpu, model
 
 GRID = lab_grid("metrics")
@@ -93,4 +93,5 @@ SPEC = LabSpec(
     grid=GRID,
     cpu_max_model_len=max(s + n for s, n in GRID),  # 4096 + 128 = 4224
     cpu_args=("--repeats", "3"),
+    work=sequential_work("metrics"),
 )

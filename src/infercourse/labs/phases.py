@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from infercourse import fmt
 from infercourse.labs.core import (Column, ClaimResult, Efficiency, LabSpec, Receipt, dtype_bytes, find_row,
-                                   gpu_timing, lab_grid, linear_fit)
+                                   LabWork, gpu_timing, lab_constant, lab_grid, linear_fit)
 from infercourse.registry import COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
 from infercourse.roofline import decode_step_floor, prefill_floor
 from infercourse.transformer import kv_bytes_per_token, param_count
@@ -167,6 +167,16 @@ def decode_linear(receipt: Receipt) -> ClaimResult:
                        f"R^2 = {r2:.4f}, slope {slope * 1e3:.3f} ms/token, per-step spread x{spread:.2f}")
 
 
+def sequential_work(lab: str) -> LabWork:
+    """The work of a lab that sends one request at a time (phases, metrics): one engine; per grid row
+    ``REPEATS`` requests of n output tokens (n decode steps each, the first one the prefill's), plus
+    one warm-up request of ``WARMUP_OUTPUT_TOKENS`` per distinct prompt length; KV for ``MAX_MODEL_LEN``."""
+    grid, repeats = lab_grid(lab), lab_constant(lab, "REPEATS")
+    warmup = len({s for s, _ in grid}) * lab_constant(lab, "WARMUP_OUTPUT_TOKENS")
+    return LabWork(engines=1, decode_steps=repeats * sum(n for _, n in grid) + warmup,
+                   peak_kv_tokens=lab_constant(lab, "MAX_MODEL_LEN"))
+
+
 # --- the lesson's expected output -----------------------------------------------------------------
 
 def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
@@ -210,4 +220,5 @@ SPEC = LabSpec(
     efficiency=efficiency,
     grid=GRID,
     cpu_max_model_len=max(s + n for s, n in GRID),  # 4096 + 128 = 4224
+    work=sequential_work("phases"),
 )

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from infercourse import fmt
-from infercourse.labs.core import ClaimResult, Column, LabSpec, Receipt, dtype_bytes, find_row, model_config_for
+from infercourse.labs.core import (ClaimResult, Column, LabSpec, LabWork, Receipt, dtype_bytes, find_row, lab_constant,
+                                   model_config_for)
 from infercourse.registry import AWQ_GROUP_SIZE, COURSE_MODEL, model
 from infercourse.transformer import awq_weight_bytes, linear_weight_count, param_count, weight_bytes
 
@@ -96,4 +97,5 @@ SPEC = LabSpec(
     prediction_basis="config.json's parameter count",
     columns=(Column("dtype", "dtype", str, align_right=False), Column("elements", "elements", fmt.count),
              Column("bytes", "bytes", fmt.count), Column("bytes", "GiB", lambda v: fmt.gib(v))),
+    work=LabWork(engines=1, decode_steps=0, peak_kv_tokens=lab_constant("weights", "MAX_MODEL_LEN")),
 )
