@@ -59,7 +59,8 @@ def test_metrics_itl_must_equal_tpot_for_equal_lengths():
 def test_metrics_gpu_claims_are_not_applied_on_cpu():
     claims = _claims(_metrics(machine=CPU, tpot=1.0, itl=1.0, ttft=(5.0, 40.0, 200.0)))
     assert claims["tpot_within_tolerance_gpu"] is None and claims["tpot_above_floor_gpu"] is None
-    assert claims["ttft_grows_with_prompt"] and claims["itl_mean_equals_tpot_mean"]
+    assert claims["ttft_grows_with_prompt"] is None  # a timing: printed on a CPU receipt, not asserted
+    assert claims["itl_mean_equals_tpot_mean"]  # the same timestamps pooled two ways: exact on any machine
 
 
 def test_metrics_expected_output_is_a_labelled_prediction_of_every_row():
