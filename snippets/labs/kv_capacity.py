@@ -164,7 +164,8 @@ def run_child(args, kv_cache_dtype: str, kv_cache_memory_bytes: int | None, log_
         found[key] = float(values[-1].replace(",", "")) if values else None
     backends = re.findall(BACKEND_PATTERN, text)
     failed = not (code == 0 and rows)
-    cause = (root_cause(text) or f"exit {code}, no error line (log: {log})") if failed else None
+    own = [line.removeprefix("error: ") for line in text.splitlines() if line.startswith("error: ")]
+    cause = ((own[-1] if own else None) or root_cause(text) or f"exit {code}, no error line") if failed else None
     return {"row": None if failed else rows[-1], "text": text, "code": code, "log": log,
             "backend": backends[-1] if backends else None, "cause": cause, **found}
 
