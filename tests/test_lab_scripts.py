@@ -118,3 +118,10 @@ def test_runner_refuses_an_unknown_lab_and_a_bad_timeout(tmp_path):
     assert done.returncode == 2 and done.stderr.startswith("error: no lab nope; labs: ")
     done = subprocess.run([*run_labs, "--timeout", "0"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stderr.strip() == "error: --timeout must be a positive number of seconds, got 0.0"
+
+
+def test_receipt_in_another_machine_s_folder_is_refused_first(tmp_path):
+    # this machine is not an RTX 4090 (CI has no GPU; a GPU box here would be named by nvidia-smi)
+    line, imported = _refusal(tmp_path, str(tmp_path / "receipts" / "rtx-4090" / "phases.json"))
+    assert line.startswith(f"error: --receipt {tmp_path}/receipts/rtx-4090/phases.json is in another machine's folder; "
+                           f"this machine's is {tmp_path}/receipts/") and imported == "False"

@@ -204,6 +204,7 @@ def prepare(args, lab: str) -> None:
     """
     _state["lab"] = lab
     check_receipt_arg(getattr(args, "receipt", None))
+    check_receipt_folder(getattr(args, "receipt", None), machine())
     facts, problem = preflight()
     progress(f"preflight: {preflight_line(facts)}")
     if problem:
@@ -324,21 +325,39 @@ def metric_totals(llm, name: str) -> tuple[float, float]:
     return sum(m.value for m in found), 0
 
 
-def registry_bandwidth_gb_s(gpu_name: str) -> float | None:
-    """The datasheet bandwidth (GB/s) of the GPU ``gpu_name`` (as nvidia-smi names it) from the course's
-    registry (``src/infercourse/registry.py`` of the repository this file is in; standard library
-    only), or None: a GPU the registry does not have, or a copy of the lab outside the repository."""
+def _course():
+    """``infercourse.labs.core`` of the repository this file is in (standard library only: it runs in
+    the lab environment), or None for a copy of the lab outside the repository."""
     src = Path(__file__).resolve().parents[2] / "src"
-    if not (src / "infercourse" / "registry.py").is_file():
+    if not (src / "infercourse" / "labs" / "core.py").is_file():
         return None
     if str(src) not in sys.path:
         sys.path.append(str(src))
     try:
-        from infercourse.labs.core import gpu_for_name
+        from infercourse.labs import core
     except ImportError:
         return None
-    facts = gpu_for_name(gpu_name)
+    return core
+
+
+def registry_bandwidth_gb_s(gpu_name: str) -> float | None:
+    """The datasheet bandwidth (GB/s) of the GPU ``gpu_name`` (as nvidia-smi names it) from the course's
+    registry, or None: a GPU the registry does not have, or a copy of the lab outside the repository."""
+    core = _course()
+    facts = None if core is None else core.gpu_for_name(gpu_name)
     return None if facts is None else float(facts.bandwidth_gb_s)
+
+
+def check_receipt_folder(receipt: Path | None, this_machine: dict) -> None:
+    """Refuse ``receipts/<slug>/<lab>.json`` when ``<slug>`` names another machine than this one (the
+    committed receipts are filed by machine; ``infercourse.labs.core.machine_slug`` names the folder)."""
+    core = _course()
+    if receipt is None or core is None or Path(receipt).parent.parent.name != "receipts":
+        return
+    slug = core.machine_slug(this_machine)
+    if Path(receipt).parent.name != slug:
+        fail(f"--receipt {receipt} is in another machine's folder; this machine's is "
+             f"{Path(receipt).parent.parent / slug}/")
 
 
 def machine() -> dict:
