@@ -90,7 +90,10 @@ def test_a_broken_receipt_is_refused(break_it, message):
 
 
 def test_committed_receipts_follow_the_schema():
-    for path in sorted((ROOT / "receipts").glob("*/*.json")):
+    paths = sorted((ROOT / "receipts").glob("*/*.json"))
+    if not paths:
+        pytest.skip("no receipt is committed under receipts/ yet (none from a GPU run so far): nothing to check")
+    for path in paths:
         receipt = labs.load_receipt(path)
         assert path.parent.name == labs.machine_slug(receipt["machine"]), path
         assert path.stem == receipt["lab"], path
