@@ -125,3 +125,55 @@ def test_receipt_in_another_machine_s_folder_is_refused_first(tmp_path):
     line, imported = _refusal(tmp_path, str(tmp_path / "receipts" / "rtx-4090" / "phases.json"))
     assert line.startswith(f"error: --receipt {tmp_path}/receipts/rtx-4090/phases.json is in another machine's folder; "
                            f"this machine's is {tmp_path}/receipts/") and imported == "False"
+
+
+# --- the preflight: driver, GPU, free memory, versions, and one line saying what is wrong -------------
+# nvidia-smi and the installed packages are stand-ins here (this machine has no GPU): a script on PATH
+# answering the two queries labkit makes, and dist-info folders with the metadata PyPI's wheels carry.
+
+FAKE_SMI = """#!/bin/sh
+case "$1" in
+  --query-gpu=name,driver_version,memory.total,memory.free) echo "NVIDIA GeForce RTX 4090, $DRIVER, 24564, $FREE";;
+  --query-gpu=*) echo "NVIDIA GeForce RTX 4090, 24564, $DRIVER";;
+  *) echo "| NVIDIA-SMI $DRIVER    Driver Version: $DRIVER    CUDA Version: $CUDA |";;
+esac
+"""
+
+
+def _preflight(tmp_path, driver: str, cuda: str, free: int) -> tuple[str, str]:
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.write_text(FAKE_SMI)
+    smi.chmod(0o755)
+    for name, version, requires in (("vllm", "0.26.0", "torch==2.11.0"),
+                                    ("torch", "2.11.0", "cuda-toolkit[cublas,cudart]==13.0.2; platform_system == \"Linux\"")):
+        info = tmp_path / "site" / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True, exist_ok=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Dist: {requires}\n")
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import labkit\n"
+            "facts, problem = labkit.preflight(); print(labkit.preflight_line(facts)); print(problem)")
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "DRIVER": driver, "CUDA": cuda, "FREE": str(free)}
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "site"), str(LABS)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    line, problem = done.stdout.strip().splitlines()
+    return line, problem
+
+
+def test_preflight_names_a_driver_too_old_for_the_cuda_13_wheel(tmp_path):
+    line, problem = _preflight(tmp_path, "550.54.15", "12.4", 24_000)
+    assert line == ("NVIDIA GeForce RTX 4090, driver 550.54.15 (CUDA 12.4), 24,000 of 24,564 MiB free; "
+                    "vLLM 0.26.0, torch 2.11.0 (CUDA 13)")
+    assert problem.startswith("driver 550.54.15 supports CUDA 12.4, but the installed torch 2.11.0 is a CUDA 13 build: "
+                              "rent a machine whose driver is 580 or newer")
+
+
+def test_preflight_passes_a_580_driver_with_the_card_free(tmp_path):
+    # 0.92 x 24,564 MiB = 22,598.9 MiB must be free; 24,000 is
+    assert _preflight(tmp_path, "580.65.06", "13.0", 24_000)[1] == "None"
+
+
+def test_preflight_names_memory_another_process_holds(tmp_path):
+    # 22,000 MiB free < 22,598.9: 24,564 - 22,000 = 2,564 MiB held elsewhere
+    problem = _preflight(tmp_path, "580.65.06", "13.0", 22_000)[1]
+    assert problem.startswith("another process holds 2,564 MiB of the GPU; vLLM needs 92% of 24,564 MiB free")
