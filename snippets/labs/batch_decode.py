@@ -40,7 +40,7 @@ import random
 import statistics
 import time
 
-from labkit import (PREEMPTIONS_METRIC, check_model_arg, engine_failure, fail, kv_bytes_per_token, lab_parser, machine,
+from labkit import (PREEMPTIONS_METRIC, cache_config, check_model_arg, engine_failure, fail, kv_bytes_per_token, lab_parser, machine,
                     metric_totals, param_count, prepare, progress, random_prompt, registry_bandwidth_gb_s, write_receipt)
 
 LAB = "batch_decode"
@@ -86,14 +86,6 @@ def check_input(args) -> tuple[int, ...]:
 
 
 
-def kv_cache_tokens(llm) -> int:
-    """Tokens of KV cache the engine allocated: blocks x block size, from the ``vllm:cache_config_info`` labels."""
-    for metric in llm.get_metrics():
-        if metric.name == "vllm:cache_config_info":
-            return int(metric.labels["num_gpu_blocks"]) * int(metric.labels["block_size"])
-    fail("vLLM reports no vllm:cache_config_info metric; start the engine with disable_log_stats=False", 3)
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     batches = check_input(args)
@@ -137,7 +129,8 @@ def main(argv=None) -> int:
     def prompts(count):
         return [random_prompt(rng, args.prompt_len, vocab, special) for _ in range(count)]
 
-    cache_tokens = kv_cache_tokens(llm)
+    labels = cache_config(llm)
+    cache_tokens = int(labels["num_gpu_blocks"]) * int(labels["block_size"])
     need = max(batches) * (args.prompt_len + args.output_len)
     progress(f"KV cache: {cache_tokens:,} tokens allocated; the largest batch needs {max(batches)} x "
              f"{args.prompt_len + args.output_len} = {need:,} ({'fits' if need <= cache_tokens else 'does NOT fit: expect preemptions'})")

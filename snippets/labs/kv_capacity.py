@@ -45,7 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from labkit import (LOG_CONFIG_ENV, check_model_arg, engine_failure, fail, kv_bytes_per_token, lab_parser, param_count,
+from labkit import (LOG_CONFIG_ENV, cache_config, check_model_arg, engine_failure, fail, kv_bytes_per_token, lab_parser, param_count,
                     prepare, progress, root_cause, write_receipt)
 
 LAB = "kv_capacity"
@@ -96,14 +96,6 @@ def device_total_bytes() -> int | None:
         return None
 
 
-def cache_config_labels(llm) -> dict:
-    """The labels of the ``vllm:cache_config_info`` gauge: vLLM's cache config, every value a string."""
-    for metric in llm.get_metrics():
-        if metric.name == "vllm:cache_config_info":
-            return metric.labels
-    fail("vLLM reports no vllm:cache_config_info metric; start the engine with disable_log_stats=False", 3)
-
-
 def child(args) -> int:
     """Start one engine, print its row (``ROW_TAG`` + JSON) and exit; vLLM's errors end the process."""
     try:
@@ -119,7 +111,7 @@ def child(args) -> int:
     except Exception as exc:  # vLLM raises many kinds; the parent reads the reason from this output
         engine_failure(exc, args.model)
     engine_start_s = time.perf_counter() - started
-    labels = cache_config_labels(llm)
+    labels = cache_config(llm)
     import torch
 
     model_config = llm.llm_engine.vllm_config.model_config  # read through vLLM: its hub switch applies

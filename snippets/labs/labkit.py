@@ -59,6 +59,8 @@ GENERIC_CAUSES = ("Engine core initialization failed", "See root cause above", "
 STEP_TOKENS_METRIC = "vllm:iteration_tokens_total"
 """vLLM's histogram of tokens scheduled per engine step: its count is the number of steps, its sum the
 tokens they processed (prompt and generated). Exact on any machine: the CPU checks use it."""
+CACHE_CONFIG_METRIC = "vllm:cache_config_info"
+"""vLLM's gauge whose labels are the engine's cache config (``num_gpu_blocks``, ``block_size``, ``cache_dtype``)."""
 PREEMPTIONS_METRIC = "vllm:num_preemptions"
 """vLLM's counter of requests preempted (evicted from the KV cache and recomputed) for lack of blocks."""
 
@@ -312,6 +314,15 @@ def request_times(output) -> dict:
     decode_s = m.last_token_ts - m.first_token_ts
     return {"ttft_ms": m.first_token_latency * 1e3, "tpot_ms": decode_s / (n - 1) * 1e3,
             "decode_s": decode_s, "generated_tokens": n}
+
+
+def cache_config(llm) -> dict:
+    """The labels of :data:`CACHE_CONFIG_METRIC`: the engine's cache config, every value a string
+    (blocks x block size = the tokens of KV cache it allocated); exits (code 3) when missing."""
+    for metric in llm.get_metrics():
+        if metric.name == CACHE_CONFIG_METRIC:
+            return metric.labels
+    fail(f"vLLM reports no {CACHE_CONFIG_METRIC} metric; start the engine with disable_log_stats=False", 3)
 
 
 def metric_totals(llm, name: str) -> tuple[float, float]:
