@@ -79,3 +79,10 @@ def test_the_lab_is_the_one_home_of_its_lengths_and_batches():
     assert defaults.max_model_len >= 512 + 128
     # the largest batch's KV: 64 x (512 + 128) = 40,960 tokens, the lab box's peak
     assert batch_decode.SPEC.work.peak_kv_tokens == 40_960
+
+
+def test_prediction_states_the_largest_batch_s_kv_need():
+    text = batch_decode.prediction()
+    # 64 x 640 = 40,960 tokens x 57,344 B = 2,348,810,240 B = 2.1875 GiB
+    assert "64 × (512 + 128) = 40,960 tokens" in text and "2.19 GiB at 57,344 B/token" in text
+    assert "caps `max_num_batched_tokens` at 8,192" in text and batch_decode.MAX_BATCHED_TOKENS == 8192

@@ -177,3 +177,13 @@ def test_preflight_names_memory_another_process_holds(tmp_path):
     # 22,000 MiB free < 22,598.9: 24,564 - 22,000 = 2,564 MiB held elsewhere
     problem = _preflight(tmp_path, "580.65.06", "13.0", 22_000)[1]
     assert problem.startswith("another process holds 2,564 MiB of the GPU; vLLM needs 92% of 24,564 MiB free")
+
+
+def test_batch_decode_floor_takes_the_gpu_s_bandwidth_from_the_registry():
+    from infercourse import snippets
+    from infercourse.registry import gpu
+
+    labkit = snippets.load("labs/labkit.py")
+    assert labkit.registry_bandwidth_gb_s("NVIDIA GeForce RTX 4090") == gpu("RTX 4090").bandwidth_gb_s == 1008
+    assert labkit.registry_bandwidth_gb_s("NVIDIA H100 80GB HBM3") == gpu("H100").bandwidth_gb_s
+    assert labkit.registry_bandwidth_gb_s("NVIDIA GeForce RTX 4090 D") is None  # other figures: no floor, not the 4090's

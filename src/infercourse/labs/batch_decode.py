@@ -20,6 +20,7 @@ from infercourse.labs.core import (ClaimResult, Column, Efficiency, LabSpec, Rec
                                    LabWork, gpu_timing, lab_constant, lab_grid)
 from infercourse.registry import COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
 from infercourse.roofline import decode_kernel_floors, decode_step_floor
+from infercourse.transformer import kv_bytes_per_token
 
 GRID = lab_grid("batch_decode")
 """Batch sizes of the GPU run, one-element rows, read from the lab itself."""
@@ -29,6 +30,8 @@ OUTPUT_LEN = lab_constant("batch_decode", "OUTPUT_LEN")
 """The lab's default prompt and output lengths (tokens), read from the lab itself: its one home."""
 LARGEST_BATCH = max(b for (b,) in GRID)
 """The largest batch of the GPU run (sequences)."""
+MAX_BATCHED_TOKENS = lab_constant("batch_decode", "MAX_BATCHED_TOKENS")
+"""The lab's cap on tokens per engine step (vLLM profiles its activations at this size)."""
 
 PER_TOKEN_GAIN = 0.5
 """From the smallest to the largest batch, the step time may grow by at most this fraction of the
@@ -113,11 +116,16 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     """Markdown: per batch size, each kernel's floor and the step floor on ``gpu_name`` (after the label)."""
     facts, config = gpu(gpu_name), model(model_name).config
     ctx = PROMPT_LEN + OUTPUT_LEN // 2
+    peak = LARGEST_BATCH * (PROMPT_LEN + OUTPUT_LEN)
     lines = [
         f"{model_name} in BF16, every sequence at the run's mean context of {PROMPT_LEN} + {OUTPUT_LEN}/2 = "
         f"{fmt.count(ctx)} tokens; {fmt.count(facts.bandwidth_gb_s)} GB/s and {fmt.fixed(facts.bf16_dense_tflops)} "
         "TFLOP/s (BF16 dense, FP32 accumulate). Step floor = weight-matmul floor + attention floor, each "
-        "max(FLOPs / peak, bytes / bandwidth). A real step is slower than its floor.",
+        "max(FLOPs / peak, bytes / bandwidth). A real step is slower than its floor. "
+        f"The largest batch keeps {LARGEST_BATCH} × ({PROMPT_LEN} + {OUTPUT_LEN}) = {fmt.count(peak)} tokens in the "
+        f"KV cache, {fmt.gib(peak * kv_bytes_per_token(config, 2))} at {fmt.count(kv_bytes_per_token(config, 2))} B/token; "
+        f"the lab caps `max_num_batched_tokens` at {fmt.count(MAX_BATCHED_TOKENS)} so that vLLM's activation "
+        "profile leaves room for it, prints what vLLM allocated, and records preemptions.",
         "",
         "| batch | matmul floor (ms) | attention floor (ms) | step floor (ms) | tokens/s ceiling |",
         "|---:|---:|---:|---:|---:|",
