@@ -1,14 +1,19 @@
 """What every lab script shares: argument checks, a preflight, progress lines, vLLM's log in a file,
 a one-line failure that names vLLM's root cause, the receipt (machine, versions, commit) and vLLM's
-per-request times.
+per-request times and metrics.
 
 A lab runs as ``python snippets/labs/<lab>.py``; Python puts the script's folder on ``sys.path``,
 so the lab does ``from labkit import ...``. Copy this file next to a lab to run it elsewhere.
 
 Standard library only at import time: vLLM is never imported here, and torch only inside
 :func:`machine` when ``nvidia-smi`` is missing. The vLLM API check (``scripts/check_vllm_api.py``)
-analyses this file like a lab: the only vLLM objects read here are ``RequestOutput.metrics`` fields
-(:func:`request_times`), and those are checked against both pinned releases.
+analyses this file like a lab: the vLLM objects read here are ``RequestOutput.metrics`` fields
+(:func:`request_times`) and ``LLM.get_metrics()`` entries (:func:`metric_totals`, :func:`cache_config`);
+every string it hands vLLM or reads from it is a module-level constant (metric names, environment
+variables, log patterns) so that a checker can compare them with the pinned releases.
+
+The repository's ``src/`` is read only where the registry is wanted (:func:`registry_bandwidth_gb_s`,
+:func:`check_receipt_folder`); a copy of the lab outside the repository skips those.
 
 The receipt's envelope (every key but ``settings``, ``units`` and ``results``) is the same for
 every lab; ``infercourse.labs`` validates it, and each lab's spec there validates its rows.
