@@ -178,7 +178,7 @@ def test_engine_refusal_is_one_line(lab_setup, tmp_path):
     """vLLM itself refuses the model (an unknown architecture): the lab's own message is one line."""
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
     done = subprocess.run([str(LAB_PYTHON), str(PHASES), "--model", str(tmp_path)], capture_output=True, text=True,
-                          env=run_labs.lab_env(cpu=True), timeout=300)
+                          env=run_labs.lab_env(cpu=True), timeout=900)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
