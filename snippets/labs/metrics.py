@@ -38,13 +38,15 @@ import random
 import statistics
 import time
 
-from labkit import check_grid, engine_failure, fail, lab_parser, random_prompt, request_times, write_receipt
+from labkit import check_grid, engine_failure, fail, lab_parser, prepare, progress, random_prompt, request_times, write_receipt
 
 LAB = "metrics"
 MAX_MODEL_LEN = 8192
 """Default context length; vLLM starts only if the KV cache can hold one sequence this long."""
 GRID = ((128, 128), (1024, 128), (4096, 128), (1024, 512))
 """(prompt tokens, output tokens), timed in this order."""
+REPEATS = 3
+"""Timed runs per grid row (``--repeats``); the median is kept."""
 SEED = 0
 WARMUP_OUTPUT_TOKENS = 8
 ITL_HISTOGRAM = "vllm:inter_token_latency_seconds"
@@ -52,7 +54,7 @@ ITL_HISTOGRAM = "vllm:inter_token_latency_seconds"
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = lab_parser("Measure TTFT, TPOT, E2E and the mean ITL per request with vLLM.", max_model_len=MAX_MODEL_LEN)
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per grid row; the median is kept")
+    p.add_argument("--repeats", type=int, default=REPEATS, help="timed runs per grid row; the median is kept")
     return p.parse_args(argv)
 
 
@@ -69,11 +71,13 @@ def itl_totals(snapshot) -> tuple[float, int]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_grid(args, GRID)
+    prepare(args, LAB)
     try:
         from vllm import LLM, SamplingParams
     except ImportError as exc:
         fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.txt")
 
+    progress(f"starting the engine for {args.model} (a first run downloads the weights)")
     started = time.perf_counter()
     try:
         llm = LLM(
@@ -87,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # vLLM raises many kinds; one line says which
         engine_failure(exc, args.model)
     engine_start_s = time.perf_counter() - started
+    progress(f"engine ready after {engine_start_s:.0f} s")
 
     tokenizer = llm.get_tokenizer()
     vocab_size, special = len(tokenizer), set(tokenizer.all_special_ids)
@@ -104,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         run(prompt_tokens, WARMUP_OUTPUT_TOKENS)
 
     rows = []
-    for prompt_tokens, output_tokens in GRID:
+    for k, (prompt_tokens, output_tokens) in enumerate(GRID, 1):
+        progress(f"measuring {k}/{len(GRID)}: prompt {prompt_tokens}, output {output_tokens}, {args.repeats} runs")
         itl_sum_before, itl_count_before = itl_totals(llm.get_metrics())
         runs = [run(prompt_tokens, output_tokens) for _ in range(args.repeats)]
         itl_sum, itl_count = itl_totals(llm.get_metrics())
@@ -140,5 +146,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":  # vLLM starts its engine in a subprocess (spawn): the guard is required
+if __name__ == "__main__":  # vLLM 0.26.0 forks its engine process by default, but may spawn (CPU build, CUDA
+    # already initialised); a spawned child re-imports this file, so the guard is required
     raise SystemExit(main())

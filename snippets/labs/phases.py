@@ -34,30 +34,37 @@ import random
 import statistics
 import time
 
-from labkit import check_grid, engine_failure, fail, lab_parser, random_prompt, request_times, write_receipt
+from labkit import (STEP_TOKENS_METRIC, check_grid, engine_failure, fail, lab_parser, metric_totals, prepare, progress,
+                    random_prompt, request_times, write_receipt)
 
 LAB = "phases"
 GRID = ((128, 32), (128, 128), (128, 512), (1024, 128), (4096, 128))
 """(prompt tokens, output tokens) pairs, timed in this order."""
+MAX_MODEL_LEN = 8192
+"""Default context length; vLLM starts only if the KV cache can hold one sequence this long."""
+REPEATS = 5
+"""Timed runs per grid row (``--repeats``); the median is kept."""
 SEED = 0
 WARMUP_OUTPUT_TOKENS = 8
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = lab_parser("Time prefill (TTFT) and decode (TPOT) with vLLM.", max_model_len=8192)
+    p = lab_parser("Time prefill (TTFT) and decode (TPOT) with vLLM.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--dtype", default="auto", help="weights/activations dtype (auto = the config's)")
-    p.add_argument("--repeats", type=int, default=5, help="timed runs per grid row; the median is kept")
+    p.add_argument("--repeats", type=int, default=REPEATS, help="timed runs per grid row; the median is kept")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_grid(args, GRID)
+    prepare(args, LAB)
     try:
         from vllm import LLM, SamplingParams
     except ImportError as exc:
         fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.txt")
 
+    progress(f"starting the engine for {args.model} (a first run downloads the weights)")
     started = time.perf_counter()
     try:
         llm = LLM(
@@ -72,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # vLLM raises many kinds; one line says which
         engine_failure(exc, args.model)
     engine_start_s = time.perf_counter() - started
+    progress(f"engine ready after {engine_start_s:.0f} s")
+    batched_tokens = llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens
 
     tokenizer = llm.get_tokenizer()
     vocab_size, special = len(tokenizer), set(tokenizer.all_special_ids)
@@ -87,27 +96,37 @@ def main(argv: list[str] | None = None) -> int:
         run(prompt_tokens, WARMUP_OUTPUT_TOKENS)
 
     rows = []
-    for prompt_tokens, output_tokens in GRID:
+    for k, (prompt_tokens, output_tokens) in enumerate(GRID, 1):
+        progress(f"measuring {k}/{len(GRID)}: prompt {prompt_tokens}, output {output_tokens}, {args.repeats} runs")
+        tokens_before, steps_before = metric_totals(llm, STEP_TOKENS_METRIC)
         runs = [run(prompt_tokens, output_tokens) for _ in range(args.repeats)]
+        tokens_after, steps_after = metric_totals(llm, STEP_TOKENS_METRIC)
         if any(r["generated_tokens"] != output_tokens for r in runs):
             fail(f"asked for {output_tokens} tokens, the engine made {[r['generated_tokens'] for r in runs]}", 3)
         rows.append({
             "prompt_tokens": prompt_tokens,
             "output_tokens": output_tokens,
+            "engine_steps": round(steps_after - steps_before),
+            "step_tokens": round(tokens_after - tokens_before),
             **{key: round(statistics.median(r[key] for r in runs), 6) for key in ("ttft_ms", "tpot_ms", "decode_s")},
         })
 
-    print(f"{args.model} ({args.load_format} weights), engine start {engine_start_s:.1f} s, median of {args.repeats}")
-    print(f"{'prompt tokens':>13} {'output tokens':>13} {'TTFT (ms)':>10} {'TPOT (ms)':>10} {'decode (s)':>10}")
+    print(f"{args.model} ({args.load_format} weights), engine start {engine_start_s:.1f} s, median of {args.repeats}; "
+          f"engine steps and tokens: all {args.repeats} runs (vLLM's {STEP_TOKENS_METRIC})")
+    print(f"{'prompt tokens':>13} {'output tokens':>13} {'TTFT (ms)':>10} {'TPOT (ms)':>10} {'decode (s)':>10} "
+          f"{'steps':>6} {'tokens':>7}")
     for r in rows:
         print(f"{r['prompt_tokens']:>13} {r['output_tokens']:>13} {r['ttft_ms']:>10.2f} {r['tpot_ms']:>10.3f} "
-              f"{r['decode_s']:>10.3f}")
+              f"{r['decode_s']:>10.3f} {r['engine_steps']:>6} {r['step_tokens']:>7}")
     if args.receipt:
         write_receipt(args.receipt, LAB, args, engine_start_s=engine_start_s, results=rows,
-                      settings={"repeats": args.repeats, "statistic": "median", "enable_prefix_caching": False},
-                      units={"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s"})
+                      settings={"repeats": args.repeats, "statistic": "median", "enable_prefix_caching": False,
+                                "max_num_batched_tokens": batched_tokens},
+                      units={"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s", "engine_steps": "steps",
+                             "step_tokens": "tokens"})
     return 0
 
 
-if __name__ == "__main__":  # vLLM starts its engine in a subprocess (spawn): the guard is required
+if __name__ == "__main__":  # vLLM 0.26.0 forks its engine process by default, but may spawn (CPU build, CUDA
+    # already initialised); a spawned child re-imports this file, so the guard is required
     raise SystemExit(main())

@@ -29,7 +29,7 @@ import argparse
 import os
 import time
 
-from labkit import check_model_arg, engine_failure, fail, lab_parser, write_receipt
+from labkit import check_model_arg, engine_failure, fail, lab_parser, prepare, progress, write_receipt
 
 LAB = "weights"
 MAX_MODEL_LEN = 4096
@@ -59,12 +59,15 @@ def parameter_bytes(model) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine in this process
+    prepare(args, LAB)
+    # engine in this process, whatever the user's environment says: apply_model needs the model here
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     try:
         from vllm import LLM
     except ImportError as exc:
         fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.txt")
 
+    progress(f"starting the engine for {args.model} (a first run downloads the weights)")
     started = time.perf_counter()
     try:
         llm = LLM(
@@ -76,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # vLLM raises many kinds; one line says which
         engine_failure(exc, args.model)
     engine_start_s = time.perf_counter() - started
+    progress(f"engine ready after {engine_start_s:.0f} s; counting the parameters")
 
     by_dtype = llm.apply_model(parameter_bytes)[0]
     rows = [{"dtype": dtype, **d} for dtype, d in sorted(by_dtype.items())]
@@ -91,5 +95,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":  # vLLM may start engine processes with spawn: the guard is required
+if __name__ == "__main__":  # vLLM 0.26.0 forks its engine process by default, but may spawn (CPU build, CUDA
+    # already initialised); a spawned child re-imports this file, so the guard is required
     raise SystemExit(main())

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import math
 
-from infercourse import fmt, memory, registry, transformer
+from infercourse import fmt, memory, registry, roofline, transformer
+
+LABKIT_MIN_DRIVER = 580
+"""Oldest NVIDIA driver branch for vLLM 0.26.0's CUDA 13 build (labkit's ``MIN_DRIVER_FOR_WHEEL``;
+NVIDIA, CUDA Toolkit Release Notes, table 3: CUDA 13.0 needs >= 580.65.06)."""
 
 
 def vram_needed_bytes(peak_kv_tokens: int, model_name: str = registry.COURSE_MODEL, dtype_bytes: int = 2) -> float:
@@ -29,49 +33,104 @@ def vram_needed_bytes(peak_kv_tokens: int, model_name: str = registry.COURSE_MOD
     return used / registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 
 
-def lab_box(script: str, peak_kv_tokens: int, run_minutes: float, args: str = "",
-            model_name: str = registry.COURSE_MODEL) -> str:
-    """Markdown admonition for the lab ``snippets/labs/<script>``.
+DECODE_EFFICIENCY_ASSUMED = 0.7
+"""Assumed share of the roofline a decode step reaches on the lab card (floor / measured), for the time
+estimate only; an assumption until GPU receipts measure it (lesson 0A's efficiency column)."""
+
+STEP_CONTEXT = 2048
+"""Context (tokens) at which the estimate's decode step is priced: the labs' typical context."""
+
+
+def lab_minutes(lab: str, model_name: str = registry.COURSE_MODEL) -> dict[str, float]:
+    """Minutes one lab takes on the lab card, from its own settings (its spec's :class:`LabWork`).
+
+    Returns ``{"download", "engines", "decode", "total"}`` in minutes: the first download of the
+    model's BF16 weights at the assumed speed (``registry.AUTODL_RTX_4090.download_mb_s``; later
+    labs reuse it), ``engines`` x the assumed start-up, and ``decode_steps`` x the decode-step floor
+    at :data:`STEP_CONTEXT` (batch 1) / :data:`DECODE_EFFICIENCY_ASSUMED`.
+
+    Raises:
+        KeyError: ``lab`` has no spec.
+    """
+    from infercourse.labs import spec  # the specs read the lab scripts; the build imports this lazily
+
+    work = spec(lab).work
+    rent = registry.AUTODL_RTX_4090
+    config = registry.model(model_name).config
+    step_s = roofline.decode_step_floor(registry.gpu(rent.card), config, STEP_CONTEXT) / DECODE_EFFICIENCY_ASSUMED
+    parts = {"download": transformer.weight_bytes(config) / (rent.download_mb_s * 1e6) / 60,
+             "engines": work.engines * rent.engine_start_min, "decode": work.decode_steps * step_s / 60}
+    return {**parts, "total": sum(parts.values())}
+
+
+def time_estimate(labs: list[str], download: bool = True) -> str:
+    """A few lines: the estimated minutes of each lab and of all of them on the lab card (the download
+    counted once, when ``download``), with the assumptions they rest on."""
+    rent = registry.AUTODL_RTX_4090
+    lines, total = [f"Estimate for an {rent.card} (assumed: {rent.engine_start_min:g} min per engine start, "
+                    f"{rent.download_mb_s:g} MB/s download, decode at {DECODE_EFFICIENCY_ASSUMED:.0%} of the roofline):"], 0.0
+    for lab in labs:
+        m = lab_minutes(lab)
+        total += m["engines"] + m["decode"]
+        lines.append(f"  {lab:<14} {m['engines'] + m['decode']:5.1f} min")
+    if download:
+        m = lab_minutes(labs[0])
+        total += m["download"]
+        lines.append(f"  {'download':<14} {m['download']:5.1f} min (first run only)")
+    lines.append(f"  {'total':<14} {total:5.1f} min")
+    return "\n".join(lines)
+
+
+def lab_box(script: str, *legacy, args: str = "", model_name: str = registry.COURSE_MODEL) -> str:
+    """Markdown admonition for the lab ``snippets/labs/<script>``: VRAM, card, time, cost, platform notes
+    and commands, every figure computed from the lab's own settings (its spec's :class:`LabWork`).
 
     Args:
         script: the lab's file name, e.g. ``"phases.py"``.
-        peak_kv_tokens: the most tokens the lab keeps in the KV cache at once (sets the VRAM need).
-        run_minutes: the lab's own measuring time on the card, minutes (download and start-up are added).
+        legacy: the peak KV tokens and run minutes older pages passed; accepted so that they still
+            build, and unused (both now come from the lab's spec).
         args: extra command-line arguments shown in the run command.
         model_name: the model the lab loads by default.
 
     Raises:
-        ValueError: a non-positive ``peak_kv_tokens`` or ``run_minutes``.
+        KeyError: the lab has no spec.
     """
-    if not run_minutes > 0:
-        raise ValueError(f"run_minutes must be positive, got {run_minutes!r}")
+    from infercourse.labs import spec
+
+    name = script.removesuffix(".py")
+    work = spec(name).work
     rent = registry.AUTODL_RTX_4090
     card = registry.gpu(rent.card)
     config = registry.model(model_name).config
     weights = transformer.weight_bytes(config)
-    need = vram_needed_bytes(peak_kv_tokens, model_name)
+    need = vram_needed_bytes(work.peak_kv_tokens, model_name)
     total = memory.device_total_bytes(rent.card)
-    download_min = weights / (rent.download_mb_s * 1e6) / 60
-    minutes = download_min + rent.engine_start_min + run_minutes
-    name = script.removesuffix(".py")
+    m = lab_minutes(name, model_name)
     fits = "fits" if need <= total else "does NOT fit"
+    engines = f"{work.engines} engine start{'s' if work.engines > 1 else ''}"
+    decode = (f", {fmt.count(work.decode_steps)} decode steps at about "
+              f"{fmt.fixed(m['decode'] * 60e3 / work.decode_steps, 0)} ms ({m['decode']:.1f} min)" if work.decode_steps else "")
     return f"""!!! example "GPU lab: `snippets/labs/{script}`"
     - **Minimum VRAM:** {fmt.gib(need, 1)}: {model_name}'s BF16 weights ({fmt.gib(weights, 1)}), the KV cache of
-      {fmt.count(peak_kv_tokens)} tokens and vLLM's other memory (assumed {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB),
+      {fmt.count(work.peak_kv_tokens)} tokens and vLLM's other memory (assumed {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB),
       over the default `gpu_memory_utilization` of {registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}. That {fits} an
       {card.name}, which reports {fmt.gib(total, 1)}.
     - **Card:** {card.name} (24 GB) on AutoDL, with vLLM {registry.VLLM_GPU_VERSION}.
-    - **Time and cost (estimate):** about {math.ceil(minutes)} minutes: the first download of
-      {fmt.gb(weights)} at an assumed {rent.download_mb_s:g} MB/s ({download_min:.0f} min; later labs reuse it),
-      engine start-up (about {rent.engine_start_min:g} min) and the measurements (about {run_minutes:g} min). At
-      ¥{rent.cny_per_hour:.2f}/h, about ¥{minutes / 60 * rent.cny_per_hour:.2f} ({rent.source}).
-    - **Platform notes:** NVIDIA GPU with a CUDA 12 image. If Hugging Face is slow or blocked, set
-      `VLLM_USE_MODELSCOPE=True` to fetch the same model from ModelScope. On ROCm or vLLM's CPU build the
-      script runs unchanged, but its timings belong to that device; our tests run it on the CPU build with
-      a tiny random model, so it is known to run end to end.
+    - **Time and cost (estimate):** about {math.ceil(m['total'])} minutes: the first download of
+      {fmt.gb(weights)} at an assumed {rent.download_mb_s:g} MB/s ({m['download']:.0f} min; later labs reuse it),
+      {engines} at an assumed {rent.engine_start_min:g} min each{decode}. At
+      ¥{rent.cny_per_hour:.2f}/h, about ¥{m['total'] / 60 * rent.cny_per_hour:.2f} ({rent.source}).
+    - **Platform notes:** an NVIDIA GPU whose driver is {LABKIT_MIN_DRIVER} or newer (`nvidia-smi` shows CUDA
+      13.0 or newer): vLLM {registry.VLLM_GPU_VERSION} from PyPI is a CUDA 13 build, and the image's own CUDA
+      does not matter. `python scripts/run_labs.py --check` says in one line what is missing before anything
+      downloads. If Hugging Face is slow or blocked, set `VLLM_USE_MODELSCOPE=True`: every file the lab reads
+      goes through vLLM, which then fetches from ModelScope. On vLLM's CPU build the script runs as it is
+      (it sets `VLLM_CPU_KVCACHE_SPACE` to 1 GiB when unset), but its timings belong to that CPU; our
+      tests run it there with a tiny random model, so it is known to run end to end.
 
     ```bash
     pip install -r requirements-labs-gpu.txt      # vLLM {registry.VLLM_GPU_VERSION} and ModelScope's client
+    python scripts/run_labs.py --check            # driver, GPU, free memory, versions
     export VLLM_USE_MODELSCOPE=True               # only if Hugging Face is slow or blocked
     python snippets/labs/{script} {args + " " if args else ""}--receipt receipts/rtx-4090/{name}.json
     ```

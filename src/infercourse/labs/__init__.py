@@ -6,16 +6,16 @@ a ``SPEC`` (:class:`~infercourse.labs.core.LabSpec`): its row schema and units, 
 roofline floors (optional), its GPU prediction and its table of committed GPU receipts.
 
 One module per lab, found by name (``pkgutil``), rather than one shared file: the specs are
-independent, each is read next to its lab, and porting a lab touches only its own module plus one
-line of :data:`PENDING` (several engineers port labs at once). Shared pieces (the receipt
-envelope, the spec's shape, row lookup, line fit, GPU names) are in :mod:`infercourse.labs.core`.
+independent, each is read next to its lab, and adding a lab touches only its own module. Shared
+pieces (the receipt envelope, the spec's shape, row lookup, line fit, GPU names) are in
+:mod:`infercourse.labs.core`.
 
 This package checks what is common once: :func:`validate_receipt` (the envelope for every lab,
 then the lab's rows), :func:`check` / :func:`report` (the lab's claims, plus efficiency against
 the floor on a GPU the registry has), :func:`expected_output` (what a lesson page prints).
 
 Committed receipts live in ``receipts/<machine-slug>/<lab>.json`` (one folder per machine).
-How to port a lab: ``snippets/labs/README.md``.
+How to add a lab: ``snippets/labs/README.md``.
 """
 
 from __future__ import annotations
@@ -28,32 +28,21 @@ from typing import Any, Mapping
 
 from infercourse import fmt
 from infercourse.labs.core import (LABS_DIR, RECEIPTS_DIR, ROOT, SCHEMA_VERSION, ClaimResult, Column, Efficiency,
-                                   LabSpec, ReceiptError, dtype_bytes, envelope_problems, find_row, gpu_for_name,
-                                   lab_grid, linear_fit, machine_slug, model_config_for)
+                                   LabSpec, LabWork, ReceiptError, dtype_bytes, envelope_problems, find_row,
+                                   gpu_for_name, lab_grid, linear_fit, machine_slug, model_config_for)
 from infercourse.registry import LAB_GPU, gpu
 
 __all__ = [
-    "LABS_DIR", "RECEIPTS_DIR", "ROOT", "SCHEMA_VERSION", "ClaimResult", "Column", "Efficiency", "LabSpec",
+    "LABS_DIR", "RECEIPTS_DIR", "ROOT", "SCHEMA_VERSION", "ClaimResult", "Column", "Efficiency", "LabSpec", "LabWork",
     "ReceiptError", "dtype_bytes", "find_row", "gpu_for_name", "lab_grid", "linear_fit", "machine_slug",
-    "model_config_for", "PENDING", "SPECS", "UNFINISHED", "HELPERS", "lab_scripts", "wired", "spec", "validate_receipt", "load_receipt",
+    "model_config_for", "SPECS", "HELPERS", "lab_scripts", "wired", "spec", "validate_receipt", "load_receipt",
     "committed_receipts", "check", "report", "efficiency", "expected_output",
 ]
 
 HELPERS = frozenset({"labkit"})
 """Files in ``snippets/labs/`` that are not labs (shared code the labs import)."""
 
-PENDING: frozenset[str] = frozenset()
-"""Labs in ``snippets/labs/`` not yet wired to this harness (no spec, or one still being written):
-they do not run in ``scripts/run_labs.py`` or ``tests/test_labs.py``. Listed, so that nothing is
-skipped silently: ``tests/test_labs.py`` fails for a lab script that has neither a spec nor an
-entry here, and for a lab with a spec still listed here. Porting a lab removes its name."""
-
 _NOT_SPECS = {"core"}
-
-
-UNFINISHED: dict[str, str] = {}
-"""Spec modules of PENDING labs that do not import or define no ``SPEC`` yet (a port in progress),
-by lab, with the reason. Not wired; a finished lab's module that fails raises instead."""
 
 
 def _discover() -> dict[str, LabSpec]:
@@ -61,16 +50,10 @@ def _discover() -> dict[str, LabSpec]:
     for info in pkgutil.iter_modules(__path__):
         if info.name in _NOT_SPECS or info.name.startswith("_"):
             continue
-        try:
-            module = importlib.import_module(f"{__name__}.{info.name}")
-            spec_ = getattr(module, "SPEC", None)
-            if not isinstance(spec_, LabSpec) or spec_.lab != info.name:
-                raise ImportError(f"{module.__name__} must define SPEC = LabSpec(lab={info.name!r}, ...)")
-        except Exception as exc:
-            if info.name not in PENDING:
-                raise
-            UNFINISHED[info.name] = f"{type(exc).__name__}: {exc}"
-            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        spec_ = getattr(module, "SPEC", None)
+        if not isinstance(spec_, LabSpec) or spec_.lab != info.name:
+            raise ImportError(f"{module.__name__} must define SPEC = LabSpec(lab={info.name!r}, ...)")
         found[info.name] = spec_
     return dict(sorted(found.items()))
 
@@ -85,19 +68,19 @@ def lab_scripts(labs_dir: Path | str = LABS_DIR) -> list[str]:
 
 
 def wired(labs_dir: Path | str = LABS_DIR) -> list[str]:
-    """The labs the harness runs: a script in ``labs_dir`` with a spec here, not in :data:`PENDING`."""
-    return [lab for lab in lab_scripts(labs_dir) if lab in SPECS and lab not in PENDING]
+    """The labs the harness runs: each script in ``labs_dir`` that has a spec here (tests/test_labs.py
+    fails for a script without one)."""
+    return [lab for lab in lab_scripts(labs_dir) if lab in SPECS]
 
 
 def spec(lab: str) -> LabSpec:
     """The spec of ``lab``.
 
     Raises:
-        KeyError: ``lab`` has no spec (pending, or no such lab); the message lists the wired labs.
+        KeyError: ``lab`` has no spec; the message lists the labs that have one.
     """
     if lab not in SPECS:
-        state = "is pending (not yet wired to the harness)" if lab in PENDING else "has no spec"
-        raise KeyError(f"lab {lab!r} {state}; labs with a spec: {', '.join(SPECS)}")
+        raise KeyError(f"lab {lab!r} has no spec; labs with a spec: {', '.join(SPECS)}")
     return SPECS[lab]
 
 

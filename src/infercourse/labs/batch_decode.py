@@ -3,7 +3,10 @@
 Receipt rows, one per batch size: ``batch`` (sequences), ``step_ms`` (ms: the steady window in which
 all B requests decode, over its n - 1 steps), ``median_tpot_ms`` (ms), ``tokens_per_s``,
 ``bytes_per_step`` (B: M b + B kappa S at the run's mean context), ``achieved_gb_s`` (GB/s) and
-``memory_floor_ms`` (ms: bytes / the bandwidth the run was given).
+``memory_floor_ms`` (ms: bytes / the GPU's datasheet bandwidth; null where the device has none) and
+``preemptions`` (requests vLLM preempted while the batch ran: ``vllm:num_preemptions``).
+
+Timing claims are checked on GPU receipts only; "no preemption" is exact and checked everywhere.
 
 The CPU run uses fewer, smaller batches (``cpu_args``); the lesson documents the GPU grid.
 """
@@ -14,15 +17,21 @@ from typing import Any, Mapping
 
 from infercourse import fmt
 from infercourse.labs.core import (ClaimResult, Column, Efficiency, LabSpec, Receipt, dtype_bytes, gpu_for_name,
-                                   lab_grid)
+                                   LabWork, gpu_timing, lab_constant, lab_grid)
 from infercourse.registry import COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
 from infercourse.roofline import decode_kernel_floors, decode_step_floor
+from infercourse.transformer import kv_bytes_per_token
 
 GRID = lab_grid("batch_decode")
 """Batch sizes of the GPU run, one-element rows, read from the lab itself."""
 
-PROMPT_LEN, OUTPUT_LEN = 512, 128
-"""The lab's default prompt and output lengths (tokens): the prediction's mean context is 512 + 128/2."""
+PROMPT_LEN = lab_constant("batch_decode", "PROMPT_LEN")
+OUTPUT_LEN = lab_constant("batch_decode", "OUTPUT_LEN")
+"""The lab's default prompt and output lengths (tokens), read from the lab itself: its one home."""
+LARGEST_BATCH = max(b for (b,) in GRID)
+"""The largest batch of the GPU run (sequences)."""
+MAX_BATCHED_TOKENS = lab_constant("batch_decode", "MAX_BATCHED_TOKENS")
+"""The lab's cap on tokens per engine step (vLLM profiles its activations at this size)."""
 
 PER_TOKEN_GAIN = 0.5
 """From the smallest to the largest batch, the step time may grow by at most this fraction of the
@@ -56,6 +65,15 @@ def efficiency(receipt: Receipt, gpu_facts: GPUFacts, config: Mapping[str, Any])
             for i, row in enumerate(receipt["results"])]
 
 
+def no_preemption(receipt: Receipt) -> ClaimResult:
+    """No request was preempted in any batch (a recomputed request would skew that batch's step time)."""
+    hit = [f"B={r['batch']}: {r['preemptions']}" for r in _rows(receipt) if r["preemptions"]]
+    return ClaimResult("no_preemption", "no request is preempted (vllm:num_preemptions stays 0 in every batch)",
+                       not hit, "preempted: " + ", ".join(hit) + "; the KV cache is too small for the batch, so "
+                       "the step times are skewed" if hit else "0 in every batch")
+
+
+@gpu_timing
 def throughput_rises(receipt: Receipt) -> ClaimResult:
     rows = _rows(receipt)
     rates = [r["tokens_per_s"] for r in rows]
@@ -64,6 +82,7 @@ def throughput_rises(receipt: Receipt) -> ClaimResult:
                        " -> ".join(f"B={r['batch']}: {r['tokens_per_s']:.0f}" for r in rows))
 
 
+@gpu_timing
 def step_grows_less_than_batch(receipt: Receipt) -> ClaimResult:
     rows = _rows(receipt)
     lo, hi = rows[0], rows[-1]
@@ -97,11 +116,16 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     """Markdown: per batch size, each kernel's floor and the step floor on ``gpu_name`` (after the label)."""
     facts, config = gpu(gpu_name), model(model_name).config
     ctx = PROMPT_LEN + OUTPUT_LEN // 2
+    peak = LARGEST_BATCH * (PROMPT_LEN + OUTPUT_LEN)
     lines = [
         f"{model_name} in BF16, every sequence at the run's mean context of {PROMPT_LEN} + {OUTPUT_LEN}/2 = "
         f"{fmt.count(ctx)} tokens; {fmt.count(facts.bandwidth_gb_s)} GB/s and {fmt.fixed(facts.bf16_dense_tflops)} "
         "TFLOP/s (BF16 dense, FP32 accumulate). Step floor = weight-matmul floor + attention floor, each "
-        "max(FLOPs / peak, bytes / bandwidth). A real step is slower than its floor.",
+        "max(FLOPs / peak, bytes / bandwidth). A real step is slower than its floor. "
+        f"The largest batch keeps {LARGEST_BATCH} × ({PROMPT_LEN} + {OUTPUT_LEN}) = {fmt.count(peak)} tokens in the "
+        f"KV cache, {fmt.gib(peak * kv_bytes_per_token(config, 2))} at {fmt.count(kv_bytes_per_token(config, 2))} B/token; "
+        f"the lab caps `max_num_batched_tokens` at {fmt.count(MAX_BATCHED_TOKENS)} so that vLLM's activation "
+        "profile leaves room for it, prints what vLLM allocated, and records preemptions.",
         "",
         "| batch | matmul floor (ms) | attention floor (ms) | step floor (ms) | tokens/s ceiling |",
         "|---:|---:|---:|---:|---:|",
@@ -166,12 +190,13 @@ SPEC = LabSpec(
     lab="batch_decode",
     lesson="2A",
     row={"batch": int, "step_ms": (int, float), "median_tpot_ms": (int, float), "tokens_per_s": (int, float),
-         "bytes_per_step": int, "achieved_gb_s": (int, float), "memory_floor_ms": (int, float)},
+         "bytes_per_step": int, "achieved_gb_s": (int, float), "memory_floor_ms": (int, float, type(None)),
+         "preemptions": int},
     units={"step_ms": "ms", "median_tpot_ms": "ms", "tokens_per_s": "tokens/s", "bytes_per_step": "B",
-           "achieved_gb_s": "GB/s", "memory_floor_ms": "ms"},
+           "achieved_gb_s": "GB/s", "memory_floor_ms": "ms", "preemptions": "requests"},
     key=("batch",),
     header="tokens/s",
-    claims=(throughput_rises, step_grows_less_than_batch, step_nearly_flat_gpu, bandwidth_below_datasheet),
+    claims=(no_preemption, throughput_rises, step_grows_less_than_batch, step_nearly_flat_gpu, bandwidth_below_datasheet),
     prediction=prediction,
     columns=(Column("batch", "batch", fmt.count), Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
              Column("tokens_per_s", "tokens/s", fmt.count), Column("achieved_gb_s", "achieved GB/s", lambda v: fmt.fixed(v, 0))),
@@ -179,4 +204,6 @@ SPEC = LabSpec(
     grid=None,  # the CPU run uses fewer batches (cpu_args); GRID above is the GPU run's
     cpu_max_model_len=128,
     cpu_args=("--batches", "1,2,4,8", "--prompt-len", "64", "--output-len", "32"),
+    work=LabWork(engines=1, decode_steps=2 * OUTPUT_LEN * len(GRID),  # a warm-up and a timed batch per size
+                 peak_kv_tokens=LARGEST_BATCH * (PROMPT_LEN + OUTPUT_LEN)),
 )

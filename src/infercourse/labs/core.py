@@ -33,20 +33,26 @@ class ReceiptError(ValueError):
     """A receipt does not follow the schema; the message lists every problem found."""
 
 
-def lab_grid(lab: str) -> tuple[tuple[int, ...], ...]:
-    """The ``GRID`` constant of ``snippets/labs/<lab>.py``, read with ``ast`` (the lab is not imported).
+def lab_constant(lab: str, name: str) -> Any:
+    """The module-level literal ``name = ...`` of ``snippets/labs/<lab>.py``, read with ``ast`` (the lab
+    is not imported): the lab script is the one home of its settings, and the spec reads them here.
 
     Raises:
         FileNotFoundError: no such lab.
-        ValueError: the lab has no module-level ``GRID = ...`` literal.
+        ValueError: the lab has no module-level ``name = <literal>``.
     """
     path = LABS_DIR / f"{lab}.py"
     if not path.is_file():
         raise FileNotFoundError(f"no lab {lab!r}: {path} does not exist")
     for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "GRID" for t in node.targets):
-            return tuple(tuple(pair) for pair in ast.literal_eval(node.value))
-    raise ValueError(f"{path} has no module-level GRID literal")
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise ValueError(f"{path} has no module-level {name} literal")
+
+
+def lab_grid(lab: str) -> tuple[tuple[int, ...], ...]:
+    """The ``GRID`` constant of ``snippets/labs/<lab>.py`` as a tuple of tuples (:func:`lab_constant`)."""
+    return tuple(tuple(pair) for pair in lab_constant(lab, "GRID"))
 
 
 # --- the envelope: the same for every lab ---------------------------------------------------------
@@ -149,6 +155,39 @@ class Column:
 
 Claim = Callable[[Receipt], ClaimResult]
 
+CPU_TIMING_NOTE = "CPU receipt: a timing, printed, not asserted (asserted on GPU receipts only)"
+"""Why a timing claim does not apply to a CPU receipt: CI's CPU is shared, so its clock decides nothing."""
+
+
+def gpu_timing(claim: Claim) -> Claim:
+    """Mark ``claim`` as a claim about time: on a GPU receipt it is checked as written; on a CPU receipt
+    its figures are still computed and shown, with ``passed=None`` and :data:`CPU_TIMING_NOTE`. The CPU
+    checks only what the engine makes exact (token and step counts, blocks, schema)."""
+    def timed(receipt: Receipt) -> ClaimResult:
+        result = claim(receipt)
+        if receipt["machine"].get("kind") == "gpu" or result.passed is None:
+            return result
+        return ClaimResult(result.claim, result.statement, None, f"{result.detail} [{CPU_TIMING_NOTE}]")
+
+    timed.__name__, timed.__doc__ = claim.__name__, claim.__doc__
+    return timed
+
+
+@dataclass(frozen=True)
+class LabWork:
+    """What a lab's GPU run does with its default settings, for the lab box's time and memory.
+
+    Attributes:
+        engines: vLLM engines it starts (each loads the weights, profiles, captures CUDA graphs).
+        decode_steps: engine steps it runs one after another (a batch's steps count once).
+        peak_kv_tokens: the most tokens the engine must be able to hold in its KV cache (vLLM refuses
+            to start unless one ``max_model_len`` request fits; a batch needs all its sequences).
+    """
+
+    engines: int
+    decode_steps: int
+    peak_kv_tokens: int
+
 
 @dataclass(frozen=True)
 class LabSpec:
@@ -173,6 +212,7 @@ class LabSpec:
         grid: the rows' keys in order, when the lab runs a fixed grid (checked in the CPU test).
         cpu_max_model_len: ``--max-model-len`` for the CPU run (None: the lab's default).
         cpu_args: extra arguments for the CPU run (e.g. fewer repeats).
+        work: what the GPU run does (:class:`LabWork`), computed from the lab's own constants.
 
     Raises:
         ValueError: units, key, grid or columns name keys the row does not have.
@@ -192,6 +232,7 @@ class LabSpec:
     grid: tuple[tuple, ...] | None = None
     cpu_max_model_len: int | None = None
     cpu_args: tuple[str, ...] = field(default_factory=tuple)
+    work: LabWork | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_]*", self.lab):
@@ -327,7 +368,7 @@ def linear_fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
     return intercept, slope, 1 - ss_res / syy
 
 
-# --- prefill and decode: floors and claims shared by labs 0A (phases) and 0B (metrics) ---------------------------------------------------------------------------------------
+# --- prefill and decode: floors and claims shared by labs 0A (phases) and 0B (metrics) ---------------
 
 def floors(gpu_facts: GPUFacts, config: Mapping[str, Any], prompt_tokens: int, output_tokens: int,
            dtype_bytes: int = 2) -> dict[str, float]:
@@ -335,7 +376,8 @@ def floors(gpu_facts: GPUFacts, config: Mapping[str, Any], prompt_tokens: int, o
 
     TTFT floor = :func:`~infercourse.roofline.prefill_floor` (S); TPOT floor =
     :func:`~infercourse.roofline.decode_step_floor` at the run's mean context S + n/2 (one
-    sequence); decode floor = (n - 1) x TPOT floor. Weights and KV cache both ``dtype_bytes`` wide.
+    sequence; rounded down to a whole token when n is odd); decode floor = (n - 1) x TPOT floor.
+    Weights and KV cache both ``dtype_bytes`` wide.
 
     Returns:
         ``{"ttft_s", "tpot_s", "decode_s"}``.
@@ -346,9 +388,7 @@ def floors(gpu_facts: GPUFacts, config: Mapping[str, Any], prompt_tokens: int, o
     for name, value in (("prompt_tokens", prompt_tokens), ("output_tokens", output_tokens)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    mean_context = prompt_tokens + output_tokens / 2
-    if mean_context == int(mean_context):
-        mean_context = int(mean_context)
+    mean_context = prompt_tokens + output_tokens // 2  # a whole number of tokens, S + n/2 for even n
     ttft = prefill_floor(gpu_facts, config, prompt_tokens, weight_bytes=dtype_bytes, kv_dtype_bytes=dtype_bytes)
     tpot = decode_step_floor(gpu_facts, config, mean_context, weight_bytes=dtype_bytes, kv_dtype_bytes=dtype_bytes)
     return {"ttft_s": ttft, "tpot_s": tpot, "decode_s": (output_tokens - 1) * tpot}
@@ -381,11 +421,11 @@ read per step); the slack covers attention kernels that read the KV cache less e
 GEMV reads weights. Not applied to CPU receipts: there the tiny model's KV cache outweighs its
 weights, so the claim's premise does not hold (see TPOT_VS_TTFT)."""
 
-
 def _row(receipt: Receipt, s: int, n: int) -> Mapping[str, Any]:
     return find_row(receipt, prompt_tokens=s, output_tokens=n)
 
 
+@gpu_timing
 def ttft_grows(receipt: Receipt) -> ClaimResult:
     t = [_row(receipt, s, 128)["ttft_ms"] for s in (128, 1024, 4096)]
     ok = t[1] >= TTFT_STEP * t[0] and t[2] >= TTFT_STEP * t[1]
@@ -394,6 +434,7 @@ def ttft_grows(receipt: Receipt) -> ClaimResult:
                        ok, f"TTFT {t[0]:.2f} / {t[1]:.2f} / {t[2]:.2f} ms (x{t[1] / t[0]:.2f}, x{t[2] / t[1]:.2f})")
 
 
+@gpu_timing
 def tpot_flat(receipt: Receipt) -> ClaimResult:
     short, long = _row(receipt, 128, 128), _row(receipt, 4096, 128)
     tpot_growth = long["tpot_ms"] / short["tpot_ms"] - 1
@@ -413,3 +454,13 @@ def tpot_gpu(receipt: Receipt) -> ClaimResult:
     ratio = _row(receipt, 4096, 128)["tpot_ms"] / _row(receipt, 128, 128)["tpot_ms"]
     return ClaimResult("tpot_within_tolerance_gpu", statement, abs(ratio - 1) <= TPOT_GPU_TOLERANCE,
                        f"TPOT(4096)/TPOT(128) = {ratio:.3f}")
+
+
+def sequential_work(lab: str) -> LabWork:
+    """The work of a lab that sends one request at a time (phases, metrics): one engine; per grid row
+    ``REPEATS`` requests of n output tokens (n decode steps each, the first one the prefill's), plus
+    one warm-up request of ``WARMUP_OUTPUT_TOKENS`` per distinct prompt length; KV for ``MAX_MODEL_LEN``."""
+    grid, repeats = lab_grid(lab), lab_constant(lab, "REPEATS")
+    warmup = len({s for s, _ in grid}) * lab_constant(lab, "WARMUP_OUTPUT_TOKENS")
+    return LabWork(engines=1, decode_steps=repeats * sum(n for _, n in grid) + warmup,
+                   peak_kv_tokens=lab_constant(lab, "MAX_MODEL_LEN"))

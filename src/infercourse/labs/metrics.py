@@ -4,9 +4,9 @@ Receipt rows: ``prompt_tokens``, ``output_tokens`` (counts); ``ttft_ms``, ``tpot
 (ms, medians over the lab's repeats); ``tpot_mean_ms`` (ms, the mean TPOT of the repeats) and
 ``itl_mean_ms`` (ms, the engine's ITL histogram: the sum of the repeats' gaps over their number).
 
-The TTFT and TPOT floors are lab 0A's (:func:`infercourse.labs.core.floors`): one prefill pass,
+The TTFT and TPOT floors are lab 0A's (:func:`infercourse.labs.core.floors`, shared with lab 0A): one prefill pass,
 and one decode step at the mean context S + n/2, kernel by kernel. Three claims are 0A's own and
-are reused from there, since this grid contains 0A's prompt-length rows.
+are shared with it (in core), since this grid contains 0A's prompt-length rows.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from infercourse.labs.core import (
     gpu_for_name,
     lab_grid,
     model_config_for,
+    sequential_work,
     tpot_flat,
     tpot_gpu,
     ttft_grows,
@@ -104,4 +105,5 @@ SPEC = LabSpec(
     grid=GRID,
     cpu_max_model_len=max(s + n for s, n in GRID),  # 4096 + 128 = 4224
     cpu_args=("--repeats", "3"),
+    work=sequential_work("metrics"),
 )

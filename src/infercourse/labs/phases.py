@@ -1,12 +1,18 @@
 """Lab 0A, ``snippets/labs/phases.py``: prefill (TTFT) and decode (TPOT) as two phases.
 
 Receipt rows: ``prompt_tokens``, ``output_tokens`` (counts), ``ttft_ms``, ``tpot_ms`` (ms),
-``decode_s`` (s), one per :data:`GRID` entry, each the median of the lab's repeats.
+``decode_s`` (s), one per :data:`GRID` entry, each the median of the lab's repeats; ``engine_steps``
+(steps) and ``step_tokens`` (tokens): vLLM's ``vllm:iteration_tokens_total`` histogram over all the
+row's repeats (its count and its sum).
+
+Timing claims are checked on GPU receipts only (:func:`~infercourse.labs.core.gpu_timing`); the
+step-count claim is exact and checked everywhere, the CPU included.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any, Mapping
 
 from infercourse import fmt
 from infercourse.labs.core import (
@@ -17,8 +23,10 @@ from infercourse.labs.core import (
     efficiency,
     find_row,
     floors,
+    gpu_timing,
     lab_grid,
     linear_fit,
+    sequential_work,
     tpot_flat,
     tpot_gpu,
     ttft_grows,
@@ -43,8 +51,37 @@ Loose because CI's 2-core CPU is shared: runs there (median of 5) gave spreads o
 and R^2 of 0.998 to 0.9999."""
 
 
+def expected_steps(prompt_tokens: int, output_tokens: int, max_num_batched_tokens: int) -> tuple[int, int]:
+    """(engine steps, tokens counted) of ONE request run alone: its prefill in
+    ceil(S / max_num_batched_tokens) chunks (the last one also yields the first output token), then
+    one step per further output token. vLLM's histogram adds, per step, the prompt tokens it processed
+    and the tokens it generated, so the tokens are S + n."""
+    return -(-prompt_tokens // max_num_batched_tokens) + output_tokens - 1, prompt_tokens + output_tokens
+
+
+def steps_exact(receipt: Receipt) -> ClaimResult:
+    """Every row: vLLM's step count and scheduled tokens equal :func:`expected_steps` x repeats, exactly."""
+    repeats, chunk = receipt["settings"]["repeats"], receipt["settings"]["max_num_batched_tokens"]
+    wrong = []
+    for row in receipt["results"]:
+        steps, tokens = expected_steps(row["prompt_tokens"], row["output_tokens"], chunk)
+        if (row["engine_steps"], row["step_tokens"]) != (repeats * steps, repeats * tokens):
+            wrong.append(f"prompt {row['prompt_tokens']}, output {row['output_tokens']}: {row['engine_steps']} steps "
+                         f"/ {row['step_tokens']} tokens, expected {repeats * steps} / {repeats * tokens}")
+    return ClaimResult("engine_steps_exact",
+                       "each request takes ceil(S / max_num_batched_tokens) + n - 1 engine steps, which process "
+                       "its S prompt tokens and generate its n (vLLM's vllm:iteration_tokens_total)", not wrong,
+                       "; ".join(wrong) or f"all {len(receipt['results'])} rows exact ({repeats} runs each, "
+                                            f"max_num_batched_tokens {chunk:,})")
+
+
+def _row(receipt: Receipt, s: int, n: int) -> Mapping[str, Any]:
+    return find_row(receipt, prompt_tokens=s, output_tokens=n)
+
+
+@gpu_timing
 def decode_linear(receipt: Receipt) -> ClaimResult:
-    rows = [find_row(receipt, prompt_tokens=128, output_tokens=n) for n in (32, 128, 512)]
+    rows = [_row(receipt, 128, n) for n in (32, 128, 512)]
     steps = [r["output_tokens"] - 1 for r in rows]
     decode = [r["decode_s"] for r in rows]
     statement = (f"decode time vs n-1 (n = 32, 128, 512; prompt 128) is a line: R^2 >= {DECODE_R2}, "
@@ -89,11 +126,11 @@ SPEC = LabSpec(
     lab="phases",
     lesson="0A",
     row={"prompt_tokens": int, "output_tokens": int, "ttft_ms": (int, float), "tpot_ms": (int, float),
-         "decode_s": (int, float)},
-    units={"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s"},
+         "decode_s": (int, float), "engine_steps": int, "step_tokens": int},
+    units={"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s", "engine_steps": "steps", "step_tokens": "tokens"},
     key=("prompt_tokens", "output_tokens"),
     header="TPOT (ms)",
-    claims=(ttft_grows, tpot_flat, tpot_gpu, decode_linear),
+    claims=(steps_exact, ttft_grows, tpot_flat, tpot_gpu, decode_linear),
     prediction=prediction,
     columns=(Column("prompt_tokens", "prompt", fmt.count), Column("output_tokens", "output", fmt.count),
              Column("ttft_ms", "TTFT (ms)", lambda v: fmt.fixed(v, 1)),
@@ -102,4 +139,5 @@ SPEC = LabSpec(
     efficiency=efficiency,
     grid=GRID,
     cpu_max_model_len=max(s + n for s, n in GRID),  # 4096 + 128 = 4224
+    work=sequential_work("phases"),
 )

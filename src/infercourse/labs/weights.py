@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from infercourse import fmt
-from infercourse.labs.core import ClaimResult, Column, LabSpec, Receipt, dtype_bytes, find_row, model_config_for
+from infercourse.labs.core import (ClaimResult, Column, LabSpec, LabWork, Receipt, dtype_bytes, find_row, lab_constant,
+                                   model_config_for)
 from infercourse.registry import AWQ_GROUP_SIZE, COURSE_MODEL, model
 from infercourse.transformer import awq_weight_bytes, linear_weight_count, param_count, weight_bytes
 
@@ -46,15 +47,23 @@ def bytes_match_config(receipt: Receipt) -> ClaimResult:
                            "quantised model: repacking may change the layout; compared by eye on the page")
     got = find_row(receipt, dtype="all")["bytes"]
     detail = f"measured {got:,} B, predicted {want:,.0f} B ({got / want - 1:+.4%})"
-    if receipt["machine"].get("kind") == "cpu" and abs(got / want - 1) > BYTES_TOLERANCE:
-        # vLLM's CPU build hands the decoder's linear weights to its CPU GEMM kernels (oneDNN, zentorch) and
-        # leaves empty Parameters in their place (layers/utils.py, dispatch_cpu_unquantized_gemm); what is
-        # left in model.parameters() must then be exactly N minus those weights
-        rest = (param_count(config) - linear_weight_count(config)) * dtype_bytes(config, receipt.get("dtype", "auto"))
-        return ClaimResult("parameter_bytes_match_config", statement, abs(got / rest - 1) <= BYTES_TOLERANCE,
-                           f"{detail}; CPU build: linear weights repacked outside parameters(), the rest predicted "
-                           f"{rest:,} B ({got / rest - 1:+.4%})")
+    if _repacked_on_cpu(receipt, got, want):
+        # vLLM's CPU build hands the decoder's linear weights to its CPU GEMM kernels (oneDNN, sgl, zentorch)
+        # and leaves empty Parameters in their place (layers/utils.py, dispatch_cpu_unquantized_gemm); what is
+        # left in model.parameters() must then be exactly N minus those weights, counted in elements (the sgl
+        # kernel keeps those layers' biases in float32, on CPUs that have it, so the bytes vary by machine)
+        rest = param_count(config) - linear_weight_count(config)
+        elements = find_row(receipt, dtype="all")["elements"]
+        return ClaimResult("parameter_bytes_match_config", statement, elements == rest,
+                           f"{detail}; CPU build: linear weights repacked outside parameters(), the rest holds "
+                           f"{elements:,} elements, predicted exactly {rest:,}")
     return ClaimResult("parameter_bytes_match_config", statement, abs(got / want - 1) <= BYTES_TOLERANCE, detail)
+
+
+def _repacked_on_cpu(receipt: Receipt, got: int, want: float) -> bool:
+    """A CPU receipt whose parameters miss more than BYTES_TOLERANCE of the prediction: vLLM's CPU build
+    moved the linear weights into its GEMM kernels' own buffers."""
+    return receipt["machine"].get("kind") == "cpu" and abs(got / want - 1) > BYTES_TOLERANCE
 
 
 def one_dtype(receipt: Receipt) -> ClaimResult:
@@ -63,6 +72,9 @@ def one_dtype(receipt: Receipt) -> ClaimResult:
     config = model_config_for(receipt)
     if config is None or config.get("quantization_config") is not None:
         return ClaimResult("single_dtype", statement, None, "quantised or unknown model")
+    if _repacked_on_cpu(receipt, find_row(receipt, dtype="all")["bytes"], predicted_bytes(config, receipt.get("dtype", "auto"))):
+        return ClaimResult("single_dtype", statement, None, "vLLM's CPU build repacked the linear layers (and may keep "
+                           "their biases in float32 for its GEMM kernel): checked on GPU receipts")
     dtypes = [r["dtype"] for r in receipt["results"] if r["dtype"] != "all"]
     want = {1: "float8", 2: "bfloat16", 4: "float32"}.get(dtype_bytes(config, receipt.get("dtype", "auto")))
     ok = len(dtypes) == 1 and dtypes[0] == want
@@ -96,4 +108,5 @@ SPEC = LabSpec(
     prediction_basis="config.json's parameter count",
     columns=(Column("dtype", "dtype", str, align_right=False), Column("elements", "elements", fmt.count),
              Column("bytes", "bytes", fmt.count), Column("bytes", "GiB", lambda v: fmt.gib(v))),
+    work=LabWork(engines=1, decode_steps=0, peak_kv_tokens=lab_constant("weights", "MAX_MODEL_LEN")),
 )
