@@ -472,23 +472,52 @@ def message_problems(tree: ast.Module, source: str, messages: list[str], where: 
     return [p for _, p in sorted(problems)]
 
 
-def label_key_problems(tree: ast.Module, labels: list[str], where: str) -> list[str]:
-    """Keys read from the labels of ``vllm:cache_config_info``: ``x.labels[...]``/``.get(...)`` in a
-    function that looks that metric up by name, and on names bound to what such a function returns."""
-    def mentions(fn: ast.AST) -> bool:
-        return any(isinstance(n, ast.Constant) and n.value == "vllm:cache_config_info" for n in ast.walk(fn))
+CACHE_CONFIG_METRIC = "vllm:cache_config_info"
 
-    def is_labels(expr: ast.expr) -> bool:
-        return isinstance(expr, ast.Attribute) and expr.attr == "labels"
+
+def _is_labels(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Attribute) and expr.attr == "labels"
+
+
+def _label_functions(tree: ast.Module) -> tuple[list[ast.AST], set[str]]:
+    """The functions of ``tree`` that look ``vllm:cache_config_info`` up (by the string itself or by a
+    module-level constant holding it), and the names of those that return its labels."""
+    constants = {t.id for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+                 and n.value.value == CACHE_CONFIG_METRIC for t in n.targets if isinstance(t, ast.Name)}
+
+    def mentions(fn: ast.AST) -> bool:
+        return any((isinstance(n, ast.Constant) and n.value == CACHE_CONFIG_METRIC)
+                   or (isinstance(n, ast.Name) and n.id in constants) for n in ast.walk(fn))
 
     functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and mentions(n)]
-    returning = {f.name for f in functions
-                 if any(isinstance(r, ast.Return) and is_labels(r.value) for r in ast.walk(f))}
+    return functions, {f.name for f in functions if any(isinstance(r, ast.Return) and _is_labels(r.value)
+                                                         for r in ast.walk(f))}
+
+
+def labkit_label_functions(tree: ast.Module) -> set[str]:
+    """Names of ``labkit`` functions returning ``vllm:cache_config_info``'s labels, when ``tree`` imports
+    labkit (a lab reads the labels through its helper: the keys it reads are checked all the same)."""
+    uses_labkit = any((isinstance(n, ast.ImportFrom) and n.module == "labkit")
+                      or (isinstance(n, ast.Import) and any(a.name == "labkit" for a in n.names)) for n in ast.walk(tree))
+    if not uses_labkit or not (LABS_DIR / "labkit.py").is_file():
+        return set()
+    return _label_functions(ast.parse((LABS_DIR / "labkit.py").read_text()))[1]
+
+
+def label_key_problems(tree: ast.Module, labels: list[str], where: str) -> list[str]:
+    """Keys read from the labels of ``vllm:cache_config_info``: ``x.labels[...]``/``.get(...)`` in a
+    function that looks that metric up by name, and on names bound to what such a function (of this
+    file, or of ``labkit`` when the file imports it) returns."""
+    is_labels = _is_labels
+    functions, returning = _label_functions(tree)
+    returning |= labkit_label_functions(tree)
     names: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) \
-                and node.value.func.id in returning:
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if called in returning:
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
     for f in functions:
         for node in ast.walk(f):
             if isinstance(node, ast.Assign) and is_labels(node.value):

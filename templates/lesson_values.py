@@ -6,7 +6,7 @@ registry and the formula modules; the page only looks the names up and formats t
 
 from __future__ import annotations
 
-from infercourse import labbox, notation, registry, snippets, transformer
+from infercourse import labbox, notation, registry, transformer
 from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/<code>-<slug>.md")
@@ -15,7 +15,7 @@ cfg = registry.model(registry.COURSE_MODEL).config
 P.add("N", transformer.param_count(cfg), "params")
 P.add("L", cfg["num_hidden_layers"], "count")
 P.add("symbols", notation.symbols_markdown(["N", "L"]), "text")
-P.add("lab_box", labbox.lab_box("<lab>.py", snippets.constant("labs/<lab>.py", "MAX_MODEL_LEN"), 1), "text")
+P.add("lab_box", labbox.lab_box("<lab>.py"), "text")
 P.add("facts_used", [
     {"what": f"{registry.COURSE_MODEL} config", "value": f"{cfg['num_hidden_layers']} layers",
      "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL))},

@@ -4,7 +4,10 @@
 2. Lab scripts (``snippets/labs/*.py``) run on a GPU box that installs only vLLM
    (``requirements-labs-gpu.txt``): the standard library, ``labkit`` (their shared helper, next to
    them) and vLLM with the two packages vLLM itself installs and the labs need directly, ``torch``
-   (device name, memory) and ``transformers`` (a model's config); nothing else.
+   (device name, memory) and ``transformers`` (a model's config); nothing else. One bridge, in
+   ``labkit`` alone: inside a clone of this repository it reads the registry through
+   ``infercourse.labs.core`` (a GPU's datasheet figures, the receipts folder's name), and a copy of
+   the lab outside the repository runs without it.
 3. Lab specs (``src/infercourse/labs/<lab>.py``) import ``infercourse.labs.core`` and the formula
    modules, never another spec or the package ``infercourse.labs`` (its ``__init__`` imports them:
    a cycle). What two labs share lives in ``core``.
@@ -64,6 +67,8 @@ def lesson_snippet_rule(path: Path, name: str) -> bool:
 
 
 def lab_script_rule(path: Path, name: str) -> bool:
+    if path.name == "labkit.py" and name in {"infercourse.labs", "infercourse.labs.core"}:
+        return True  # `from infercourse.labs import core`, guarded: the one bridge (docstring, rule 2)
     return _top(name) in sys.stdlib_module_names or _top(name) in LAB_SCRIPT_THIRD_PARTY
 
 

@@ -22,7 +22,6 @@ def test_box_names_the_install_the_driver_the_hub_workaround_and_the_receipt_fol
     # peak KV = the lab's MAX_MODEL_LEN, 8,192 tokens: (15,231,233,024 + 8,192 x 57,344 + 2 GiB) / 0.92
     # = 17,848,484,864 / 0.92 = 19,400,527,026 B = 18.07 GiB
     assert "18.1 GiB" in box and "8,192 tokens" in box and "fits an" in box
-    assert labbox.lab_box("phases.py", 4224, 1) == box  # an old page's arguments still build, unused
 
 
 def test_lab_minutes_from_the_lab_s_own_work():

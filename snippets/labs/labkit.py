@@ -58,7 +58,7 @@ GPU_MEMORY_UTILIZATION = 0.92
 """vLLM 0.26.0's default share of the GPU an engine may take; it refuses to start with less free."""
 ROOT_CAUSE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)): (.+)")
 """A Python exception line in vLLM's log (``ValueError: ...``); the last one is the root cause."""
-GENERIC_CAUSES = ("Engine core initialization failed", "See root cause above", "See stack trace above")
+GENERIC_CAUSES = ("Engine core initialization failed", "See root cause above", "check the stack trace above")
 """Wrapper messages that only point back at the real cause."""
 
 STEP_TOKENS_METRIC = "vllm:iteration_tokens_total"
@@ -148,7 +148,7 @@ def torch_cuda_major() -> int | None:
     if tag:
         return int(tag.group(1))
     for req in requires:
-        found = re.match(r"cuda-toolkit\b.*==(\d+)\.", req) or re.search(r"-cu(\d+)\b", req)
+        found = re.match(r"cuda-toolkit\b.*==(\d+)\.", req) or re.search(r"-cu(\d+)\b", req)  # not vLLM: torch's package metadata
         if found:
             return int(found.group(1))
     return None
@@ -170,7 +170,7 @@ def preflight() -> tuple[dict, str | None]:
         return facts, None
     name, driver, total, free = gpu
     header = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
-    cuda = re.search(r"CUDA Version:\s*([\d.]+)", header)
+    cuda = re.search(r"CUDA Version:\s*([\d.]+)", header)  # not vLLM: nvidia-smi
     facts.update(device="gpu", gpu=name, driver=driver, driver_cuda=cuda.group(1) if cuda else None,
                  memory_total_mib=int(float(total)), memory_free_mib=int(float(free)))
     if facts["vllm"] is None:
@@ -333,12 +333,12 @@ def cache_config(llm) -> dict:
 def metric_totals(llm, name: str) -> tuple[float, float]:
     """``(sum, count)`` of the histogram ``name`` in ``llm.get_metrics()`` (a counter: ``(value, 0)``),
     over all engines; exits (code 3) when this vLLM has no such metric (start with disable_log_stats=False)."""
-    found = [m for m in llm.get_metrics() if m.name == name]
+    found = [metric for metric in llm.get_metrics() if metric.name == name]
     if not found:
         fail(f"this vLLM reports no {name!r} metric; start the engine with disable_log_stats=False", 3)
     if hasattr(found[0], "count"):
-        return sum(m.sum for m in found), sum(m.count for m in found)
-    return sum(m.value for m in found), 0
+        return sum(metric.sum for metric in found), sum(metric.count for metric in found)
+    return sum(metric.value for metric in found), 0
 
 
 def _course():

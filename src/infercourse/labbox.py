@@ -81,14 +81,12 @@ def time_estimate(labs: list[str], download: bool = True) -> str:
     return "\n".join(lines)
 
 
-def lab_box(script: str, *legacy, args: str = "", model_name: str = registry.COURSE_MODEL) -> str:
+def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL) -> str:
     """Markdown admonition for the lab ``snippets/labs/<script>``: VRAM, card, time, cost, platform notes
     and commands, every figure computed from the lab's own settings (its spec's :class:`LabWork`).
 
     Args:
         script: the lab's file name, e.g. ``"phases.py"``.
-        legacy: the peak KV tokens and run minutes older pages passed; accepted so that they still
-            build, and unused (both now come from the lab's spec).
         args: extra command-line arguments shown in the run command.
         model_name: the model the lab loads by default.
 

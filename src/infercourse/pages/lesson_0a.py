@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 
 from infercourse import fmt, notation, labbox, registry, roofline, snippets, transformer
 from infercourse.pages import baseline, fact_link
@@ -66,18 +65,7 @@ P.add("awq_crossover", awq / kappa, "tokens")
 # the box's VRAM is computed for max_model_len tokens of cache, not for the grid's longest request.
 
 
-def _lab_max_model_len(script: str) -> int:
-    """The ``max_model_len=`` literal that ``snippets/labs/<script>`` passes to ``lab_parser``."""
-    tree = ast.parse((snippets.SNIPPETS_DIR / "labs" / script).read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lab_parser":
-            for keyword in node.keywords:
-                if keyword.arg == "max_model_len":
-                    return ast.literal_eval(keyword.value)
-    raise ValueError(f"snippets/labs/{script} passes no literal max_model_len to lab_parser")
-
-
-lab_max_model_len = P.add("lab_max_model_len", _lab_max_model_len("phases.py"), "tokens")
+P.add("lab_max_model_len", snippets.constant("labs/phases.py", "MAX_MODEL_LEN"), "tokens")
 grid = snippets.constant("labs/phases.py", "GRID")
 P.add("lab_longest_request", max(p + o for p, o in grid), "tokens")
 short_prompt = min(p for p, _ in grid)
@@ -95,7 +83,7 @@ P.add("lab_prompts", _listed({p for p, o in grid if o == fixed_output}), "text")
 P.add("lab_fixed_output", fixed_output, "tokens")
 P.add("lab_outputs", _listed({o for p, o in grid if p == short_prompt}), "text")
 P.add("lab_short_prompt", short_prompt, "tokens")
-P.add("lab_box", labbox.lab_box("phases.py", lab_max_model_len, 1), "text")
+P.add("lab_box", labbox.lab_box("phases.py"), "text")
 
 SYMBOLS = [
     ("N", f"For {registry.COURSE_MODEL}, derived from its `config.json`: {fmt.count(N)} (embedding and output "

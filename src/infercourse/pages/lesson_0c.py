@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infercourse import notation, fmt, labbox, memory, registry, roofline, snippets, transformer
+from infercourse import notation, fmt, labbox, memory, registry, roofline, transformer
 from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/0c-transformer.md")
@@ -91,7 +91,7 @@ P.add("kv_bf16", budget - weights - reserve, "B")
 P.add("kv_awq", budget - awq - reserve, "B")
 P.add("floor_bf16_1k", roofline.decode_step_floor(g, cfg, 1024), "s")
 P.add("floor_awq_1k", roofline.decode_step_floor(g, cfg, 1024, weight_bytes=(awq - 2 * parts["embedding"]) / M), "s")
-P.add("lab_box", labbox.lab_box("weights.py", snippets.constant("labs/weights.py", "MAX_MODEL_LEN"), 1), "text")
+P.add("lab_box", labbox.lab_box("weights.py"), "text")
 
 SYMBOLS = [("V", f"Here {fmt.count(V)}."), ("d", f"Here {fmt.count(d)}."), ("L", f"Here {L}."),
            ("h", f"Here {h}."), ("h_kv", f"Here {h_kv}."), ("d_h", f"Here {d_h}."),

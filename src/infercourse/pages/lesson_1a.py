@@ -83,7 +83,7 @@ P.add("other_process_max", (1 - u) * total, "B")
 
 max_model_len = P.add("lab_max_model_len", snippets.constant("labs/kv_capacity.py", "MAX_MODEL_LEN"), "tokens")
 P.add("longest_prompt", max_model_len - 1, "tokens")  # vLLM refuses prompt length == max_model_len (registry BEHAVIOURS)
-P.add("lab_box", labbox.lab_box("kv_capacity.py", max_model_len, 4), "text")
+P.add("lab_box", labbox.lab_box("kv_capacity.py"), "text")
 
 SYMBOLS = ["L", "h_kv", "h", "d_h", "b_kv", "S", "kappa", "r_kv", "d_rope", "S_w", "L_w", "D", "u", "W", "A"]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
