@@ -26,8 +26,13 @@ chromium:
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null
 
 # --- the site -----------------------------------------------------------------------------
+# `make serve PORT=8001` serves elsewhere; the site is built for that origin (instant navigation).
+PORT ?= 8000
 serve: $(STAMP)
-	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000 --livereload
+	@case "$(PORT)" in ''|*[!0-9]*) echo "error: PORT=$(PORT) is not a port number; run e.g. 'make serve PORT=8001'"; exit 2;; esac; \
+	$(BIN)/python -c "import socket; socket.socket().bind(('127.0.0.1', $(PORT)))" 2>/dev/null \
+	  || { echo "error: port $(PORT) on 127.0.0.1 is in use (another 'make serve'?); stop it or run 'make serve PORT=8001'"; exit 1; }
+	SITE_URL=http://127.0.0.1:$(PORT)/ $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:$(PORT) --livereload
 
 build: $(STAMP)
 	$(BIN)/mkdocs build --strict

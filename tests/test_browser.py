@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -76,7 +76,8 @@ STATE = """() => {
     const glyphs = [...svg.querySelectorAll('text, g[id^="text_"]')].map(g => g.getBoundingClientRect().height)
       .filter(h => h > 0).sort((a, b) => a - b);
     return {median: glyphs.length ? glyphs[Math.floor(glyphs.length / 2)] : 0,
-            name: svg.getAttribute('aria-label') || (svg.querySelector(':scope > title') || {}).textContent || ''};
+            name: svg.getAttribute('aria-label') || (svg.querySelector(':scope > title') || {}).textContent
+                  || (document.getElementById(svg.getAttribute('aria-labelledby')) || {}).textContent || ''};
   });
   return {scheme: document.body.getAttribute('data-md-color-scheme'), scrollWidth: document.documentElement.scrollWidth,
           W, formulas, diagrams, wide, cutCode, figures,
@@ -149,7 +150,7 @@ def _problems(path: str, state: dict, scheme: str) -> list[str]:
     out += [f"code line cut (scrolls inside its box): {line!r}" for line in state["cutCode"]]
     out += [f"figure text {f['median']:.1f} px tall (median glyph), under {MIN_FIGURE_GLYPH_PX}" for f in state["figures"]
             if f["median"] < MIN_FIGURE_GLYPH_PX]
-    out += ["figure without a text alternative (aria-label or <title>)" for f in state["figures"] if not f["name"].strip()]
+    out += ["figure without a text alternative (aria-label, aria-labelledby or <title>)" for f in state["figures"] if not f["name"].strip()]
     return [f"{path}: {line}" for line in out]
 
 
@@ -222,8 +223,7 @@ def test_print_shows_every_collapsed_block(browser, server, pages, site):
 @pytest.mark.parametrize("query, expect", [("κ", "κ"), ("simplifications", "simplifications")])
 def test_search_finds_symbols_and_shows_no_raw_tex(browser, server, query, expect):
     context, page, watch = _open(browser, 1280, 800)
-    page.goto(server + "/", wait_until="load")
-    page.fill("input.md-search__input", query)
+    page.goto(f"{server}/?q={quote(query)}", wait_until="load")  # Material's search deep link
     try:
         page.wait_for_selector(".md-search-result__item", timeout=15_000)
     except PlaywrightTimeout:
