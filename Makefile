@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 export NO_MKDOCS_2_WARNING := 1  # silence the Material end-of-life banner in build logs
 
-.PHONY: serve build test chromium lock vendor clean labenv testmodels labs labs-cpu lock-labs vllm-signatures
+.PHONY: serve build bench test chromium node lock vendor clean labenv testmodels labs labs-cpu lock-labs vllm-signatures
 
 # --- environments -------------------------------------------------------------------------
 # The docs/test environment, made from the lock of exact versions. Rebuilt when the lock changes.
@@ -25,20 +25,31 @@ chromium:
 	else echo "error: $(CHROMIUM) missing and not root; install Debian's 'chromium' package"; exit 1; fi; \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null
 
+# Node.js: the build typesets formulas with KaTeX under Node (hooks/math.py). Debian's nodejs when missing.
+node:
+	@if command -v node >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	else echo "error: node missing and not root; install Debian's 'nodejs' package (Node.js 18 or newer)"; exit 1; fi; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs >/dev/null
+
 # --- the site -----------------------------------------------------------------------------
 # `make serve PORT=8001` serves elsewhere; the site is built for that origin (instant navigation).
 PORT ?= 8000
-serve: $(STAMP)
+serve: $(STAMP) node
 	@case "$(PORT)" in ''|*[!0-9]*) echo "error: PORT=$(PORT) is not a port number; run e.g. 'make serve PORT=8001'"; exit 2;; esac; \
 	$(BIN)/python -c "import socket; socket.socket().bind(('127.0.0.1', $(PORT)))" 2>/dev/null \
 	  || { echo "error: port $(PORT) on 127.0.0.1 is in use (another 'make serve'?); stop it or run 'make serve PORT=8001'"; exit 1; }
 	SITE_URL=http://127.0.0.1:$(PORT)/ $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:$(PORT) --livereload
 
-build: $(STAMP)
+build: $(STAMP) node
 	$(BIN)/mkdocs build --strict
 
+# Build time (snippets on/off), edit-to-reload time, bytes per page; Lighthouse too with LIGHTHOUSE=path/to/lighthouse.
+bench: $(STAMP) node chromium
+	$(BIN)/python scripts/bench.py $(if $(LIGHTHOUSE),--lighthouse $(LIGHTHOUSE))
+
 # --- tests --------------------------------------------------------------------------------
-test: $(STAMP) chromium labenv testmodels
+test: $(STAMP) node chromium labenv testmodels
 	$(BIN)/pytest
 
 # --- labs (snippets/labs/) ----------------------------------------------------------------
@@ -97,7 +108,7 @@ lock: $(STAMP)
 	$(BIN)/pip install --quiet uv==0.13.9
 	$(BIN)/uv pip compile pyproject.toml --extra test --python-version 3.11.7 --no-header -o requirements.lock
 
-# Refresh the committed mermaid / MathJax files from the npm registry (versions and integrity in package-lock.json).
+# Refresh the committed mermaid / KaTeX files from the npm registry (versions and integrity in package-lock.json).
 vendor:
 	$(BIN)/python scripts/vendor_js.py
 
