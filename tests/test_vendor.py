@@ -19,9 +19,10 @@ def test_vendored_versions_match_the_pins():
         assert lock[f"node_modules/{name}"]["version"] == pins[name]
         assert lock[f"node_modules/{name}"]["integrity"].startswith("sha512-")
     assert pins["mermaid"].startswith("11.")
-    mermaid = (VENDOR / "mermaid" / "mermaid.min.js").read_text(encoding="utf-8")
-    assert f'version:"{pins["mermaid"]}"' in mermaid
-    assert 'globalThis["mermaid"]' in mermaid  # the loader hands Material this global instead of its CDN copy
+    mermaid = (VENDOR / "mermaid" / "mermaid.esm.min.mjs").read_text(encoding="utf-8")
+    assert f'"{pins["mermaid"]}"' in mermaid
+    imported = set(re.findall(r'"\./(chunks/mermaid\.esm\.min/[^"]+\.mjs)"', mermaid))
+    assert imported and all((VENDOR / "mermaid" / c).is_file() for c in imported), imported
     katex = (VENDOR / "katex" / "katex.min.js").read_text(encoding="utf-8")
     assert f'version:"{pins["katex"]}"' in katex
     css = (VENDOR / "katex" / "katex.min.css").read_text(encoding="utf-8")
