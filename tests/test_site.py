@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -138,3 +139,15 @@ def test_serve_shows_an_edit_to_the_package_without_a_restart(tmp_path):
             serve.wait(timeout=10)
         except subprocess.TimeoutExpired:
             serve.kill()
+
+
+def test_every_page_has_its_own_meta_description(site):
+    pages = sorted(site.glob("**/index.html"))
+    descriptions = {}
+    for page in pages:
+        found = re.findall(r'<meta name="description" content="([^"]*)"', page.read_text(encoding="utf-8"))
+        assert len(found) == 1 and found[0].strip(), f"{page.relative_to(site)}: {found}"
+        descriptions[page.relative_to(site).as_posix()] = found[0]
+    assert len(pages) >= 8
+    repeated = {d for d in descriptions.values() if list(descriptions.values()).count(d) > 1}
+    assert not repeated, f"pages share a description: {repeated}"
