@@ -9,7 +9,7 @@ Prints:
   gzip-compressed (what a server with compression transfers), and raw;
 - Lighthouse (optional, `--lighthouse PATH` to its CLI, e.g. node_modules/.bin/lighthouse):
   performance, accessibility, best practices and SEO for each lesson, mobile and desktop,
-  against a local static server, offline.
+  against a local static server that gzips like any web host, offline.
 
 Usage: .venv/bin/python scripts/bench.py [--lighthouse PATH] [--runs N]   (or `make bench`)
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import functools
 import gzip
+import io
 import http.server
 import json
 import os
@@ -130,14 +131,28 @@ def bench_reload(tmp: Path, runs: int) -> None:
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
+    """A static server like any web host: gzip when the browser accepts it, no log lines."""
+
     def log_message(self, *args):
         pass
 
-
-def _serve(site: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
+    def send_head(self):
+        if "gzip" not in self.headers.get("Accept-Encoding", ""):
+            return super().send_head()
+        path = Path(self.translate_path(self.path))
+        if path.is_dir():
+            if not self.path.split("?")[0].endswith("/"):
+                return super().send_head()  # the redirect to the slash
+            path = path / "index.html"
+        if not path.is_file():
+            return super().send_head()
+        body = gzip.compress(path.read_bytes(), 6)
+        self.send_response(200)
+        self.send_header("Content-Type", self.guess_type(str(path)))
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        return io.BytesIO(body)
 
 
 def bench_bytes(tmp: Path) -> tuple[Path, str, http.server.ThreadingHTTPServer]:
