@@ -186,6 +186,9 @@ def test_instant_navigation_keeps_the_page(browser, server, pages):
     for path in lessons[:2] + ["/glossary/", lessons[-1]]:
         page.click(f"nav.md-nav--primary a.md-nav__link[href$='{path.rstrip('/').rsplit('/', 1)[-1]}/']")
         page.wait_for_url(f"**{path}")
+        # The URL changes before the new content is in: wait for the new page's canonical link (Material
+        # swaps head and content together), then for its formulas and diagrams.
+        page.wait_for_function(f"document.querySelector('link[rel=canonical]').href.endsWith('{path}')")
         late = _wait_ready(page)
         assert late is None, f"{path} after instant navigation: {late}"
         assert page.evaluate("window.__notReloaded") == "marker", f"clicking to {path} reloaded the page"
