@@ -4,8 +4,7 @@ src/infercourse on the next reload without a restart.
 MkDocs serve reloads mkdocs.yml and its plugins on each rebuild, but Python keeps modules it has
 imported: mkdocs-macros and the build-time snippets would keep reading the first `infercourse`
 they saw. Dropping those modules before the plugins load (highest priority) makes them read the
-files as they are now. (hooks/glossary.py binds its function when mkdocs.yml is loaded: an edit to
-glossary.py itself still needs a restart; glossary.yml does not.)
+files as they are now.
 """
 
 import sys

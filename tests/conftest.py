@@ -40,7 +40,10 @@ def copy_project(project: Path, extra: tuple[str, ...] = ()) -> Path:
     """Copy the site's sources (and ``extra`` top-level paths) of this repository into ``project``; return it."""
     for name in (*SITE_SOURCES, *extra):
         src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, project / name)
+        if src.is_dir():
+            shutil.copytree(src, project / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, project / name)
     return project
 
 
