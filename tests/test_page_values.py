@@ -179,6 +179,11 @@ def test_lesson_2a_headline_values():
     # B = 32 the prompts (32 * 512 = 16,384 tokens) exceed 8,192 (B = 16 gives exactly 8,192)
     assert (_v(page, "llm_batched_tokens"), _v(page, "llm_max_seqs")) == (8192, 256)
     assert _v(page, "first_over") == 32
+    # the lab (snippets/labs/batch_decode.py): 64 prompts of 512 tokens = 32,768 tokens; it caps
+    # max_num_batched_tokens at 8,192, so the largest batch's prefills take 32,768 / 8,192 = 4 steps;
+    # its cache need is 64 * (512 + 128) = 40,960 tokens
+    assert (_v(page, "lab_all_prompt_tokens"), _v(page, "lab_batched_tokens")) == (32_768, 8_192)
+    assert _v(page, "lab_prefill_steps") == 4 and _v(page, "lab_peak_kv_tokens") == 40_960
 
 
 def test_lesson_2a_figure_rounds_b_star_up():

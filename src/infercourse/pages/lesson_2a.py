@@ -64,8 +64,8 @@ P.add("cache_bstar_4k", bstar_n * 4096 * kappa, "B")
 P.add("fit_4k", memory.max_sequences(kv_budget, kappa, 4096), "sequences")
 
 # The lab (snippets/labs/batch_decode.py) and vLLM's scheduler defaults it has to change.
-lab_prompt = P.add("lab_prompt", 512, "tokens")
-lab_output = P.add("lab_output", 128, "tokens")
+lab_prompt = P.add("lab_prompt", snippets.constant("labs/batch_decode.py", "PROMPT_LEN"), "tokens")
+lab_output = P.add("lab_output", snippets.constant("labs/batch_decode.py", "OUTPUT_LEN"), "tokens")
 P.add("lab_decode_steps", lab_output - 1, "count")
 P.add("lab_context", lab_prompt + lab_output // 2, "tokens")
 batches = tuple(x for (x,) in snippets.constant("labs/batch_decode.py", "GRID"))
@@ -82,7 +82,10 @@ P.add("serve_batched_tokens_h200", registry.vllm_scheduler_defaults("H200", "vll
 P.add("llm_max_seqs_h200", default_seqs_h200, "sequences")
 first_over = P.add("first_over", next(x for x in batches if x * lab_prompt > default_tokens), "sequences")
 P.add("first_over_tokens", first_over * lab_prompt, "tokens")
-P.add("lab_batched_tokens", lab_batch * lab_prompt, "tokens")
+all_prompts = P.add("lab_all_prompt_tokens", lab_batch * lab_prompt, "tokens")
+lab_batched = P.add("lab_batched_tokens", min(all_prompts, snippets.constant("labs/batch_decode.py", "MAX_BATCHED_TOKENS")),
+                    "tokens")
+P.add("lab_prefill_steps", math.ceil(all_prompts / lab_batched), "count")
 
 SYMBOLS = ["P", "beta", "R", "I", ("N", f"Here {fmt.count(N)}."), ("b", f"Here {b}, BF16."),
            ("b_kv", f"Here {b_kv}, BF16."), ("kappa", f"Here {fmt.count(kappa)} B ([lesson 1A](1a-kv-cache.md))."),
