@@ -640,6 +640,28 @@ def fp8_dense_tflops(name: str = LAB_GPU) -> float:
                        f"{', '.join(FP8_DENSE_TFLOPS)}") from None
 
 
+QUANT_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType({f.id: f for f in (
+    Fact("vllm-fp8-linear-layers-only", "vLLM's FP8 quantises only linear layers (`LinearBase`); the embedding and "
+         "lm_head (`ParallelLMHead`, an embedding class) and the norms stay 16-bit", "linear layers only",
+         vllm_source("vllm/model_executor/layers/quantization/fp8.py", 175, 196,
+                     "ParallelLMHead subclasses VocabParallelEmbedding: "
+                     "vllm/model_executor/layers/vocab_parallel_embedding.py:505")),
+    Fact("vllm-online-fp8-per-tensor", "`quantization=\"fp8\"` on a 16-bit checkpoint quantises each linear "
+         "layer's weight while loading, with one float32 scale per (fused) weight tensor, and quantises the "
+         "activations dynamically", "FP8 E4M3 weights, one scale per tensor",
+         vllm_source("vllm/model_executor/layers/quantization/online/fp8.py", 154, 163,
+                     "`ops.scaled_fp8_quant(layer.weight, scale=None)`; input_scale None = dynamic")),
+    Fact("vllm-prompt-logprobs", "`SamplingParams(prompt_logprobs=k)` returns, for every prompt position after the "
+         "first, the log-probability of the prompt's own token plus the top k; position 0 is None",
+         "prompt tokens - 1 scored positions",
+         vllm_source("vllm/v1/worker/gpu_model_runner.py", 5597, 5600,
+                     "the first position's None: vllm/logprobs.py:162-167; prompt logprobs skip reading the "
+                     "prefix cache: vllm/sampling_params.py:502-506")),
+)})
+"""vLLM 0.26.0 behaviours lesson 3A relies on, each with its source."""
+
+
 def _quant_facts() -> list[Fact]:
     return [Fact(gpu_fact_id(key) + "-fp8", f"{GPUS[key].name}: peak FP8 dense (FP32 accumulate)",
-                 f"{tflops:g} TFLOP/s", FP8_SOURCES[key]) for key, tflops in FP8_DENSE_TFLOPS.items()]
+                 f"{tflops:g} TFLOP/s", FP8_SOURCES[key]) for key, tflops in FP8_DENSE_TFLOPS.items()
+            ] + list(QUANT_BEHAVIOURS.values())
