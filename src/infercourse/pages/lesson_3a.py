@@ -167,16 +167,16 @@ def floors_figure() -> str:
 
     from infercourse.figures import svg_text
 
-    batches = [2**k for k in range(0, 10)]
+    batches = list(range(1, 513))
     fig, ax = plt.subplots(figsize=(7, 4))
     for fmt_name, label in (("bf16", "BF16 (W16A16)"), ("fp8", "FP8 (W8A8)"), ("awq", "AWQ 4-bit (W4A16)")):
-        ax.plot(batches, [matmul_floor(fmt_name, b) * 1e3 for b in batches], marker="o",
+        ax.plot(batches, [matmul_floor(fmt_name, b) * 1e3 for b in batches],
                 label=f"{label}: compute-bound from B = {math.ceil(bs[fmt_name])}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch B (sequences in one decode step)")
     ax.set_ylabel("matmul floor per step (ms)")
-    ax.set_title(f"{registry.COURSE_MODEL} on one {g4090.name}: the decode matmuls' floor")
+    ax.set_title(f"Decode matmuls' floor per step, {registry.COURSE_MODEL}, {g4090.name}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     return '<div class="course-figure">' + svg_text(fig) + "</div>"
@@ -191,8 +191,8 @@ def memory_figure() -> str:
 
     from infercourse.figures import svg_text
 
-    fig, ax = plt.subplots(figsize=(7, 3))
-    names = ["BF16", "FP8", "AWQ"]
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    names = [f"{label}\n{tokens[f]:,} KV tokens" for label, f in zip(("BF16", "FP8", "AWQ"), FORMATS)]
     parts = [("weights", [weights[f] for f in FORMATS]), ("reserve (assumed)", [reserve] * 3),
              ("KV cache", [budget[f] for f in FORMATS]), ("unused (1 - u)", [D * (1 - u)] * 3)]
     left = [0.0, 0.0, 0.0]
@@ -200,9 +200,7 @@ def memory_figure() -> str:
         gib = [v / fmt.GIB for v in values]
         ax.barh(names, gib, left=left, label=label)
         left = [a + b for a, b in zip(left, gib)]
-    for i, f in enumerate(FORMATS):
-        ax.text(0.3, i, f"{weights[f] / fmt.GIB:.1f} GiB weights, {tokens[f]:,} KV tokens", va="center", fontsize=8)
     ax.set_xlabel(f"GiB of the {g4090.name}'s {D / fmt.GIB:.2f} GiB")
     ax.invert_yaxis()
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, -0.75), ncol=4, fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=4, fontsize=8)
     return '<div class="course-figure">' + svg_text(fig) + "</div>"
