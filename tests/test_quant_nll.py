@@ -133,8 +133,10 @@ def _claims(receipt) -> dict:
 
 
 def test_cpu_receipt_checks_only_the_exact_claims():
-    # (1.0 + 2.0 + 4.5) / 3 = 2.5 nats over 3 = 4 - 1 scored tokens
-    receipt = make_receipt("quant_nll", [_row(), _na()], UNITS, machine=CPU_MACHINE)
+    # (1.0 + 2.0 + 4.5) / 3 = 2.5 nats over 3 = 4 - 1 scored tokens. An AWQ row that started on the CPU keeps
+    # the same KV tokens (VLLM_CPU_KVCACHE_SPACE fixes them) and a worse NLL: neither GPU claim may judge that.
+    awq = _row("awq", token_nll=(3.0, 3.0, 3.0), weight_bytes=5_570_747_392, kv_tokens=110_160)
+    receipt = make_receipt("quant_nll", [_row(), awq, _na()], UNITS, machine=CPU_MACHINE)
     assert spec.SPEC.row_problems(receipt) == []
     assert _claims(receipt) == {"nll_from_logprobs": True, "nll_deterministic": True,
                                 "freed_bytes_become_kv": None, "quality_cost_bounded": None}
