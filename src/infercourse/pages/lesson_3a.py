@@ -131,6 +131,8 @@ P.add("seqs_awq_fp8kv", memory.max_sequences(budget["awq"], transformer.kv_bytes
 # The lab (snippets/labs/quant_nll.py).
 P.add("lab_box", labbox.lab_box("quant_nll.py"), "text")
 P.add("lab_awq_model", snippets.constant("labs/quant_nll.py", "AWQ_MODEL"), "text")
+rent = registry.AUTODL_RTX_4090
+P.add("awq_download_min", math.ceil(W_awq / (rent.download_mb_s * 1e6) / 60), "count")  # whole minutes
 P.add("lab_max_model_len", snippets.constant("labs/quant_nll.py", "MAX_MODEL_LEN"), "tokens")
 
 SYMBOLS = [("N", f"Here {fmt.count(N)}."), ("N_q", f"Here {fmt.count(N_q)}."), "b", "G", "M", "b_bar", "P",
