@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
+from conftest import CPU_MACHINE, make_receipt
 from infercourse import labs, registry, roofline, snippets
 from infercourse.labs import quant_nll as spec
 from infercourse.pages import values_for
@@ -93,13 +93,14 @@ def test_snippet_constants_and_results_equal_the_page():
 
     qb = snippets.load("lesson_3a/quant_bytes.py")
     cfg = registry.model().config
-    assert qb.PARAMS == transformer.param_count(cfg) and qb.LINEAR_WEIGHTS == transformer.linear_weight_count(cfg)
-    assert qb.EMBEDDING == transformer.param_breakdown(cfg)["embedding"]
-    assert qb.KV_BYTES_PER_TOKEN == transformer.kv_bytes_per_token(cfg) and qb.GROUP == registry.AWQ_GROUP_SIZE
+    assert transformer.param_count(cfg) == qb.PARAMS and transformer.linear_weight_count(cfg) == qb.LINEAR_WEIGHTS
+    assert transformer.param_breakdown(cfg)["embedding"] == qb.EMBEDDING
+    assert transformer.kv_bytes_per_token(cfg) == qb.KV_BYTES_PER_TOKEN and qb.GROUP == registry.AWQ_GROUP_SIZE
     g = registry.gpu("RTX 4090")
-    assert (qb.BF16_TFLOPS, qb.FP8_TFLOPS, qb.BANDWIDTH_GB_S) == (g.bf16_dense_tflops, registry.fp8_dense_tflops(),
-                                                                g.bandwidth_gb_s)
-    assert qb.DEVICE_BYTES == memory.device_total_bytes() and qb.UTILIZATION == registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
+    datasheet = (g.bf16_dense_tflops, registry.fp8_dense_tflops(), g.bandwidth_gb_s)
+    assert datasheet == (qb.BF16_TFLOPS, qb.FP8_TFLOPS, qb.BANDWIDTH_GB_S)
+    assert memory.device_total_bytes() == qb.DEVICE_BYTES
+    assert qb.UTILIZATION == registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
     assert qb.RESERVE_BYTES == registry.VLLM_NON_KV_RESERVE_GIB * 2**30 and qb.BLOCK == registry.VLLM_DEFAULT_BLOCK_SIZE
     for f in ("bf16", "fp8", "awq"):
         assert qb.weight_bytes(f) == _v(f"W_{f}")

@@ -42,8 +42,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from labkit import (LOG_CONFIG_ENV, cache_config, check_model_arg, engine_failure, fail, kv_bytes_per_token, lab_parser,
-                    prepare, progress, root_cause, write_receipt)
+from labkit import (
+    LOG_CONFIG_ENV,
+    cache_config,
+    check_model_arg,
+    engine_failure,
+    fail,
+    kv_bytes_per_token,
+    lab_parser,
+    prepare,
+    progress,
+    root_cause,
+    write_receipt,
+)
 
 LAB = "quant_nll"
 SEED = 0
@@ -78,7 +89,8 @@ TEXT = (
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = lab_parser("Weight bytes, KV tokens and NLL per token of BF16, FP8 and AWQ engines.", max_model_len=MAX_MODEL_LEN)
+    p = lab_parser("Weight bytes, KV tokens and NLL per token of BF16, FP8 and AWQ engines.",
+                   max_model_len=MAX_MODEL_LEN)
     p.add_argument("--awq-model", default=AWQ_MODEL, help="the AWQ checkpoint (hub id or local folder)")
     p.add_argument("--formats", default=",".join(FORMATS), help=f"comma-separated subset of {','.join(FORMATS)}")
     # internal: one engine in this process; prints its row after ROW_TAG

@@ -10,7 +10,7 @@ gave the same per-token values) and ``token_nll`` (the per-token NLLs, nats, the
 from __future__ import annotations
 
 from infercourse import fmt, memory, registry, roofline, transformer
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, find_row, lab_constant
+from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, lab_constant
 
 KV_TOLERANCE = 0.10
 """GPU: the KV tokens a quantised engine gains over BF16, times kappa, must equal the weight bytes it
@@ -49,7 +49,8 @@ def nll_deterministic(receipt: Receipt) -> ClaimResult:
     same = [r["repeat_identical"] for r in rows]
     return ClaimResult("nll_deterministic", "scoring the same text twice gives the same per-token NLLs",
                        all(same) if rows else None,
-                       ", ".join(f"{r['format']}: {'same' if s else 'DIFFERS'}" for r, s in zip(rows, same)))
+                       ", ".join(f"{r['format']}: {'same' if s else 'DIFFERS'}"
+                                 for r, s in zip(rows, same, strict=True)))
 
 
 def freed_bytes_become_kv(receipt: Receipt) -> ClaimResult:
@@ -86,7 +87,8 @@ def quality_cost_bounded(receipt: Receipt) -> ClaimResult:
 
 
 def predicted_rows(gpu_name: str = registry.LAB_GPU, model_name: str = registry.COURSE_MODEL) -> list[dict]:
-    """Per format: weight bytes (B), KV tokens at vLLM's defaults with the assumed reserve, weight floor per step (s)."""
+    """Per format: weight bytes (B), KV tokens at vLLM's defaults with the assumed reserve, and the
+    weight floor per decode step (s)."""
     cfg = registry.model(model_name).config
     kappa = transformer.kv_bytes_per_token(cfg, 2)
     embedding = transformer.param_breakdown(cfg)["embedding"] * 2

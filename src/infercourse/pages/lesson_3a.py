@@ -135,7 +135,8 @@ rent = registry.AUTODL_RTX_4090
 P.add("awq_download_min", math.ceil(W_awq / (rent.download_mb_s * 1e6) / 60), "count")  # whole minutes
 P.add("lab_max_model_len", snippets.constant("labs/quant_nll.py", "MAX_MODEL_LEN"), "tokens")
 
-SYMBOLS = [("N", f"Here {fmt.count(N)}."), ("N_q", f"Here {fmt.count(N_q)}."), "b", "G", "M", "b_bar", "P",
+SYMBOLS: list[str | tuple[str, str]] = [
+    ("N", f"Here {fmt.count(N)}."), ("N_q", f"Here {fmt.count(N_q)}."), "b", "G", "M", "b_bar", "P",
            "P_fp8", "beta", "R", "R_fp8", "B", "Bstar", "W", "D", "u", "A", "kappa", "S", "y", "ell"]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
@@ -153,7 +154,8 @@ P.add("facts_used", [
      "source": fact_link("vllm-online-fp8-per-tensor")},
     {"what": "FP8 without FP8 tensor cores", "value": "weight-only (W8A16, Marlin)",
      "source": fact_link("vllm-fp8-without-fp8-cores")},
-    {"what": "prompt logprobs", "value": "prompt tokens - 1 scored positions", "source": fact_link("vllm-prompt-logprobs")},
+    {"what": "prompt logprobs", "value": "prompt tokens - 1 scored positions",
+     "source": fact_link("vllm-prompt-logprobs")},
     {"what": f"KV budget on the {g4090.name}", "value": f"u = {u}, reserve {fmt.gib(reserve, 0)}",
      "source": "[lesson 1A](1a-kv-cache.md#principle) (the reserve is an **assumption**: "
                + fact_link("vllm-non-kv-reserve") + ")"},
@@ -194,14 +196,14 @@ def memory_figure() -> str:
     from infercourse.figures import svg_text
 
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    names = [f"{label}\n{tokens[f]:,} KV tokens" for label, f in zip(("BF16", "FP8", "AWQ"), FORMATS)]
+    names = [f"{label}\n{tokens[f]:,} KV tokens" for label, f in zip(("BF16", "FP8", "AWQ"), FORMATS, strict=True)]
     parts = [("weights", [weights[f] for f in FORMATS]), ("reserve (assumed)", [reserve] * 3),
              ("KV cache", [budget[f] for f in FORMATS]), ("unused (1 - u)", [D * (1 - u)] * 3)]
     left = [0.0, 0.0, 0.0]
     for label, values in parts:
         gib = [v / fmt.GIB for v in values]
         ax.barh(names, gib, left=left, label=label)
-        left = [a + b for a, b in zip(left, gib)]
+        left = [a + b for a, b in zip(left, gib, strict=True)]
     ax.set_xlabel(f"GiB of the {g4090.name}'s {D / fmt.GIB:.2f} GiB")
     ax.invert_yaxis()
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=4, fontsize=8)
