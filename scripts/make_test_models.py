@@ -4,13 +4,19 @@ Run with the lab environment's Python (it has torch, transformers and tokenizers
 
     .venv-labs/bin/python scripts/make_test_models.py [--out .cache/models]
 
-Makes two folders under ``--out``:
+Makes three folders under ``--out``:
 
 ``tiny-qwen2``
     A randomly initialised Qwen2 (2 layers, hidden 256, 4 heads of size 64, 2 KV heads,
     intermediate 512, bf16, ``max_position_embeddings`` 8192) with a 512-token byte-level BPE
     tokenizer trained here on Python's own standard-library sources. CI runs every lab on a
     real vLLM CPU engine against it. Head size 64 because the CPU attention refuses 16.
+
+``tiny-qwen2-awq``
+    The tiny Qwen2 as a 4-bit AWQ checkpoint (lab 3A): its linear layers' weights replaced by random
+    packed 4-bit values (``qweight``, int32 [in, out / 8]), zero points (``qzeros``, int32
+    [in / 128, out / 8]) and fp16 scales ([in / 128, out]), group size 128; everything else is the
+    tiny model's, in fp16. Random, not a quantisation of the tiny weights: what it checks is bytes.
 
 ``qwen2.5-7b-instruct-config``
     The exact ``config.json`` of ``Qwen/Qwen2.5-7B-Instruct`` (values from the project's
@@ -43,6 +49,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # the registry: the 7B config's values live there once
 
 TINY = "tiny-qwen2"
+TINY_AWQ = "tiny-qwen2-awq"
+AWQ_GROUP = 128
+AWQ_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 BIG = "qwen2.5-7b-instruct-config"
 SEED = 0
 VOCAB = 512
@@ -159,6 +168,37 @@ def save_tiny(out: Path, tokenizer) -> None:
     tokenizer.save_pretrained(out)
 
 
+def save_tiny_awq(out: Path, tokenizer) -> None:
+    """Write the tiny Qwen2 (already saved beside ``out``) as an AWQ checkpoint with random 4-bit weights (seeded)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tiny = out.parent / TINY
+    out.mkdir(parents=True, exist_ok=True)
+    config = json.loads((tiny / "config.json").read_text())
+    config["dtype"] = "float16"  # vLLM's AWQ kernels take fp16 activations
+    config["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": AWQ_GROUP, "zero_point": True,
+                                     "version": "gemm"}
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (out / "generation_config.json").write_text((tiny / "generation_config.json").read_text())
+    generator = torch.Generator().manual_seed(SEED)
+    tensors = {}
+    for name, tensor in sorted(load_file(tiny / "model.safetensors").items()):
+        base = name.removesuffix(".weight")
+        if name.endswith(".weight") and base.rsplit(".", 1)[-1] in AWQ_LINEARS:
+            n_out, n_in = tensor.shape  # torch's Linear stores [out, in]; AWQ packs 8 values per int32 along out
+            packed = (n_in, n_out // 8)
+            tensors[base + ".qweight"] = torch.randint(-2**31, 2**31 - 1, packed, dtype=torch.int32,
+                                                       generator=generator)
+            tensors[base + ".qzeros"] = torch.randint(-2**31, 2**31 - 1, (n_in // AWQ_GROUP, n_out // 8),
+                                                      dtype=torch.int32, generator=generator)
+            tensors[base + ".scales"] = (torch.rand((n_in // AWQ_GROUP, n_out), generator=generator) * 0.01).half()
+        else:
+            tensors[name] = tensor.half()
+    save_file(tensors, out / "model.safetensors")
+    tokenizer.save_pretrained(out)
+
+
 def save_big(out: Path, tokenizer) -> None:
     """Write the Qwen2.5-7B-Instruct config.json (no weights) and the stand-in tokenizer into ``out``."""
     from infercourse.registry import COURSE_MODEL, model
@@ -206,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = train_tokenizer(texts)
     info = {"seed": SEED, "corpus_files": CORPUS_FILES, "corpus_sha256": corpus_sha,
             "python": sys.version.split()[0]}
-    for name, save in ((TINY, save_tiny), (BIG, save_big)):
+    for name, save in ((TINY, save_tiny), (TINY_AWQ, save_tiny_awq), (BIG, save_big)):
         out = args.out / name
         save(out, tokenizer)
         write_manifest(out, info)

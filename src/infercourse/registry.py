@@ -602,4 +602,66 @@ def facts() -> list[Fact]:
              f"{AUTODL_RTX_4090.cny_per_hour:g} yuan/h; assumed {AUTODL_RTX_4090.download_mb_s:g} MB/s download, "
              f"{AUTODL_RTX_4090.engine_start_min:g} min engine start-up", AUTODL_RTX_4090.source),
     ]
-    return items + list(BEHAVIOURS.values())
+    return items + list(BEHAVIOURS.values()) + _quant_facts()
+
+
+# --- Lesson 3A: FP8 dense peaks (weight-and-activation quantisation) -------------------------------
+
+FP8_DENSE_TFLOPS: Mapping[str, float] = MappingProxyType({"RTX 4090": 330.3, "H200": 1979, "H100": 1979})
+"""Peak FP8 (E4M3) tensor-core throughput in TFLOP/s, dense (no 2:4 sparsity), FP32 accumulate, by the
+short names of :data:`GPUS`; sources in :data:`FP8_SOURCES`. The A100 (Ampere) has no FP8 tensor cores:
+vLLM runs FP8 checkpoints there as weight-only FP8 with BF16 math (fact ``vllm-fp8-without-fp8-cores``)."""
+
+FP8_SOURCES: Mapping[str, Source] = MappingProxyType({
+    "RTX 4090": Source("NVIDIA Ada GPU Architecture whitepaper, appendix A, GeForce RTX 4090 table (row \"Peak FP8 "
+                       "Tensor TFLOPS with FP32 Accumulate\", 330.3/660.6 dense/sparse; with FP16 accumulate 660.6)",
+                       "https://images.nvidia.com/aem-dml/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",
+                       "secondary", _DATASHEET_NOTE + "; twice the BF16 figure of the same table, 165.2"),
+    "H200": Source("NVIDIA H200 Tensor Core GPU product page, specifications table (H200 SXM: FP8 Tensor Core)",
+                   "https://www.nvidia.com/en-us/data-center/h200/", "secondary",
+                   _DATASHEET_NOTE + "; it prints only the 2:4-sparse 3,958 TFLOP/s, of which 1,979 is half"),
+    "H100": Source("NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column (FP8 Tensor Core)",
+                   "https://www.nvidia.com/en-us/data-center/h100/", "secondary",
+                   _DATASHEET_NOTE + "; it prints only the 2:4-sparse 3,958 TFLOP/s, of which 1,979 is half"),
+})
+
+
+def fp8_dense_tflops(name: str = LAB_GPU) -> float:
+    """Peak FP8 dense TFLOP/s (FP32 accumulate) of a registry GPU.
+
+    Raises:
+        KeyError: the GPU is unknown, or has no FP8 tensor cores (the A100), saying which have them.
+    """
+    gpu(name)
+    try:
+        return FP8_DENSE_TFLOPS[name]
+    except KeyError:
+        raise KeyError(f"{name!r} has no FP8 tensor cores in the registry; FP8 peaks exist for: "
+                       f"{', '.join(FP8_DENSE_TFLOPS)}") from None
+
+
+QUANT_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType({f.id: f for f in (
+    Fact("vllm-fp8-linear-layers-only", "vLLM's FP8 quantises only linear layers (`LinearBase`); the embedding and "
+         "lm_head (`ParallelLMHead`, an embedding class) and the norms stay 16-bit", "linear layers only",
+         vllm_source("vllm/model_executor/layers/quantization/fp8.py", 175, 196,
+                     "ParallelLMHead subclasses VocabParallelEmbedding: "
+                     "vllm/model_executor/layers/vocab_parallel_embedding.py:505")),
+    Fact("vllm-online-fp8-per-tensor", "`quantization=\"fp8\"` on a 16-bit checkpoint quantises each linear "
+         "layer's weight while loading, with one float32 scale per (fused) weight tensor, and quantises the "
+         "activations dynamically", "FP8 E4M3 weights, one scale per tensor",
+         vllm_source("vllm/model_executor/layers/quantization/online/fp8.py", 154, 163,
+                     "`ops.scaled_fp8_quant(layer.weight, scale=None)`; input_scale None = dynamic")),
+    Fact("vllm-prompt-logprobs", "`SamplingParams(prompt_logprobs=k)` returns, for every prompt position after the "
+         "first, the log-probability of the prompt's own token plus the top k; position 0 is None",
+         "prompt tokens - 1 scored positions",
+         vllm_source("vllm/v1/worker/gpu_model_runner.py", 5597, 5600,
+                     "the first position's None: vllm/logprobs.py:162-167; prompt logprobs skip reading the "
+                     "prefix cache: vllm/sampling_params.py:502-506")),
+)})
+"""vLLM 0.26.0 behaviours lesson 3A relies on, each with its source."""
+
+
+def _quant_facts() -> list[Fact]:
+    return [Fact(gpu_fact_id(key) + "-fp8", f"{GPUS[key].name}: peak FP8 dense (FP32 accumulate)",
+                 f"{tflops:g} TFLOP/s", FP8_SOURCES[key]) for key, tflops in FP8_DENSE_TFLOPS.items()
+            ] + list(QUANT_BEHAVIOURS.values())

@@ -9,12 +9,20 @@ from infercourse.checks import positive as _positive
 from infercourse.registry import GPUFacts
 
 
-def ridge_point(gpu: GPUFacts) -> float:
+def ridge_point(gpu: GPUFacts, peak_tflops: float | None = None) -> float:
     """Arithmetic intensity (FLOP/byte) above which a kernel is compute-bound on ``gpu``.
 
-    peak BF16 dense FLOP/s (FP32 accumulate) / peak memory bandwidth in bytes/s.
+    peak dense FLOP/s (FP32 accumulate) / peak memory bandwidth in bytes/s. The peak is the BF16 one
+    unless ``peak_tflops`` (TFLOP/s) names the math the kernel runs, e.g. the FP8 peak of a W8A8 GEMM
+    (``registry.fp8_dense_tflops``, lesson 3A).
+
+    Raises:
+        ValueError: ``peak_tflops`` is given and not positive.
     """
-    return gpu.bf16_dense_tflops * 1e12 / (gpu.bandwidth_gb_s * 1e9)
+    if peak_tflops is not None:
+        _positive("peak_tflops", peak_tflops)
+    peak = gpu.bf16_dense_tflops if peak_tflops is None else peak_tflops
+    return peak * 1e12 / (gpu.bandwidth_gb_s * 1e9)
 
 
 def attainable_flops(gpu: GPUFacts, intensity: float) -> float:
@@ -117,19 +125,21 @@ def attention_intensity(config, kv_dtype_bytes: int = 2) -> float:
     return attention_flops_per_token(config, 1) / kv_bytes_per_token(config, kv_dtype_bytes)
 
 
-def compute_bound_batch(gpu: GPUFacts, weight_bytes: float = 2) -> float:
+def compute_bound_batch(gpu: GPUFacts, weight_bytes: float = 2, peak_tflops: float | None = None) -> float:
     """The batch B* at which a decode step's weight matmuls reach ``gpu``'s ridge point R: R b / 2.
 
-    Solves 2 B / b = R. A real number (round up for a whole batch); independent of the model and of
-    the context length. GQA/MHA attention with one query per sequence never gets there
+    Solves 2 B / b = R, with b the bytes *stored* per weight (what the step reads) and R at the peak of
+    the math the matmuls run: BF16 by default, also for weight-only formats (AWQ's W4A16 dequantises
+    to BF16), ``peak_tflops`` for W8A8 FP8 (lesson 3A). A real number (round up for a whole batch);
+    independent of the model and of the context length. GQA/MHA attention with one query per sequence never gets there
     (:func:`attention_intensity` is a few FLOP/byte), so such a step stays partly memory-bound at any
     batch; MLA and speculative verification raise attention's intensity (lesson 2A).
 
     Raises:
-        ValueError: ``weight_bytes`` is not positive.
+        ValueError: ``weight_bytes`` or ``peak_tflops`` is not positive.
     """
     _positive("weight_bytes", weight_bytes)
-    return ridge_point(gpu) * weight_bytes / 2
+    return ridge_point(gpu, peak_tflops) * weight_bytes / 2
 
 
 def decode_kernel_floors(gpu: GPUFacts, config, context_len: int, batch: int = 1,

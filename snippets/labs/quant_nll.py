@@ -1,0 +1,254 @@
+"""Lab 3A: what BF16, FP8 and AWQ 4-bit weights cost in memory, give back as KV cache, and cost in quality.
+
+One engine per format, each in a fresh Python process (this script with ``--child``), so nothing of
+one engine's memory lingers into the next and its start-up log is kept whole:
+
+1. ``bf16``: ``--model`` as it is (Qwen2.5-7B-Instruct: BF16 weights).
+2. ``fp8``: the same checkpoint with ``quantization="fp8"``: vLLM quantises the linear layers'
+   weights to FP8 while loading (one scale per tensor), the embedding and lm_head stay 16-bit.
+3. ``awq``: ``--awq-model`` (Qwen2.5-7B-Instruct-AWQ), a 4-bit checkpoint; vLLM reads the
+   quantisation from its config and repacks the weights for the kernel it picks.
+
+Each child measures, inside its engine:
+
+- the parameter bytes the model holds, per dtype (``LLM.apply_model``, as lab 0C does);
+- the KV tokens vLLM allocated (``vllm:cache_config_info``: blocks x block size);
+- the kernel vLLM says it selected for the linear layers (its start-up log, :data:`KERNEL_PATTERN`);
+- the quality cost: the mean negative log-likelihood (NLL, nats per token) of :data:`TEXT` under the
+  model, from ``SamplingParams(max_tokens=1, prompt_logprobs=0)``. vLLM returns, for every prompt
+  position after the first, the log-probability of the prompt's own token given the tokens before
+  it (position 0 has none: ``None``). NLL = -(sum of those) / (prompt tokens - 1). The text is
+  scored twice in the same engine; prompt logprobs use no sampling, so both must be identical.
+
+A format the engine cannot load (e.g. FP8 or AWQ on a build without the kernels) gets an ``n/a``
+row with vLLM's reason; the lab goes on.
+
+Run (GPU, vLLM 0.26.0):  python snippets/labs/quant_nll.py --receipt quant_nll.json
+No hub access:           python snippets/labs/quant_nll.py --model PATH --load-format dummy --formats bf16,fp8
+(random weights: the bytes and KV tokens are real, the NLL is not a quality figure).
+
+Imports the standard library and labkit (vLLM and torch only in the child).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from labkit import (
+    LOG_CONFIG_ENV,
+    cache_config,
+    check_model_arg,
+    engine_failure,
+    fail,
+    kv_bytes_per_token,
+    lab_parser,
+    prepare,
+    progress,
+    root_cause,
+    write_receipt,
+)
+
+LAB = "quant_nll"
+SEED = 0
+MAX_MODEL_LEN = 2048
+AWQ_MODEL = "Qwen/Qwen2.5-7B-Instruct-AWQ"
+FORMATS = ("bf16", "fp8", "awq")
+"""The engines, in order: the checkpoint as it is, online FP8 (``quantization="fp8"``), the AWQ checkpoint."""
+QUANTIZATION = {"bf16": None, "fp8": "fp8", "awq": None}
+"""``LLM(quantization=...)`` per format; AWQ's comes from the checkpoint's own ``quantization_config``."""
+KERNEL_PATTERN = r"(?:Selected|Using) (\w+) for (\w+LinearMethod)"
+"""vLLM's log line naming the linear-layer kernel it chose (vllm/model_executor/kernels/linear/__init__.py)."""
+ROW_TAG = "QUANT_NLL_ROW "  # the child's one line of results on stdout, JSON after the tag
+CHILD_TIMEOUT_S = 1800
+TEXT = (
+    "Four score and seven years ago our fathers brought forth on this continent, a new nation, conceived in "
+    "Liberty, and dedicated to the proposition that all men are created equal. Now we are engaged in a great "
+    "civil war, testing whether that nation, or any nation so conceived and so dedicated, can long endure. We "
+    "are met on a great battle-field of that war. We have come to dedicate a portion of that field, as a final "
+    "resting place for those who here gave their lives that that nation might live. It is altogether fitting "
+    "and proper that we should do this. But, in a larger sense, we can not dedicate -- we can not consecrate -- "
+    "we can not hallow -- this ground. The brave men, living and dead, who struggled here, have consecrated it, "
+    "far above our poor power to add or detract. The world will little note, nor long remember what we say "
+    "here, but it can never forget what they did here. It is for us the living, rather, to be dedicated here to "
+    "the unfinished work which they who fought here have thus far so nobly advanced. It is rather for us to be "
+    "here dedicated to the great task remaining before us -- that from these honored dead we take increased "
+    "devotion to that cause for which they gave the last full measure of devotion -- that we here highly "
+    "resolve that these dead shall not have died in vain -- that this nation, under God, shall have a new birth "
+    "of freedom -- and that government of the people, by the people, for the people, shall not perish from the "
+    "earth."
+)
+"""The scored text: Lincoln's Gettysburg Address (Bliss copy, 1864), in the public domain."""
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = lab_parser("Weight bytes, KV tokens and NLL per token of BF16, FP8 and AWQ engines.",
+                   max_model_len=MAX_MODEL_LEN)
+    p.add_argument("--awq-model", default=AWQ_MODEL, help="the AWQ checkpoint (hub id or local folder)")
+    p.add_argument("--formats", default=",".join(FORMATS), help=f"comma-separated subset of {','.join(FORMATS)}")
+    # internal: one engine in this process; prints its row after ROW_TAG
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--quantization", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
+    return args
+
+
+def check_input(args) -> None:
+    check_model_arg(args.model)
+    unknown = [f for f in args.formats if f not in FORMATS]
+    if unknown or not args.formats:
+        fail(f"--formats {','.join(args.formats) or '(empty)'}: use a comma-separated subset of {','.join(FORMATS)}")
+    if "awq" in args.formats:
+        check_model_arg(args.awq_model)
+    if args.max_model_len < 32:
+        fail(f"--max-model-len must be at least 32, got {args.max_model_len}")
+
+
+def parameter_bytes(model) -> dict:
+    """Bytes of every parameter the model holds, per dtype (a tied matrix counted once)."""
+    by_dtype = {}
+    for p in model.parameters():
+        key = str(p.dtype).removeprefix("torch.")
+        by_dtype[key] = by_dtype.get(key, 0) + p.numel() * p.element_size()
+    return by_dtype
+
+
+def token_nll(output) -> tuple[list[int], list[float]]:
+    """The prompt's token ids and, for every position after the first, -log p(token | tokens before it).
+
+    ``output.prompt_logprobs[i]`` maps token ids to ``Logprob``s at position i and always holds the
+    prompt's own token ``output.prompt_token_ids[i]``; position 0 is ``None`` (nothing precedes it).
+    """
+    ids = list(output.prompt_token_ids)
+    logprobs = output.prompt_logprobs
+    if logprobs is None or len(logprobs) != len(ids) or logprobs[0] is not None:
+        fail("vLLM returned no prompt logprobs of the expected shape; is prompt_logprobs set?", 3)
+    return ids, [-logprobs[i][ids[i]].logprob for i in range(1, len(ids))]
+
+
+def child(args) -> int:
+    """Start one engine, print its row (``ROW_TAG`` + JSON) and exit; vLLM's errors end the process."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # apply_model needs the model in this process
+    try:
+        from vllm import LLM, SamplingParams
+    except ImportError as exc:
+        fail(f"vLLM is not importable ({exc}); install vllm==0.26.0")
+    started = time.perf_counter()
+    try:
+        llm = LLM(model=args.model, load_format=args.load_format, max_model_len=args.max_model_len, seed=SEED,
+                  quantization=args.quantization, enable_prefix_caching=False, disable_log_stats=False)
+    except Exception as exc:  # vLLM raises many kinds; the parent reads the reason from this output
+        engine_failure(exc, args.model)
+    engine_start_s = time.perf_counter() - started
+    labels = cache_config(llm)
+    by_dtype = llm.apply_model(parameter_bytes)[0]
+    model_config = llm.llm_engine.vllm_config.model_config  # read through vLLM: its hub switch applies
+    import torch
+
+    kv_dtype_bytes = torch.empty((), dtype=model_config.dtype).element_size()  # the cache's dtype: the model's
+    params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0)
+    scored = [token_nll(llm.generate([TEXT], params, use_tqdm=False)[0]) for _ in range(2)]
+    ids, nll = scored[0]
+    print(ROW_TAG + json.dumps({
+        "engine_start_s": engine_start_s, "weight_bytes": sum(by_dtype.values()), "bytes_by_dtype": by_dtype,
+        "kv_tokens": int(labels["num_gpu_blocks"]) * int(labels["block_size"]),
+        "kv_bytes_per_token": kv_bytes_per_token(model_config.hf_config, kv_dtype_bytes),
+        "prompt_tokens": len(ids), "token_nll": nll, "repeat_identical": scored[1] == scored[0]}), flush=True)
+    return 0
+
+
+def run_child(args, fmt: str, log_dir: Path) -> dict:
+    """Run this script with ``--child`` for one format in a fresh process (its log kept in
+    ``log_dir/<fmt>.log``); return its row (None if it did not start), the kernel it logged and the
+    root cause of a failure."""
+    model = args.awq_model if fmt == "awq" else args.model
+    command = [sys.executable, os.path.abspath(__file__), "--child", "--verbose", "--model", model,
+               "--load-format", args.load_format, "--max-model-len", str(args.max_model_len)]
+    if QUANTIZATION[fmt]:
+        command += ["--quantization", QUANTIZATION[fmt]]
+    env = dict(os.environ)
+    env.pop(LOG_CONFIG_ENV, None)  # the child's log goes to its stdout, which this process keeps
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=CHILD_TIMEOUT_S)
+        text, code = done.stdout + done.stderr, done.returncode
+    except subprocess.TimeoutExpired as exc:
+        text, code = f"{exc.stdout or ''}{exc.stderr or ''}\ntimed out after {CHILD_TIMEOUT_S} s", None
+    log = log_dir / f"{fmt}.log"
+    log.write_text(text)
+    rows = [json.loads(line[len(ROW_TAG):]) for line in text.splitlines() if line.startswith(ROW_TAG)]
+    kernels = re.findall(KERNEL_PATTERN, text)
+    failed = not (code == 0 and rows)
+    own = [line.removeprefix("error: ") for line in text.splitlines() if line.startswith("error: ")]
+    cause = ((own[-1] if own else None) or root_cause(text) or f"exit {code}, no error line") if failed else None
+    return {"row": None if failed else rows[-1], "model": model, "log": log, "cause": cause,
+            "kernel": kernels[-1][0] if kernels else None}
+
+
+def result_row(fmt: str, got: dict) -> dict:
+    """One receipt row: the measured figures of a started engine, or ``n/a`` with vLLM's reason."""
+    row = got["row"]
+    if row is None:
+        return {"format": fmt, "model": got["model"], "quantization": QUANTIZATION[fmt], "outcome": "n/a",
+                "reason": got["cause"][:400], "kernel": None, "weight_bytes": None, "kv_tokens": None,
+                "kv_bytes_per_token": None, "prompt_tokens": None, "scored_tokens": None, "nll_per_token": None,
+                "repeat_identical": None, "token_nll": None}
+    nll = row["token_nll"]
+    return {"format": fmt, "model": got["model"], "quantization": QUANTIZATION[fmt], "outcome": "started",
+            "reason": None, "kernel": got["kernel"], "weight_bytes": row["weight_bytes"], "kv_tokens": row["kv_tokens"],
+            "kv_bytes_per_token": row["kv_bytes_per_token"], "prompt_tokens": row["prompt_tokens"],
+            "scored_tokens": len(nll), "nll_per_token": sum(nll) / len(nll),
+            "repeat_identical": row["repeat_identical"], "token_nll": nll}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    check_input(args)
+    if args.child:
+        return child(args)
+    prepare(args, LAB)
+    log_dir = Path(tempfile.mkdtemp(prefix="quant_nll_"))
+    progress(f"each engine's log: {log_dir}/<format>.log")
+    rows, starts = [], []
+    for i, fmt in enumerate(args.formats, 1):
+        progress(f"engine {i}/{len(args.formats)}: {fmt} (a first run downloads the weights)")
+        got = run_child(args, fmt, log_dir)
+        if got["row"] is None:
+            progress(f"{fmt}: n/a ({got['cause'][:300]}; log: {got['log']})")
+        else:
+            starts.append(got["row"]["engine_start_s"])
+        rows.append(result_row(fmt, got))
+    if not starts:
+        fail(f"no engine started; the first reason: {rows[0]['reason']} (logs: {log_dir})")
+
+    print(f"{args.model} ({args.load_format} weights), max_model_len {args.max_model_len:,}; "
+          f"NLL in nats per token of the {LAB} text")
+    print(f"{'format':<7} {'weight bytes':>15} {'KV tokens':>11} {'tokens':>7} {'NLL/token':>10} {'repeat':>7}  kernel")
+    for r in rows:
+        if r["outcome"] != "started":
+            print(f"{r['format']:<7} n/a: {r['reason'][:200]}")
+            continue
+        print(f"{r['format']:<7} {r['weight_bytes']:>15,} {r['kv_tokens']:>11,} {r['scored_tokens']:>7,} "
+              f"{r['nll_per_token']:>10.4f} {'same' if r['repeat_identical'] else 'DIFFERS':>7}  {r['kernel'] or '-'}")
+    if args.receipt:
+        write_receipt(args.receipt, LAB, args,
+                      settings={"formats": list(args.formats), "awq_model": args.awq_model, "seed": SEED,
+                                "enable_prefix_caching": False, "prompt_logprobs": 0, "text_chars": len(TEXT),
+                                "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None},
+                      units={"weight_bytes": "B", "kv_tokens": "tokens", "kv_bytes_per_token": "B/token",
+                             "prompt_tokens": "tokens", "scored_tokens": "tokens", "nll_per_token": "nats/token",
+                             "token_nll": "nats"},
+                      results=rows, engine_start_s=starts[0])
+    return 0
+
+
+if __name__ == "__main__":  # vLLM 0.26.0 forks its engine process by default, but may spawn (CPU build, CUDA
+    # already initialised); a spawned child re-imports this file, so the guard is required
+    raise SystemExit(main())

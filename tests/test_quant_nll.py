@@ -1,0 +1,219 @@
+"""Lesson 3A and its lab quant_nll: page values, snippet, FP8 peaks, claims and prediction, against hand arithmetic.
+
+Qwen2.5-7B-Instruct (registry config): per layer the linear weights are q and o 2 * 3584 * 3584 =
+25,690,112, k and v 2 * 3584 * 512 = 3,670,016 (4 KV heads of 128), gate/up/down 3 * 3584 * 18944 =
+203,685,888: 233,046,016 per layer, 6,525,288,448 in 28 layers (N_q). N = 7,615,616,512, so 16-bit
+parameters N - N_q = 1,090,328,064. The embedding (and the untied head) is 152,064 * 3584 = 544,997,376.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
+from infercourse import labs, registry, roofline, snippets
+from infercourse.labs import quant_nll as spec
+from infercourse.pages import values_for
+
+PAGE = "lessons/3a-quantisation.md"
+
+
+def _v(name):
+    return values_for(PAGE)[name].value
+
+
+# --- page values ------------------------------------------------------------------------------------
+
+def test_bytes_per_awq_weight():
+    # 0.5 B for 4 bits + 2 B scale / 128 + 0.5 B zero / 128 = 0.5 + 0.015625 + 0.00390625 = 0.51953125
+    assert _v("b_awq") == 0.51953125
+    assert (_v("b_awq_scale"), _v("b_awq_zero")) == (0.015625, 0.00390625)
+
+
+def test_weight_bytes_per_format():
+    assert _v("N_q") == 6_525_288_448
+    assert _v("W_bf16") == 15_231_233_024  # 7,615,616,512 * 2
+    # FP8: 6,525,288,448 * 1 + 1,090,328,064 * 2 = 6,525,288,448 + 2,180,656,128
+    assert _v("W_fp8") == 8_705_944_576
+    # AWQ: 6,525,288,448 * 0.5 = 3,262,644,224; * 5/256 = 127,447,040; + 2,180,656,128
+    assert _v("W_awq") == 5_570_747_392
+    # "4-bit is 4x smaller": 15,231,233,024 / 5,570,747,392 = 2.734; per quantised weight 2 / 0.51953125 = 3.850
+    assert _v("ratio_awq") == pytest.approx(2.7341, abs=1e-4)
+    assert _v("ratio_awq_linear") == pytest.approx(3.8496, abs=1e-4)
+
+
+def test_weight_floors_on_the_rtx_4090():
+    # matmul bytes = W - 2 * 544,997,376 (the input embedding) = W - 1,089,994,752
+    # BF16: 14,141,238,272 / 1.008e12 = 14.029 ms; FP8: 7,615,949,824 / 1.008e12 = 7.556 ms;
+    # AWQ: 4,480,752,640 / 1.008e12 = 4.445 ms
+    assert _v("floor_bf16") == pytest.approx(14.029e-3, abs=1e-6)
+    assert _v("floor_fp8") == pytest.approx(7.5555e-3, abs=1e-6)
+    assert _v("floor_awq") == pytest.approx(4.4452e-3, abs=1e-6)
+
+
+def test_compute_bound_batch_moves_down_for_w4a16_not_for_w8a8():
+    # M = 7,615,616,512 - 544,997,376 = 7,070,619,136; R = 165.2e12 / 1.008e12 = 163.889
+    # AWQ: b_bar = 4,480,752,640 / 7,070,619,136 = 0.63371; B* = 163.889 * 0.63371 / 2 = 51.93 -> 52
+    assert _v("bbar_awq") == pytest.approx(0.63371, abs=1e-5)
+    assert _v("bstar_awq") == 52 and _v("bstar_bf16") == 164
+    # FP8 W8A8: R_fp8 = 330.3e12 / 1.008e12 = 327.679; b_bar = 7,615,949,824 / 7,070,619,136 = 1.07713;
+    # B* = 327.679 * 1.07713 / 2 = 176.48 -> 177; as W8A16 (BF16 math): 163.889 * 1.07713 / 2 = 88.26 -> 89
+    assert _v("R_fp8") == pytest.approx(327.679, abs=1e-3)
+    assert _v("bstar_fp8") == 177 and _v("bstar_fp8_w8a16") == 89
+
+
+def test_kv_capacity_freed_on_a_24_gb_card():
+    # budget = 24,564 MiB * 0.92 - W - 2 GiB = 23,696,643,194.88 - 2,147,483,648 - W
+    # AWQ: 15,978,412,154.88 / (57,344 * 16 = 917,504) = 17,415.1 blocks -> 278,640 tokens
+    # FP8: 12,843,214,970.88 / 917,504 = 13,997.99 blocks -> 223,952 tokens; BF16: lesson 1A's 110,160
+    assert (_v("kv_bf16"), _v("kv_fp8"), _v("kv_awq")) == (110_160, 223_952, 278_640)
+    # 8,192-token sequences need 512 blocks each: 6,885 // 512 = 13; 17,415 // 512 = 34
+    assert (_v("seqs_bf16"), _v("seqs_awq")) == (13, 34)
+
+
+def test_fp8_peaks_and_the_ridge_at_a_given_peak():
+    # Ada whitepaper: FP8 with FP32 accumulate 330.3 dense; H200/H100: 3,958 sparse / 2 = 1,979 dense
+    assert registry.fp8_dense_tflops("RTX 4090") == 330.3
+    assert registry.fp8_dense_tflops("H200") == registry.fp8_dense_tflops("H100") == 1979
+    with pytest.raises(KeyError, match="no FP8 tensor cores"):
+        registry.fp8_dense_tflops("A100")
+    g = registry.gpu("RTX 4090")
+    # 330.3e12 / 1008e9 = 327.679 FLOP/B; B* at 1 B per weight = 163.839
+    assert roofline.compute_bound_batch(g, 1, 330.3) == pytest.approx(163.839, abs=1e-3)
+    with pytest.raises(ValueError, match="peak_tflops"):
+        roofline.ridge_point(g, 0)
+
+
+# --- the snippet --------------------------------------------------------------------------------------
+
+def test_snippet_constants_and_results_equal_the_page():
+    from infercourse import memory, transformer
+
+    qb = snippets.load("lesson_3a/quant_bytes.py")
+    cfg = registry.model().config
+    assert transformer.param_count(cfg) == qb.PARAMS and transformer.linear_weight_count(cfg) == qb.LINEAR_WEIGHTS
+    assert transformer.param_breakdown(cfg)["embedding"] == qb.EMBEDDING
+    assert transformer.kv_bytes_per_token(cfg) == qb.KV_BYTES_PER_TOKEN and qb.GROUP == registry.AWQ_GROUP_SIZE
+    g = registry.gpu("RTX 4090")
+    datasheet = (g.bf16_dense_tflops, registry.fp8_dense_tflops(), g.bandwidth_gb_s)
+    assert datasheet == (qb.BF16_TFLOPS, qb.FP8_TFLOPS, qb.BANDWIDTH_GB_S)
+    assert memory.device_total_bytes() == qb.DEVICE_BYTES
+    assert qb.UTILIZATION == registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
+    assert qb.RESERVE_BYTES == registry.VLLM_NON_KV_RESERVE_GIB * 2**30 and qb.BLOCK == registry.VLLM_DEFAULT_BLOCK_SIZE
+    for f in ("bf16", "fp8", "awq"):
+        assert qb.weight_bytes(f) == _v(f"W_{f}")
+        assert qb.kv_tokens(f) == _v(f"kv_{f}")
+        assert math.ceil(qb.compute_bound_batch(f)) == _v(f"bstar_{f}")
+        assert qb.weight_floor_ms(f) == pytest.approx(_v(f"floor_{f}") * 1e3)
+
+
+# --- the lab's spec --------------------------------------------------------------------------------
+
+UNITS = dict(spec.SPEC.units)
+
+
+def _row(fmt="bf16", token_nll=(1.0, 2.0, 4.5), prompt_tokens=4, repeat=True, weight_bytes=15_231_233_024,
+         kv_tokens=110_160) -> dict:
+    values = list(token_nll)
+    return {"format": fmt, "model": "Qwen/Qwen2.5-7B-Instruct", "quantization": "fp8" if fmt == "fp8" else None,
+            "outcome": "started", "reason": None, "kernel": None, "weight_bytes": weight_bytes, "kv_tokens": kv_tokens,
+            "kv_bytes_per_token": 57_344, "prompt_tokens": prompt_tokens, "scored_tokens": len(values),
+            "nll_per_token": sum(values) / len(values), "repeat_identical": repeat, "token_nll": values}
+
+
+def _na(fmt="fp8") -> dict:
+    return {"format": fmt, "model": "m", "quantization": "fp8", "outcome": "n/a", "reason": "RuntimeError: no kernel",
+            "kernel": None, "weight_bytes": None, "kv_tokens": None, "kv_bytes_per_token": None, "prompt_tokens": None,
+            "scored_tokens": None, "nll_per_token": None, "repeat_identical": None, "token_nll": None}
+
+
+def _claims(receipt) -> dict:
+    return {r.claim: r.passed for r in labs.check(receipt)}
+
+
+def test_cpu_receipt_checks_only_the_exact_claims():
+    # (1.0 + 2.0 + 4.5) / 3 = 2.5 nats over 3 = 4 - 1 scored tokens. An AWQ row that started on the CPU keeps
+    # the same KV tokens (VLLM_CPU_KVCACHE_SPACE fixes them) and a worse NLL: neither GPU claim may judge that.
+    awq = _row("awq", token_nll=(3.0, 3.0, 3.0), weight_bytes=5_570_747_392, kv_tokens=110_160)
+    receipt = make_receipt("quant_nll", [_row(), awq, _na()], UNITS, machine=CPU_MACHINE)
+    assert spec.SPEC.row_problems(receipt) == []
+    assert _claims(receipt) == {"nll_from_logprobs": True, "nll_deterministic": True, "awq_bytes_match_config": True,
+                                "freed_bytes_become_kv": None, "quality_cost_bounded": None}
+
+
+def test_nll_that_is_not_the_mean_of_the_logprobs_fails():
+    row = _row()
+    row["nll_per_token"] = 2.4  # the mean is 2.5
+    assert _claims(make_receipt("quant_nll", [row], UNITS, machine=CPU_MACHINE))["nll_from_logprobs"] is False
+
+
+def test_token_count_must_be_prompt_minus_one():
+    row = _row(prompt_tokens=3)  # 3 values scored, but a 3-token prompt has only 2 scored positions
+    assert _claims(make_receipt("quant_nll", [row], UNITS, machine=CPU_MACHINE))["nll_from_logprobs"] is False
+
+
+def test_a_second_scoring_that_differs_fails():
+    row = _row(repeat=False)
+    assert _claims(make_receipt("quant_nll", [row], UNITS, machine=CPU_MACHINE))["nll_deterministic"] is False
+
+
+def test_gpu_freed_bytes_become_kv_cache():
+    # AWQ saves 15,231,233,024 - 5,570,747,392 = 9,660,485,632 B; 168,480 more tokens * 57,344 B = 9,661,317,120 B
+    # (+0.01 %): within 10 %. Half the gain (84,240 tokens, 4.83 GB) is -50 %: fails.
+    awq = _row("awq", token_nll=(1.0, 2.0, 4.6), weight_bytes=5_570_747_392, kv_tokens=110_160 + 168_480)
+    receipt = make_receipt("quant_nll", [_row(), awq], UNITS)
+    claims = _claims(receipt)
+    assert claims["freed_bytes_become_kv"] is True
+    # NLL: (1.0 + 2.0 + 4.6) / 3 - 2.5 = +0.0333 nats per token, within 0.10
+    assert claims["quality_cost_bounded"] is True
+    receipt["results"][1]["kv_tokens"] = 110_160 + 84_240
+    assert _claims(receipt)["freed_bytes_become_kv"] is False
+
+
+def test_gpu_quality_cost_over_the_bound_fails():
+    # (1.0 + 2.0 + 5.0) / 3 - 2.5 = +0.1667 nats per token > 0.10
+    awq = _row("awq", token_nll=(1.0, 2.0, 5.0), weight_bytes=5_570_747_392, kv_tokens=278_640)
+    assert _claims(make_receipt("quant_nll", [_row(), awq], UNITS))["quality_cost_bounded"] is False
+
+
+def test_prediction_is_the_page_s_figures():
+    rows = {r["format"]: r for r in spec.predicted_rows()}
+    assert rows["awq"]["kv_tokens"] == 278_640 and rows["fp8"]["weight_bytes"] == 8_705_944_576
+    # the weight floor of the prediction is the page's: 4,480,752,640 B / 1.008e12 B/s
+    assert rows["awq"]["floor_s"] == pytest.approx(4.4452e-3, abs=1e-6)
+    text = labs.expected_output("quant_nll")
+    assert "Prediction for the RTX 4090" in text and "278,640" in text and "5.57 GB" in text
+
+
+def _awq_receipt(machine, weight_bytes, model="Qwen/Qwen2.5-7B-Instruct-AWQ"):
+    awq = _row("awq", weight_bytes=weight_bytes, kv_tokens=278_640)
+    awq["model"] = model
+    return make_receipt("quant_nll", [_row(), awq], UNITS, machine=machine)
+
+
+def test_awq_bytes_exact_on_cpu_within_one_percent_on_gpu():
+    # the AWQ hub id falls back to the registry's Qwen2.5-7B config: 5,570,747,392 B (test_weight_bytes_per_format)
+    assert _claims(_awq_receipt(CPU_MACHINE, 5_570_747_392))["awq_bytes_match_config"] is True
+    assert _claims(_awq_receipt(CPU_MACHINE, 5_570_747_393))["awq_bytes_match_config"] is False  # one byte off
+    # GPU: 5,570,747,392 * 1.005 = 5,598,601,129 (+0.5 %) passes; * 1.02 = 5,682,162,340 (+2 %) fails
+    assert _claims(_awq_receipt(GPU_MACHINE, 5_598_601_129))["awq_bytes_match_config"] is True
+    assert _claims(_awq_receipt(GPU_MACHINE, 5_682_162_340))["awq_bytes_match_config"] is False
+    assert _claims(_awq_receipt(CPU_MACHINE, 1, model="no/such-model"))["awq_bytes_match_config"] is None
+
+
+def test_tiny_awq_checkpoint_bytes_by_hand():
+    """The CPU run's AWQ row (make testmodels' tiny-qwen2-awq): 2 layers, d 256, f 512, 4 heads of 64, 2 KV heads.
+
+    Linear weights per layer: q 256 * 256 = 65,536, k and v 256 * 128 = 32,768 each, o 65,536, gate/up/down
+    3 * 256 * 512 = 393,216: 589,824; two layers 1,179,648 -> 589,824 + 1,179,648 * 5 / 256 = 612,864 B.
+    16-bit rest: embedding and head 2 * 512 * 256 = 262,144, norms 2 * 2 * 256 + 256 = 1,280, q/k/v biases
+    2 * (256 + 128 + 128) = 1,024: 264,448 parameters, 528,896 B. Total 1,141,760 B (vllm-cpu 0.32.0 held
+    exactly this in the run of 2026-12-01).
+    """
+    from infercourse import transformer
+
+    tiny = {"model_type": "qwen2", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512, "tie_word_embeddings": False}
+    assert transformer.awq_weight_bytes(tiny, 128) == 1_141_760
