@@ -183,7 +183,7 @@ def floors_figure() -> str:
     ax.set_title(f"Decode matmuls' floor per step, {registry.COURSE_MODEL}, {g4090.name}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    return '<div class="course-figure">' + svg_text(fig) + "</div>"
+    return svg_text(fig)
 
 
 def memory_figure() -> str:
@@ -207,4 +207,4 @@ def memory_figure() -> str:
     ax.set_xlabel(f"GiB of the {g4090.name}'s {D / fmt.GIB:.2f} GiB")
     ax.invert_yaxis()
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=4, fontsize=8)
-    return '<div class="course-figure">' + svg_text(fig) + "</div>"
+    return svg_text(fig)
