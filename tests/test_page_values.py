@@ -220,3 +220,42 @@ def test_lesson_2a_built_page_shows_the_budget_and_the_count(site):
     assert "KV budget on the RTX 4090 6.32 GB" in text
     assert "the card has 6.32 GB for the cache: at most 26 fit" in text
     assert "0.00 GB" not in text
+
+
+def test_lesson_5a_headline_values():
+    page = "lessons/5a-paged-attention.md"
+    # paging waste: at most z - 1 = 15 slots, 7.5 on average: 7.5 * 57,344 = 430,080 B per sequence
+    assert (_v(page, "w_max"), _v(page, "w_mean"), _v(page, "w_mean_bytes")) == (15, 7.5, 430_080)
+    # contiguous reservation of 8,192 for a 1,000-token request: 1 - 1000/8192 = 0.8779296875 idle,
+    # (8192 - 1000) * 57,344 = 412,418,048 B; paged: ceil(1000/16) = 63 blocks = 1,008 slots, 8 empty
+    assert _v(page, "contig_waste_share") == 0.8779296875 and _v(page, "contig_waste_bytes") == 412_418_048
+    assert (_v(page, "S_odd_blocks"), _v(page, "S_odd_waste")) == (63, 8)
+    # lesson 1A's 110,160 tokens: 110,160 // 8,192 = 13 contiguous requests, 110,160 // 1,008 = 109 paged
+    assert (_v(page, "fit_contig"), _v(page, "fit_paged")) == (13, 109)
+    # a 2,000-token system prompt + 64: 2,000 = 125 blocks of 16, below the cap 2,063: all 2,000 cached,
+    # 2,000 * 57,344 = 114,688,000 B paid once; 100 private copies = 11,468,800,000 B
+    assert (_v(page, "sys_cached"), _v(page, "sys_cached_blocks"), _v(page, "sys_bytes")) == (2000, 125, 114_688_000)
+    assert _v(page, "sys_bytes_unshared") == 11_468_800_000
+    # a 1,000-token shared prefix: floor(1000/16) * 16 = 62 * 16 = 992 cached
+    assert _v(page, "odd_cached") == 992
+    # one 2,048-token prompt sent 10 times: floor(2047/16) * 16 = 127 * 16 = 2,032 cached from the 2nd on;
+    # queries 10 * 2,048 = 20,480, hits 9 * 2,032 = 18,288, rate 0.89296875
+    assert (_v(page, "rep_cached"), _v(page, "rep_queries"), _v(page, "rep_hits")) == (2032, 20_480, 18_288)
+    assert _v(page, "rep_hit_rate") == 0.89296875
+    # TTFT floors at l = 2,048 + 64 = 2,112 tokens (cold) and 64 uncached tokens (hit); M - H = 6,525,621,760,
+    # 2H = 1,089,994,752; attention 4 * 28 * 28 * 128 = 401,408 FLOP per token pair, S(S+1)/2 pairs.
+    # RTX 4090 (165.2 TFLOP/s, 1,008 GB/s), cold: (2 * 6,525,621,760 * 2112 + 1,089,994,752) / 165.2e12
+    #   = 27,565,316,308,992 / 165.2e12 = 166.860 ms (> 14.029 ms of weights), + attention
+    #   401,408 * 2112 * 2113 / 2 = 895,671,... / 165.2e12 = 5.422 ms: 172.282 ms
+    cold_linear = (2 * 6_525_621_760 * 2112 + 1_089_994_752) / 165.2e12
+    cold_att = 401_408 * 2112 * 2113 / 2 / 165.2e12
+    assert _v(page, "cold_2k_4090") == pytest.approx(cold_linear + cold_att, rel=1e-12)
+    assert _v(page, "cold_2k_4090") == pytest.approx(0.172282, abs=1e-6)
+    # hit: 64 tokens are weight-bound: 14,141,238,272 B / 1.008e12 = 14.029 ms, + attention
+    #   401,408 * 64 * 65 / 2 / 165.2e12 = 5.05 us (> 64 * 57,344 / 1.008e12 = 3.64 us): 14.034 ms
+    assert _v(page, "hit_2k_4090") == pytest.approx(14_141_238_272 / 1.008e12 + 401_408 * 64 * 65 / 2 / 165.2e12,
+                                                     rel=1e-12)
+    # H200 (989 TFLOP/s, 4,800 GB/s): cold 27,565,316,308,992 / 989e12 = 27.872 ms + 0.906 ms = 28.778 ms;
+    # hit 14,141,238,272 / 4.8e12 = 2.946 ms + 834,928,640 / 989e12 = 0.84 us: 2.947 ms
+    assert _v(page, "cold_2k_h200") == pytest.approx(0.028778, abs=1e-6)
+    assert _v(page, "hit_2k_h200") == pytest.approx(14_141_238_272 / 4.8e12 + 401_408 * 64 * 65 / 2 / 989e12, rel=1e-12)
