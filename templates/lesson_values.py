@@ -14,7 +14,7 @@ P = baseline("lessons/<code>-<slug>.md")
 cfg = registry.model(registry.COURSE_MODEL).config
 P.add("N", transformer.param_count(cfg), "params")
 P.add("L", cfg["num_hidden_layers"], "count")
-SYMBOLS = ["N", "L"]  # the page's symbols, in notation.yml; tests/test_notation.py reads this name
+SYMBOLS: list[str | tuple[str, str]] = ["N", "L"]  # ids in notation.yml; test_notation reads SYMBOLS
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 P.add("lab_box", labbox.lab_box("<lab>.py"), "text")
 P.add("facts_used", [

@@ -34,8 +34,19 @@ import random
 import statistics
 import time
 
-from labkit import cache_config, check_model_arg, engine_failure, fail, lab_parser, metric_totals, prepare, progress, \
-    random_prompt, request_times, write_receipt
+from labkit import (
+    cache_config,
+    check_model_arg,
+    engine_failure,
+    fail,
+    lab_parser,
+    metric_totals,
+    prepare,
+    progress,
+    random_prompt,
+    request_times,
+    write_receipt,
+)
 
 LAB = "prefix_cache"
 GRID = ((0, 64), (512, 64), (1024, 64), (2048, 64), (4000, 64), (2048, 0))

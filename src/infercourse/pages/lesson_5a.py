@@ -158,7 +158,7 @@ P.add("fig_ttft_alt",
       f"the hit floors stay flat at the cost of reading the weights once ({fmt.ms(t2k['hit_4090'])} and "
       f"{fmt.ms(t2k['hit_h200'])}).", "text")
 
-SYMBOLS = ["z", "S", "S_max", "w", "kappa", "ell", "C", "n_req"]
+SYMBOLS: list[str | tuple[str, str]] = ["z", "S", "S_max", "w", "kappa", "ell", "C", "n_req"]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
 P.add("facts_used", [
@@ -170,7 +170,8 @@ P.add("facts_used", [
     {"what": "prefix caching default", "value": "on", "source": fact_link("vllm-prefix-caching-default")},
     {"what": "block hash", "value": "sha256 over (parent hash, block tokens, extra keys), full blocks only",
      "source": fact_link("vllm-prefix-caching-hash")},
-    {"what": "full blocks only", "value": "a partial block is never hashed", "source": fact_link("vllm-prefix-cache-full-blocks")},
+    {"what": "full blocks only", "value": "a partial block is never hashed",
+     "source": fact_link("vllm-prefix-cache-full-blocks")},
     {"what": "hit cap", "value": "prompt length − 1", "source": fact_link("vllm-prefix-cache-hit-cap")},
     {"what": "prefix-cache counters", "value": "count tokens", "source": fact_link("vllm-prefix-cache-counters")},
 ], "record")
