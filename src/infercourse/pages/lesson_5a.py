@@ -174,4 +174,5 @@ P.add("facts_used", [
      "source": fact_link("vllm-prefix-cache-full-blocks")},
     {"what": "hit cap", "value": "prompt length − 1", "source": fact_link("vllm-prefix-cache-hit-cap")},
     {"what": "prefix-cache counters", "value": "count tokens", "source": fact_link("vllm-prefix-cache-counters")},
+    {"what": "preemption", "value": "frees the blocks, recomputes later", "source": fact_link("vllm-preemption-recompute")},
 ], "record")
