@@ -570,6 +570,8 @@ BEHAVIOURS: Mapping[str, Fact] = MappingProxyType({f.id: f for f in (
          vllm_source("vllm/v1/metrics/loggers.py", 584, 601,
                      "recorded in vllm/v1/core/kv_cache_manager.py:272-278; `RequestOutput.num_cached_tokens`: "
                      "vllm/outputs.py:105")),
+    Fact("vllm-prefix-cache-lru", "cached blocks that no request holds are evicted least recently used first",
+         "free-block queue in LRU order", vllm_source("vllm/v1/core/kv_cache_utils.py", 193, 198)),
     Fact("vllm-preemption-recompute", "preemption frees a running request's blocks and puts it back at the head "
          "of the waiting queue with nothing computed", "`request.num_computed_tokens = 0`",
          vllm_source("vllm/v1/core/sched/scheduler.py", 1212, 1234,

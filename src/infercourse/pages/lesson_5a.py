@@ -174,5 +174,7 @@ P.add("facts_used", [
      "source": fact_link("vllm-prefix-cache-full-blocks")},
     {"what": "hit cap", "value": "prompt length − 1", "source": fact_link("vllm-prefix-cache-hit-cap")},
     {"what": "prefix-cache counters", "value": "count tokens", "source": fact_link("vllm-prefix-cache-counters")},
-    {"what": "preemption", "value": "frees the blocks, recomputes later", "source": fact_link("vllm-preemption-recompute")},
+    {"what": "eviction", "value": "least recently used free block first", "source": fact_link("vllm-prefix-cache-lru")},
+    {"what": "preemption", "value": "frees the blocks, recomputes later",
+     "source": fact_link("vllm-preemption-recompute")},
 ], "record")
