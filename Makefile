@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 export NO_MKDOCS_2_WARNING := 1  # silence the Material end-of-life banner in build logs
 
-.PHONY: serve build publish check lint test chromium lock vendor clean labenv testmodels labs labs-cpu lock-labs vllm-signatures
+.PHONY: serve build publish bench check lint test chromium node lock vendor clean labenv testmodels labs labs-cpu lock-labs vllm-signatures
 
 # --- environments -------------------------------------------------------------------------
 # The docs/test environment, made from the lock of exact versions. Rebuilt when the lock changes.
@@ -25,22 +25,38 @@ chromium:
 	else echo "error: $(CHROMIUM) missing and not root; install Debian's 'chromium' package"; exit 1; fi; \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null
 
-# --- the site -----------------------------------------------------------------------------
-serve: $(STAMP)
-	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000 --livereload
+# Node.js: the build typesets formulas with KaTeX under Node (hooks/math.py). Debian's nodejs when missing.
+node:
+	@if command -v node >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	else echo "error: node missing and not root; install Debian's 'nodejs' package (Node.js 18 or newer)"; exit 1; fi; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs >/dev/null
 
-build: $(STAMP)
+# --- the site -----------------------------------------------------------------------------
+# `make serve PORT=8001` serves elsewhere; the site is built for that origin (instant navigation).
+PORT ?= 8000
+serve: $(STAMP) node
+	@case "$(PORT)" in ''|*[!0-9]*) echo "error: PORT=$(PORT) is not a port number; run e.g. 'make serve PORT=8001'"; exit 2;; esac; \
+	$(BIN)/python -c "import socket; socket.socket().bind(('127.0.0.1', $(PORT)))" 2>/dev/null \
+	  || { echo "error: port $(PORT) on 127.0.0.1 is in use (another 'make serve'?); stop it or run 'make serve PORT=8001'"; exit 1; }
+	SITE_URL=http://127.0.0.1:$(PORT)/ $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:$(PORT) --livereload
+
+build: $(STAMP) node
 	$(BIN)/mkdocs build --strict
 
 # Publish a clean commit's strict build to the gh-pages branch of origin (MkDocs' gh-deploy), for the
 # address readers will use: SITE_URL=https://<owner>.github.io/<repo>/ make publish
 # (.github/workflows/pages.yml is the other way: GitHub Actions builds and deploys on every push to main.)
-publish: $(STAMP)
+publish: $(STAMP) node
 	@[ -n "$$SITE_URL" ] || { echo "error: SITE_URL is not set; run SITE_URL=https://<owner>.github.io/<repo>/ make publish"; exit 1; }
 	@st=$$(git status --porcelain 2>/dev/null) || { echo "error: $(CURDIR) is not a git checkout; make publish deploys a commit"; exit 1; }; \
 	[ -z "$$st" ] || { echo "error: the working tree has uncommitted changes (git status); commit or stash them, then make publish"; exit 1; }
 	@mkdir -p .cache; $(BIN)/mkdocs build --strict > .cache/publish-build.log 2>&1 || { echo "error: the strict build failed (log: .cache/publish-build.log); fix it, then make publish"; exit 1; }
 	$(BIN)/mkdocs gh-deploy --strict --message "Publish {sha} with MkDocs {version}"
+
+# Build time (snippets on/off), edit-to-reload time, bytes per page; Lighthouse too with LIGHTHOUSE=path/to/lighthouse.
+bench: $(STAMP) node chromium
+	$(BIN)/python scripts/bench.py $(if $(LIGHTHOUSE),--lighthouse $(LIGHTHOUSE))
 
 # --- tests --------------------------------------------------------------------------------
 # The fast loop while editing: every test that needs no site build, no browser and no lab environment
@@ -55,7 +71,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # Everything, as CI runs it.
-test: $(STAMP) chromium labenv testmodels
+test: $(STAMP) node chromium labenv testmodels
 	$(BIN)/pytest
 
 # --- labs (snippets/labs/) ----------------------------------------------------------------
@@ -114,7 +130,7 @@ lock: $(STAMP)
 	$(BIN)/pip install --quiet uv==0.13.9
 	$(BIN)/uv pip compile pyproject.toml --extra test --python-version 3.11.7 --no-header -o requirements.lock
 
-# Refresh the committed mermaid / MathJax files from the npm registry (versions and integrity in package-lock.json).
+# Refresh the committed mermaid / KaTeX files from the npm registry (versions and integrity in package-lock.json).
 vendor:
 	$(BIN)/python scripts/vendor_js.py
 

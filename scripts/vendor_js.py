@@ -3,10 +3,15 @@
 Installs exactly what package-lock.json pins (versions and integrity hashes) with `npm ci` in a
 temporary folder and copies the files the site loads into docs/assets/vendor/. Run `make vendor`
 after changing a version in package.json (then `npm install --package-lock-only` to re-pin).
+
+KaTeX: ``katex.min.js`` runs at build time under Node (hooks/math.py; mkdocs.yml keeps it out of the
+site); readers get only its style sheet and the WOFF2 fonts (every browser the site supports reads
+WOFF2, so the style sheet is rewritten to name only those).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -15,12 +20,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 VENDOR = ROOT / "docs" / "assets" / "vendor"
-FILES = {  # path inside node_modules -> path under docs/assets/vendor
-    "mermaid/dist/mermaid.min.js": "mermaid/mermaid.min.js",
-    "mermaid/LICENSE": "mermaid/LICENSE",
-    "mathjax/es5/tex-svg-full.js": "mathjax/tex-svg-full.js",
-    "mathjax/LICENSE": "mathjax/LICENSE",
+FILES = {  # path inside node_modules (a glob) -> folder under docs/assets/vendor
+    "mermaid/dist/mermaid.esm.min.mjs": "mermaid",  # the ES module build: a page fetches only the chunks its diagrams need
+    "mermaid/dist/chunks/mermaid.esm.min/*.mjs": "mermaid/chunks/mermaid.esm.min",
+    "mermaid/LICENSE": "mermaid",
+    "katex/dist/katex.min.js": "katex",
+    "katex/dist/katex.min.css": "katex",
+    "katex/dist/fonts/*.woff2": "katex/fonts",
+    "katex/LICENSE": "katex",
 }
+
+
+def woff2_only(css: str) -> str:
+    """KaTeX's @font-face rules list woff2, woff and ttf; keep the woff2 source only."""
+    return re.sub(r',url\(fonts/[^)]+\.(?:woff|ttf)\) format\("(?:woff|truetype)"\)', "", css)
 
 
 def main() -> int:
@@ -31,10 +44,19 @@ def main() -> int:
         for name in ("package.json", "package-lock.json"):
             shutil.copy(ROOT / name, tmp)
         subprocess.run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=tmp, check=True)
-        for source, target in FILES.items():
-            (VENDOR / target).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(Path(tmp) / "node_modules" / source, VENDOR / target)
-            print(f"docs/assets/vendor/{target}")
+        shutil.rmtree(VENDOR, ignore_errors=True)
+        for pattern, folder in FILES.items():
+            sources = sorted((Path(tmp) / "node_modules").glob(pattern))
+            if not sources:
+                print(f"error: {pattern} is not in the npm package; update FILES in {__file__}", file=sys.stderr)
+                return 1
+            for source in sources:
+                target = VENDOR / folder / source.name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(source, target)
+                if target.name == "katex.min.css":
+                    target.write_text(woff2_only(target.read_text(encoding="utf-8")), encoding="utf-8")
+                print(target.relative_to(ROOT))
     return 0
 
 

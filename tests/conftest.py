@@ -44,20 +44,37 @@ def copy_project(project: Path, extra: tuple[str, ...] = ()) -> Path:
     return project
 
 
-def mkdocs_build(project_dir: Path, site_dir: Path) -> subprocess.CompletedProcess:
-    """Run ``mkdocs build --strict`` (never ``-v``: it turns anchor validation off) and capture its log."""
+def mkdocs_build(project_dir: Path, site_dir: Path, site_url: str | None = None) -> subprocess.CompletedProcess:
+    """Run ``mkdocs build --strict`` (never ``-v``: it turns anchor validation off) and capture its log.
+
+    It runs from ``site_dir``'s parent, not the project: the build must not depend on the working
+    directory. ``site_url`` (mkdocs.yml reads it from ``SITE_URL``) is the origin the site will be served on.
+    """
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    if site_url:
+        env["SITE_URL"] = site_url
     return subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
-        cwd=project_dir, env=env, capture_output=True, text=True, timeout=600,
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(project_dir / "mkdocs.yml"),
+         "--site-dir", str(site_dir)],
+        cwd=site_dir.parent, env=env, capture_output=True, text=True, timeout=600,
     )
 
 
 @pytest.fixture(scope="session")
-def build(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
-    """The strict build of this repository: (completed process, site directory)."""
+def _httpd(tmp_path_factory):
+    """A localhost HTTP server bound (not yet serving) before the build, so the site is built for its origin."""
     site = tmp_path_factory.mktemp("site")
-    result = mkdocs_build(ROOT, site)
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    yield httpd, site
+    httpd.server_close()
+
+
+@pytest.fixture(scope="session")
+def build(_httpd) -> tuple[subprocess.CompletedProcess, Path]:
+    """The strict build of this repository for the test server's origin: (completed process, site directory)."""
+    httpd, site = _httpd
+    result = mkdocs_build(ROOT, site, site_url=f"http://127.0.0.1:{httpd.server_address[1]}/")
     assert result.returncode == 0, f"strict build failed:\n{result.stdout}\n{result.stderr}"
     return result, site
 
@@ -68,10 +85,10 @@ def site(build) -> Path:
 
 
 @pytest.fixture(scope="session")
-def server(site):
-    """Serve the built site on 127.0.0.1 (a free port); yields the base URL."""
-    handler = functools.partial(_QuietHandler, directory=str(site))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+def server(_httpd, site):
+    """Serve the built site on the origin it was built for (its ``site_url``, so Material's instant
+    navigation treats its links as internal); yields the base URL without the trailing slash."""
+    httpd, _ = _httpd
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"

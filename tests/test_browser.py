@@ -1,46 +1,87 @@
-"""Headless Debian chromium, driven by Playwright, loads the built site from localhost.
+"""Headless Debian chromium, driven by Playwright, reads every built page the way readers do.
 
-On the lesson page every formula must be typeset by MathJax, every mermaid block drawn as an SVG,
-with no console error and no request to any host but localhost; the same after an instant
-navigation away and back.
+The site is served on the origin it was built for (conftest: ``SITE_URL``), so Material's instant
+navigation is live. Every page in the sitemap (lessons, home, glossary, ADRs, whatever is added) is
+loaded at desktop (1280 px) and phone (390 px) width, in the light and the dark palette; on each,
+every formula and every diagram must have a real rendered size, nothing may make the page scroll
+sideways, code must not be cut, figure text must be readable, no console error and no request may
+leave the machine. Separate checks: instant navigation keeps the page (a marker a reload would
+erase), printing shows every collapsed block, search finds symbols and shows no raw TeX.
 """
 
 from __future__ import annotations
 
 import os
-from urllib.parse import urlsplit
+import re
+from urllib.parse import quote, urlsplit
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
-
-from infercourse import course
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = [  # no GPU, no background traffic to Google from the browser itself
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
+VIEWS = {  # name: (width, height, prefers-color-scheme, Material's scheme)
+    "desktop-light": (1280, 800, "light", "default"),
+    "desktop-dark": (1280, 800, "dark", "slate"),
+    "phone-light": (390, 844, "light", "default"),
+    "phone-dark": (390, 844, "dark", "slate"),
+}
+# Smallest glyph box of figure text we accept, CSS px. A digit is ~0.73 em tall in DejaVu Sans, so
+# 7 px of median glyph height is a ~9.5 px font; Lighthouse calls text under 12 px small, 9-10 px is
+# the floor of a chart's tick label that people still read.
+MIN_FIGURE_GLYPH_PX = 7
 # Material draws mermaid into a *closed* shadow root; open it so the test can look inside.
 OPEN_SHADOW_ROOTS = """
 const attach = Element.prototype.attachShadow;
 Element.prototype.attachShadow = function (init) { return attach.call(this, {...init, mode: "open"}); };
 """
-RENDER_STATE = """() => {
-  const math = [...document.querySelectorAll('.md-content .arithmatex')];
-  const raw = math.filter(el => !el.querySelector('mjx-container')).map(el => el.textContent.slice(0, 60));
-  const errors = [...document.querySelectorAll('.md-content mjx-merror')].map(el => el.textContent);
-  const pending = document.querySelectorAll('.md-content pre.mermaid').length;
-  const drawn = [...document.querySelectorAll('.md-content div.mermaid')];
-  const withSvg = drawn.filter(el => el.shadowRoot && el.shadowRoot.querySelector('svg'));
-  const broken = withSvg.filter(el => /Syntax error|Parse error/.test(el.shadowRoot.textContent));
-  const text = document.querySelector('.md-content').innerText;
-  return {math: math.length, raw, errors, pending, diagrams: drawn.length, svgs: withSvg.length,
-          broken: broken.length, rawDelimiters: /\\\\[(\\[]/.test(text)};
-}"""
 READY = """() => {
-  const math = document.querySelectorAll('.md-content .arithmatex');
-  const done = [...math].every(el => el.querySelector('mjx-container'));
-  return done && document.querySelectorAll('.md-content pre.mermaid').length === 0;
+  const math = [...document.querySelectorAll('.md-content .arithmatex')];
+  const typeset = math.every(el => el.querySelector('mjx-container, .katex'));
+  return typeset && document.querySelectorAll('.md-content pre.mermaid').length === 0;
+}"""
+# Everything the checks need from one page, measured after every <details> is opened (a formula in a
+# collapsed answer has no size until then). Sizes are CSS px of what is drawn: MathJax's <svg> or
+# KaTeX's glyph box for a formula, the <svg> in the shadow root for a diagram.
+STATE = """() => {
+  document.querySelectorAll('.md-content details').forEach(d => { d.open = true; });
+  const W = window.innerWidth;
+  const size = el => { const r = el.getBoundingClientRect(); return [r.width, r.height]; };
+  const drawnSize = els => els.map(size).reduce((a, b) => [Math.max(a[0], b[0]), Math.max(a[1], b[1])], [0, 0]);
+  const shown = el => el.checkVisibility();
+  const formulas = [...document.querySelectorAll('.md-content .arithmatex')].filter(shown).map(el => {
+    const [w, h] = drawnSize([...el.querySelectorAll('svg, .katex-html')]);
+    return {what: el.textContent.trim().slice(0, 50), w, h};
+  });
+  const diagrams = [...document.querySelectorAll('.md-content div.mermaid')].map(el => {
+    const svg = el.shadowRoot && el.shadowRoot.querySelector('svg');
+    const [w, h] = svg ? size(svg) : [0, 0];
+    return {w, h, error: /Syntax error|Parse error/.test(el.shadowRoot ? el.shadowRoot.textContent : '')};
+  });
+  const clipped = el => { for (let a = el.parentElement; a; a = a.parentElement) {
+      if (a === document.body) return false;
+      if (getComputedStyle(a).overflowX !== 'visible') return true; } return false; };
+  const wide = document.documentElement.scrollWidth > W
+    ? [...document.body.querySelectorAll('*')].filter(el => el.getBoundingClientRect().right > W + 1 && !clipped(el))
+        .slice(0, 4).map(el => `<${el.tagName.toLowerCase()} class="${el.className.baseVal ?? el.className}"> ${Math.round(el.getBoundingClientRect().right)} px`)
+    : [];
+  const cutCode = [...document.querySelectorAll('.md-content pre > code')]
+    .filter(c => shown(c) && c.scrollWidth > c.clientWidth + 1)
+    .map(c => c.textContent.split('\\n').reduce((a, b) => (b.length > a.length ? b : a)).trim().slice(0, 60));
+  const figures = [...document.querySelectorAll('.md-content .course-figure svg')].filter(shown).map(svg => {
+    const glyphs = [...svg.querySelectorAll('text, g[id^="text_"]')].map(g => g.getBoundingClientRect().height)
+      .filter(h => h > 0).sort((a, b) => a - b);
+    return {median: glyphs.length ? glyphs[Math.floor(glyphs.length / 2)] : 0,
+            name: svg.getAttribute('aria-label') || (svg.querySelector(':scope > title') || {}).textContent
+                  || (document.getElementById(svg.getAttribute('aria-labelledby')) || {}).textContent || ''};
+  });
+  return {scheme: document.body.getAttribute('data-md-color-scheme'), scrollWidth: document.documentElement.scrollWidth,
+          W, formulas, diagrams, wide, cutCode, figures,
+          pendingDiagrams: document.querySelectorAll('.md-content pre.mermaid').length};
 }"""
 
 
@@ -54,45 +95,147 @@ def browser():
         browser.close()
 
 
-def _check_rendered(page, where: str) -> dict:
-    page.wait_for_function(READY, timeout=30_000)
-    state = page.evaluate(RENDER_STATE)
-    assert state["math"] > 0, f"{where}: no formulas found"
-    assert not state["raw"], f"{where}: formulas left untypeset: {state['raw']}"
-    assert not state["errors"], f"{where}: MathJax errors: {state['errors']}"
-    assert not state["rawDelimiters"], f"{where}: raw \\( or \\[ left in the page text"
-    assert state["diagrams"] > 0 and state["svgs"] == state["diagrams"], f"{where}: {state}"
-    assert state["broken"] == 0, f"{where}: a mermaid diagram failed to parse"
-    return state
+@pytest.fixture(scope="module")
+def pages(site) -> list[str]:
+    """Every page the sitemap lists, as a path from the site root ('/', '/lessons/0a-prefill-decode/', ...)."""
+    urls = re.findall(r"<loc>([^<]+)</loc>", (site / "sitemap.xml").read_text(encoding="utf-8"))
+    paths = [urlsplit(u).path for u in urls]
+    assert "/" in paths and "/glossary/" in paths and sum(p.startswith("/lessons/") for p in paths) >= 3, paths
+    return paths
 
 
-LESSONS = [l["page"].removeprefix("lessons/").removesuffix(".md") for p in course.parts() for l in p["lessons"] if l["page"]]
+class Watch:
+    """Console errors, uncaught exceptions and requests that leave the machine, for one browser page."""
+
+    def __init__(self, page):
+        self.errors, self.outside = [], []
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+        page.on("request", lambda r: self.outside.append(r.url) if urlsplit(r.url).scheme in ("http", "https")
+                and urlsplit(r.url).hostname not in ("127.0.0.1", "localhost") else None)
+
+    def take(self) -> tuple[list[str], list[str]]:
+        errors, outside = self.errors[:], self.outside[:]
+        self.errors.clear(), self.outside.clear()
+        return errors, outside
 
 
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_lesson_renders_offline_and_after_instant_navigation(browser, server, lesson):
-    context = browser.new_context()
+def _open(browser, width: int, height: int, scheme: str = "light"):
+    context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=scheme)
     page = context.new_page()
     page.add_init_script(OPEN_SHADOW_ROOTS)
-    requests, console_errors = [], []
-    page.on("request", lambda r: requests.append(r.url))
-    page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: console_errors.append(str(e)))
+    return context, page, Watch(page)
 
-    page.goto(f"{server}/lessons/{lesson}/", wait_until="networkidle")
-    first = _check_rendered(page, "first load")
 
-    page.click("a.md-nav__link[href$='glossary/']")  # instant navigation (XHR, no reload)
-    page.wait_for_url("**/glossary/")
-    page.click(f"a.md-nav__link[href$='{lesson}/']")
-    page.wait_for_url(f"**/{lesson}/")
-    again = _check_rendered(page, "after instant navigation")
-    assert page.evaluate("performance.getEntriesByType('navigation').length") == 1, "navigation reloaded the page"
-    assert (again["math"], again["diagrams"]) == (first["math"], first["diagrams"])
+def _wait_ready(page) -> str | None:
+    try:
+        page.wait_for_function(READY, timeout=20_000)
+    except PlaywrightTimeout:
+        return "formulas or diagrams still untypeset after 20 s"
+    return None
 
-    outside = [u for u in requests if urlsplit(u).hostname not in ("127.0.0.1", "localhost") and not u.startswith("data:")]
-    assert not outside, f"requests left the machine: {outside}"
-    assert not console_errors, f"console errors: {console_errors}"
-    print(f"\nbrowser check {lesson}: {first['math']} formulas typeset, {first['svgs']} diagrams drawn, "
-          f"{len(console_errors)} console errors, {len(outside)} outside requests, {len(requests)} requests in all")
+
+def _problems(path: str, state: dict, scheme: str) -> list[str]:
+    """What is wrong with one page's measured state, one line per fault."""
+    out = []
+    if state["scheme"] != scheme:
+        out.append(f"palette is {state['scheme']!r}, expected {scheme!r}")
+    out += [f"formula drawn {f['w']:.0f}×{f['h']:.0f} px: {f['what']!r}" for f in state["formulas"] if f["w"] < 4 or f["h"] < 4]
+    out += [f"diagram {i} drawn {d['w']:.0f}×{d['h']:.0f} px" for i, d in enumerate(state["diagrams"]) if d["w"] < 50 or d["h"] < 20]
+    out += [f"diagram {i} shows a mermaid syntax error" for i, d in enumerate(state["diagrams"]) if d["error"]]
+    if state["pendingDiagrams"]:
+        out.append(f"{state['pendingDiagrams']} mermaid blocks left as text")
+    if state["scrollWidth"] > state["W"]:
+        out.append(f"page is {state['scrollWidth']} px wide on a {state['W']} px screen: {state['wide']}")
+    out += [f"code line cut (scrolls inside its box): {line!r}" for line in state["cutCode"]]
+    out += [f"figure text {f['median']:.1f} px tall (median glyph), under {MIN_FIGURE_GLYPH_PX}" for f in state["figures"]
+            if f["median"] < MIN_FIGURE_GLYPH_PX]
+    out += ["figure without a text alternative (aria-label, aria-labelledby or <title>)" for f in state["figures"] if not f["name"].strip()]
+    return [f"{path}: {line}" for line in out]
+
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_every_page_renders_on_every_screen(browser, server, pages, view):
+    width, height, prefers, scheme = VIEWS[view]
+    context, page, watch = _open(browser, width, height, prefers)
+    problems, formulas, diagrams = [], 0, 0
+    for path in pages:
+        page.goto(server + path, wait_until="load")
+        late = _wait_ready(page)
+        state = page.evaluate(STATE)
+        problems += [f"{path}: {late}"] if late else []
+        problems += _problems(path, state, scheme)
+        errors, outside = watch.take()
+        problems += [f"{path}: console error: {e[:200]}" for e in errors]
+        problems += [f"{path}: request left the machine: {u}" for u in outside]
+        formulas += len(state["formulas"])
+        diagrams += len(state["diagrams"])
+    context.close()
+    print(f"\n{view}: {len(pages)} pages, {formulas} formulas and {diagrams} diagrams measured, {len(problems)} problems")
+    assert formulas > 20 and diagrams > 3, (formulas, diagrams)
+    assert not problems, "\n".join(problems)
+
+
+def test_instant_navigation_keeps_the_page(browser, server, pages):
+    """Clicking a nav link swaps the content without a reload (a JS marker survives), and the new
+    page's formulas and diagrams are drawn."""
+    context, page, watch = _open(browser, 1280, 800)
+    page.goto(server + "/", wait_until="load")
+    page.evaluate("window.__notReloaded = 'marker'")
+    lessons = [p for p in pages if p.startswith("/lessons/")]
+    for path in lessons[:2] + ["/glossary/", lessons[-1]]:
+        page.click(f"nav.md-nav--primary a.md-nav__link[href$='{path.rstrip('/').rsplit('/', 1)[-1]}/']")
+        page.wait_for_url(f"**{path}")
+        # The URL changes before the new content is in: wait for the new page's canonical link (Material
+        # swaps head and content together), then for its formulas and diagrams.
+        page.wait_for_function(f"document.querySelector('link[rel=canonical]').href.endsWith('{path}')")
+        late = _wait_ready(page)
+        assert late is None, f"{path} after instant navigation: {late}"
+        assert page.evaluate("window.__notReloaded") == "marker", f"clicking to {path} reloaded the page"
+        state = page.evaluate(STATE)
+        flat = [f for f in state["formulas"] if f["w"] < 4 or f["h"] < 4] + [d for d in state["diagrams"] if d["w"] < 50]
+        assert not flat and not state["pendingDiagrams"], f"{path} after instant navigation: {flat}"
+    errors, outside = watch.take()
+    assert not errors and not outside, (errors, outside)
+    context.close()
+
+
+def test_print_shows_every_collapsed_block(browser, server, pages, site):
+    """Printed (or saved as PDF), a page shows the body of every <details>: answers, listings. The page
+    is loaded on screen and then switched to print media without a `beforeprint` event (as a headless
+    print to PDF does): the blocks must show by the print style sheet alone, not by a script."""
+    context, page, _ = _open(browser, 1280, 800)
+    hidden, blocks = [], 0
+    for path in pages:
+        if "<details" not in (site / path.lstrip("/") / "index.html").read_text(encoding="utf-8"):
+            continue
+        page.emulate_media(media="screen")
+        page.goto(server + path, wait_until="load")
+        page.emulate_media(media="print")
+        state = page.evaluate("""() => [...document.querySelectorAll('.md-content details')].map(d => ({
+            title: d.querySelector('summary').textContent.trim().slice(0, 40),
+            shown: [...d.children].filter(c => c.tagName !== 'SUMMARY')
+                     .some(c => c.getBoundingClientRect().height > 0 && c.checkVisibility())}))""")
+        blocks += len(state)
+        hidden += [f"{path}: {b['title']!r}" for b in state if not b["shown"]]
+    context.close()
+    assert blocks >= 10, f"only {blocks} collapsed blocks found"
+    assert not hidden, "collapsed blocks missing from print:\n" + "\n".join(hidden)
+
+
+@pytest.mark.parametrize("query, expect", [("κ", "κ"), ("simplifications", "simplifications")])
+def test_search_finds_symbols_and_shows_no_raw_tex(browser, server, query, expect):
+    context, page, watch = _open(browser, 1280, 800)
+    page.goto(f"{server}/?q={quote(query)}", wait_until="load")  # Material's search deep link
+    try:
+        page.wait_for_selector(".md-search-result__item", timeout=15_000)
+    except PlaywrightTimeout:
+        meta = page.inner_text(".md-search-result__meta")
+        pytest.fail(f"search for {query!r} found nothing ({meta!r})")
+    text = page.inner_text(".md-search-result")
+    assert expect.lower() in text.lower(), text[:500]
+    raw = re.findall(r"\\[(\[]|\\[a-zA-Z]+\{", text)
+    assert not raw, f"raw TeX in the search previews for {query!r}: {raw[:5]}\n{text[:800]}"
+    errors, outside = watch.take()
+    assert not errors and not outside, (errors, outside)
     context.close()

@@ -15,25 +15,29 @@ VENDOR = ROOT / "docs" / "assets" / "vendor"
 def test_vendored_versions_match_the_pins():
     pins = json.loads((ROOT / "package.json").read_text())["dependencies"]
     lock = json.loads((ROOT / "package-lock.json").read_text())["packages"]
-    for name in ("mermaid", "mathjax"):
+    for name in ("mermaid", "katex"):
         assert lock[f"node_modules/{name}"]["version"] == pins[name]
         assert lock[f"node_modules/{name}"]["integrity"].startswith("sha512-")
-    assert pins["mermaid"].startswith("11.") and pins["mathjax"].startswith("3.")
-    mermaid = (VENDOR / "mermaid" / "mermaid.min.js").read_text(encoding="utf-8")
-    assert f'version:"{pins["mermaid"]}"' in mermaid
-    assert 'globalThis["mermaid"]' in mermaid  # Material uses an existing global instead of its CDN copy
-    mathjax = (VENDOR / "mathjax" / "tex-svg-full.js").read_text(encoding="utf-8")
-    assert f'VERSION="{pins["mathjax"]}"' in mathjax
+    assert pins["mermaid"].startswith("11.")
+    mermaid = (VENDOR / "mermaid" / "mermaid.esm.min.mjs").read_text(encoding="utf-8")
+    assert f'"{pins["mermaid"]}"' in mermaid
+    imported = set(re.findall(r'"\./(chunks/mermaid\.esm\.min/[^"]+\.mjs)"', mermaid))
+    assert imported and all((VENDOR / "mermaid" / c).is_file() for c in imported), imported
+    katex = (VENDOR / "katex" / "katex.min.js").read_text(encoding="utf-8")
+    assert f'version:"{pins["katex"]}"' in katex
+    css = (VENDOR / "katex" / "katex.min.css").read_text(encoding="utf-8")
+    fonts = set(re.findall(r"url\((fonts/[^)]+)\)", css))
+    assert fonts and all(f.endswith(".woff2") and (VENDOR / "katex" / f).is_file() for f in fonts), fonts
 
 
-def test_mkdocs_loads_config_before_mathjax_and_no_remote_script():
+def test_mkdocs_loads_no_remote_script_and_no_math_runtime():
     class Loader(yaml.SafeLoader):
         pass
 
     Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
-    Loader.add_constructor("!ENV", lambda loader, node: None)  # site_url: !ENV [SITE_URL, ...] (MkDocs' tag)
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
     config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)
     scripts = config["extra_javascript"]
-    assert scripts.index("javascripts/mathjax-config.js") < scripts.index("assets/vendor/mathjax/tex-svg-full.js")
+    assert scripts == ["javascripts/mermaid-loader.js"]  # formulas are typeset at build time (hooks/math.py)
     assert not [s for s in scripts + config.get("extra_css", []) if re.match(r"(https?:)?//", s)]
     assert config["theme"]["font"] is False

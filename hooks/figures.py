@@ -1,0 +1,37 @@
+"""MkDocs hook: make the build-time figures (matplotlib SVG inside ``<div class="course-figure">``)
+readable by screen readers and keep their machinery out of the search index.
+
+- The sentence that introduces a figure (the paragraph right before its ``course-figure`` block) is
+  its text alternative: the figure's ``<svg>`` gets ``role="img"`` and ``aria-labelledby`` that
+  paragraph. Write that sentence to say what the figure shows; a figure with no paragraph before it
+  fails the build.
+- matplotlib's ``<metadata>`` (creator "Matplotlib v3..., https://matplotlib.org/") is removed, and
+  the drawing is excluded from search (its glyphs are paths; labels would be noise in previews).
+"""
+
+from __future__ import annotations
+
+import re
+
+from mkdocs.exceptions import PluginError
+
+FIGURE = re.compile(r'(<p>(?:(?!</p>).)*</p>)?(\s*<div class="course-figure">\s*(?:<p>)?)<svg\b', re.DOTALL)
+METADATA = re.compile(r"\s*<metadata>.*?</metadata>", re.DOTALL)
+
+
+def on_page_content(content, page, config, files):
+    if 'class="course-figure"' not in content:
+        return content
+    count = 0
+
+    def label(match: re.Match) -> str:
+        nonlocal count
+        count += 1
+        if not match.group(1):
+            raise PluginError(f"{page.file.src_uri}: figure {count} has no paragraph right before it; "
+                              "write the sentence that says what it shows (it becomes the figure's text alternative)")
+        ident = f"figure-{count}-text"
+        paragraph = match.group(1).replace("<p>", f'<p id="{ident}">', 1)
+        return f'{paragraph}{match.group(2)}<svg role="img" aria-labelledby="{ident}" data-search-exclude="1"'
+
+    return METADATA.sub("", FIGURE.sub(label, content))

@@ -1,0 +1,153 @@
+"""How the site is built and served, beyond the pages' content: math, search index, figures, serve.
+
+(The build from another working directory is every build in this suite: conftest runs mkdocs from
+outside the repository with ``--config-file``.)
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import markdown
+import pytest
+from mkdocs.config import load_config
+
+from conftest import ROOT, mkdocs_build
+
+PROJECT = ("docs", "snippets", "hooks", "src", "mkdocs.yml")
+
+
+def _copy_project(dest):
+    for name in PROJECT:
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name, **({"ignore": shutil.ignore_patterns("__pycache__")} if src.is_dir() else {}))
+    return dest
+
+
+def _markdown() -> markdown.Markdown:
+    """Python-Markdown with mkdocs.yml's extensions and settings (snippets left out: it needs the build's files)."""
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    names = [e for e in config["markdown_extensions"] if e != "pymdownx.snippets"]
+    return markdown.Markdown(extensions=names, extension_configs={k: v for k, v in config["mdx_configs"].items() if k in names})
+
+
+def test_dollar_signs_in_prose_stay_text():
+    html = _markdown().convert("Set $HF_HOME/$MODEL first; a 4090 rents at $5,$10 per hour.\n\nInline \\(x^2\\) is math.")
+    assert "$HF_HOME/$MODEL" in html and "$5,$10 per hour" in html, html
+    assert html.count('class="arithmatex"') == 1, html
+
+
+def test_search_index_has_no_tex_and_no_figure_metadata(site):
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    text = " ".join(doc["title"] + " " + doc["text"] for doc in index["docs"])
+    assert "\\(" not in text and "\\[" not in text and "\\frac" not in text and "\\kappa" not in text
+    assert "matplotlib.org" not in text and "Matplotlib v" not in text
+    assert "κ" in text  # the symbol, from the formulas' MathML
+
+
+def test_formulas_are_typeset_at_build_time_and_no_math_script_ships(site):
+    html = (site / "lessons" / "1a-kv-cache" / "index.html").read_text(encoding="utf-8")
+    assert html.count('class="katex"') > 10 and "\\(" not in html and "\\[" not in html
+    assert "mathjax" not in html.lower() and "katex.min.js" not in html
+    assert not (site / "assets" / "vendor" / "katex" / "katex.min.js").exists()  # build-time only
+
+
+def test_a_formula_katex_cannot_parse_fails_the_build(tmp_path):
+    project = _copy_project(tmp_path / "project")
+    page = project / "docs" / "index.md"
+    page.write_text(page.read_text(encoding="utf-8") + "\n\nBroken: \\(\\frac{1}{\\undefinedmacro}\\)\n", encoding="utf-8")
+    result = mkdocs_build(project, tmp_path / "site")
+    assert result.returncode != 0
+    assert "index.md: KaTeX cannot typeset" in result.stdout + result.stderr and "undefinedmacro" in result.stdout + result.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_make_serve_on_a_busy_port_says_so_in_one_line():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(["make", "-s", "serve", f"PORT={port}"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert result.stdout.strip().splitlines() == [
+        f"error: port {port} on 127.0.0.1 is in use (another 'make serve'?); stop it or run 'make serve PORT=8001'"]
+    assert "Traceback" not in result.stderr
+
+
+def _get(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.read().decode("utf-8")
+    except OSError:
+        return None
+
+
+def _wait_for(predicate, seconds: float):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    return None
+
+
+def test_serve_shows_an_edit_to_the_package_without_a_restart(tmp_path):
+    """A real `mkdocs serve` on loopback: change a string of src/infercourse/registry.py that a page
+    shows, and the page shows the new string after the rebuild (bounded: 3 minutes in all)."""
+    project = _copy_project(tmp_path / "project")
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "SITE_URL": f"{base}/",
+           "PYTHONPATH": str(project / "src")}  # the copy's package, ahead of the editable install
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "mkdocs", "serve", "--strict", "--config-file", str(project / "mkdocs.yml"),
+         "--dev-addr", f"127.0.0.1:{port}", "--livereload"],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        pages = [f"{base}/lessons/{p.stem}/" for p in sorted((project / "docs" / "lessons").glob("*.md"))]
+        first = _wait_for(lambda: all(_get(u) for u in pages) and {u: _get(u) for u in pages}, 90)
+        assert first, "mkdocs serve did not serve the lessons within 90 s"
+        registry = project / "src" / "infercourse" / "registry.py"
+        source = registry.read_text(encoding="utf-8")
+        shown = [c.value for c in ast.walk(ast.parse(source)) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                 and len(c.value) >= 15 and "\n" not in c.value and source.count(repr(c.value)[1:-1]) == 1
+                 and any(c.value in html for html in first.values())]
+        assert shown, "no string of registry.py appears on a lesson page; pick another edit for this test"
+        old = shown[0]
+        new = old + " (edited while serving)"
+        registry.write_text(source.replace(old, new), encoding="utf-8")
+        url = next(u for u, html in first.items() if old in html)
+        assert _wait_for(lambda: new in (_get(url) or ""), 90), f"{url} still shows the old {old!r} 90 s after the edit"
+    finally:
+        serve.terminate()
+        try:
+            serve.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+
+
+def test_every_page_has_its_own_meta_description(site):
+    pages = sorted(site.glob("**/index.html"))
+    descriptions = {}
+    for page in pages:
+        found = re.findall(r'<meta name="description" content="([^"]*)"', page.read_text(encoding="utf-8"))
+        assert len(found) == 1 and found[0].strip(), f"{page.relative_to(site)}: {found}"
+        descriptions[page.relative_to(site).as_posix()] = found[0]
+    assert len(pages) >= 8
+    repeated = {d for d in descriptions.values() if list(descriptions.values()).count(d) > 1}
+    assert not repeated, f"pages share a description: {repeated}"
