@@ -14,7 +14,8 @@ P = baseline("lessons/<code>-<slug>.md")
 cfg = registry.model(registry.COURSE_MODEL).config
 P.add("N", transformer.param_count(cfg), "params")
 P.add("L", cfg["num_hidden_layers"], "count")
-P.add("symbols", notation.symbols_markdown(["N", "L"]), "text")
+SYMBOLS: list[str | tuple[str, str]] = ["N", "L"]  # ids in notation.yml; test_notation reads SYMBOLS
+P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 P.add("lab_box", labbox.lab_box("<lab>.py"), "text")
 P.add("facts_used", [
     {"what": f"{registry.COURSE_MODEL} config", "value": f"{cfg['num_hidden_layers']} layers",

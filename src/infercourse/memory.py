@@ -112,3 +112,46 @@ def max_sequences(budget_bytes: float, kv_bytes_per_token: float, context_len: i
         raise ValueError(f"context_len must be a positive whole number of tokens, got {context_len!r}")
     blocks = kv_capacity_tokens(budget_bytes, kv_bytes_per_token, block_size) // block_size
     return blocks // -(-context_len // block_size)
+
+
+# --- lesson 5A: paging and prefix caching ----------------------------------------------------------
+
+def _whole(name: str, value: int, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    return value
+
+
+def paging_waste_tokens(tokens: int, block_size: int = registry.VLLM_DEFAULT_BLOCK_SIZE) -> int:
+    """Slots allocated but unused by a sequence of ``tokens`` tokens held in blocks of ``block_size``:
+    ceil(S / block) * block - S, at most block - 1 (the last block's empty slots). Tokens, not bytes.
+
+    Raises:
+        ValueError: ``tokens`` not an integer >= 1, or ``block_size`` not an integer >= 1.
+    """
+    _whole("tokens", tokens, 1)
+    _whole("block_size", block_size, 1)
+    return -(-tokens // block_size) * block_size - tokens
+
+
+def cached_prefix_tokens(shared_tokens: int, prompt_tokens: int,
+                         block_size: int = registry.VLLM_DEFAULT_BLOCK_SIZE) -> int:
+    """Prompt tokens a request finds in vLLM's prefix cache when its first ``shared_tokens`` tokens
+    equal a prompt already computed (and still cached): the full blocks of the shared part, never
+    the whole prompt, floor(min(shared, prompt - 1) / block) * block.
+
+    Only full blocks are hashed and cached, and vLLM caps a hit at prompt_len - 1 so that the last
+    prompt token is computed again for its logits (vllm/v1/core/kv_cache_manager.py:231-237 at
+    v0.26.0; registry fact ``vllm-prefix-cache-hit-cap``).
+
+    Raises:
+        ValueError: ``prompt_tokens`` not an integer >= 1, ``shared_tokens`` not an integer in
+            0 .. prompt_tokens, or ``block_size`` not an integer >= 1.
+    """
+    _whole("prompt_tokens", prompt_tokens, 1)
+    _whole("shared_tokens", shared_tokens, 0)
+    _whole("block_size", block_size, 1)
+    if shared_tokens > prompt_tokens:
+        raise ValueError(f"shared_tokens ({shared_tokens}) cannot exceed prompt_tokens ({prompt_tokens}); "
+                         "the shared prefix is part of the prompt")
+    return min(shared_tokens, prompt_tokens - 1) // block_size * block_size

@@ -553,6 +553,30 @@ BEHAVIOURS: Mapping[str, Fact] = MappingProxyType({f.id: f for f in (
          "with the implicit leading 1)", "1 + 8 + 7 bits",
          Source("Google Cloud, \"The bfloat16 numerical format\"", "https://cloud.google.com/tpu/docs/bfloat16",
                 "secondary")),
+    # --- lesson 5A: PagedAttention and prefix caching ---
+    Fact("vllm-prefix-caching-default", "automatic prefix caching is on by default",
+         "`enable_prefix_caching: bool = True`", vllm_source("vllm/config/cache.py", 93)),
+    Fact("vllm-prefix-caching-hash", "the default hash of a prefix-cache block", "`sha256`",
+         vllm_source("vllm/config/cache.py", 95, note="`prefix_caching_hash_algo`")),
+    Fact("vllm-prefix-cache-full-blocks", "a block's hash covers its parent block's hash, its token ids and extra keys; "
+         "only full blocks are hashed (so only full blocks can hit)", "hash(parent, tokens, extra keys)",
+         vllm_source("vllm/v1/core/kv_cache_utils.py", 596, 623, "full blocks only: :727-728")),
+    Fact("vllm-prefix-cache-hit-cap", "a prefix-cache hit is capped at the prompt length minus 1: the last prompt "
+         "token is computed again for its logits", "`max_cache_hit_length = request.num_tokens - 1`",
+         vllm_source("vllm/v1/core/kv_cache_manager.py", 231, 237)),
+    Fact("vllm-prefix-cache-counters", "`vllm:prefix_cache_queries` and `vllm:prefix_cache_hits` count tokens: "
+         "each new request adds its prompt tokens to queries and its cached tokens to hits",
+         "`record(num_tokens=request.num_tokens, num_hits=num_new_computed_tokens, ...)`",
+         vllm_source("vllm/v1/metrics/loggers.py", 584, 601,
+                     "recorded in vllm/v1/core/kv_cache_manager.py:272-278; `RequestOutput.num_cached_tokens`: "
+                     "vllm/outputs.py:105")),
+    Fact("vllm-prefix-cache-lru", "cached blocks that no request holds are evicted least recently used first",
+         "free-block queue in LRU order", vllm_source("vllm/v1/core/kv_cache_utils.py", 193, 198)),
+    Fact("vllm-preemption-recompute", "preemption frees a running request's blocks and puts it back at the head "
+         "of the waiting queue with nothing computed", "`request.num_computed_tokens = 0`",
+         vllm_source("vllm/v1/core/sched/scheduler.py", 1212, 1234,
+                     "on its return the prefix cache may still hold its freed blocks")),
+    # --- end of lesson 5A ---
 )})
 """Behaviours of vLLM and facts of the field the pages rely on, each with its source."""
 

