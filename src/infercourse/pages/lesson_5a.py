@@ -62,7 +62,7 @@ ELLS = (512, 2048, 4000)
 def _ttft_row(ell: int) -> dict:
     prompt = ell + user_turn
     cached = memory.cached_prefix_tokens(ell, prompt, z)
-    row = {"S_pre": ell, "prompt": prompt, "cached": cached}
+    row = {"ell": ell, "prompt": prompt, "cached": cached}
     for key, g in (("4090", g4090), ("h200", h200)):
         row[f"cold_{key}"] = roofline.prefill_floor(g, cfg, prompt)
         row[f"hit_{key}"] = roofline.prefill_floor(g, cfg, prompt - cached)
@@ -153,7 +153,7 @@ P.add("fig_paging_alt",
       f"{z - 1} tokens of the tokens actually held, so the two paged lines nearly coincide.", "text")
 P.add("fig_ttft", _ttft_figure(), "text")
 P.add("fig_ttft_alt",
-      f"a line chart. Cold TTFT floors grow linearly with the shared prefix (at a shared prefix of {t2k["ell"]:,} tokens: "
+      f"a line chart. Cold TTFT floors grow linearly with the shared prefix (at a shared prefix of {t2k['ell']:,} tokens: "
       f"{fmt.ms(t2k['cold_4090'])} on the {g4090.name}, {fmt.ms(t2k['cold_h200'])} on the {h200.name}); "
       f"the hit floors stay flat at the cost of reading the weights once ({fmt.ms(t2k['hit_4090'])} and "
       f"{fmt.ms(t2k['hit_h200'])}).", "text")
