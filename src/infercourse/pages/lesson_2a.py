@@ -32,7 +32,7 @@ reserve = P.add("reserve", registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB, "B")
 u = P.add("u", registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, "1")
 kv_budget = P.add("kv_budget", memory.kv_budget_bytes(memory.device_total_bytes("RTX 4090"), weights, reserve, u), "B")
 fit_tokens = memory.kv_capacity_tokens(kv_budget, kappa)
-block = registry.VLLM_DEFAULT_BLOCK_SIZE
+block = P.add("block_size", registry.VLLM_DEFAULT_BLOCK_SIZE, "tokens")
 P.add("s_fit", fit_tokens // block // bstar_n * block, "tokens")
 
 # The capacity table: for each GPU, B* sequences at each context against what its card can give.
@@ -57,7 +57,8 @@ P.add("cache_16x32k", 16 * 32768 * kappa, "B")
 ipre = P.add("ipre", roofline.linear_intensity(S, b), "FLOP/B")
 P.add("prefill_verdicts", [
     {"name": g.name, "ridge": roofline.ridge_point(g),
-     "bound": "compute-bound" if ipre > roofline.ridge_point(g) else "memory-bound"}
+     "bound": "compute-bound" if ipre > roofline.ridge_point(g) else "memory-bound",
+     "end": "." if g is gh200 else ";"}  # the sentence's punctuation: the last GPU ends it
     for g in (g4090, gh200)], "record")
 P.add("linear_16", roofline.linear_intensity(16, b), "FLOP/B")
 P.add("cache_bstar_4k", bstar_n * 4096 * kappa, "B")
