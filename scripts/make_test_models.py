@@ -49,10 +49,28 @@ VOCAB = 512
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Fixed list of stdlib modules whose source trains the tokenizer (about 1 MB of Python text).
 CORPUS_FILES = [
-    "argparse.py", "ast.py", "calendar.py", "collections/__init__.py", "csv.py", "dataclasses.py",
-    "datetime.py", "difflib.py", "enum.py", "functools.py", "inspect.py", "json/decoder.py",
-    "json/encoder.py", "logging/__init__.py", "pathlib.py", "pprint.py", "random.py", "shutil.py",
-    "statistics.py", "string.py", "textwrap.py", "typing.py",
+    "argparse.py",
+    "ast.py",
+    "calendar.py",
+    "collections/__init__.py",
+    "csv.py",
+    "dataclasses.py",
+    "datetime.py",
+    "difflib.py",
+    "enum.py",
+    "functools.py",
+    "inspect.py",
+    "json/decoder.py",
+    "json/encoder.py",
+    "logging/__init__.py",
+    "pathlib.py",
+    "pprint.py",
+    "random.py",
+    "shutil.py",
+    "statistics.py",
+    "string.py",
+    "textwrap.py",
+    "typing.py",
 ]
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -197,15 +215,16 @@ def main(argv: list[str] | None = None) -> int:
         import torch  # noqa: F401
         import transformers  # noqa: F401
     except ImportError as exc:
-        _die(f"{exc.name} is not installed; run this with the lab environment: make labenv, then .venv-labs/bin/python {sys.argv[0]}")
+        _die(
+            f"{exc.name} is not installed; run this with the lab environment: make labenv, then .venv-labs/bin/python {sys.argv[0]}"
+        )
     try:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         _die(f"cannot create {args.out}: {exc.strerror}")
     texts, corpus_sha = corpus()
     tokenizer = train_tokenizer(texts)
-    info = {"seed": SEED, "corpus_files": CORPUS_FILES, "corpus_sha256": corpus_sha,
-            "python": sys.version.split()[0]}
+    info = {"seed": SEED, "corpus_files": CORPUS_FILES, "corpus_sha256": corpus_sha, "python": sys.version.split()[0]}
     for name, save in ((TINY, save_tiny), (BIG, save_big)):
         out = args.out / name
         save(out, tokenizer)

@@ -16,7 +16,14 @@ P.add("N", transformer.param_count(cfg), "params")
 P.add("L", cfg["num_hidden_layers"], "count")
 P.add("symbols", notation.symbols_markdown(["N", "L"]), "text")
 P.add("lab_box", labbox.lab_box("<lab>.py"), "text")
-P.add("facts_used", [
-    {"what": f"{registry.COURSE_MODEL} config", "value": f"{cfg['num_hidden_layers']} layers",
-     "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL))},
-], "record")
+P.add(
+    "facts_used",
+    [
+        {
+            "what": f"{registry.COURSE_MODEL} config",
+            "value": f"{cfg['num_hidden_layers']} layers",
+            "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL)),
+        },
+    ],
+    "record",
+)

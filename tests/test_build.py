@@ -26,9 +26,11 @@ def test_snippet_that_raises_fails_the_build(tmp_path):
     project = copy_project(tmp_path / "project")
     snippet = project / "snippets" / "lesson_0a" / "phase_intensity.py"
     text = snippet.read_text()
-    broken = text.replace('    """Print prefill and decode intensity per length as a Markdown table."""\n',
-                          '    """Print prefill and decode intensity per length as a Markdown table."""\n'
-                          '    raise RuntimeError("snippet made to fail")\n')
+    broken = text.replace(
+        '    """Print prefill and decode intensity per length as a Markdown table."""\n',
+        '    """Print prefill and decode intensity per length as a Markdown table."""\n'
+        '    raise RuntimeError("snippet made to fail")\n',
+    )
     assert broken != text, "the snippet no longer has the line this test edits"
     snippet.write_text(broken)
     result = mkdocs_build(project, tmp_path / "site")
@@ -38,7 +40,9 @@ def test_snippet_that_raises_fails_the_build(tmp_path):
 
 def _ids(html: str) -> set[str]:
     soup = BeautifulSoup(html, "html.parser")
-    return {tag["id"] for tag in soup.find_all(id=True)} | {tag["name"] for tag in soup.find_all("a", attrs={"name": True})}
+    return {tag["id"] for tag in soup.find_all(id=True)} | {
+        tag["name"] for tag in soup.find_all("a", attrs={"name": True})
+    }
 
 
 def test_every_internal_link_and_anchor_resolves(site):
@@ -120,6 +124,8 @@ def test_lesson_2a_shows_what_the_snippet_printed(site):
     # attention 57,344 * 512 = 29,360,128 B / 1.008e12 = 0.029 ms; step 14.058 ms -> 1 / 0.014058 = 71 tokens/s
     assert ["1", "1", "0.6 %", "14.03", "0.029", "14.06", "71"] in rows
     assert html.count("<svg") >= 1, "the build-time roofline figure is missing"
+
+
 def _built(site: Path, page: str) -> Path:
     return site / page.removesuffix(".md") / "index.html"
 

@@ -13,13 +13,16 @@ from infercourse.snippets import load
 QWEN = registry.model("Qwen/Qwen2.5-7B-Instruct").config
 
 
-@pytest.mark.parametrize("name, kind, kappa", [
-    ("meta-llama/Llama-2-13b-hf", "MHA", 819_200),  # 2 * 40 layers * 40 KV heads * 128 * 2 B (its config.json)
-    ("Qwen/Qwen2.5-7B-Instruct", "GQA", 57_344),  # 2 * 28 * 4 * 128 * 2
-    ("Qwen/Qwen3-4B", "GQA", 147_456),  # 2 * 36 * 8 * 128 (explicit head_dim, not 2560/32 = 80) * 2
-    ("deepseek-ai/DeepSeek-V3", "MLA", 70_272),  # 61 layers * (512 latent + 64 RoPE key) * 2 B
-    ("mistralai/Mistral-7B-v0.1", "GQA", 131_072),  # 2 * 32 * 8 * 128 * 2
-])
+@pytest.mark.parametrize(
+    "name, kind, kappa",
+    [
+        ("meta-llama/Llama-2-13b-hf", "MHA", 819_200),  # 2 * 40 layers * 40 KV heads * 128 * 2 B (its config.json)
+        ("Qwen/Qwen2.5-7B-Instruct", "GQA", 57_344),  # 2 * 28 * 4 * 128 * 2
+        ("Qwen/Qwen3-4B", "GQA", 147_456),  # 2 * 36 * 8 * 128 (explicit head_dim, not 2560/32 = 80) * 2
+        ("deepseek-ai/DeepSeek-V3", "MLA", 70_272),  # 61 layers * (512 latent + 64 RoPE key) * 2 B
+        ("mistralai/Mistral-7B-v0.1", "GQA", 131_072),  # 2 * 32 * 8 * 128 * 2
+    ],
+)
 def test_kv_bytes_per_token_by_hand(name, kind, kappa):
     cfg = registry.model(name).config
     assert transformer.attention_kind(cfg) == kind
@@ -171,10 +174,13 @@ def test_lesson_2a_snippet_constants_equal_the_registry():
         g = registry.gpu(short)
         assert (tflops, bandwidth) == (g.bf16_dense_tflops, g.bandwidth_gb_s)
         assert dr.ridge_point(tflops, bandwidth) == roofline.ridge_point(g)
-        assert dr.compute_bound_batch(dr.ridge_point(tflops, bandwidth)) == pytest.approx(roofline.compute_bound_batch(g))
+        assert dr.compute_bound_batch(dr.ridge_point(tflops, bandwidth)) == pytest.approx(
+            roofline.compute_bound_batch(g)
+        )
         for batch, context in ((1, 512), (64, 576), (256, 4096)):
             assert sum(dr.step_floors(batch, context, tflops, bandwidth)) == pytest.approx(
-                roofline.decode_step_floor(g, QWEN, context, batch))
+                roofline.decode_step_floor(g, QWEN, context, batch)
+            )
     assert dr.matmul_intensity(20) == 20  # 2 * 20 / 2
 
 
@@ -186,8 +192,10 @@ def test_lab_defaults_match_the_registry():
     assert kc.parse_args([]).model == bd.parse_args([]).model == registry.COURSE_MODEL
     assert bd.parse_args([]).bandwidth_gb_s is None  # the floor takes the detected GPU's from the registry
     assert bd.BATCHES == (1, 2, 4, 8, 16, 32, 64)
-    log = ("INFO Model loading took 14.2478 GiB and 3.1 s\nINFO Available KV cache memory: 5.91 GiB\n"
-           "INFO GPU KV cache size: 110,640 tokens\nINFO Maximum concurrency for 8,192 tokens per request: 13.51x\n"
-           "ValueError: ... the estimated maximum model length is 4,096 ...\n")
+    log = (
+        "INFO Model loading took 14.2478 GiB and 3.1 s\nINFO Available KV cache memory: 5.91 GiB\n"
+        "INFO GPU KV cache size: 110,640 tokens\nINFO Maximum concurrency for 8,192 tokens per request: 13.51x\n"
+        "ValueError: ... the estimated maximum model length is 4,096 ...\n"
+    )
     assert re.findall(kc.LOG_PATTERNS["reported_max_concurrency"], log) == ["13.51"]
     assert re.findall(kc.LOG_PATTERNS["estimated_max_model_len"], log) == ["4,096"]

@@ -86,14 +86,22 @@ PATH = re.compile(r"`((?:snippets|src|scripts|tests|docs|hooks)/[A-Za-z0-9_./-]+
 
 def _tracked_text_files() -> list:
     names = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    return [ROOT / n for n in names if not n.startswith("docs/assets/vendor/") and (ROOT / n).is_file()
-            and (ROOT / n).suffix in {".py", ".md", ".yml", ".yaml", ".toml", ".txt", ".cfg", ""}]
+    return [
+        ROOT / n
+        for n in names
+        if not n.startswith("docs/assets/vendor/")
+        and (ROOT / n).is_file()
+        and (ROOT / n).suffix in {".py", ".md", ".yml", ".yaml", ".toml", ".txt", ".cfg", ""}
+    ]
 
 
 def citation_problems(name: str, text: str) -> list[str]:
     problems = [f"{name}: cites {m.group(0)!r}, which is not in the repository" for m in FORBIDDEN.finditer(text)]
-    problems += [f"{name}: cites `{m.group(1)}`, which does not exist" for m in PATH.finditer(text)
-                 if not (ROOT / m.group(1)).exists()]
+    problems += [
+        f"{name}: cites `{m.group(1)}`, which does not exist"
+        for m in PATH.finditer(text)
+        if not (ROOT / m.group(1)).exists()
+    ]
     return problems
 
 

@@ -109,7 +109,7 @@ def figure_svg(model, max_len=32_768):
     fig.savefig(buffer, format="svg", metadata={"Date": None})
     plt.close(fig)
     svg = buffer.getvalue()
-    return svg[svg.index("<svg"):]  # drop the XML prolog so the SVG can sit inside HTML
+    return svg[svg.index("<svg") :]  # drop the XML prolog so the SVG can sit inside HTML
 
 
 def main(argv=None):

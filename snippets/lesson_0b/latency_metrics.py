@@ -125,8 +125,10 @@ def print_requests(requests):
     print("|---|---:|---:|---:|---:|---|---:|---|")
     for r in requests:
         gaps = ", ".join(f"{g:g}" for g in itls(r))
-        print(f"| {r.name} | {r.arrival_ms:g} | {len(r.token_ms)} | {ttft(r):g} | {tpot(r):.1f} | {gaps} | "
-              f"{e2e(r):g} | {'yes' if meets_slo(r) else 'no'} |")
+        print(
+            f"| {r.name} | {r.arrival_ms:g} | {len(r.token_ms)} | {ttft(r):g} | {tpot(r):.1f} | {gaps} | "
+            f"{e2e(r):g} | {'yes' if meets_slo(r) else 'no'} |"
+        )
 
 
 def print_summary(runs):

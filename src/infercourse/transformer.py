@@ -57,7 +57,9 @@ def param_breakdown(config: Mapping[str, Any]) -> dict[str, int]:
     """
     for key in ("kv_lora_rank", "n_routed_experts", "num_experts"):
         if config.get(key) is not None:
-            raise ValueError(f"config sets {key!r}: MLA and mixture-of-experts models are not covered by this dense count")
+            raise ValueError(
+                f"config sets {key!r}: MLA and mixture-of-experts models are not covered by this dense count"
+            )
     hidden = _need(config, "hidden_size")
     layers = _need(config, "num_hidden_layers")
     vocab = _need(config, "vocab_size")
@@ -257,8 +259,10 @@ def attention_flops_per_token(config: Mapping[str, Any], context_len: int) -> in
     if not isinstance(context_len, int) or isinstance(context_len, bool) or context_len <= 0:
         raise ValueError(f"context_len must be a positive whole number of tokens, got {context_len!r}")
     if is_mla(config):
-        raise ValueError("config sets 'kv_lora_rank': MLA's attention products (over the shared latent, key size "
-                         "qk_nope_head_dim + qk_rope_head_dim) are not modelled by this count")
+        raise ValueError(
+            "config sets 'kv_lora_rank': MLA's attention products (over the shared latent, key size "
+            "qk_nope_head_dim + qk_rope_head_dim) are not modelled by this count"
+        )
     heads = _need(config, "num_attention_heads")
     return 4 * _need(config, "num_hidden_layers") * heads * head_dim(config) * context_len
 

@@ -85,7 +85,12 @@ class PageValues:
 def _pages() -> Mapping[str, str]:
     from infercourse import course
 
-    pages = {"index.md": "home", "glossary.md": "glossary_page", "notation.md": "notation_page", "facts.md": "facts_page"}
+    pages = {
+        "index.md": "home",
+        "glossary.md": "glossary_page",
+        "notation.md": "notation_page",
+        "facts.md": "facts_page",
+    }
     for part in course.parts():
         for lesson in part["lessons"]:
             if lesson["page"]:
