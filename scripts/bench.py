@@ -19,8 +19,8 @@ from __future__ import annotations
 import argparse
 import functools
 import gzip
-import io
 import http.server
+import io
 import json
 import os
 import re

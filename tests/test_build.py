@@ -8,7 +8,7 @@ from urllib.parse import unquote, urlsplit
 
 from bs4 import BeautifulSoup
 
-from conftest import ROOT, copy_project, mkdocs_build
+from conftest import copy_project, mkdocs_build
 from infercourse import course, glossary
 
 LESSON = "lessons/0a-prefill-decode/index.html"

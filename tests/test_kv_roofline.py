@@ -155,9 +155,9 @@ def test_lesson_1a_snippet_constants_equal_the_registry():
         assert {k: reg[k] for k in cfg} == cfg, name
         assert kb.kv_bytes_per_token(cfg) == transformer.kv_bytes_per_token(reg)
         assert kb.cache_bytes(cfg, 32_768) == transformer.kv_cache_bytes(reg, 32_768)
-    assert kb.DEVICE_TOTAL_MIB == registry.GPU_MEMORY_TOTAL_MIB["RTX 4090"]
+    assert registry.GPU_MEMORY_TOTAL_MIB["RTX 4090"] == kb.DEVICE_TOTAL_MIB
     assert kb.GPU_MEMORY_UTILIZATION == registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
-    assert kb.WEIGHT_BYTES == transformer.weight_bytes(QWEN)
+    assert transformer.weight_bytes(QWEN) == kb.WEIGHT_BYTES
     assert kb.RESERVE_GIB == registry.VLLM_NON_KV_RESERVE_GIB
     assert kb.BLOCK_SIZE == registry.VLLM_DEFAULT_BLOCK_SIZE
     assert kb.kv_capacity_tokens(57_344)[0] == 110_160  # the hand-worked capacity above
@@ -165,9 +165,9 @@ def test_lesson_1a_snippet_constants_equal_the_registry():
 
 def test_lesson_2a_snippet_constants_equal_the_registry():
     dr = load("lesson_2a/decode_roofline.py")
-    assert dr.MATMUL_PARAMS == roofline.matmul_params(QWEN)
-    assert dr.ATTN_FLOPS_PER_KEY == transformer.attention_flops_per_token(QWEN, 1)
-    assert dr.KV_BYTES_PER_TOKEN == transformer.kv_bytes_per_token(QWEN)
+    assert roofline.matmul_params(QWEN) == dr.MATMUL_PARAMS
+    assert transformer.attention_flops_per_token(QWEN, 1) == dr.ATTN_FLOPS_PER_KEY
+    assert transformer.kv_bytes_per_token(QWEN) == dr.KV_BYTES_PER_TOKEN
     assert dr.WEIGHT_BYTES == 2
     assert dr.attention_intensity() == roofline.attention_intensity(QWEN)
     for short, (tflops, bandwidth) in zip(("RTX 4090", "H200"), dr.GPUS.values()):

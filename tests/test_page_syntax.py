@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, copy_project, mkdocs_build
+from conftest import copy_project, mkdocs_build
 
 pytestmark = pytest.mark.build
 

@@ -93,7 +93,7 @@ def test_unknown_names_are_listed():
 def test_lesson_0a_snippet_constants_equal_the_registry():
     pi = load("lesson_0a/phase_intensity.py")
     kv = load("lesson_0a/kv_growth.py")
-    assert pi.PARAMS == transformer.param_count(QWEN)
+    assert transformer.param_count(QWEN) == pi.PARAMS
     assert pi.KV_BYTES_PER_TOKEN == transformer.kv_bytes_per_token(QWEN) == kv.KV_BYTES_PER_TOKEN
     assert pi.WEIGHT_BYTES == 2 == transformer.BYTES_PER_DTYPE[QWEN["torch_dtype"]]
     for short, (tflops, bandwidth) in zip(("RTX 4090", "H200"), pi.GPUS.values()):

@@ -14,9 +14,10 @@ Every fact carries a :class:`Source` a reader can open, marked primary, secondar
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 KINDS = ("primary", "secondary", "assumption")
 

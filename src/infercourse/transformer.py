@@ -8,7 +8,8 @@ the keys spelled as in ``config.json``.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 BYTES_PER_DTYPE = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
 """Bytes per element of the dtypes the course uses."""

@@ -23,8 +23,9 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from infercourse import fmt
 from infercourse.labs.core import (

@@ -13,7 +13,8 @@ The CPU run uses fewer, smaller batches (``cpu_args``); the lesson documents the
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from infercourse import fmt
 from infercourse.labs.core import (
@@ -21,10 +22,10 @@ from infercourse.labs.core import (
     Column,
     Efficiency,
     LabSpec,
+    LabWork,
     Receipt,
     dtype_bytes,
     gpu_for_name,
-    LabWork,
     gpu_timing,
     lab_constant,
     lab_grid,

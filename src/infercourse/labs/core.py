@@ -12,9 +12,10 @@ import ast
 import json
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from infercourse.registry import GPUS, GPUFacts, model
 from infercourse.roofline import decode_step_floor, prefill_floor

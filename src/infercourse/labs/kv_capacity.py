@@ -21,7 +21,8 @@ the run does not have are null.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from infercourse import fmt, memory
 from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, ReceiptError, find_row

@@ -12,7 +12,8 @@ step-count claim is exact and checked everywhere, the CPU included.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from infercourse import fmt
 from infercourse.labs.core import (

@@ -6,7 +6,8 @@ Receipt rows: one per parameter dtype, then ``"all"``: ``dtype`` (str), ``elemen
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from infercourse import fmt
 from infercourse.labs.core import (

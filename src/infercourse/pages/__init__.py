@@ -14,10 +14,11 @@ binding, and the values are importable, so tests check them against hand arithme
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 UNITS = {
     "B": "bytes (the page writes them as GB = 10^9 B or GiB = 2^30 B)",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infercourse import fmt, notation, labbox, registry, roofline, snippets, transformer
+from infercourse import fmt, labbox, notation, registry, roofline, snippets, transformer
 from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/0b-metrics.md")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infercourse import notation, fmt, labbox, memory, registry, roofline, transformer
+from infercourse import fmt, labbox, memory, notation, registry, roofline, transformer
 from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/0c-transformer.md")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infercourse import notation, fmt, labbox, memory, registry, snippets, transformer
+from infercourse import fmt, labbox, memory, notation, registry, snippets, transformer
 from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/1a-kv-cache.md")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from infercourse import notation, fmt, labbox, memory, registry, roofline, snippets, transformer
+from infercourse import fmt, labbox, memory, notation, registry, roofline, snippets, transformer
 from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/2a-roofline.md")
