@@ -32,7 +32,8 @@ const katex = require(process.argv[1]);
 let input = "";
 process.stdin.on("data", d => { input += d; }).on("end", () => {
   const out = JSON.parse(input).map(([tex, displayMode]) => {
-    try { return {html: katex.renderToString(tex, {displayMode, throwOnError: true, strict: "error", output: "htmlAndMathml"})}; }
+    const options = {displayMode, throwOnError: true, strict: "error", output: "htmlAndMathml"};
+    try { return {html: katex.renderToString(tex, options)}; }
     catch (e) { return {error: String(e.message)}; }
   });
   process.stdout.write(JSON.stringify(out));
@@ -85,7 +86,7 @@ def _render(formulas: list[tuple[str, bool]], where: str) -> None:
     )
     if result.returncode != 0:
         raise PluginError(f"KaTeX under Node failed on {where}: {result.stderr.strip()[-500:]}")
-    for (tex, display), out in zip(missing, json.loads(result.stdout)):
+    for (tex, display), out in zip(missing, json.loads(result.stdout), strict=True):
         if "error" in out:
             raise PluginError(f"{where}: KaTeX cannot typeset {tex!r}: {out['error']}")
         _cache[_key(tex, display)] = _for_search(out["html"])

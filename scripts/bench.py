@@ -193,10 +193,11 @@ def bench_bytes(tmp: Path) -> tuple[Path, str, http.server.ThreadingHTTPServer]:
         for path in paths:
             context = browser.new_context(viewport={"width": 1280, "height": 800})
             page = context.new_page()
-            urls = []
-            page.on("request", lambda r: urls.append(r.url))
+            requests = []
+            page.on("request", requests.append)
             page.goto(base + path, wait_until="networkidle")
             page.wait_for_timeout(500)
+            urls = [r.url for r in requests]
             files = [site / urlsplit(u).path.lstrip("/") for u in dict.fromkeys(urls) if u.startswith(base)]
             files = [f / "index.html" if f.is_dir() else f for f in files]
             raw = sum(f.stat().st_size for f in files if f.is_file())

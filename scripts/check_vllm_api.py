@@ -61,8 +61,12 @@ INSTALL_DOCS = ("README.md", "snippets/labs/README.md", "docs/index.md", "requir
 SURFACES_DIR = ROOT / "scripts" / "vllm_api"
 
 DEPRECATED = {
-    r"vllm\.entrypoints\.openai\.api_server": "python -m vllm.entrypoints.openai.api_server is deprecated; use `vllm serve`",
-    r"benchmarks/benchmark_\w+\.py": "the source tree's benchmarks/benchmark_*.py scripts are deprecated; use `vllm bench latency|serve|throughput`",
+    r"vllm\.entrypoints\.openai\.api_server": (
+        "python -m vllm.entrypoints.openai.api_server is deprecated; use `vllm serve`"
+    ),
+    r"benchmarks/benchmark_\w+\.py": (
+        "the source tree's benchmarks/benchmark_*.py scripts are deprecated; use `vllm bench latency|serve|throughput`"
+    ),
 }
 COMMAND_LINE = re.compile(r"^\s*(?:[$>#]\s+)?`?(?:[A-Z_]+=\S+\s+)*vllm\s+(.*)$")
 
@@ -94,13 +98,12 @@ def check_text(text: str, surface: dict, where: str = "<text>") -> list[str]:
                 f"{where}:{lineno}: `vllm {sub}` is not a vllm subcommand ({', '.join(surface['cli_commands'])})"
             )
             continue
-        if sub == "bench":
-            if not rest or rest[0] not in surface["bench_commands"]:
-                problems.append(
-                    f"{where}:{lineno}: `vllm bench {rest[0] if rest else ''}` is not a bench subcommand "
-                    f"({', '.join(surface['bench_commands'])})"
-                )
-                continue
+        if sub == "bench" and (not rest or rest[0] not in surface["bench_commands"]):
+            problems.append(
+                f"{where}:{lineno}: `vllm bench {rest[0] if rest else ''}` is not a bench subcommand "
+                f"({', '.join(surface['bench_commands'])})"
+            )
+            continue
         for word in rest:
             flag = word.split("=", 1)[0]
             if flag.startswith("--") and flag not in surface["cli_flags"]:

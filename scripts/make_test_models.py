@@ -115,7 +115,8 @@ def corpus() -> tuple[list[str], str]:
 
 
 def train_tokenizer(texts: list[str]):
-    """A byte-level BPE tokenizer with VOCAB ids (256 byte symbols, 3 specials, merges), as transformers' fast tokenizer."""
+    """A byte-level BPE tokenizer with VOCAB ids (256 byte symbols, 3 specials, merges), as transformers' fast
+    tokenizer."""
     os.environ["RAYON_NUM_THREADS"] = "1"  # the trainer's merge order must not depend on threads
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -216,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         import transformers  # noqa: F401
     except ImportError as exc:
         _die(
-            f"{exc.name} is not installed; run this with the lab environment: make labenv, then .venv-labs/bin/python {sys.argv[0]}"
+            f"{exc.name} is not installed; run this with the lab environment: "
+            f"make labenv, then .venv-labs/bin/python {sys.argv[0]}"
         )
     try:
         args.out.mkdir(parents=True, exist_ok=True)

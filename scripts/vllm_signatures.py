@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import hashlib
 import io
 import json
@@ -92,9 +93,12 @@ def _fields(cls: ast.ClassDef) -> list[str]:
     """Annotated class-level names (dataclass / msgspec.Struct fields), ClassVars excluded."""
     out = []
     for node in cls.body:
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            if "ClassVar" not in ast.unparse(node.annotation):
-                out.append(node.target.id)
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and "ClassVar" not in ast.unparse(node.annotation)
+        ):
+            out.append(node.target.id)
     return out
 
 
@@ -107,15 +111,13 @@ def _defaults(fn: ast.FunctionDef) -> dict:
     """Literal default values of a function's parameters (others left out)."""
     a = fn.args
     positional = [*a.posonlyargs, *a.args]
-    pairs = list(zip(positional[len(positional) - len(a.defaults) :], a.defaults)) + [
-        (p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None
+    pairs = list(zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True)) + [
+        (p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None
     ]
     out = {}
     for param, default in pairs:
-        try:
+        with contextlib.suppress(ValueError):
             out[param.arg] = ast.literal_eval(default)
-        except ValueError:
-            pass
     return dict(sorted(out.items()))
 
 
@@ -123,10 +125,8 @@ def _field_defaults(cls: ast.ClassDef) -> dict:
     out = {}
     for n in cls.body:
         if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.value is not None:
-            try:
+            with contextlib.suppress(ValueError):
                 out[n.target.id] = ast.literal_eval(n.value)
-            except ValueError:
-                pass
     return dict(sorted(out.items()))
 
 

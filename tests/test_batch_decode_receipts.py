@@ -23,7 +23,7 @@ def _receipt(kind="gpu", steps=((1, 20.0), (8, 21.0), (64, 28.0)), preempted=(0,
             "memory_floor_ms": 14.1 if kind == "gpu" else None,
             "preemptions": p,
         }
-        for (b, step), p in zip(steps, preempted)
+        for (b, step), p in zip(steps, preempted, strict=True)
     ]
     return make_receipt(
         "batch_decode",

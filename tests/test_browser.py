@@ -73,7 +73,8 @@ STATE = """() => {
       if (getComputedStyle(a).overflowX !== 'visible') return true; } return false; };
   const wide = document.documentElement.scrollWidth > W
     ? [...document.body.querySelectorAll('*')].filter(el => el.getBoundingClientRect().right > W + 1 && !clipped(el))
-        .slice(0, 4).map(el => `<${el.tagName.toLowerCase()} class="${el.className.baseVal ?? el.className}"> ${Math.round(el.getBoundingClientRect().right)} px`)
+        .slice(0, 4).map(el => `<${el.tagName.toLowerCase()} class="${el.className.baseVal ?? el.className}"> `
+                               + `${Math.round(el.getBoundingClientRect().right)} px`)
     : [];
   const cutCode = [...document.querySelectorAll('.md-content pre > code')]
     .filter(c => shown(c) && c.scrollWidth > c.clientWidth + 1)

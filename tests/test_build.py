@@ -12,7 +12,7 @@ from conftest import copy_project, mkdocs_build
 from infercourse import course, glossary
 
 LESSON = "lessons/0a-prefill-decode/index.html"
-LIVE_LESSONS = [l["page"] for p in course.parts() for l in p["lessons"] if l["page"]]
+LIVE_LESSONS = [lesson["page"] for p in course.parts() for lesson in p["lessons"] if lesson["page"]]
 
 
 def test_strict_build_has_no_warnings(build):
@@ -175,7 +175,8 @@ def test_lesson_0b_shows_the_worked_example(site):
 def test_lesson_0c_shows_the_module_tables(site):
     soup = BeautifulSoup(_built(site, "lessons/0c-transformer.md").read_text(encoding="utf-8"), "html.parser")
     rows = [[" ".join(c.get_text().split()) for c in tr.find_all(["td", "th"])] for tr in soup.find_all("tr")]
-    # hand counts from each config.json (lesson 0C's formula): Qwen2.5-7B 7,615,616,512; Qwen2.5-0.5B 494,032,768; Llama-3-8B 8,030,261,248; Qwen3-4B 4,022,468,096
+    # hand counts from each config.json (lesson 0C's formula): Qwen2.5-7B 7,615,616,512;
+    # Qwen2.5-0.5B 494,032,768; Llama-3-8B 8,030,261,248; Qwen3-4B 4,022,468,096
     for total in ("7,615,616,512", "494,032,768", "8,030,261,248", "4,022,468,096"):
         assert ["total N", "", "", total] in rows, total
     assert ["MLP gate, up, down", "3 × 3,584 × 18,944", "203,685,888", "5,703,204,864"] in rows  # x 28

@@ -7,8 +7,9 @@ Hand arithmetic used below:
   at max_model_len 512 that is 1,048,576 / 512 = 2,048 requests at once.
 - over-ask at 512 tokens: 512/128 = 4 blocks per request; half = 2, plus vLLM's null block = 3 blocks
   = 3*131,072 = 393,216 B; vLLM estimates 2*128 = 256 tokens.
-- Qwen2.5-7B-Instruct on the RTX 4090 (its config.json, see the site's Facts & sources page): kappa = 57,344 B (bf16), 28,672 B (fp8); device total
-  24,564 MiB = 25,757,220,864 B; x 0.92 = 23,696,643,194.88 B; weights 7,615,616,512*2 = 15,231,233,024 B;
+- Qwen2.5-7B-Instruct on the RTX 4090 (its config.json, see the site's Facts & sources page):
+  kappa = 57,344 B (bf16), 28,672 B (fp8); device total 24,564 MiB = 25,757,220,864 B;
+  x 0.92 = 23,696,643,194.88 B; weights 7,615,616,512*2 = 15,231,233,024 B;
   reserve 2 GiB = 2,147,483,648 B; budget = 6,317,926,522.88 B. Block of 16 tokens: 917,504 B (bf16),
   458,752 B (fp8); 6,885 x 917,504 = 6,317,015,040 <= budget < 6,886 x 917,504, so 6,885 blocks =
   110,160 tokens; 13,771 x 458,752 = 6,317,473,792 <= budget < 13,772 x 458,752, so 220,336 tokens.

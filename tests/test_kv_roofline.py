@@ -170,7 +170,7 @@ def test_lesson_2a_snippet_constants_equal_the_registry():
     assert transformer.kv_bytes_per_token(QWEN) == dr.KV_BYTES_PER_TOKEN
     assert dr.WEIGHT_BYTES == 2
     assert dr.attention_intensity() == roofline.attention_intensity(QWEN)
-    for short, (tflops, bandwidth) in zip(("RTX 4090", "H200"), dr.GPUS.values()):
+    for short, (tflops, bandwidth) in zip(("RTX 4090", "H200"), dr.GPUS.values(), strict=True):
         g = registry.gpu(short)
         assert (tflops, bandwidth) == (g.bf16_dense_tflops, g.bandwidth_gb_s)
         assert dr.ridge_point(tflops, bandwidth) == roofline.ridge_point(g)

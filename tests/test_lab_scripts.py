@@ -98,7 +98,8 @@ STAND_INS = {
     "a_hangs": "import subprocess, sys, time\nprint('[a_hangs] downloading 1/2', flush=True)\n"
     "child = subprocess.Popen(['sleep', '300'])\nopen(sys.argv[0] + '.pid', 'w').write(str(child.pid))\n"
     "time.sleep(300)\n",
-    "b_crashes": "print('[b_crashes] engine start', flush=True)\nraise RuntimeError('CUDA out of memory (a stand-in)')\n",
+    "b_crashes": "print('[b_crashes] engine start', flush=True)\n"
+    "raise RuntimeError('CUDA out of memory (a stand-in)')\n",
     "c_finishes": "print('[c_finishes] done', flush=True)\n",  # writes no receipt
 }
 

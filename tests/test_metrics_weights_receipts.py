@@ -13,7 +13,7 @@ GPU, CPU = GPU_MACHINE, CPU_MACHINE
 
 
 def _metrics(machine=GPU, tpot=17.0, itl=17.0, ttft=(20.0, 110.0, 450.0)) -> dict:
-    ttft_by_prompt = dict(zip((128, 1024, 4096), ttft))
+    ttft_by_prompt = dict(zip((128, 1024, 4096), ttft, strict=True))
     rows = [
         {
             "prompt_tokens": s,

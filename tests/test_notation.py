@@ -11,9 +11,11 @@ from conftest import ROOT
 from infercourse import course, macros, notation
 from infercourse.pages import PAGES
 
-LESSONS = [(l["code"], l["page"]) for p in course.parts() for l in p["lessons"] if l["page"]]  # reading order
+# reading order
+LESSONS = [(lesson["code"], lesson["page"]) for p in course.parts() for lesson in p["lessons"] if lesson["page"]]
 DEFINITION = re.compile(
-    r"^[ \t]*(?:[-*][ \t]+)?(?:\*\*Symbols\.?\*\*[ \t]*)?\\\((?P<tex>[^()\n]*?)\\\)(?:[ \t]*\([^()\n]*\))?:[ \t]*(?P<text>[^\n]*)",
+    r"^[ \t]*(?:[-*][ \t]+)?(?:\*\*Symbols\.?\*\*[ \t]*)?"  # start of a line or list item, optional "**Symbols**"
+    r"\\\((?P<tex>[^()\n]*?)\\\)(?:[ \t]*\([^()\n]*\))?:[ \t]*(?P<text>[^\n]*)",  # \(X\) (unit): meaning
     re.MULTILINE,
 )
 """A definition as a Symbols list writes one: at the start of a line (or list item), ``\\(X\\): meaning``

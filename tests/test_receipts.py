@@ -1,7 +1,7 @@
 """Receipt envelope and per-lab specs, the phases lab's claims, roofline floors and the lesson's expected output.
 
-Every number below is worked by hand next to it, from Qwen2.5-7B-Instruct's config.json and the registry's datasheet figures:
-N = 7,615,616,512 parameters; embedding = lm_head = H = 152,064 x 3,584 = 544,997,376 (untied);
+Every number below is worked by hand next to it, from Qwen2.5-7B-Instruct's config.json and the registry's
+datasheet figures: N = 7,615,616,512 parameters; embedding = lm_head = H = 152,064 x 3,584 = 544,997,376 (untied);
 matmul parameters M = N - embedding = 7,070,619,136, so M*b = 14,141,238,272 B at b = 2 (bf16);
 kappa = 57,344 B/token; attention FLOPs per query token per context token = 4*L*h*d_h =
 4*28*28*128 = 401,408. RTX 4090: 1008 GB/s, 165.2 TFLOP/s (BF16 dense, FP32 accumulate).
@@ -38,7 +38,7 @@ STEPS_BY_HAND = {
 
 def _receipt(kind="gpu", ttft=(20.0, 110.0, 450.0), tpot=17.0, tpot_4096=17.5, decode=None) -> dict:
     """A receipt shaped like the phases lab's. Decode time = TPOT * (n - 1) unless given."""
-    ttft_by_prompt = dict(zip((128, 1024, 4096), ttft))
+    ttft_by_prompt = dict(zip((128, 1024, 4096), ttft, strict=True))
     rows = []
     for i, (s, n) in enumerate(labs.phases.GRID):
         t = tpot_4096 if s == 4096 else tpot

@@ -96,7 +96,7 @@ def test_lesson_0a_snippet_constants_equal_the_registry():
     assert transformer.param_count(QWEN) == pi.PARAMS
     assert pi.KV_BYTES_PER_TOKEN == transformer.kv_bytes_per_token(QWEN) == kv.KV_BYTES_PER_TOKEN
     assert pi.WEIGHT_BYTES == 2 == transformer.BYTES_PER_DTYPE[QWEN["torch_dtype"]]
-    for short, (tflops, bandwidth) in zip(("RTX 4090", "H200"), pi.GPUS.values()):
+    for short, (tflops, bandwidth) in zip(("RTX 4090", "H200"), pi.GPUS.values(), strict=True):
         g = registry.gpu(short)
         assert (tflops, bandwidth) == (g.bf16_dense_tflops, g.bandwidth_gb_s)
     assert list(pi.GPUS) == [registry.gpu("RTX 4090").name, registry.gpu("H200").name]

@@ -12,7 +12,7 @@ from bs4 import BeautifulSoup
 from conftest import ROOT
 from infercourse import course, registry
 
-LESSONS = [l["page"] for p in course.parts() for l in p["lessons"] if l["page"]]
+LESSONS = [lesson["page"] for p in course.parts() for lesson in p["lessons"] if lesson["page"]]
 UNLINKED = {"gpu-memory-total-rtx-4090": "public nvidia-smi logs have no one address; the page says so"}
 """Facts whose source has no address, and why (assumptions need none)."""
 
@@ -25,9 +25,9 @@ def test_every_fact_has_an_openable_source():
             problems.append(f"{fact.id}: no source named")
         if src.kind != "assumption" and fact.id not in UNLINKED and not src.url.startswith("https://"):
             problems.append(f"{fact.id}: a {src.kind} source needs an address a reader can open")
-        if src.kind == "primary" and "github.com/vllm-project/vllm/blob/v0.26.0/" in src.url:
-            if not re.search(r"#L\d+", src.url) or not re.search(r"`:\d+", src.where):
-                problems.append(f"{fact.id}: a vLLM source needs file:line at v0.26.0")
+        vllm_source = src.kind == "primary" and "github.com/vllm-project/vllm/blob/v0.26.0/" in src.url
+        if vllm_source and (not re.search(r"#L\d+", src.url) or not re.search(r"`:\d+", src.where)):
+            problems.append(f"{fact.id}: a vLLM source needs file:line at v0.26.0")
     assert not problems, "\n".join(problems)
 
 

@@ -160,9 +160,10 @@ def main(argv=None) -> int:
     labels = cache_config(llm)
     cache_tokens = int(labels["num_gpu_blocks"]) * int(labels["block_size"])
     need = max(batches) * (args.prompt_len + args.output_len)
+    verdict = "fits" if need <= cache_tokens else "does NOT fit: expect preemptions"
     progress(
         f"KV cache: {cache_tokens:,} tokens allocated; the largest batch needs {max(batches)} x "
-        f"{args.prompt_len + args.output_len} = {need:,} ({'fits' if need <= cache_tokens else 'does NOT fit: expect preemptions'})"
+        f"{args.prompt_len + args.output_len} = {need:,} ({verdict})"
     )
     rows = []
     mean_context = args.prompt_len + args.output_len / 2

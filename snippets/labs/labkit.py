@@ -22,6 +22,7 @@ every lab; ``infercourse.labs`` validates it, and each lab's spec there validate
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -153,9 +154,8 @@ def torch_cuda_major() -> int | None:
     if tag:
         return int(tag.group(1))
     for req in requires:
-        found = re.match(r"cuda-toolkit\b.*==(\d+)\.", req) or re.search(
-            r"-cu(\d+)\b", req
-        )  # not vLLM: torch's package metadata
+        toolkit = re.match(r"cuda-toolkit\b.*==(\d+)\.", req)  # not vLLM: torch's package metadata
+        found = toolkit or re.search(r"-cu(\d+)\b", req)  # not vLLM: torch's package metadata
         if found:
             return int(found.group(1))
     return None
@@ -309,10 +309,8 @@ def engine_failure(exc: Exception, model: str, log_text: str = "") -> None:
     log, where the engine-core process wrote it, else from the exception), then where the full log is."""
     log = _state["log"]
     if log is not None and not log_text:
-        try:
+        with contextlib.suppress(OSError):
             log_text = Path(log).read_text(errors="replace")
-        except OSError:
-            pass
     message = " | ".join(line.strip() for line in str(exc).splitlines() if line.strip())
     cause = root_cause(log_text) or root_cause(f"{type(exc).__name__}: {message}") or f"{type(exc).__name__}: {message}"
     where = f"; vLLM's log: {log}" if log is not None else ""

@@ -31,7 +31,7 @@ class Request:
         if len(self.token_ms) < 1:
             raise ValueError(f"token_ms of request {self.name!r} must hold at least one token time")
         times = (self.arrival_ms, *self.token_ms)
-        if any(later < earlier for earlier, later in zip(times, times[1:])):
+        if any(later < earlier for earlier, later in zip(times, times[1:], strict=False)):
             raise ValueError(f"token_ms of request {self.name!r} must be non-decreasing and not before arrival_ms")
 
 
@@ -45,7 +45,7 @@ def e2e(r):
 
 def itls(r):
     """Gaps between consecutive tokens of one request (n - 1 values)."""
-    return [b - a for a, b in zip(r.token_ms, r.token_ms[1:])]
+    return [b - a for a, b in zip(r.token_ms, r.token_ms[1:], strict=False)]
 
 
 def tpot(r):

@@ -119,13 +119,14 @@ def figure_svg(prefill_tokens=PREFILL_TOKENS, batches=BATCHES):
     xs = [2 ** (k / 8) for k in range(-8, 8 * 12 + 1)]  # 0.5 .. 4096 FLOP/byte
     fig, ax = plt.subplots(figsize=(7, 4.6))
     ref = GPUS["RTX 4090"]
-    for (name, (tflops, bandwidth)), color in zip(GPUS.items(), ("tab:blue", "tab:red")):
+    for (name, (tflops, bandwidth)), color in zip(GPUS.items(), ("tab:blue", "tab:red"), strict=True):
         ridge = ridge_point(tflops, bandwidth)
+        from_batch = math.ceil(compute_bound_batch(ridge))
         ax.loglog(
             xs,
             [attainable_tflops(tflops, bandwidth, x) for x in xs],
             color=color,
-            label=f"{name} roof (ridge {ridge:.0f}; matmuls compute-bound from B = {math.ceil(compute_bound_batch(ridge))})",
+            label=f"{name} roof (ridge {ridge:.0f}; matmuls compute-bound from B = {from_batch})",
         )
         mat = [matmul_intensity(b) for b in batches]
         ax.loglog(mat, [attainable_tflops(tflops, bandwidth, i) for i in mat], "o", color=color, markersize=4)

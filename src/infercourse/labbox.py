@@ -124,9 +124,9 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
     )
     return f"""!!! example "GPU lab: `snippets/labs/{script}`"
     - **Minimum VRAM:** {fmt.gib(need, 1)}: {model_name}'s BF16 weights ({fmt.gib(weights, 1)}), the KV cache of
-      {fmt.count(work.peak_kv_tokens)} tokens and vLLM's other memory (assumed {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB),
-      over the default `gpu_memory_utilization` of {registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}. That {fits} an
-      {card.name}, which reports {fmt.gib(total, 1)}.
+      {fmt.count(work.peak_kv_tokens)} tokens and vLLM's other memory
+      (assumed {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB), over the default `gpu_memory_utilization` of
+      {registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}. That {fits} an {card.name}, which reports {fmt.gib(total, 1)}.
     - **Card:** {card.name} (24 GB) on AutoDL, with vLLM {registry.VLLM_GPU_VERSION}.
     - **Time and cost (estimate):** about {math.ceil(m["total"])} minutes: the first download of
       {fmt.gb(weights)} at an assumed {rent.download_mb_s:g} MB/s ({m["download"]:.0f} min; later labs reuse it),

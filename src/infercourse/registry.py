@@ -325,7 +325,9 @@ GPUS: Mapping[str, GPUFacts] = MappingProxyType(
                 "secondary",
                 _DATASHEET_NOTE + '; "24 GB" is 24 GiB of GDDR6X (12 chips of 16 Gbit)',
             ),
-            note="330.3 TFLOP/s is FP16 (not BF16) with FP16 accumulate; GeForce cards run FP32 accumulate at half rate.",
+            note=(
+                "330.3 TFLOP/s is FP16 (not BF16) with FP16 accumulate; GeForce cards run FP32 accumulate at half rate."
+            ),
             quoted_tflops=330.3,
         ),
         "H200": GPUFacts(
@@ -350,7 +352,8 @@ GPUS: Mapping[str, GPUFacts] = MappingProxyType(
             bandwidth_gb_s=3350,
             bf16_dense_tflops=989,
             source=Source(
-                "NVIDIA H100 Tensor Core GPU product page and datasheet, H100 SXM column; dense BF16 from the NVIDIA H100 "
+                "NVIDIA H100 Tensor Core GPU product page and datasheet, H100 SXM column; "
+                "dense BF16 from the NVIDIA H100 "
                 'Tensor Core GPU Architecture whitepaper ("Peak BF16 Tensor TFLOPS with FP32 Accumulate")',
                 "https://www.nvidia.com/en-us/data-center/h100/",
                 "secondary",

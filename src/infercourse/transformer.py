@@ -2,8 +2,8 @@
 
 Parameter counts cover the dense architectures in the registry (Qwen2, Qwen3, Llama, Mistral):
 RMSNorm, SwiGLU MLP (gate, up, down), multi-head, multi-query or grouped-query attention. KV-cache
-sizes also cover multi-head latent attention (DeepSeek-V2/V3) and sliding-window layers. Every function takes the config as a mapping with
-the keys spelled as in ``config.json``.
+sizes also cover multi-head latent attention (DeepSeek-V2/V3) and sliding-window layers. Every function
+takes the config as a mapping with the keys spelled as in ``config.json``.
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ def no_preemption(receipt: Receipt) -> ClaimResult:
 def throughput_rises(receipt: Receipt) -> ClaimResult:
     rows = _rows(receipt)
     rates = [r["tokens_per_s"] for r in rows]
-    ok = len(rows) >= 2 and all(b > a for a, b in zip(rates, rates[1:]))
+    ok = len(rows) >= 2 and all(b > a for a, b in zip(rates, rates[1:], strict=False))
     return ClaimResult(
         "throughput_rises_with_batch",
         "output tokens/s rises with every larger batch",
@@ -152,7 +152,8 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
         "TFLOP/s (BF16 dense, FP32 accumulate). Step floor = weight-matmul floor + attention floor, each "
         "max(FLOPs / peak, bytes / bandwidth). A real step is slower than its floor. "
         f"The largest batch keeps {LARGEST_BATCH} × ({PROMPT_LEN} + {OUTPUT_LEN}) = {fmt.count(peak)} tokens in the "
-        f"KV cache, {fmt.gib(peak * kv_bytes_per_token(config, 2))} at {fmt.count(kv_bytes_per_token(config, 2))} B/token; "
+        f"KV cache, {fmt.gib(peak * kv_bytes_per_token(config, 2))} at "
+        f"{fmt.count(kv_bytes_per_token(config, 2))} B/token; "
         f"the lab caps `max_num_batched_tokens` at {fmt.count(MAX_BATCHED_TOKENS)} so that vLLM's activation "
         "profile leaves room for it, prints what vLLM allocated, and records preemptions.",
         "",
@@ -212,7 +213,10 @@ def receipts_roofline_svg(receipts: list[Receipt]) -> str:
         ax.loglog(
             xs,
             [min(facts.bf16_dense_tflops, x * facts.bandwidth_gb_s / 1e3) for x in xs],
-            label=f"{facts.name} roof ({fmt.count(facts.bandwidth_gb_s)} GB/s, {fmt.fixed(facts.bf16_dense_tflops)} TFLOP/s)",
+            label=(
+                f"{facts.name} roof ({fmt.count(facts.bandwidth_gb_s)} GB/s, "
+                f"{fmt.fixed(facts.bf16_dense_tflops)} TFLOP/s)"
+            ),
         )
         ax.loglog(
             [x for _, x, _ in points],

@@ -380,9 +380,9 @@ def linear_fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
     syy = sum((y - my) ** 2 for y in ys)
     if sxx == 0 or syy == 0:
         raise ValueError("x or y values are all equal; no line to fit")
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
     intercept = my - slope * mx
-    ss_res = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys))
+    ss_res = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
     return intercept, slope, 1 - ss_res / syy
 
 

@@ -98,7 +98,7 @@ def decode_linear(receipt: Receipt) -> ClaimResult:
         _, slope, r2 = linear_fit(steps, decode)
     except ValueError as exc:  # e.g. the same decode time for every n: not a line through growth
         return ClaimResult("decode_linear_in_output", statement, False, f"no fit: {exc}")
-    per_step = [d / s for d, s in zip(decode, steps)]
+    per_step = [d / s for d, s in zip(decode, steps, strict=True)]
     spread = max(per_step) / min(per_step) if min(per_step) > 0 else math.inf
     return ClaimResult(
         "decode_linear_in_output",

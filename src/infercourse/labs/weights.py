@@ -122,7 +122,8 @@ def prediction(model_name: str = COURSE_MODEL) -> str:
             "| model | parameter bytes | GB | GiB |",
             "|---|---:|---:|---:|",
             f"| {model_name} (BF16) | {fmt.count(bf16)} | {fmt.gb(bf16)} | {fmt.gib(bf16)} |",
-            f"| {model_name}-AWQ (4-bit, G = {AWQ_GROUP_SIZE}) | about {fmt.count(awq)} | {fmt.gb(awq)} | {fmt.gib(awq)} |",
+            f"| {model_name}-AWQ (4-bit, G = {AWQ_GROUP_SIZE}) | about {fmt.count(awq)} "
+            f"| {fmt.gb(awq)} | {fmt.gib(awq)} |",
         ]
     )
 

@@ -131,8 +131,9 @@ P.add(
     [
         {
             "what": f"{registry.COURSE_MODEL} config",
-            "value": f"{cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']:,}, {cfg['num_attention_heads']} heads, "
-            f"{cfg['num_key_value_heads']} KV heads, vocab {cfg['vocab_size']:,}, untied embeddings",
+            "value": f"{cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']:,}, "
+            f"{cfg['num_attention_heads']} heads, {cfg['num_key_value_heads']} KV heads, "
+            f"vocab {cfg['vocab_size']:,}, untied embeddings",
             "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL)),
         },
         *[

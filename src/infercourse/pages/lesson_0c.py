@@ -134,9 +134,11 @@ P.add(
         *[
             {
                 "what": m["name"],
-                "value": f"V {m['config']['vocab_size']:,}, d {m['config']['hidden_size']:,}, f {m['config']['intermediate_size']:,}, "
+                "value": f"V {m['config']['vocab_size']:,}, d {m['config']['hidden_size']:,}, "
+                f"f {m['config']['intermediate_size']:,}, "
                 f"L {m['config']['num_hidden_layers']}, h {m['config']['num_attention_heads']}, "
-                f"h_kv {m['config']['num_key_value_heads']}, d_h {m['d_h']}{' (explicit)' if m['explicit_head'] else ''}, "
+                f"h_kv {m['config']['num_key_value_heads']}, d_h {m['d_h']}"
+                f"{' (explicit)' if m['explicit_head'] else ''}, "
                 f"tied {m['tied']}; the publisher states {m['card']} parameters",
                 "source": fact_link(registry.model_fact_id(m["name"]))
                 + "; "
