@@ -54,6 +54,8 @@ def test_receipts_drawn_against_the_roofline(tmp_path):
     assert svg.startswith('<div class="course-figure"><svg') and svg.count("<svg") == 1
     # a machine the registry has no roof for is left out rather than drawn against a guess
     assert "No GPU receipt of this lab" in batch_decode.receipts_roofline_svg([_receipt(kind="cpu")])
+    mixed = batch_decode.receipts_roofline_svg([_receipt(), _receipt(kind="cpu")])
+    assert "RTX 4090 roof" in mixed and CPU_MACHINE["name"] not in mixed
 
 
 def _claims(receipt) -> dict:

@@ -85,6 +85,7 @@ def test_a_well_formed_receipt_validates():
     [
         (lambda r: r.pop("machine"), "missing 'machine'"),
         (lambda r: r["machine"].update(kind="tpu"), "kind must be 'gpu' or 'cpu'"),
+        (lambda r: r["machine"].update(kind=["gpu"]), "kind must be 'gpu' or 'cpu'"),  # was a TypeError (unhashable)
         (lambda r: r["machine"].pop("driver"), "machine: missing 'driver'"),
         (lambda r: r["units"].update(ttft_ms="s"), "'ttft_ms' must be 'ms'"),
         (lambda r: r["results"][0].update(tpot_ms=math.nan), "not a finite non-negative number"),

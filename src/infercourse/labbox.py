@@ -7,8 +7,12 @@ a lab is installed, what a card holds or what a minute costs.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from infercourse import fmt, memory, registry, roofline, transformer
+
+if TYPE_CHECKING:  # importing infercourse.labs at run time reads the lab scripts: done lazily below
+    from infercourse.labs.core import LabWork
 
 LABKIT_MIN_DRIVER = 580
 """Oldest NVIDIA driver branch for vLLM 0.26.0's CUDA 13 build (labkit's ``MIN_DRIVER_FOR_WHEEL``;
@@ -43,6 +47,24 @@ STEP_CONTEXT = 2048
 """Context (tokens) at which the estimate's decode step is priced: the labs' typical context."""
 
 
+def _work(lab: str) -> LabWork:
+    """What ``lab``'s GPU run does, from its spec.
+
+    Raises:
+        KeyError: ``lab`` has no spec.
+        ValueError: its spec sets no ``work``.
+    """
+    from infercourse.labs import spec  # the specs read the lab scripts; the build imports this lazily
+
+    work = spec(lab).work
+    if work is None:
+        raise ValueError(
+            f"lab {lab!r}'s spec sets no work: give its LabSpec a work=LabWork(...) "
+            "(engines, decode steps, peak KV tokens) so the lab box can estimate its time and VRAM"
+        )
+    return work
+
+
 def lab_minutes(lab: str, model_name: str = registry.COURSE_MODEL) -> dict[str, float]:
     """Minutes one lab takes on the lab card, from its own settings (its spec's :class:`LabWork`).
 
@@ -53,10 +75,9 @@ def lab_minutes(lab: str, model_name: str = registry.COURSE_MODEL) -> dict[str, 
 
     Raises:
         KeyError: ``lab`` has no spec.
+        ValueError: its spec sets no ``work``.
     """
-    from infercourse.labs import spec  # the specs read the lab scripts; the build imports this lazily
-
-    work = spec(lab).work
+    work = _work(lab)
     rent = registry.AUTODL_RTX_4090
     config = registry.model(model_name).config
     step_s = roofline.decode_step_floor(registry.gpu(rent.card), config, STEP_CONTEXT) / DECODE_EFFICIENCY_ASSUMED
@@ -102,11 +123,10 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
 
     Raises:
         KeyError: the lab has no spec.
+        ValueError: its spec sets no ``work``.
     """
-    from infercourse.labs import spec
-
     name = script.removesuffix(".py")
-    work = spec(name).work
+    work = _work(name)
     rent = registry.AUTODL_RTX_4090
     card = registry.gpu(rent.card)
     config = registry.model(model_name).config

@@ -8,6 +8,7 @@ optionally ``forms`` (other spellings of the same symbol, such as ``n_r`` for ``
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
@@ -62,7 +63,11 @@ def definition_markdown(symbol_id: str, note: str = "") -> str:
     return f"- \\({entry['tex']}\\){unit}: {entry['meaning']}.{' ' + note if note else ''}"
 
 
-def symbols_markdown(items: list[str | tuple[str, str]]) -> str:
+Symbol = str | tuple[str, str]
+"""A Symbols list item: a symbol id, or (id, lesson-specific note)."""
+
+
+def symbols_markdown(items: Sequence[Symbol]) -> str:
     """A lesson's Symbols list: one item per symbol id, or (id, note) for a lesson-specific note
     (e.g. the symbol's value for the course's model), then a link to the Notation page.
 

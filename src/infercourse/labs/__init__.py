@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -263,7 +263,7 @@ def prediction_label(lab_spec: LabSpec, gpu_name: str = LAB_GPU) -> str:
     return f"**Prediction for the {gpu(gpu_name).name} from {lab_spec.prediction_basis}, not a measurement.**"
 
 
-def measured_table(lab_spec: LabSpec, receipts: list[Mapping[str, Any]]) -> str:
+def measured_table(lab_spec: LabSpec, receipts: Sequence[Mapping[str, Any]]) -> str:
     """Markdown table of committed GPU receipts: machine, vLLM, date, model, the spec's columns and,
     where the spec has floors, the efficiency of each row's first floored quantity."""
     if not receipts:
@@ -281,8 +281,8 @@ def measured_table(lab_spec: LabSpec, receipts: list[Mapping[str, Any]]) -> str:
     lines = [intro, "", "| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
     for receipt in receipts:
         eff: dict[int, Efficiency] = {}
-        for e in efficiency(receipt) or []:
-            eff.setdefault(e.row, e)
+        for found in efficiency(receipt) or []:
+            eff.setdefault(found.row, found)
         m = receipt["machine"]
         for i, row in enumerate(receipt["results"]):
             cells = [

@@ -197,8 +197,7 @@ def receipts_roofline_svg(receipts: list[Receipt]) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    drawn = [(r, gpu_for_name(r["machine"]["name"])) for r in receipts]
-    drawn = [(r, g) for r, g in drawn if g is not None]
+    drawn = [(r, g) for r in receipts if (g := gpu_for_name(r["machine"]["name"])) is not None]
     if not drawn:
         return (
             "<p><em>No GPU receipt of this lab is committed yet: once one is, its measured points are "

@@ -107,7 +107,8 @@ def envelope_problems(receipt: Receipt) -> list[str]:
         problems.append(f"receipt: date_utc {date!r} is not YYYY-MM-DDTHH:MM:SSZ")
     machine = receipt.get("machine")
     if isinstance(machine, Mapping):
-        need = MACHINE_KEYS.get(machine.get("kind"))
+        kind = machine.get("kind")
+        need = MACHINE_KEYS.get(kind) if isinstance(kind, str) else None
         if need is None:
             problems.append(f"machine: kind must be 'gpu' or 'cpu', got {machine.get('kind')!r}")
         else:

@@ -94,9 +94,9 @@ def one_dtype(receipt: Receipt) -> ClaimResult:
     config = model_config_for(receipt)
     if config is None or config.get("quantization_config") is not None:
         return ClaimResult("single_dtype", statement, None, "quantised or unknown model")
-    if _repacked_on_cpu(
-        receipt, find_row(receipt, dtype="all")["bytes"], predicted_bytes(config, receipt.get("dtype", "auto"))
-    ):
+    want_bytes = predicted_bytes(config, receipt.get("dtype", "auto"))
+    assert want_bytes is not None  # unquantised: predicted_bytes returns a number
+    if _repacked_on_cpu(receipt, find_row(receipt, dtype="all")["bytes"], want_bytes):
         return ClaimResult(
             "single_dtype",
             statement,

@@ -97,7 +97,7 @@ P.add("lab_outputs", _listed({o for p, o in grid if p == short_prompt}), "text")
 P.add("lab_short_prompt", short_prompt, "tokens")
 P.add("lab_box", labbox.lab_box("phases.py"), "text")
 
-SYMBOLS = [
+SYMBOLS: list[notation.Symbol] = [
     (
         "N",
         f"For {registry.COURSE_MODEL}, derived from its `config.json`: {fmt.count(N)} (embedding and output "

@@ -55,7 +55,7 @@ P.add("q4_break_even_miss", 1 - old_rate / new_rate, "1")
 
 P.add("lab_box", labbox.lab_box("metrics.py"), "text")
 
-SYMBOLS = [
+SYMBOLS: list[notation.Symbol] = [
     "n_req",
     "r",
     "a",

@@ -110,7 +110,7 @@ P.add("floor_bf16_1k", roofline.decode_step_floor(g, cfg, 1024), "s")
 P.add("floor_awq_1k", roofline.decode_step_floor(g, cfg, 1024, weight_bytes=(awq - 2 * parts["embedding"]) / M), "s")
 P.add("lab_box", labbox.lab_box("weights.py"), "text")
 
-SYMBOLS = [
+SYMBOLS: list[notation.Symbol] = [
     ("V", f"Here {fmt.count(V)}."),
     ("d", f"Here {fmt.count(d)}."),
     ("L", f"Here {L}."),

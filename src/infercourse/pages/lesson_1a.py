@@ -101,7 +101,23 @@ P.add(
 )  # vLLM refuses prompt length == max_model_len (registry BEHAVIOURS)
 P.add("lab_box", labbox.lab_box("kv_capacity.py"), "text")
 
-SYMBOLS = ["L", "h_kv", "h", "d_h", "b_kv", "S", "kappa", "r_kv", "d_rope", "S_w", "L_w", "D", "u", "W", "A"]
+SYMBOLS: list[notation.Symbol] = [
+    "L",
+    "h_kv",
+    "h",
+    "d_h",
+    "b_kv",
+    "S",
+    "kappa",
+    "r_kv",
+    "d_rope",
+    "S_w",
+    "L_w",
+    "D",
+    "u",
+    "W",
+    "A",
+]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
 P.add(

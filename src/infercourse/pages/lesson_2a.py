@@ -104,7 +104,7 @@ first_over = P.add("first_over", next(x for x in batches if x * lab_prompt > def
 P.add("first_over_tokens", first_over * lab_prompt, "tokens")
 P.add("lab_batched_tokens", lab_batch * lab_prompt, "tokens")
 
-SYMBOLS = [
+SYMBOLS: list[notation.Symbol] = [
     "P",
     "beta",
     "R",
