@@ -70,8 +70,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# Everything, as CI runs it.
-test: $(STAMP) node chromium labenv testmodels
+# Everything, as CI runs it; the lint gates first, so a lint failure shows in seconds.
+test: lint node chromium labenv testmodels
 	$(BIN)/pytest
 
 # --- labs (snippets/labs/) ----------------------------------------------------------------

@@ -25,7 +25,9 @@ def _run_python_module():
     try:
         from markdown_exec._internal.formatters import python
     except ImportError as error:
-        raise PluginError(f"hooks/exec_cache.py: markdown-exec's layout changed ({error}); update or drop the hook") from error
+        raise PluginError(
+            f"hooks/exec_cache.py: markdown-exec's layout changed ({error}); update or drop the hook"
+        ) from error
     if not hasattr(python, "_run_python"):
         raise PluginError("hooks/exec_cache.py: markdown-exec has no _run_python any more; update or drop the hook")
     return python
@@ -42,7 +44,9 @@ def on_startup(command, dirty):
     def cached(code, returncode=None, session=None, id=None, **extra):  # noqa: A002 (markdown-exec's name)
         if session:
             return run(code, returncode, session, id, **extra)
-        key = hashlib.sha256(repr((code, returncode, id, sorted(extra.items()), python.course_inputs)).encode()).hexdigest()
+        key = hashlib.sha256(
+            repr((code, returncode, id, sorted(extra.items()), python.course_inputs)).encode()
+        ).hexdigest()
         if key not in outputs:
             outputs[key] = run(code, returncode, session, id, **extra)
         return outputs[key]
@@ -61,4 +65,3 @@ def on_pre_build(config):
                 digest.update(f"{path.relative_to(root)}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
     # Kept on markdown-exec's module: serve reloads this hook's module on each rebuild, the wrapper stays.
     _run_python_module().course_inputs = digest.hexdigest()
-

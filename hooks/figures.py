@@ -28,8 +28,10 @@ def on_page_content(content, page, config, files):
         nonlocal count
         count += 1
         if not match.group(1):
-            raise PluginError(f"{page.file.src_uri}: figure {count} has no paragraph right before it; "
-                              "write the sentence that says what it shows (it becomes the figure's text alternative)")
+            raise PluginError(
+                f"{page.file.src_uri}: figure {count} has no paragraph right before it; "
+                "write the sentence that says what it shows (it becomes the figure's text alternative)"
+            )
         ident = f"figure-{count}-text"
         paragraph = match.group(1).replace("<p>", f'<p id="{ident}">', 1)
         return f'{paragraph}{match.group(2)}<svg role="img" aria-labelledby="{ident}" data-search-exclude="1"'

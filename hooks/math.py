@@ -32,7 +32,8 @@ const katex = require(process.argv[1]);
 let input = "";
 process.stdin.on("data", d => { input += d; }).on("end", () => {
   const out = JSON.parse(input).map(([tex, displayMode]) => {
-    try { return {html: katex.renderToString(tex, {displayMode, throwOnError: true, strict: "error", output: "htmlAndMathml"})}; }
+    const options = {displayMode, throwOnError: true, strict: "error", output: "htmlAndMathml"};
+    try { return {html: katex.renderToString(tex, options)}; }
     catch (e) { return {error: String(e.message)}; }
   });
   process.stdout.write(JSON.stringify(out));
@@ -49,8 +50,12 @@ def on_config(config):
     if not katex_js.is_file():
         raise PluginError(f"{katex_js} is missing: run `make vendor` (copies the KaTeX that package.json pins)")
     cache_file = root / ".cache" / "katex.json"
-    _state.update(katex_js=katex_js, cache_file=cache_file, version=hashlib.sha256(katex_js.read_bytes()).hexdigest()[:16],
-                  dirty=False)
+    _state.update(
+        katex_js=katex_js,
+        cache_file=cache_file,
+        version=hashlib.sha256(katex_js.read_bytes()).hexdigest()[:16],
+        dirty=False,
+    )
     _cache.clear()
     if cache_file.is_file():
         _cache.update(json.loads(cache_file.read_text(encoding="utf-8")))
@@ -68,13 +73,20 @@ def _render(formulas: list[tuple[str, bool]], where: str) -> None:
         return
     node = shutil.which("node")
     if node is None:
-        raise PluginError("node not found: the build typesets formulas with KaTeX under Node.js (18 or newer); "
-                          "install it (Debian: apt-get install nodejs)")
-    result = subprocess.run([node, "-e", RENDER_JS, str(_state["katex_js"])], input=json.dumps(missing),
-                            capture_output=True, text=True, timeout=120)
+        raise PluginError(
+            "node not found: the build typesets formulas with KaTeX under Node.js (18 or newer); "
+            "install it (Debian: apt-get install nodejs)"
+        )
+    result = subprocess.run(
+        [node, "-e", RENDER_JS, str(_state["katex_js"])],
+        input=json.dumps(missing),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if result.returncode != 0:
         raise PluginError(f"KaTeX under Node failed on {where}: {result.stderr.strip()[-500:]}")
-    for (tex, display), out in zip(missing, json.loads(result.stdout)):
+    for (tex, display), out in zip(missing, json.loads(result.stdout), strict=True):
         if "error" in out:
             raise PluginError(f"{where}: KaTeX cannot typeset {tex!r}: {out['error']}")
         _cache[_key(tex, display)] = _for_search(out["html"])
@@ -100,9 +112,14 @@ def _for_search(rendered: str) -> str:
         if depth == 0:
             end = start + tag.start()
             break
-    inner = rendered[rendered.index(">", start) + 1:end]
-    return (rendered[:start] + '<katex-html class="katex-html" aria-hidden="true" data-search-exclude="1">'
-            + inner + "</katex-html>" + rendered[end + len("</span>"):])
+    inner = rendered[rendered.index(">", start) + 1 : end]
+    return (
+        rendered[:start]
+        + '<katex-html class="katex-html" aria-hidden="true" data-search-exclude="1">'
+        + inner
+        + "</katex-html>"
+        + rendered[end + len("</span>") :]
+    )
 
 
 def _formula(match: re.Match) -> tuple[str, bool]:
@@ -118,7 +135,9 @@ def on_page_content(content, page, config, files):
     if not formulas:
         return content
     _render(formulas, page.file.src_uri)
-    return FORMULA.sub(lambda m: f'<{m.group(1)} class="arithmatex">{_cache[_key(*_formula(m))]}</{m.group(1)}>', content)
+    return FORMULA.sub(
+        lambda m: f'<{m.group(1)} class="arithmatex">{_cache[_key(*_formula(m))]}</{m.group(1)}>', content
+    )
 
 
 def on_post_build(config):

@@ -19,8 +19,8 @@ from __future__ import annotations
 import argparse
 import functools
 import gzip
-import io
 import http.server
+import io
 import json
 import os
 import re
@@ -69,8 +69,13 @@ def _build_seconds(project: Path, site: Path, site_url: str | None = None) -> fl
     env = {**ENV, "PYTHONPATH": str(project / "src"), **({"SITE_URL": site_url} if site_url else {})}
     start = time.perf_counter()
     strict = ["--strict"] if "strict: true" in (project / "mkdocs.yml").read_text(encoding="utf-8") else []
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", *strict, "-f", str(project / "mkdocs.yml"),
-                             "-d", str(site)], cwd=project.parent, env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", *strict, "-f", str(project / "mkdocs.yml"), "-d", str(site)],
+        cwd=project.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     elapsed = time.perf_counter() - start
     if result.returncode != 0:
         sys.exit(f"error: the build failed:\n{result.stderr[-2000:]}")
@@ -82,8 +87,10 @@ def bench_build(tmp: Path, runs: int) -> None:
     for exec_on in (True, False):
         project = _copy_project(tmp / f"exec-{exec_on}", exec_on=exec_on)
         times[exec_on] = min(_build_seconds(project, tmp / f"site-{exec_on}-{i}") for i in range(runs))
-    print(f"build: {times[True]:.1f} s with snippets run, {times[False]:.1f} s without "
-          f"(exec on/off ratio {times[True] / times[False]:.2f}; best of {runs})")
+    print(
+        f"build: {times[True]:.1f} s with snippets run, {times[False]:.1f} s without "
+        f"(exec on/off ratio {times[True] / times[False]:.2f}; best of {runs})"
+    )
 
 
 def _get(url: str) -> str:
@@ -100,10 +107,24 @@ def bench_reload(tmp: Path, runs: int) -> None:
     base = f"http://127.0.0.1:{port}"
     lesson = sorted((project / "docs" / "lessons").glob("*.md"))[0]
     url = f"{base}/lessons/{lesson.stem}/"
-    serve = subprocess.Popen([sys.executable, "-m", "mkdocs", "serve", "--strict", "-f", str(project / "mkdocs.yml"),
-                              "--dev-addr", f"127.0.0.1:{port}", "--livereload"], cwd=tmp,
-                             env={**ENV, "PYTHONPATH": str(project / "src"), "SITE_URL": f"{base}/"},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    serve = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "serve",
+            "--strict",
+            "-f",
+            str(project / "mkdocs.yml"),
+            "--dev-addr",
+            f"127.0.0.1:{port}",
+            "--livereload",
+        ],
+        cwd=tmp,
+        env={**ENV, "PYTHONPATH": str(project / "src"), "SITE_URL": f"{base}/"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 120
         while "</html>" not in _get(url):
@@ -123,8 +144,10 @@ def bench_reload(tmp: Path, runs: int) -> None:
                 time.sleep(0.05)
             seconds.append(time.perf_counter() - start)
             time.sleep(1)
-        print(f"reload: a prose edit shows after {min(seconds):.1f} s (best of {runs}; all: "
-              f"{', '.join(f'{s:.1f}' for s in seconds)} s)")
+        print(
+            f"reload: a prose edit shows after {min(seconds):.1f} s (best of {runs}; all: "
+            f"{', '.join(f'{s:.1f}' for s in seconds)} s)"
+        )
     finally:
         serve.terminate()
         serve.wait(timeout=20)
@@ -170,10 +193,11 @@ def bench_bytes(tmp: Path) -> tuple[Path, str, http.server.ThreadingHTTPServer]:
         for path in paths:
             context = browser.new_context(viewport={"width": 1280, "height": 800})
             page = context.new_page()
-            urls = []
-            page.on("request", lambda r: urls.append(r.url))
+            requests = []
+            page.on("request", requests.append)
             page.goto(base + path, wait_until="networkidle")
             page.wait_for_timeout(500)
+            urls = [r.url for r in requests]
             files = [site / urlsplit(u).path.lstrip("/") for u in dict.fromkeys(urls) if u.startswith(base)]
             files = [f / "index.html" if f.is_dir() else f for f in files]
             raw = sum(f.stat().st_size for f in files if f.is_file())
@@ -185,15 +209,25 @@ def bench_bytes(tmp: Path) -> tuple[Path, str, http.server.ThreadingHTTPServer]:
 
 
 def bench_lighthouse(cli: str, site: Path, base: str) -> None:
-    lessons = [urlsplit(u).path for u in re.findall(r"<loc>([^<]+)</loc>", (site / "sitemap.xml").read_text())
-               if "/lessons/" in u]
+    lessons = [
+        urlsplit(u).path
+        for u in re.findall(r"<loc>([^<]+)</loc>", (site / "sitemap.xml").read_text())
+        if "/lessons/" in u
+    ]
     print("Lighthouse (performance / accessibility / best practices / SEO):")
     for path in lessons:
         row = []
         for preset in ("mobile", "desktop"):
-            args = [cli, base + path, "--quiet", "--output=json", "--output-path=stdout", f"--chrome-path={CHROMIUM}",
-                    "--chrome-flags=--headless --no-sandbox --disable-gpu",
-                    "--only-categories=performance,accessibility,best-practices,seo"]
+            args = [
+                cli,
+                base + path,
+                "--quiet",
+                "--output=json",
+                "--output-path=stdout",
+                f"--chrome-path={CHROMIUM}",
+                "--chrome-flags=--headless --no-sandbox --disable-gpu",
+                "--only-categories=performance,accessibility,best-practices,seo",
+            ]
             if preset == "desktop":
                 args.append("--preset=desktop")
             result = subprocess.run(args, capture_output=True, text=True, timeout=300)

@@ -61,8 +61,12 @@ INSTALL_DOCS = ("README.md", "snippets/labs/README.md", "docs/index.md", "requir
 SURFACES_DIR = ROOT / "scripts" / "vllm_api"
 
 DEPRECATED = {
-    r"vllm\.entrypoints\.openai\.api_server": "python -m vllm.entrypoints.openai.api_server is deprecated; use `vllm serve`",
-    r"benchmarks/benchmark_\w+\.py": "the source tree's benchmarks/benchmark_*.py scripts are deprecated; use `vllm bench latency|serve|throughput`",
+    r"vllm\.entrypoints\.openai\.api_server": (
+        "python -m vllm.entrypoints.openai.api_server is deprecated; use `vllm serve`"
+    ),
+    r"benchmarks/benchmark_\w+\.py": (
+        "the source tree's benchmarks/benchmark_*.py scripts are deprecated; use `vllm bench latency|serve|throughput`"
+    ),
 }
 COMMAND_LINE = re.compile(r"^\s*(?:[$>#]\s+)?`?(?:[A-Z_]+=\S+\s+)*vllm\s+(.*)$")
 
@@ -90,13 +94,16 @@ def check_text(text: str, surface: dict, where: str = "<text>") -> list[str]:
             continue
         sub, rest = words[0], words[1:]
         if sub not in surface["cli_commands"]:
-            problems.append(f"{where}:{lineno}: `vllm {sub}` is not a vllm subcommand ({', '.join(surface['cli_commands'])})")
+            problems.append(
+                f"{where}:{lineno}: `vllm {sub}` is not a vllm subcommand ({', '.join(surface['cli_commands'])})"
+            )
             continue
-        if sub == "bench":
-            if not rest or rest[0] not in surface["bench_commands"]:
-                problems.append(f"{where}:{lineno}: `vllm bench {rest[0] if rest else ''}` is not a bench subcommand "
-                                f"({', '.join(surface['bench_commands'])})")
-                continue
+        if sub == "bench" and (not rest or rest[0] not in surface["bench_commands"]):
+            problems.append(
+                f"{where}:{lineno}: `vllm bench {rest[0] if rest else ''}` is not a bench subcommand "
+                f"({', '.join(surface['bench_commands'])})"
+            )
+            continue
         for word in rest:
             flag = word.split("=", 1)[0]
             if flag.startswith("--") and flag not in surface["cli_flags"]:
@@ -121,8 +128,16 @@ reaches them only through ``LLM.apply_model`` / ``LLM.collective_rpc``."""
 ENGINE_CONSTRUCTORS = {"LLM", "EngineArgs", "AsyncEngineArgs"}
 RE_FUNCTIONS = {"compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"}
 PLACEHOLDER = re.compile(r"%%|\{\{|\}\}|%(?:\([^)]*\))?[-+ #0]*(?:\d+|\*)?(?:\.\d+)?[sdifrxXeEgGc]|\{[^{}]*\}")
-STRING_SAMPLES = ("4096", "8,192", "12.35", "FLASH_ATTN", "fp8", "Qwen/Qwen2.5-7B-Instruct",
-                  "['FLASH_ATTN', 'FLASHINFER']", "True")
+STRING_SAMPLES = (
+    "4096",
+    "8,192",
+    "12.35",
+    "FLASH_ATTN",
+    "fp8",
+    "Qwen/Qwen2.5-7B-Instruct",
+    "['FLASH_ATTN', 'FLASHINFER']",
+    "True",
+)
 """Values a ``%s`` / ``{}`` field of a message is rendered with to test a lab's pattern: numbers as
 vLLM prints them (plain, with thousands separators, 2 decimals), names, a path, a list, a flag."""
 DRIVER_FLOOR = {12: 525, 13: 580}
@@ -140,8 +155,11 @@ def _fields(template: str) -> list[tuple[int, int, list[str]]]:
             out.append((m.start(), m.end(), [text[0]]))
             continue
         spec = text[1:-1] if text.startswith("{") else text
-        conv = text[-1] if text.startswith("%") else ("f" if re.search(r"\.\d+f$|f$", spec) else
-                                                      "d" if re.search(r"[,_]d?$|d$", spec) else "s")
+        conv = (
+            text[-1]
+            if text.startswith("%")
+            else ("f" if re.search(r"\.\d+f$|f$", spec) else "d" if re.search(r"[,_]d?$|d$", spec) else "s")
+        )
         repr_ = "!r" in spec or conv == "r"
         if conv in "di":
             values = ["8,192"] if "," in spec else ["4096"]
@@ -229,7 +247,7 @@ def metric_problem(name: str, metrics: dict[str, str]) -> str | None:
     if name in metrics:
         return None
     for base, kind in metrics.items():
-        if name.startswith(base) and name[len(base):] in SUFFIXES.get(kind, ()):
+        if name.startswith(base) and name[len(base) :] in SUFFIXES.get(kind, ()):
             return None
     return f"metric {name!r} does not exist in this vLLM{_close(name, metrics)}"
 
@@ -252,8 +270,11 @@ class _Values:
         self.tree = tree
         self.parent = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
         self.functions = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        self.calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                      and n.func.id in self.functions]
+        self.calls = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in self.functions
+        ]
 
     def scope(self, node: ast.AST) -> ast.AST:
         while node in self.parent:
@@ -333,14 +354,21 @@ class _Values:
         if isinstance(expr, ast.IfExp):
             return self.rows(expr.body, depth + 1) + self.rows(expr.orelse, depth + 1)
         if isinstance(expr, ast.Name):
-            return [r for kind, node, pos in self._bindings(expr.id, self.scope(expr))
-                    if kind == "value" and pos is None for r in self.rows(node, depth + 1)]
+            return [
+                r
+                for kind, node, pos in self._bindings(expr.id, self.scope(expr))
+                if kind == "value" and pos is None
+                for r in self.rows(node, depth + 1)
+            ]
         return []
 
     def items(self, iterable: ast.expr, pos: int | None, depth: int) -> list:
         """Constants a ``for`` target (or its element ``pos``) takes over ``iterable``."""
-        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) \
-                and iterable.func.attr in ("items", "values", "keys"):
+        if (
+            isinstance(iterable, ast.Call)
+            and isinstance(iterable.func, ast.Attribute)
+            and iterable.func.attr in ("items", "values", "keys")
+        ):
             dicts = [iterable.func.value]
             if isinstance(dicts[0], ast.Name):
                 bindings = self._bindings(dicts[0].id, self.scope(dicts[0]))
@@ -364,7 +392,7 @@ class _Values:
         out = []
         args = function.args
         positional = [*args.posonlyargs, *args.args]
-        with_default = positional[len(positional) - len(args.defaults):]
+        with_default = positional[len(positional) - len(args.defaults) :]
         defaults = {a.arg: d for a, d in zip(with_default, args.defaults, strict=True)}
         defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
         if name in defaults:
@@ -412,8 +440,10 @@ def literal_value_problems(tree: ast.Module, literal_args: dict[str, list], wher
     problems: dict[str, int] = {}  # message -> first line it is found on
     for node, arg, value in found:
         if value is not None and value not in literal_args[arg]:
-            message = (f"{arg}={value!r} is not accepted; this vLLM takes {', '.join(map(repr, literal_args[arg]))}"
-                       f"{_close(str(value), map(str, literal_args[arg]))}")
+            message = (
+                f"{arg}={value!r} is not accepted; this vLLM takes {', '.join(map(repr, literal_args[arg]))}"
+                f"{_close(str(value), map(str, literal_args[arg]))}"
+            )
             problems[message] = min(problems.get(message, 10**9), getattr(node, "lineno", 0))
     return [f"{where}:{line}: {message}" for message, line in sorted(problems.items(), key=lambda kv: kv[1])]
 
@@ -427,8 +457,10 @@ def _literal_collection(expr: ast.expr, values: _Values) -> bool:
     if isinstance(expr, (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.DictComp, ast.SetComp, ast.ListComp)):
         return True
     if isinstance(expr, ast.Name):
-        return any(kind == "value" and isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.Call))
-                   for kind, node, _ in values._bindings(expr.id, values.scope(expr)))
+        return any(
+            kind == "value" and isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.Call))
+            for kind, node, _ in values._bindings(expr.id, values.scope(expr))
+        )
     return False
 
 
@@ -456,8 +488,13 @@ def message_problems(tree: ast.Module, source: str, messages: list[str], where: 
             else:
                 problem = None
             if problem:
-                problems.append((node.lineno, f"{where}:{node.lineno}: {problem} (if it reads another program's "
-                                              f"output, end its line with `# {NOT_VLLM}: <program>`)"))
+                problems.append(
+                    (
+                        node.lineno,
+                        f"{where}:{node.lineno}: {problem} (if it reads another program's "
+                        f"output, end its line with `# {NOT_VLLM}: <program>`)",
+                    )
+                )
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -466,8 +503,12 @@ def message_problems(tree: ast.Module, source: str, messages: list[str], where: 
                 check(node, node.args[0], "regex")
             elif f.attr in ("startswith", "endswith") and node.args:
                 check(node, node.args[0], "text")
-        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) \
-                and not _literal_collection(node.comparators[0], values):
+        elif (
+            isinstance(node, ast.Compare)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.In, ast.NotIn))
+            and not _literal_collection(node.comparators[0], values)
+        ):
             check(node, node.left, "text")
     return [p for _, p in sorted(problems)]
 
@@ -482,23 +523,35 @@ def _is_labels(expr: ast.expr) -> bool:
 def _label_functions(tree: ast.Module) -> tuple[list[ast.AST], set[str]]:
     """The functions of ``tree`` that look ``vllm:cache_config_info`` up (by the string itself or by a
     module-level constant holding it), and the names of those that return its labels."""
-    constants = {t.id for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
-                 and n.value.value == CACHE_CONFIG_METRIC for t in n.targets if isinstance(t, ast.Name)}
+    constants = {
+        t.id
+        for n in tree.body
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value == CACHE_CONFIG_METRIC
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
 
     def mentions(fn: ast.AST) -> bool:
-        return any((isinstance(n, ast.Constant) and n.value == CACHE_CONFIG_METRIC)
-                   or (isinstance(n, ast.Name) and n.id in constants) for n in ast.walk(fn))
+        return any(
+            (isinstance(n, ast.Constant) and n.value == CACHE_CONFIG_METRIC)
+            or (isinstance(n, ast.Name) and n.id in constants)
+            for n in ast.walk(fn)
+        )
 
     functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and mentions(n)]
-    return functions, {f.name for f in functions if any(isinstance(r, ast.Return) and _is_labels(r.value)
-                                                         for r in ast.walk(f))}
+    return functions, {
+        f.name for f in functions if any(isinstance(r, ast.Return) and _is_labels(r.value) for r in ast.walk(f))
+    }
 
 
 def labkit_label_functions(tree: ast.Module) -> set[str]:
     """Names of ``labkit`` functions returning ``vllm:cache_config_info``'s labels, when ``tree`` imports
     labkit (a lab reads the labels through its helper: the keys it reads are checked all the same)."""
-    uses_labkit = any((isinstance(n, ast.ImportFrom) and n.module == "labkit")
-                      or (isinstance(n, ast.Import) and any(a.name == "labkit" for a in n.names)) for n in ast.walk(tree))
+    uses_labkit = any(
+        (isinstance(n, ast.ImportFrom) and n.module == "labkit")
+        or (isinstance(n, ast.Import) and any(a.name == "labkit" for a in n.names))
+        for n in ast.walk(tree)
+    )
     if not uses_labkit or not (LABS_DIR / "labkit.py").is_file():
         return set()
     return _label_functions(ast.parse((LABS_DIR / "labkit.py").read_text()))[1]
@@ -532,20 +585,29 @@ def label_key_problems(tree: ast.Module, labels: list[str], where: str) -> list[
         key = None
         if isinstance(node, ast.Subscript) and is_label_map(node.value, id(node) in inside_nodes):
             key = node.slice
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
-                and node.args and is_label_map(node.func.value, id(node) in inside_nodes):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+            and is_label_map(node.func.value, id(node) in inside_nodes)
+        ):
             key = node.args[0]
         if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value not in labels:
-            problems.append(f"{where}:{node.lineno}: vllm:cache_config_info has no label {key.value!r}"
-                            f"{_close(key.value, labels)}")
+            problems.append(
+                f"{where}:{node.lineno}: vllm:cache_config_info has no label {key.value!r}{_close(key.value, labels)}"
+            )
     return problems
 
 
 def _texts(source: str) -> list[tuple[int, str]]:
     """``(line, text)`` of a Python source's string literals (an f-string's literal parts) and
     comments: not its code, where ``VLLM_DEFAULT_BLOCK_SIZE`` may name a constant of the registry."""
-    out = [(tok.start[0], tok.string) for tok in tokenize.generate_tokens(io.StringIO(source).readline)
-           if tok.type == tokenize.COMMENT]
+    out = [
+        (tok.start[0], tok.string)
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    ]
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.JoinedStr):
             continue  # its Constant parts are visited on their own
@@ -565,8 +627,10 @@ def token_problems(text: str, surface: dict, where: str, python: bool = False) -
                 problems.append(f"{where}:{lineno}: {problem}")
         for m in ENV_TOKEN.finditer(line):
             if m.group() not in surface["env_vars"]:
-                problems.append(f"{where}:{lineno}: environment variable {m.group()} is not in this vLLM's "
-                                f"vllm/envs.py{_close(m.group(), surface['env_vars'])}")
+                problems.append(
+                    f"{where}:{lineno}: environment variable {m.group()} is not in this vLLM's "
+                    f"vllm/envs.py{_close(m.group(), surface['env_vars'])}"
+                )
     return problems
 
 
@@ -579,25 +643,35 @@ def install_doc_problems(texts: dict[str, str], cuda_major: int) -> list[str]:
     ``texts``: ``{file name: text}``; ``cuda_major``: the ``libcudart`` major the wheel links.
     """
     floor = DRIVER_FLOOR[cuda_major]
-    need = (f"say the host driver must be >= {floor} (`nvidia-smi` shows CUDA {cuda_major}.0 or newer); "
-            f"the image's CUDA does not matter")
+    need = (
+        f"say the host driver must be >= {floor} (`nvidia-smi` shows CUDA {cuda_major}.0 or newer); "
+        f"the image's CUDA does not matter"
+    )
     problems = []
     for name, text in texts.items():
         sentences = re.split(r"(?<=[.!?;])\s+|\n\s*\n|\n(?=\s*(?:[-*#]|\d+\.)\s)", text)
         for s in sentences:
-            older = [int(m) for m in re.findall(r"CUDA[\s/-]*(\d{2})(?:\.[\dx]+)?", s)] + \
-                    [int(m[:2]) for m in re.findall(r"\bcu(\d{3})\b", s)]
+            older = [int(m) for m in re.findall(r"CUDA[\s/-]*(\d{2})(?:\.[\dx]+)?", s)] + [
+                int(m[:2]) for m in re.findall(r"\bcu(\d{3})\b", s)
+            ]
             older = [m for m in older if m < cuda_major]
-            line = text[:text.find(s)].count("\n") + 1
+            line = text[: text.find(s)].count("\n") + 1
             shown = " ".join(s.split())[:120]
-            if older and re.search(r"\bimage\b|\bbox\b|\binstance\b", s, re.I) \
-                    and not re.search(r"\bdriver\b", s, re.I):
-                problems.append(f"{name}:{line}: tells learners to pick CUDA {older[0]} ({shown!r}); the vLLM wheel "
-                                f"links CUDA {cuda_major}: {need}")
+            if (
+                older
+                and re.search(r"\bimage\b|\bbox\b|\binstance\b", s, re.I)
+                and not re.search(r"\bdriver\b", s, re.I)
+            ):
+                problems.append(
+                    f"{name}:{line}: tells learners to pick CUDA {older[0]} ({shown!r}); the vLLM wheel "
+                    f"links CUDA {cuda_major}: {need}"
+                )
             for d in re.findall(r"\b([3-9]\d\d)(?:\.\d+)*\b", s) if re.search(r"\bdriver", s, re.I) else []:
                 if int(d) < floor and not older:
-                    problems.append(f"{name}:{line}: driver {d} is below the {floor} that CUDA {cuda_major} needs "
-                                    f"({shown!r}): {need}")
+                    problems.append(
+                        f"{name}:{line}: driver {d} is below the {floor} that CUDA {cuda_major} needs "
+                        f"({shown!r}): {need}"
+                    )
         if not re.search(rf"driver[^.\n]{{0,60}}\b{floor}\b|\b{floor}\b[^.\n]{{0,60}}driver", text, re.I):
             problems.append(f"{name}: never states the host-driver floor for the CUDA {cuda_major} wheel: {need}")
     return problems
@@ -659,12 +733,20 @@ class _Lab(ast.NodeVisitor):
             if self._export(value.func) == "LLM":
                 return "llms"
             f = value.func
-            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in self.llms \
-                    and f.attr in ("generate", "chat"):
+            if (
+                isinstance(f, ast.Attribute)
+                and isinstance(f.value, ast.Name)
+                and f.value.id in self.llms
+                and f.attr in ("generate", "chat")
+            ):
                 return "output_lists"
         if isinstance(value, ast.Attribute) and value.attr == "metrics":
             return "metrics"
-        if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and value.value.id in self.output_lists:
+        if (
+            isinstance(value, ast.Subscript)
+            and isinstance(value.value, ast.Name)
+            and value.value.id in self.output_lists
+        ):
             return "outputs"
         return None
 
@@ -682,7 +764,9 @@ class _Lab(ast.NodeVisitor):
 
     def visit_For(self, node: ast.For) -> None:
         self.visit(node.iter)
-        if (isinstance(node.iter, ast.Name) and node.iter.id in self.output_lists) or self._kind_of(node.iter) == "output_lists":
+        if (isinstance(node.iter, ast.Name) and node.iter.id in self.output_lists) or self._kind_of(
+            node.iter
+        ) == "output_lists":
             self._bind(node.target, "outputs")
         for stmt in (*node.body, *node.orelse):
             self.visit(stmt)
@@ -737,8 +821,11 @@ class _Lab(ast.NodeVisitor):
             obj = self.s["objects"][cls]
             if a.attr in obj["conditional"]:
                 if report:
-                    self.problem(a, f"{cls}.{a.attr} exists only when `{obj['conditional'][a.attr]}` (in vLLM's "
-                                    f"default multiprocess mode it does not); use LLM.apply_model or LLM.collective_rpc")
+                    self.problem(
+                        a,
+                        f"{cls}.{a.attr} exists only when `{obj['conditional'][a.attr]}` (in vLLM's "
+                        f"default multiprocess mode it does not); use LLM.apply_model or LLM.collective_rpc",
+                    )
                 return None
             if a.attr not in obj["attrs"]:
                 if report:
@@ -759,8 +846,11 @@ class _Lab(ast.NodeVisitor):
                 if not method_call:
                     self._walk(root, attrs)
             elif node.attr in self.process_only:
-                self.problem(node, f".{node.attr}: in vLLM's default multiprocess mode this object lives in the "
-                                   f"engine-core process, not in the LLM's; use LLM.apply_model or LLM.collective_rpc")
+                self.problem(
+                    node,
+                    f".{node.attr}: in vLLM's default multiprocess mode this object lives in the "
+                    f"engine-core process, not in the LLM's; use LLM.apply_model or LLM.collective_rpc",
+                )
         v = node.value
         is_output = (isinstance(v, ast.Name) and v.id in self.outputs) or self._kind_of(v) == "outputs"
         if is_output and node.attr not in self.s["request_output"]:
@@ -855,8 +945,10 @@ def main() -> int:
         return 2
     for p in problems:
         print(p)
-    print(f"{len(lab_files())} lab file(s) (snippets/labs/, src/infercourse/labs/) and {len(doc_files())} page(s) "
-          f"against {', '.join(surfaces)}, and {len(INSTALL_DOCS)} install texts: {len(problems)} problem(s)")
+    print(
+        f"{len(lab_files())} lab file(s) (snippets/labs/, src/infercourse/labs/) and {len(doc_files())} page(s) "
+        f"against {', '.join(surfaces)}, and {len(INSTALL_DOCS)} install texts: {len(problems)} problem(s)"
+    )
     return 1 if problems else 0
 
 

@@ -58,10 +58,28 @@ VOCAB = 512
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Fixed list of stdlib modules whose source trains the tokenizer (about 1 MB of Python text).
 CORPUS_FILES = [
-    "argparse.py", "ast.py", "calendar.py", "collections/__init__.py", "csv.py", "dataclasses.py",
-    "datetime.py", "difflib.py", "enum.py", "functools.py", "inspect.py", "json/decoder.py",
-    "json/encoder.py", "logging/__init__.py", "pathlib.py", "pprint.py", "random.py", "shutil.py",
-    "statistics.py", "string.py", "textwrap.py", "typing.py",
+    "argparse.py",
+    "ast.py",
+    "calendar.py",
+    "collections/__init__.py",
+    "csv.py",
+    "dataclasses.py",
+    "datetime.py",
+    "difflib.py",
+    "enum.py",
+    "functools.py",
+    "inspect.py",
+    "json/decoder.py",
+    "json/encoder.py",
+    "logging/__init__.py",
+    "pathlib.py",
+    "pprint.py",
+    "random.py",
+    "shutil.py",
+    "statistics.py",
+    "string.py",
+    "textwrap.py",
+    "typing.py",
 ]
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -106,7 +124,8 @@ def corpus() -> tuple[list[str], str]:
 
 
 def train_tokenizer(texts: list[str]):
-    """A byte-level BPE tokenizer with VOCAB ids (256 byte symbols, 3 specials, merges), as transformers' fast tokenizer."""
+    """A byte-level BPE tokenizer with VOCAB ids (256 byte symbols, 3 specials, merges), as transformers' fast
+    tokenizer."""
     os.environ["RAYON_NUM_THREADS"] = "1"  # the trainer's merge order must not depend on threads
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -237,7 +256,10 @@ def main(argv: list[str] | None = None) -> int:
         import torch  # noqa: F401
         import transformers  # noqa: F401
     except ImportError as exc:
-        _die(f"{exc.name} is not installed; run this with the lab environment: make labenv, then .venv-labs/bin/python {sys.argv[0]}")
+        _die(
+            f"{exc.name} is not installed; run this with the lab environment: "
+            f"make labenv, then .venv-labs/bin/python {sys.argv[0]}"
+        )
     try:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

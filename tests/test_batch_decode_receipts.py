@@ -12,13 +12,27 @@ from infercourse.labs import batch_decode
 
 
 def _receipt(kind="gpu", steps=((1, 20.0), (8, 21.0), (64, 28.0)), preempted=(0, 0, 0)) -> dict:
-    rows = [{"batch": b, "step_ms": step, "median_tpot_ms": step, "tokens_per_s": b / step * 1e3,
-             "bytes_per_step": 14_200_000_000, "achieved_gb_s": 14.2 / step * 1e3,
-             "memory_floor_ms": 14.1 if kind == "gpu" else None, "preemptions": p}
-            for (b, step), p in zip(steps, preempted)]
-    return make_receipt("batch_decode", rows, batch_decode.SPEC.units,
-                        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE, max_model_len=2048,
-                        settings={"prompt_len": 512, "output_len": 128, "matmul_params": 7_070_619_136})
+    rows = [
+        {
+            "batch": b,
+            "step_ms": step,
+            "median_tpot_ms": step,
+            "tokens_per_s": b / step * 1e3,
+            "bytes_per_step": 14_200_000_000,
+            "achieved_gb_s": 14.2 / step * 1e3,
+            "memory_floor_ms": 14.1 if kind == "gpu" else None,
+            "preemptions": p,
+        }
+        for (b, step), p in zip(steps, preempted, strict=True)
+    ]
+    return make_receipt(
+        "batch_decode",
+        rows,
+        batch_decode.SPEC.units,
+        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
+        max_model_len=2048,
+        settings={"prompt_len": 512, "output_len": 128, "matmul_params": 7_070_619_136},
+    )
 
 
 def test_measured_points_by_hand():
@@ -40,6 +54,8 @@ def test_receipts_drawn_against_the_roofline(tmp_path):
     assert svg.startswith('<div class="course-figure"><svg') and svg.count("<svg") == 1
     # a machine the registry has no roof for is left out rather than drawn against a guess
     assert "No GPU receipt of this lab" in batch_decode.receipts_roofline_svg([_receipt(kind="cpu")])
+    mixed = batch_decode.receipts_roofline_svg([_receipt(), _receipt(kind="cpu")])
+    assert "RTX 4090 roof" in mixed and CPU_MACHINE["name"] not in mixed
 
 
 def _claims(receipt) -> dict:
@@ -49,9 +65,13 @@ def _claims(receipt) -> dict:
 def test_claims_on_a_gpu_receipt():
     # tokens/s 50 -> 381 -> 2,286 rises; step 20 -> 28 ms is x1.4 <= 0.5 x 64; 28/20 = 1.4 < 2;
     # achieved 14.2 GB / 0.020 s = 710 GB/s at most, under the 4090's 1,008
-    assert _claims(_receipt()) == {"no_preemption": True, "throughput_rises_with_batch": True,
-                                   "step_grows_less_than_batch": True, "step_nearly_flat_gpu": True,
-                                   "bandwidth_below_datasheet": True}
+    assert _claims(_receipt()) == {
+        "no_preemption": True,
+        "throughput_rises_with_batch": True,
+        "step_grows_less_than_batch": True,
+        "step_nearly_flat_gpu": True,
+        "bandwidth_below_datasheet": True,
+    }
 
 
 def test_a_preempted_batch_fails_on_any_machine():
@@ -74,7 +94,9 @@ def test_the_lab_is_the_one_home_of_its_lengths_and_batches():
 
     lab = snippets.load("labs/batch_decode.py")  # imports without vLLM
     defaults = lab.parse_args([])
-    assert (defaults.prompt_len, defaults.output_len) == (batch_decode.PROMPT_LEN, batch_decode.OUTPUT_LEN) == (512, 128)
+    assert (
+        (defaults.prompt_len, defaults.output_len) == (batch_decode.PROMPT_LEN, batch_decode.OUTPUT_LEN) == (512, 128)
+    )
     assert batch_decode.LARGEST_BATCH == max(lab.BATCHES) == 64
     assert defaults.max_model_len >= 512 + 128
     # the largest batch's KV: 64 x (512 + 128) = 40,960 tokens, the lab box's peak

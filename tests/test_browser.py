@@ -21,8 +21,14 @@ from playwright.sync_api import sync_playwright
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = [  # no GPU, no background traffic to Google from the browser itself
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 VIEWS = {  # name: (width, height, prefers-color-scheme, Material's scheme)
     "desktop-light": (1280, 800, "light", "default"),
@@ -67,7 +73,8 @@ STATE = """() => {
       if (getComputedStyle(a).overflowX !== 'visible') return true; } return false; };
   const wide = document.documentElement.scrollWidth > W
     ? [...document.body.querySelectorAll('*')].filter(el => el.getBoundingClientRect().right > W + 1 && !clipped(el))
-        .slice(0, 4).map(el => `<${el.tagName.toLowerCase()} class="${el.className.baseVal ?? el.className}"> ${Math.round(el.getBoundingClientRect().right)} px`)
+        .slice(0, 4).map(el => `<${el.tagName.toLowerCase()} class="${el.className.baseVal ?? el.className}"> `
+                               + `${Math.round(el.getBoundingClientRect().right)} px`)
     : [];
   const cutCode = [...document.querySelectorAll('.md-content pre > code')]
     .filter(c => shown(c) && c.scrollWidth > c.clientWidth + 1)
@@ -111,8 +118,15 @@ class Watch:
         self.errors, self.outside = [], []
         page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: self.errors.append(str(e)))
-        page.on("request", lambda r: self.outside.append(r.url) if urlsplit(r.url).scheme in ("http", "https")
-                and urlsplit(r.url).hostname not in ("127.0.0.1", "localhost") else None)
+        page.on(
+            "request",
+            lambda r: (
+                self.outside.append(r.url)
+                if urlsplit(r.url).scheme in ("http", "https")
+                and urlsplit(r.url).hostname not in ("127.0.0.1", "localhost")
+                else None
+            ),
+        )
 
     def take(self) -> tuple[list[str], list[str]]:
         errors, outside = self.errors[:], self.outside[:]
@@ -140,17 +154,32 @@ def _problems(path: str, state: dict, scheme: str) -> list[str]:
     out = []
     if state["scheme"] != scheme:
         out.append(f"palette is {state['scheme']!r}, expected {scheme!r}")
-    out += [f"formula drawn {f['w']:.0f}×{f['h']:.0f} px: {f['what']!r}" for f in state["formulas"] if f["w"] < 4 or f["h"] < 4]
-    out += [f"diagram {i} drawn {d['w']:.0f}×{d['h']:.0f} px" for i, d in enumerate(state["diagrams"]) if d["w"] < 50 or d["h"] < 20]
+    out += [
+        f"formula drawn {f['w']:.0f}×{f['h']:.0f} px: {f['what']!r}"
+        for f in state["formulas"]
+        if f["w"] < 4 or f["h"] < 4
+    ]
+    out += [
+        f"diagram {i} drawn {d['w']:.0f}×{d['h']:.0f} px"
+        for i, d in enumerate(state["diagrams"])
+        if d["w"] < 50 or d["h"] < 20
+    ]
     out += [f"diagram {i} shows a mermaid syntax error" for i, d in enumerate(state["diagrams"]) if d["error"]]
     if state["pendingDiagrams"]:
         out.append(f"{state['pendingDiagrams']} mermaid blocks left as text")
     if state["scrollWidth"] > state["W"]:
         out.append(f"page is {state['scrollWidth']} px wide on a {state['W']} px screen: {state['wide']}")
     out += [f"code line cut (scrolls inside its box): {line!r}" for line in state["cutCode"]]
-    out += [f"figure text {f['median']:.1f} px tall (median glyph), under {MIN_FIGURE_GLYPH_PX}" for f in state["figures"]
-            if f["median"] < MIN_FIGURE_GLYPH_PX]
-    out += ["figure without a text alternative (aria-label, aria-labelledby or <title>)" for f in state["figures"] if not f["name"].strip()]
+    out += [
+        f"figure text {f['median']:.1f} px tall (median glyph), under {MIN_FIGURE_GLYPH_PX}"
+        for f in state["figures"]
+        if f["median"] < MIN_FIGURE_GLYPH_PX
+    ]
+    out += [
+        "figure without a text alternative (aria-label, aria-labelledby or <title>)"
+        for f in state["figures"]
+        if not f["name"].strip()
+    ]
     return [f"{path}: {line}" for line in out]
 
 
@@ -171,7 +200,9 @@ def test_every_page_renders_on_every_screen(browser, server, pages, view):
         formulas += len(state["formulas"])
         diagrams += len(state["diagrams"])
     context.close()
-    print(f"\n{view}: {len(pages)} pages, {formulas} formulas and {diagrams} diagrams measured, {len(problems)} problems")
+    print(
+        f"\n{view}: {len(pages)} pages, {formulas} formulas and {diagrams} diagrams measured, {len(problems)} problems"
+    )
     assert formulas > 20 and diagrams > 3, (formulas, diagrams)
     assert not problems, "\n".join(problems)
 
@@ -193,7 +224,9 @@ def test_instant_navigation_keeps_the_page(browser, server, pages):
         assert late is None, f"{path} after instant navigation: {late}"
         assert page.evaluate("window.__notReloaded") == "marker", f"clicking to {path} reloaded the page"
         state = page.evaluate(STATE)
-        flat = [f for f in state["formulas"] if f["w"] < 4 or f["h"] < 4] + [d for d in state["diagrams"] if d["w"] < 50]
+        flat = [f for f in state["formulas"] if f["w"] < 4 or f["h"] < 4] + [
+            d for d in state["diagrams"] if d["w"] < 50
+        ]
         assert not flat and not state["pendingDiagrams"], f"{path} after instant navigation: {flat}"
     errors, outside = watch.take()
     assert not errors and not outside, (errors, outside)

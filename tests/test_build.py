@@ -8,11 +8,11 @@ from urllib.parse import unquote, urlsplit
 
 from bs4 import BeautifulSoup
 
-from conftest import ROOT, copy_project, mkdocs_build
+from conftest import copy_project, mkdocs_build
 from infercourse import course, glossary
 
 LESSON = "lessons/0a-prefill-decode/index.html"
-LIVE_LESSONS = [l["page"] for p in course.parts() for l in p["lessons"] if l["page"]]
+LIVE_LESSONS = [lesson["page"] for p in course.parts() for lesson in p["lessons"] if lesson["page"]]
 
 
 def test_strict_build_has_no_warnings(build):
@@ -26,9 +26,11 @@ def test_snippet_that_raises_fails_the_build(tmp_path):
     project = copy_project(tmp_path / "project")
     snippet = project / "snippets" / "lesson_0a" / "phase_intensity.py"
     text = snippet.read_text()
-    broken = text.replace('    """Print prefill and decode intensity per length as a Markdown table."""\n',
-                          '    """Print prefill and decode intensity per length as a Markdown table."""\n'
-                          '    raise RuntimeError("snippet made to fail")\n')
+    broken = text.replace(
+        '    """Print prefill and decode intensity per length as a Markdown table."""\n',
+        '    """Print prefill and decode intensity per length as a Markdown table."""\n'
+        '    raise RuntimeError("snippet made to fail")\n',
+    )
     assert broken != text, "the snippet no longer has the line this test edits"
     snippet.write_text(broken)
     result = mkdocs_build(project, tmp_path / "site")
@@ -38,7 +40,9 @@ def test_snippet_that_raises_fails_the_build(tmp_path):
 
 def _ids(html: str) -> set[str]:
     soup = BeautifulSoup(html, "html.parser")
-    return {tag["id"] for tag in soup.find_all(id=True)} | {tag["name"] for tag in soup.find_all("a", attrs={"name": True})}
+    return {tag["id"] for tag in soup.find_all(id=True)} | {
+        tag["name"] for tag in soup.find_all("a", attrs={"name": True})
+    }
 
 
 def test_every_internal_link_and_anchor_resolves(site):
@@ -120,6 +124,8 @@ def test_lesson_2a_shows_what_the_snippet_printed(site):
     # attention 57,344 * 512 = 29,360,128 B / 1.008e12 = 0.029 ms; step 14.058 ms -> 1 / 0.014058 = 71 tokens/s
     assert ["1", "1", "0.6 %", "14.03", "0.029", "14.06", "71"] in rows
     assert html.count("<svg") >= 1, "the build-time roofline figure is missing"
+
+
 def _built(site: Path, page: str) -> Path:
     return site / page.removesuffix(".md") / "index.html"
 
@@ -169,7 +175,8 @@ def test_lesson_0b_shows_the_worked_example(site):
 def test_lesson_0c_shows_the_module_tables(site):
     soup = BeautifulSoup(_built(site, "lessons/0c-transformer.md").read_text(encoding="utf-8"), "html.parser")
     rows = [[" ".join(c.get_text().split()) for c in tr.find_all(["td", "th"])] for tr in soup.find_all("tr")]
-    # hand counts from each config.json (lesson 0C's formula): Qwen2.5-7B 7,615,616,512; Qwen2.5-0.5B 494,032,768; Llama-3-8B 8,030,261,248; Qwen3-4B 4,022,468,096
+    # hand counts from each config.json (lesson 0C's formula): Qwen2.5-7B 7,615,616,512;
+    # Qwen2.5-0.5B 494,032,768; Llama-3-8B 8,030,261,248; Qwen3-4B 4,022,468,096
     for total in ("7,615,616,512", "494,032,768", "8,030,261,248", "4,022,468,096"):
         assert ["total N", "", "", total] in rows, total
     assert ["MLP gate, up, down", "3 × 3,584 × 18,944", "203,685,888", "5,703,204,864"] in rows  # x 28

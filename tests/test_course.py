@@ -165,7 +165,7 @@ def test_a_lesson_s_lab_exists_is_shown_on_its_page_and_its_spec_names_the_lesso
     )
     assert "{{ lab_box }}" in (DOCS / lesson["page"]).read_text(encoding="utf-8"), f"{lesson['page']} shows no lab box"
     box = values_for(lesson["page"])["lab_box"].value
-    assert f'GPU lab: `snippets/labs/{lab}.py`' in box, f"{lesson['page']}'s lab box is not for {lab}.py"
+    assert f"GPU lab: `snippets/labs/{lab}.py`" in box, f"{lesson['page']}'s lab box is not for {lab}.py"
     if lab in labs.SPECS:
         assert labs.SPECS[lab].lesson == lesson["code"], f"spec {lab} says lesson {labs.SPECS[lab].lesson}"
 

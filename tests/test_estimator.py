@@ -40,13 +40,16 @@ def test_bad_lengths_name_the_argument(function, arg, bad):
         getattr(pi, function)(pi.Model(7_615_616_512, 57_344), bad)
 
 
-@pytest.mark.parametrize("field, kwargs", [
-    ("params", dict(params=0, kv_bytes_per_token=57_344)),
-    ("params", dict(params=-7, kv_bytes_per_token=57_344)),
-    ("kv_bytes_per_token", dict(params=7, kv_bytes_per_token=0)),
-    ("weight_bytes", dict(params=7, kv_bytes_per_token=1, weight_bytes=0)),
-    ("weight_bytes", dict(params=7, kv_bytes_per_token=1, weight_bytes=-2)),
-])
+@pytest.mark.parametrize(
+    "field, kwargs",
+    [
+        ("params", dict(params=0, kv_bytes_per_token=57_344)),
+        ("params", dict(params=-7, kv_bytes_per_token=57_344)),
+        ("kv_bytes_per_token", dict(params=7, kv_bytes_per_token=0)),
+        ("weight_bytes", dict(params=7, kv_bytes_per_token=1, weight_bytes=0)),
+        ("weight_bytes", dict(params=7, kv_bytes_per_token=1, weight_bytes=-2)),
+    ],
+)
 def test_bad_model_values_name_the_field(field, kwargs):
     with pytest.raises(ValueError, match=field):
         pi.Model(**kwargs)

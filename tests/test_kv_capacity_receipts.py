@@ -7,8 +7,9 @@ Hand arithmetic used below:
   at max_model_len 512 that is 1,048,576 / 512 = 2,048 requests at once.
 - over-ask at 512 tokens: 512/128 = 4 blocks per request; half = 2, plus vLLM's null block = 3 blocks
   = 3*131,072 = 393,216 B; vLLM estimates 2*128 = 256 tokens.
-- Qwen2.5-7B-Instruct on the RTX 4090 (its config.json, see the site's Facts & sources page): kappa = 57,344 B (bf16), 28,672 B (fp8); device total
-  24,564 MiB = 25,757,220,864 B; x 0.92 = 23,696,643,194.88 B; weights 7,615,616,512*2 = 15,231,233,024 B;
+- Qwen2.5-7B-Instruct on the RTX 4090 (its config.json, see the site's Facts & sources page):
+  kappa = 57,344 B (bf16), 28,672 B (fp8); device total 24,564 MiB = 25,757,220,864 B;
+  x 0.92 = 23,696,643,194.88 B; weights 7,615,616,512*2 = 15,231,233,024 B;
   reserve 2 GiB = 2,147,483,648 B; budget = 6,317,926,522.88 B. Block of 16 tokens: 917,504 B (bf16),
   458,752 B (fp8); 6,885 x 917,504 = 6,317,015,040 <= budget < 6,886 x 917,504, so 6,885 blocks =
   110,160 tokens; 13,771 x 458,752 = 6,317,473,792 <= budget < 13,772 x 458,752, so 220,336 tokens.
@@ -37,13 +38,38 @@ ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "snippets" / "labs" / "kv_capacity.py"
 
 
-def _row(run, budget, tokens, *, kappa=1024, block=128, dtype="auto", source="VLLM_CPU_KVCACHE_SPACE",
-         concurrency=None, outcome="started", estimate=None, backend=None, reason=None, predicted=None):
-    return {"run": run, "kv_cache_dtype": dtype, "attention_backend": backend, "budget_source": source,
-            "kv_budget_bytes": budget, "kv_bytes_per_token": kappa, "block_size": block,
-            "num_blocks": None if tokens is None else tokens // block, "kv_tokens": tokens,
-            "predicted_kv_tokens": predicted, "reported_max_concurrency": concurrency, "outcome": outcome,
-            "reason": reason, "estimated_max_model_len": estimate}
+def _row(
+    run,
+    budget,
+    tokens,
+    *,
+    kappa=1024,
+    block=128,
+    dtype="auto",
+    source="VLLM_CPU_KVCACHE_SPACE",
+    concurrency=None,
+    outcome="started",
+    estimate=None,
+    backend=None,
+    reason=None,
+    predicted=None,
+):
+    return {
+        "run": run,
+        "kv_cache_dtype": dtype,
+        "attention_backend": backend,
+        "budget_source": source,
+        "kv_budget_bytes": budget,
+        "kv_bytes_per_token": kappa,
+        "block_size": block,
+        "num_blocks": None if tokens is None else tokens // block,
+        "kv_tokens": tokens,
+        "predicted_kv_tokens": predicted,
+        "reported_max_concurrency": concurrency,
+        "outcome": outcome,
+        "reason": reason,
+        "estimated_max_model_len": estimate,
+    }
 
 
 def _cpu_receipt(tokens=1_048_576, concurrency=2048.0, outcome="expected error", estimate=256, fp8=None) -> dict:
@@ -52,10 +78,16 @@ def _cpu_receipt(tokens=1_048_576, concurrency=2048.0, outcome="expected error",
         rows.append(_row("fp8", 1_073_741_824, fp8, kappa=512, dtype="fp8", concurrency=fp8 / 512))
     rows.append(_row("over-ask", 393_216, None, source="kv_cache_memory_bytes", outcome=outcome, estimate=estimate))
     return make_receipt(
-        "kv_capacity", rows, kvc.SPEC.units, machine=CPU_MACHINE,
+        "kv_capacity",
+        rows,
+        kvc.SPEC.units,
+        machine=CPU_MACHINE,
         versions={"python": "3.11.7", "vllm": "0.32.0", "torch": "2.13.0", "transformers": "5.5.3"},
-        model=".cache/models/tiny-qwen2", max_model_len=512, engine_start_s=30.0,
-        settings={"over_ask_reason": "larger than the available KV cache memory"})
+        model=".cache/models/tiny-qwen2",
+        max_model_len=512,
+        engine_start_s=30.0,
+        settings={"over_ask_reason": "larger than the available KV cache memory"},
+    )
 
 
 LOGGED = "vLLM's log: Available KV cache memory (0.01 GiB)"
@@ -66,13 +98,43 @@ def _gpu_receipt(tokens, fp8=None, fp8_gib=5.90) -> dict:
     receipt = _cpu_receipt()
     receipt["machine"] = copy.deepcopy(GPU_MACHINE)
     receipt["max_model_len"] = 8192
-    rows = [_row("capacity", 6 * 2**30, tokens, kappa=57_344, block=16, source=LOGGED, backend="FLASH_ATTN",
-                 predicted=110_160)]
+    rows = [
+        _row(
+            "capacity",
+            6 * 2**30,
+            tokens,
+            kappa=57_344,
+            block=16,
+            source=LOGGED,
+            backend="FLASH_ATTN",
+            predicted=110_160,
+        )
+    ]
     if fp8 is not None:
-        rows.append(_row("fp8", round(fp8_gib * 2**30), fp8, kappa=28_672, block=16, dtype="fp8", source=LOGGED,
-                         backend="FLASHINFER"))
-    rows.append(_row("over-ask", 4112 * 57_344, None, kappa=57_344, block=16, source="kv_cache_memory_bytes",
-                     outcome="expected error", estimate=4112))
+        rows.append(
+            _row(
+                "fp8",
+                round(fp8_gib * 2**30),
+                fp8,
+                kappa=28_672,
+                block=16,
+                dtype="fp8",
+                source=LOGGED,
+                backend="FLASHINFER",
+            )
+        )
+    rows.append(
+        _row(
+            "over-ask",
+            4112 * 57_344,
+            None,
+            kappa=57_344,
+            block=16,
+            source="kv_cache_memory_bytes",
+            outcome="expected error",
+            estimate=4112,
+        )
+    )
     receipt["results"] = rows
     return receipt
 
@@ -82,8 +144,12 @@ def _results(receipt) -> dict:
 
 
 def test_cpu_receipt_that_shows_the_lesson_passes_and_fp8_is_not_applicable():
-    assert _results(_cpu_receipt()) == {"capacity_matches_budget": True, "concurrency_is_tokens_over_len": True,
-                                        "overask_refused": True, "fp8_doubles_tokens": None}
+    assert _results(_cpu_receipt()) == {
+        "capacity_matches_budget": True,
+        "concurrency_is_tokens_over_len": True,
+        "overask_refused": True,
+        "fp8_doubles_tokens": None,
+    }
 
 
 def test_exact_budget_allows_one_block_and_no_more():
@@ -118,9 +184,16 @@ def test_concurrency_must_be_tokens_over_max_model_len():
     assert _results(receipt)["concurrency_is_tokens_over_len"] is True
 
 
-@pytest.mark.parametrize("outcome,estimate,ok", [("expected error", 256, True), ("expected error", None, True),
-                                                 ("other error", None, False), ("started", None, False),
-                                                 ("expected error", 512, False)])
+@pytest.mark.parametrize(
+    "outcome,estimate,ok",
+    [
+        ("expected error", 256, True),
+        ("expected error", None, True),
+        ("other error", None, False),
+        ("started", None, False),
+        ("expected error", 512, False),
+    ],
+)
 def test_overask_counts_only_vllm_s_reason(outcome, estimate, ok):
     assert _results(_cpu_receipt(outcome=outcome, estimate=estimate))["overask_refused"] is ok
 
@@ -138,8 +211,20 @@ def test_fp8_doubles():
 
 def test_fp8_that_could_not_run_is_n_a_with_vllm_s_reason():
     receipt = _gpu_receipt(112_336)
-    receipt["results"].insert(1, _row("fp8", None, None, kappa=28_672, block=None, dtype="fp8", source=LOGGED,
-                                      outcome="n/a", reason="RuntimeError: Could not find nvcc"))
+    receipt["results"].insert(
+        1,
+        _row(
+            "fp8",
+            None,
+            None,
+            kappa=28_672,
+            block=None,
+            dtype="fp8",
+            source=LOGGED,
+            outcome="n/a",
+            reason="RuntimeError: Could not find nvcc",
+        ),
+    )
     results = {r.claim: r for r in labs.check(receipt)}
     assert results["fp8_doubles_tokens"].passed is None
     assert "Could not find nvcc" in results["fp8_doubles_tokens"].detail
@@ -173,7 +258,9 @@ def test_constants_of_the_lab_match_the_registry_and_the_spec():
 
 def test_expected_output_has_the_hand_worked_figures(tmp_path):
     text = labs.expected_output("kv_capacity", receipts_dir=tmp_path)
-    assert text.startswith("**Prediction for the RTX 4090 from the KV budget with an assumed reserve, not a measurement.**")
+    assert text.startswith(
+        "**Prediction for the RTX 4090 from the KV budget with an assumed reserve, not a measurement.**"
+    )
     assert "| capacity | bf16 | 110,160 | 13.45x | started |" in text
     assert "| fp8 | fp8 | 220,336 | 26.90x | started |" in text
     assert "| over-ask | bf16 | 4,112 given |" in text and "estimated maximum model length 4,112" in text
@@ -183,7 +270,11 @@ def test_expected_output_has_the_hand_worked_figures(tmp_path):
 
 def test_bad_max_model_len_is_one_line(tmp_path):
     (tmp_path / "config.json").write_text("{}")
-    done = subprocess.run([sys.executable, str(LAB), "--model", str(tmp_path), "--max-model-len", "16"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(LAB), "--model", str(tmp_path), "--max-model-len", "16"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip() == "error: --max-model-len must be at least 32, got 16"

@@ -13,13 +13,16 @@ from infercourse.snippets import load
 QWEN = registry.model("Qwen/Qwen2.5-7B-Instruct").config
 
 
-@pytest.mark.parametrize("name, kind, kappa", [
-    ("meta-llama/Llama-2-13b-hf", "MHA", 819_200),  # 2 * 40 layers * 40 KV heads * 128 * 2 B (its config.json)
-    ("Qwen/Qwen2.5-7B-Instruct", "GQA", 57_344),  # 2 * 28 * 4 * 128 * 2
-    ("Qwen/Qwen3-4B", "GQA", 147_456),  # 2 * 36 * 8 * 128 (explicit head_dim, not 2560/32 = 80) * 2
-    ("deepseek-ai/DeepSeek-V3", "MLA", 70_272),  # 61 layers * (512 latent + 64 RoPE key) * 2 B
-    ("mistralai/Mistral-7B-v0.1", "GQA", 131_072),  # 2 * 32 * 8 * 128 * 2
-])
+@pytest.mark.parametrize(
+    "name, kind, kappa",
+    [
+        ("meta-llama/Llama-2-13b-hf", "MHA", 819_200),  # 2 * 40 layers * 40 KV heads * 128 * 2 B (its config.json)
+        ("Qwen/Qwen2.5-7B-Instruct", "GQA", 57_344),  # 2 * 28 * 4 * 128 * 2
+        ("Qwen/Qwen3-4B", "GQA", 147_456),  # 2 * 36 * 8 * 128 (explicit head_dim, not 2560/32 = 80) * 2
+        ("deepseek-ai/DeepSeek-V3", "MLA", 70_272),  # 61 layers * (512 latent + 64 RoPE key) * 2 B
+        ("mistralai/Mistral-7B-v0.1", "GQA", 131_072),  # 2 * 32 * 8 * 128 * 2
+    ],
+)
 def test_kv_bytes_per_token_by_hand(name, kind, kappa):
     cfg = registry.model(name).config
     assert transformer.attention_kind(cfg) == kind
@@ -152,9 +155,9 @@ def test_lesson_1a_snippet_constants_equal_the_registry():
         assert {k: reg[k] for k in cfg} == cfg, name
         assert kb.kv_bytes_per_token(cfg) == transformer.kv_bytes_per_token(reg)
         assert kb.cache_bytes(cfg, 32_768) == transformer.kv_cache_bytes(reg, 32_768)
-    assert kb.DEVICE_TOTAL_MIB == registry.GPU_MEMORY_TOTAL_MIB["RTX 4090"]
+    assert registry.GPU_MEMORY_TOTAL_MIB["RTX 4090"] == kb.DEVICE_TOTAL_MIB
     assert kb.GPU_MEMORY_UTILIZATION == registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
-    assert kb.WEIGHT_BYTES == transformer.weight_bytes(QWEN)
+    assert transformer.weight_bytes(QWEN) == kb.WEIGHT_BYTES
     assert kb.RESERVE_GIB == registry.VLLM_NON_KV_RESERVE_GIB
     assert kb.BLOCK_SIZE == registry.VLLM_DEFAULT_BLOCK_SIZE
     assert kb.kv_capacity_tokens(57_344)[0] == 110_160  # the hand-worked capacity above
@@ -162,19 +165,22 @@ def test_lesson_1a_snippet_constants_equal_the_registry():
 
 def test_lesson_2a_snippet_constants_equal_the_registry():
     dr = load("lesson_2a/decode_roofline.py")
-    assert dr.MATMUL_PARAMS == roofline.matmul_params(QWEN)
-    assert dr.ATTN_FLOPS_PER_KEY == transformer.attention_flops_per_token(QWEN, 1)
-    assert dr.KV_BYTES_PER_TOKEN == transformer.kv_bytes_per_token(QWEN)
+    assert roofline.matmul_params(QWEN) == dr.MATMUL_PARAMS
+    assert transformer.attention_flops_per_token(QWEN, 1) == dr.ATTN_FLOPS_PER_KEY
+    assert transformer.kv_bytes_per_token(QWEN) == dr.KV_BYTES_PER_TOKEN
     assert dr.WEIGHT_BYTES == 2
     assert dr.attention_intensity() == roofline.attention_intensity(QWEN)
-    for short, (tflops, bandwidth) in zip(("RTX 4090", "H200"), dr.GPUS.values()):
+    for short, (tflops, bandwidth) in zip(("RTX 4090", "H200"), dr.GPUS.values(), strict=True):
         g = registry.gpu(short)
         assert (tflops, bandwidth) == (g.bf16_dense_tflops, g.bandwidth_gb_s)
         assert dr.ridge_point(tflops, bandwidth) == roofline.ridge_point(g)
-        assert dr.compute_bound_batch(dr.ridge_point(tflops, bandwidth)) == pytest.approx(roofline.compute_bound_batch(g))
+        assert dr.compute_bound_batch(dr.ridge_point(tflops, bandwidth)) == pytest.approx(
+            roofline.compute_bound_batch(g)
+        )
         for batch, context in ((1, 512), (64, 576), (256, 4096)):
             assert sum(dr.step_floors(batch, context, tflops, bandwidth)) == pytest.approx(
-                roofline.decode_step_floor(g, QWEN, context, batch))
+                roofline.decode_step_floor(g, QWEN, context, batch)
+            )
     assert dr.matmul_intensity(20) == 20  # 2 * 20 / 2
 
 
@@ -186,8 +192,10 @@ def test_lab_defaults_match_the_registry():
     assert kc.parse_args([]).model == bd.parse_args([]).model == registry.COURSE_MODEL
     assert bd.parse_args([]).bandwidth_gb_s is None  # the floor takes the detected GPU's from the registry
     assert bd.BATCHES == (1, 2, 4, 8, 16, 32, 64)
-    log = ("INFO Model loading took 14.2478 GiB and 3.1 s\nINFO Available KV cache memory: 5.91 GiB\n"
-           "INFO GPU KV cache size: 110,640 tokens\nINFO Maximum concurrency for 8,192 tokens per request: 13.51x\n"
-           "ValueError: ... the estimated maximum model length is 4,096 ...\n")
+    log = (
+        "INFO Model loading took 14.2478 GiB and 3.1 s\nINFO Available KV cache memory: 5.91 GiB\n"
+        "INFO GPU KV cache size: 110,640 tokens\nINFO Maximum concurrency for 8,192 tokens per request: 13.51x\n"
+        "ValueError: ... the estimated maximum model length is 4,096 ...\n"
+    )
     assert re.findall(kc.LOG_PATTERNS["reported_max_concurrency"], log) == ["13.51"]
     assert re.findall(kc.LOG_PATTERNS["estimated_max_model_len"], log) == ["4,096"]

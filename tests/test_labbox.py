@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from infercourse import labbox
+from infercourse import labbox, labs
 
 
 def test_vram_needed_for_the_phases_lab():
@@ -41,3 +43,10 @@ def test_time_estimate_counts_the_download_once():
     text = labbox.time_estimate(["phases", "weights"])
     # 2 + 1.571 and 2 + 0 min, plus 5.077 min of download: 10.6 min
     assert "download" in text and text.rstrip().endswith("10.6 min")
+
+
+def test_a_spec_without_work_is_named_not_an_attribute_error(monkeypatch):
+    monkeypatch.setitem(labs.SPECS, "phases", dataclasses.replace(labs.spec("phases"), work=None))
+    for call in (lambda: labbox.lab_minutes("phases"), lambda: labbox.lab_box("phases.py")):
+        with pytest.raises(ValueError, match=r"lab 'phases''s spec sets no work: give its LabSpec a work=LabWork"):
+            call()

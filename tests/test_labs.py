@@ -62,10 +62,13 @@ def lab_setup() -> None:
 
 # --- which labs run: every script has a spec, never skipped silently ------------------------------
 
+
 def test_every_lab_script_has_a_spec():
     scripts = set(labs.lab_scripts())
     missing = sorted(scripts - set(labs.SPECS))
-    assert not missing, f"snippets/labs/{missing[0]}.py has no spec (src/infercourse/labs/<lab>.py); see snippets/labs/README.md"
+    assert not missing, (
+        f"snippets/labs/{missing[0]}.py has no spec (src/infercourse/labs/<lab>.py); see snippets/labs/README.md"
+    )
     assert set(labs.SPECS) <= scripts, f"specs without a script: {sorted(set(labs.SPECS) - scripts)}"
     assert run_labs.labs() == labs.wired() == sorted(scripts)
     assert "labkit" not in run_labs.labs()
@@ -84,11 +87,14 @@ def test_lab_runs_on_cpu_engine_and_keeps_its_lesson_s_claims(lab, lab_setup, tm
     max_model_len, extra = run_labs.cpu_args(lab)
     receipt_path = tmp_path / f"{lab}.json"
     started = time.perf_counter()
-    done = run_labs.run_lab(lab, str(LAB_PYTHON), str(TINY), receipt_path, max_model_len=max_model_len,
-                            cpu=True, timeout_s=900, extra=extra)
+    done = run_labs.run_lab(
+        lab, str(LAB_PYTHON), str(TINY), receipt_path, max_model_len=max_model_len, cpu=True, timeout_s=900, extra=extra
+    )
     wall = time.perf_counter() - started
     stdout = done["stdout"]
-    assert done["status"] == "ok", f"{lab} {done['status']} ({done['code']}):\n{stdout[-2000:]}\n{done['stderr'][-4000:]}"
+    assert done["status"] == "ok", (
+        f"{lab} {done['status']} ({done['code']}):\n{stdout[-2000:]}\n{done['stderr'][-4000:]}"
+    )
     # the script alone ran (the runner's CPU_ENV sets no KV space: labkit's default did) and said so
     assert "VLLM_CPU_KVCACHE_SPACE" not in run_labs.CPU_ENV
     assert f"[{lab}] preflight: no NVIDIA GPU (CPU)" in stdout and f"[{lab}] vLLM's log: " in stdout
@@ -108,8 +114,8 @@ def test_lab_runs_on_cpu_engine_and_keeps_its_lesson_s_claims(lab, lab_setup, tm
     lines = stdout.splitlines()
     header = next((i for i, line in enumerate(lines) if spec.header in line), None)
     assert header is not None, f"no line with {spec.header!r} in:\n{stdout[-2000:]}"
-    for key, line in zip(keys, lines[header + 1:header + 1 + len(keys)], strict=True):
-        assert line.split()[:len(key)] == [str(v) for v in key], line
+    for key, line in zip(keys, lines[header + 1 : header + 1 + len(keys)], strict=True):
+        assert line.split()[: len(key)] == [str(v) for v in key], line
 
     results = labs.check(receipt)
     passed, text = labs.report(receipt)
@@ -121,16 +127,26 @@ def test_lab_runs_on_cpu_engine_and_keeps_its_lesson_s_claims(lab, lab_setup, tm
 
 def test_runner_needs_no_install_of_infercourse(lab_setup):
     """The lab environment (like a GPU box) does not install infercourse: the runner finds src/ itself."""
-    done = subprocess.run([str(LAB_PYTHON), str(ROOT / "scripts" / "run_labs.py"), "--cpu", "--lab", "no_such_lab"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(LAB_PYTHON), str(ROOT / "scripts" / "run_labs.py"), "--cpu", "--lab", "no_such_lab"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.startswith("error: no lab no_such_lab; labs: ") and "phases" in done.stderr
 
 
 def test_check_prints_the_preflight(lab_setup):
     """``run_labs.py --check`` with the lab environment: device, vLLM and torch versions, and a verdict."""
-    done = subprocess.run([str(LAB_PYTHON), str(ROOT / "scripts" / "run_labs.py"), "--check"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(LAB_PYTHON), str(ROOT / "scripts" / "run_labs.py"), "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     first, verdict = done.stdout.strip().splitlines()
     assert first == "no NVIDIA GPU (CPU); vLLM 0.32.0, torch 2.13.0+cpu" and verdict == "ok: nothing missing"
@@ -178,12 +194,19 @@ def test_vllm_not_importable(tmp_path):
 def test_engine_refusal_is_one_line(lab_setup, tmp_path):
     """vLLM itself refuses the model (an unknown architecture): the lab's own message is one line."""
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
-    done = subprocess.run([str(LAB_PYTHON), str(PHASES), "--model", str(tmp_path)], capture_output=True, text=True,
-                          env=run_labs.lab_env(cpu=True), timeout=900)
+    done = subprocess.run(
+        [str(LAB_PYTHON), str(PHASES), "--model", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=run_labs.lab_env(cpu=True),
+        timeout=900,
+    )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"error: vLLM could not start an engine for '{tmp_path}': ") and "no-such-architecture" in last
+    assert (
+        last.startswith(f"error: vLLM could not start an engine for '{tmp_path}': ") and "no-such-architecture" in last
+    )
     assert "vLLM's log: " in last
 
 
@@ -212,11 +235,21 @@ def test_with_modelscope_no_lab_process_asks_hugging_face(lab, lab_setup, tmp_pa
     vLLM's) records each host it looks up and is refused it; none may be a Hugging Face host."""
     (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE)
     net_log = tmp_path / "hosts.txt"
-    env = {**run_labs.lab_env(cpu=True), "VLLM_USE_MODELSCOPE": "True", "NET_LOG": str(net_log),
-           "PYTHONPATH": str(tmp_path)}
+    env = {
+        **run_labs.lab_env(cpu=True),
+        "VLLM_USE_MODELSCOPE": "True",
+        "NET_LOG": str(net_log),
+        "PYTHONPATH": str(tmp_path),
+    }
     env.pop("HF_HUB_OFFLINE", None)  # a hub id must be looked up somewhere: the test sees where
-    done = subprocess.run([str(LAB_PYTHON), str(ROOT / "snippets" / "labs" / f"{lab}.py"), "--model",
-                           "Qwen/Qwen2.5-7B-Instruct"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [str(LAB_PYTHON), str(ROOT / "snippets" / "labs" / f"{lab}.py"), "--model", "Qwen/Qwen2.5-7B-Instruct"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     hosts = net_log.read_text().split() if net_log.exists() else []
     assert not [h for h in hosts if "huggingface" in h or h.endswith("hf.co")], hosts
     assert done.returncode != 0  # nothing can be fetched here; the lab says why in one line
@@ -251,8 +284,12 @@ def test_config_only_folder_is_the_course_model(lab_setup):
 
 
 def test_model_builder_is_deterministic(lab_setup, tmp_path):
-    done = subprocess.run([str(LAB_PYTHON), str(ROOT / "scripts" / "make_test_models.py"), "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(LAB_PYTHON), str(ROOT / "scripts" / "make_test_models.py"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     for name in ("tiny-qwen2", "qwen2.5-7b-instruct-config"):
         again = json.loads((tmp_path / name / "manifest.json").read_text())

@@ -13,10 +13,19 @@ GPU, CPU = GPU_MACHINE, CPU_MACHINE
 
 
 def _metrics(machine=GPU, tpot=17.0, itl=17.0, ttft=(20.0, 110.0, 450.0)) -> dict:
-    ttft_by_prompt = dict(zip((128, 1024, 4096), ttft))
-    rows = [{"prompt_tokens": s, "output_tokens": n, "ttft_ms": ttft_by_prompt[s], "tpot_ms": tpot,
-             "e2e_ms": ttft_by_prompt[s] + (n - 1) * tpot, "tpot_mean_ms": tpot, "itl_mean_ms": itl}
-            for s, n in metrics_spec.GRID]
+    ttft_by_prompt = dict(zip((128, 1024, 4096), ttft, strict=True))
+    rows = [
+        {
+            "prompt_tokens": s,
+            "output_tokens": n,
+            "ttft_ms": ttft_by_prompt[s],
+            "tpot_ms": tpot,
+            "e2e_ms": ttft_by_prompt[s] + (n - 1) * tpot,
+            "tpot_mean_ms": tpot,
+            "itl_mean_ms": itl,
+        }
+        for s, n in metrics_spec.GRID
+    ]
     units = {k: "ms" for k in ("ttft_ms", "tpot_ms", "e2e_ms", "tpot_mean_ms", "itl_mean_ms")}
     return make_receipt("metrics", rows, units, machine=machine)
 
@@ -33,17 +42,28 @@ def _claims(receipt) -> dict:
 
 # --- metrics --------------------------------------------------------------------------------------
 
+
 def test_metrics_grid_is_the_lab_s():
     lab = snippets.load("labs/metrics.py")  # imports without vLLM
-    assert metrics_spec.GRID == labs.spec("metrics").grid == lab.GRID == ((128, 128), (1024, 128), (4096, 128), (1024, 512))
+    assert (
+        metrics_spec.GRID
+        == labs.spec("metrics").grid
+        == lab.GRID
+        == ((128, 128), (1024, 128), (4096, 128), (1024, 512))
+    )
     assert labs.spec("metrics").cpu_max_model_len == 4096 + 128
 
 
 def test_metrics_receipt_passes_on_gpu_with_tpot_above_floor():
     # TPOT floor at S=128, n=128 on the 4090 is about 14 ms (weights 14.1 GB / 1008 GB/s); 17 ms is above it
     claims = _claims(_metrics())
-    assert claims == {"ttft_grows_with_prompt": True, "tpot_flat_vs_ttft": True, "tpot_within_tolerance_gpu": True,
-                      "itl_mean_equals_tpot_mean": True, "tpot_above_floor_gpu": True}
+    assert claims == {
+        "ttft_grows_with_prompt": True,
+        "tpot_flat_vs_ttft": True,
+        "tpot_within_tolerance_gpu": True,
+        "itl_mean_equals_tpot_mean": True,
+        "tpot_above_floor_gpu": True,
+    }
 
 
 def test_metrics_tpot_below_the_floor_fails_on_gpu():
@@ -67,13 +87,19 @@ def test_metrics_expected_output_is_a_labelled_prediction_of_every_row():
     text = labs.expected_output("metrics")
     assert text.startswith("**Prediction for the RTX 4090 from the roofline, not a measurement.**")
     rows = [line for line in text.splitlines() if line.startswith("| ") and line[2].isdigit()]
-    assert [r.split(" | ")[:2] for r in rows] == [["| 128", "128"], ["| 1,024", "128"], ["| 4,096", "128"], ["| 1,024", "512"]]
+    assert [r.split(" | ")[:2] for r in rows] == [
+        ["| 128", "128"],
+        ["| 1,024", "128"],
+        ["| 4,096", "128"],
+        ["| 1,024", "512"],
+    ]
     # E2E floor = TTFT floor + (n - 1) x TPOT floor; for S = 128, n = 128: 14.0 ms + 127 x 14.04 ms ~ 1,797 ms
     ttft, tpot, e2e = (float(c.replace(",", "")) for c in rows[0].strip("| ").split(" | ")[2:])
     assert e2e == pytest.approx(ttft + 127 * tpot, abs=1.0)
 
 
 # --- weights --------------------------------------------------------------------------------------
+
 
 def test_weights_bf16_bytes_are_2n():
     # by hand (lesson 0C): N = 7,615,616,512, so BF16 = 2 x N = 15,231,233,024 B
@@ -110,9 +136,11 @@ def test_weights_cpu_build_with_float32_biases_is_counted_in_elements():
     # vLLM's CPU build on a CPU with the sgl GEMM kernel keeps the qkv biases in float32:
     # (3,584 + 512 + 512) x 28 layers = 129,024 bias elements at 4 B; the rest 1,090,328,064 - 129,024
     # = 1,090,199,040 at 2 B. Elements 1,090,328,064 = the prediction exactly; bytes 2,180,914,176.
-    rows = [{"dtype": "bfloat16", "elements": 1_090_199_040, "bytes": 2_180_398_080},
-            {"dtype": "float32", "elements": 129_024, "bytes": 516_096},
-            {"dtype": "all", "elements": 1_090_328_064, "bytes": 2_180_914_176}]
+    rows = [
+        {"dtype": "bfloat16", "elements": 1_090_199_040, "bytes": 2_180_398_080},
+        {"dtype": "float32", "elements": 129_024, "bytes": 516_096},
+        {"dtype": "all", "elements": 1_090_328_064, "bytes": 2_180_914_176},
+    ]
     receipt = make_receipt("weights", rows, {"elements": "count", "bytes": "B"}, machine=CPU, max_model_len=4096)
     assert _claims(receipt) == {"parameter_bytes_match_config": True, "single_dtype": None}
     receipt["results"][2]["elements"] += 1  # one element off: exact, so it fails

@@ -11,9 +11,13 @@ from conftest import ROOT
 from infercourse import course, macros, notation
 from infercourse.pages import PAGES
 
-LESSONS = [(l["code"], l["page"]) for p in course.parts() for l in p["lessons"] if l["page"]]  # reading order
-DEFINITION = re.compile(r"^[ \t]*(?:[-*][ \t]+)?(?:\*\*Symbols\.?\*\*[ \t]*)?\\\((?P<tex>[^()\n]*?)\\\)(?:[ \t]*\([^()\n]*\))?:[ \t]*(?P<text>[^\n]*)",
-                        re.MULTILINE)
+# reading order
+LESSONS = [(lesson["code"], lesson["page"]) for p in course.parts() for lesson in p["lessons"] if lesson["page"]]
+DEFINITION = re.compile(
+    r"^[ \t]*(?:[-*][ \t]+)?(?:\*\*Symbols\.?\*\*[ \t]*)?"  # start of a line or list item, optional "**Symbols**"
+    r"\\\((?P<tex>[^()\n]*?)\\\)(?:[ \t]*\([^()\n]*\))?:[ \t]*(?P<text>[^\n]*)",  # \(X\) (unit): meaning
+    re.MULTILINE,
+)
 """A definition as a Symbols list writes one: at the start of a line (or list item), ``\\(X\\): meaning``
 or ``\\(X\\) (unit): meaning``."""
 
@@ -37,7 +41,9 @@ def definition_problems(text: str) -> list[str]:
         if entry is None:
             problems.append(f"\\({m['tex']}\\) is defined but is not in notation.yml")
         elif not m["text"].lower().startswith(entry["meaning"][:25].lower()):
-            problems.append(f"\\({m['tex']}\\) is defined as {m['text'][:50]!r}; notation.yml says {entry['meaning']!r}")
+            problems.append(
+                f"\\({m['tex']}\\) is defined as {m['text'][:50]!r}; notation.yml says {entry['meaning']!r}"
+            )
     return problems
 
 
@@ -51,7 +57,9 @@ def test_first_lesson_is_the_first_symbols_list_in_reading_order():
     for code, page in LESSONS:
         for symbol in _symbols_of(page):
             first_seen.setdefault(symbol, code)
-    wrong = {s: (e["first"], first_seen.get(s)) for s, e in notation.symbols().items() if first_seen.get(s) != e["first"]}
+    wrong = {
+        s: (e["first"], first_seen.get(s)) for s, e in notation.symbols().items() if first_seen.get(s) != e["first"]
+    }
     assert not wrong, f"symbol: (table's first, first Symbols list): {wrong}"
 
 
@@ -89,8 +97,10 @@ def test_a_letter_used_but_not_in_the_table_is_reported():
 
 def test_a_spelling_cannot_mean_two_things(tmp_path, monkeypatch):
     table = tmp_path / "notation.yml"
-    table.write_text("- {id: R, tex: 'R', meaning: 'ridge point', unit: '', first: 2A}\n"
-                     "- {id: R2, tex: 'R', meaning: 'memory reserve', unit: 'B', first: 1A}\n")
+    table.write_text(
+        "- {id: R, tex: 'R', meaning: 'ridge point', unit: '', first: 2A}\n"
+        "- {id: R2, tex: 'R', meaning: 'memory reserve', unit: 'B', first: 1A}\n"
+    )
     monkeypatch.setattr(notation, "SOURCE", table)
     notation.symbols.cache_clear()
     try:

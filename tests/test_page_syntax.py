@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, copy_project, mkdocs_build
+from conftest import copy_project, mkdocs_build
 
 pytestmark = pytest.mark.build
 
@@ -54,7 +54,9 @@ def test_code_tex_and_look_alike_syntax_publish_as_written(tmp_path):
     # The TeX reached KaTeX as written (hooks/math.py typesets it at build time; its MathML is what is
     # left of the source): {{ x }} is the TeX group {x}, not a Jinja lookup (which would have failed the
     # strict build: no page value is called x), and {{ b }} the group {b} under the fraction.
-    mathml = [re.sub(r"\s+", "", html.unescape(re.sub(r"<[^>]+>", " ", m)))
-              for m in re.findall(r'<span class="katex-mathml">(.*?)</span>', built, re.S)]
+    mathml = [
+        re.sub(r"\s+", "", html.unescape(re.sub(r"<[^>]+>", " ", m)))
+        for m in re.findall(r'<span class="katex-mathml">(.*?)</span>', built, re.S)
+    ]
     assert mathml == ["x2=x", "ab"], mathml
     assert "<mfrac>" in built

@@ -17,8 +17,18 @@ from infercourse.pages import PAGES, PageValues, values_for
 DOCS = ROOT / "docs"
 FORMATS = {"count", "fixed", "gb", "gib", "pct", "ms", "join"}
 UNIT_OF_FORMAT = {"gb": {"B"}, "gib": {"B"}, "ms": {"s"}, "pct": {"1"}}
-ALLOWED = (nodes.Template, nodes.Output, nodes.TemplateData, nodes.Name, nodes.Getattr, nodes.Getitem,
-           nodes.Const, nodes.Filter, nodes.For, nodes.If)
+ALLOWED = (
+    nodes.Template,
+    nodes.Output,
+    nodes.TemplateData,
+    nodes.Name,
+    nodes.Getattr,
+    nodes.Getitem,
+    nodes.Const,
+    nodes.Filter,
+    nodes.For,
+    nodes.If,
+)
 
 
 def template_problems(page: str, text: str) -> list[str]:
@@ -36,7 +46,9 @@ def template_problems(page: str, text: str) -> list[str]:
         if isinstance(node, (nodes.Assign, nodes.AssignBlock)):
             problems.append(f"line {node.lineno}: binds a name ({{% set %}}); put the value in the page's module")
         elif not isinstance(node, ALLOWED):
-            problems.append(f"line {node.lineno}: {kind} in a template computes; give the result a name in the page's module")
+            problems.append(
+                f"line {node.lineno}: {kind} in a template computes; give the result a name in the page's module"
+            )
         if isinstance(node, nodes.Filter):
             if node.name not in FORMATS:
                 problems.append(f"line {node.lineno}: filter {node.name!r} is not a number format")
@@ -47,7 +59,9 @@ def template_problems(page: str, text: str) -> list[str]:
         if isinstance(node, nodes.Getitem) and not isinstance(node.arg, nodes.Const):
             problems.append(f"line {node.lineno}: an index that is not a literal computes")
         if isinstance(node, nodes.For):
-            for target in node.target.find_all(nodes.Name) if not isinstance(node.target, nodes.Name) else [node.target]:
+            for target in (
+                node.target.find_all(nodes.Name) if not isinstance(node.target, nodes.Name) else [node.target]
+            ):
                 if target.name in values or target.name in loop_names:
                     problems.append(f"line {node.lineno}: loop name {target.name!r} is bound twice")
                 loop_names.add(target.name)
@@ -62,15 +76,18 @@ def test_page_only_looks_values_up(page):
     assert not problems, f"{page}:\n" + "\n".join(problems)
 
 
-@pytest.mark.parametrize("planted, expected", [
-    ("{% set budget = 8192 %}{{ budget | count }}", "binds a name"),
-    ("{{ (kappa * 2) | count }}", "computes"),
-    ("{{ weights / 2 }}", "computes"),
-    ("{{ ridge_point(g4090) }}", "computes"),
-    ("{{ s_fit | gb }}", "s_fit is in tokens, not formatted by gb"),
-    ("{% for S in contexts %}{{ S }}{% endfor %}", "bound twice"),
-    ("{{ nonexistent }}", "not a value of this page"),
-])
+@pytest.mark.parametrize(
+    "planted, expected",
+    [
+        ("{% set budget = 8192 %}{{ budget | count }}", "binds a name"),
+        ("{{ (kappa * 2) | count }}", "computes"),
+        ("{{ weights / 2 }}", "computes"),
+        ("{{ ridge_point(g4090) }}", "computes"),
+        ("{{ s_fit | gb }}", "s_fit is in tokens, not formatted by gb"),
+        ("{% for S in contexts %}{{ S }}{% endfor %}", "bound twice"),
+        ("{{ nonexistent }}", "not a value of this page"),
+    ],
+)
 def test_template_check_catches_planted_faults(planted, expected):
     """Each planted fault in lesson 2A's template is reported (the check can fail)."""
     page = "lessons/2a-roofline.md"
@@ -88,8 +105,10 @@ def test_a_value_cannot_be_bound_twice():
 
 
 def test_code_and_tex_are_set_aside_and_restored_exactly():
-    text = ("Text {{ a }}\n\n```bash\necho ${#A[@]} {{ x }}\n```\n\n    ~~~~\n    {% raw %}\n    ~~~~\n\n"
-            "TeX \\(x^{{2}} = {{ x }}\\) and \\[ {{ y }} \\] and $$ {% a %} $$.\n")
+    text = (
+        "Text {{ a }}\n\n```bash\necho ${#A[@]} {{ x }}\n```\n\n    ~~~~\n    {% raw %}\n    ~~~~\n\n"
+        "TeX \\(x^{{2}} = {{ x }}\\) and \\[ {{ y }} \\] and $$ {% a %} $$.\n"
+    )
     protected, kept = macros.protect(text)
     assert "${#" not in protected and "{{ x }}" not in protected and "{{ y }}" not in protected
     assert "{{ a }}" in protected
@@ -200,7 +219,9 @@ def test_every_value_of_a_page_is_shown(page):
     """No dead values: a module computes only what its page shows."""
     env = jinja2.Environment(comment_start_string="<!--#", comment_end_string="#-->")
     env.filters.update({name: getattr(fmt, name) for name in FORMATS - {"join"}})
-    used = jinja2.meta.find_undeclared_variables(env.parse(macros.protect((DOCS / page).read_text(encoding="utf-8"))[0]))
+    used = jinja2.meta.find_undeclared_variables(
+        env.parse(macros.protect((DOCS / page).read_text(encoding="utf-8"))[0])
+    )
     unused = set(values_for(page)) - used
     assert not unused, f"{page}: values its page never shows: {sorted(unused)}"
 

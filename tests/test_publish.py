@@ -58,6 +58,7 @@ def _page_url(site: Path, page: Path) -> str:
 
 # --- the published build --------------------------------------------------------------------------
 
+
 @pytest.mark.build
 def test_published_build_never_names_the_local_server(published):
     texts = _emitted_texts(published)
@@ -72,8 +73,10 @@ def test_canonical_links_point_to_the_published_pages(published):
     for page in published.rglob("index.html"):
         link = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser").find("link", rel="canonical")
         canonical[page] = link["href"] if link else None
-    assert canonical[published / "lessons" / "0a-prefill-decode" / "index.html"] == \
-        "https://example.org/course/lessons/0a-prefill-decode/"
+    assert (
+        canonical[published / "lessons" / "0a-prefill-decode" / "index.html"]
+        == "https://example.org/course/lessons/0a-prefill-decode/"
+    )
     assert canonical[published / "index.html"] == "https://example.org/course/"
     wrong = {str(p.relative_to(published)): url for p, url in canonical.items() if url != _page_url(published, p)}
     assert not wrong, wrong
@@ -90,8 +93,9 @@ def test_sitemap_lists_every_page_at_the_published_address(published):
 
 @pytest.mark.build
 def test_robots_names_the_published_sitemap(published):
-    assert (published / "robots.txt").read_text(encoding="utf-8") == \
-        "User-agent: *\nAllow: /\nSitemap: https://example.org/course/sitemap.xml\n"
+    assert (published / "robots.txt").read_text(
+        encoding="utf-8"
+    ) == "User-agent: *\nAllow: /\nSitemap: https://example.org/course/sitemap.xml\n"
 
 
 @pytest.mark.build
@@ -106,9 +110,18 @@ def test_404_page_loads_its_assets_from_the_published_path(published):
 
 
 # Tags and attributes a browser fetches on page load, without a click.
-_FETCHED = {"script": ["src"], "img": ["src", "srcset"], "iframe": ["src"], "source": ["src", "srcset"],
-            "video": ["src", "poster"], "audio": ["src"], "embed": ["src"], "object": ["data"],
-            "image": ["href", "xlink:href"], "use": ["href", "xlink:href"]}
+_FETCHED = {
+    "script": ["src"],
+    "img": ["src", "srcset"],
+    "iframe": ["src"],
+    "source": ["src", "srcset"],
+    "video": ["src", "poster"],
+    "audio": ["src"],
+    "embed": ["src"],
+    "object": ["data"],
+    "image": ["href", "xlink:href"],
+    "use": ["href", "xlink:href"],
+}
 _NOT_FETCHED_LINKS = {"canonical", "alternate", "prev", "next", "author", "license"}
 
 
@@ -132,23 +145,31 @@ def _outside_requests(html: str, own_host: str) -> list[str]:
 
 def test_outside_request_check_sees_a_cdn():
     """The check below must be able to fail: a CDN script, font and inline CSS URL are reported."""
-    html = ('<script src="https://cdn.jsdelivr.net/npm/mermaid.js"></script>'
-            '<link rel="stylesheet" href="https://fonts.googleapis.com/css?family=Roboto">'
-            '<link rel="canonical" href="https://example.org/course/">'
-            '<div style="background: url(https://img.example.com/a.png)"></div><script src="../a.js"></script>')
+    html = (
+        '<script src="https://cdn.jsdelivr.net/npm/mermaid.js"></script>'
+        '<link rel="stylesheet" href="https://fonts.googleapis.com/css?family=Roboto">'
+        '<link rel="canonical" href="https://example.org/course/">'
+        '<div style="background: url(https://img.example.com/a.png)"></div><script src="../a.js"></script>'
+    )
     assert _outside_requests(html, "example.org") == [
-        "https://cdn.jsdelivr.net/npm/mermaid.js", "https://fonts.googleapis.com/css?family=Roboto",
-        "https://img.example.com/a.png"]
+        "https://cdn.jsdelivr.net/npm/mermaid.js",
+        "https://fonts.googleapis.com/css?family=Roboto",
+        "https://img.example.com/a.png",
+    ]
 
 
 @pytest.mark.build
 def test_published_pages_request_nothing_from_another_host(published):
-    outside = {str(p.relative_to(published)): urls for p in published.rglob("*.html")
-               if (urls := _outside_requests(p.read_text(encoding="utf-8"), "example.org"))}
+    outside = {
+        str(p.relative_to(published)): urls
+        for p in published.rglob("*.html")
+        if (urls := _outside_requests(p.read_text(encoding="utf-8"), "example.org"))
+    }
     assert not outside, outside
 
 
 # --- the address in mkdocs.yml --------------------------------------------------------------------
+
 
 def test_site_url_defaults_to_the_local_server(monkeypatch):
     monkeypatch.delenv("SITE_URL", raising=False)
@@ -163,14 +184,20 @@ def test_site_url_comes_from_the_environment(monkeypatch):
 
 # --- make publish ---------------------------------------------------------------------------------
 
+
 def _checkout(tmp_path: Path) -> tuple[Path, Path]:
     """A git checkout of this project (one commit) with a bare repository beside it as origin."""
     project, origin = tmp_path / "project", tmp_path / "origin.git"
     copy_project(project, extra=("Makefile", "requirements.lock", "pyproject.toml", ".gitignore"))
-    for args in (["init", "-q", "-b", "main"], ["config", "user.name", "publish test"],
-                 ["config", "user.email", "publish-test@example.org"], ["add", "-A"],
-                 ["commit", "-q", "-m", "the course"], ["init", "-q", "--bare", str(origin)],
-                 ["remote", "add", "origin", str(origin)]):
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["config", "user.name", "publish test"],
+        ["config", "user.email", "publish-test@example.org"],
+        ["add", "-A"],
+        ["commit", "-q", "-m", "the course"],
+        ["init", "-q", "--bare", str(origin)],
+        ["remote", "add", "origin", str(origin)],
+    ):
         subprocess.run(["git", *args], cwd=project, check=True, capture_output=True)
     return project, origin
 
@@ -180,13 +207,21 @@ def _make_publish(project: Path, site_url: str | None) -> subprocess.CompletedPr
     env = {k: v for k, v in os.environ.items() if k not in ("SITE_URL", "MAKEFLAGS", "MAKELEVEL")}
     if site_url is not None:
         env["SITE_URL"] = site_url
-    return subprocess.run(["make", "--no-print-directory", f"VENV={VENV}", "-o", f"{VENV}/.installed", "publish"],
-                          cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        ["make", "--no-print-directory", f"VENV={VENV}", "-o", f"{VENV}/.installed", "publish"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _deployed(origin: Path, path: str) -> str | None:
     """A file of origin's gh-pages branch, or None when the branch or the file is not there."""
-    shown = subprocess.run(["git", "--git-dir", str(origin), "show", f"gh-pages:{path}"], capture_output=True, text=True)
+    shown = subprocess.run(
+        ["git", "--git-dir", str(origin), "show", f"gh-pages:{path}"], capture_output=True, text=True
+    )
     return shown.stdout if shown.returncode == 0 else None
 
 
@@ -196,23 +231,30 @@ def _refused(result: subprocess.CompletedProcess, origin: Path, reason: str) -> 
     assert _deployed(origin, "index.html") is None, "something was deployed"
 
 
-needs_make_and_git = pytest.mark.skipif(shutil.which("make") is None or shutil.which("git") is None,
-                                         reason="make publish needs make and git on PATH")
+needs_make_and_git = pytest.mark.skipif(
+    shutil.which("make") is None or shutil.which("git") is None, reason="make publish needs make and git on PATH"
+)
 
 
 @needs_make_and_git
 def test_publish_refuses_without_site_url(tmp_path):
     project, origin = _checkout(tmp_path)
-    _refused(_make_publish(project, None), origin,
-             "error: SITE_URL is not set; run SITE_URL=https://<owner>.github.io/<repo>/ make publish")
+    _refused(
+        _make_publish(project, None),
+        origin,
+        "error: SITE_URL is not set; run SITE_URL=https://<owner>.github.io/<repo>/ make publish",
+    )
 
 
 @needs_make_and_git
 def test_publish_refuses_a_dirty_tree(tmp_path):
     project, origin = _checkout(tmp_path)
     (project / "docs" / "draft.md").write_text("# Not committed\n")
-    _refused(_make_publish(project, PUBLISHED), origin,
-             "error: the working tree has uncommitted changes (git status); commit or stash them, then make publish")
+    _refused(
+        _make_publish(project, PUBLISHED),
+        origin,
+        "error: the working tree has uncommitted changes (git status); commit or stash them, then make publish",
+    )
 
 
 @pytest.mark.build
@@ -222,8 +264,11 @@ def test_publish_refuses_a_failing_strict_build(tmp_path):
     with (project / "docs" / "glossary.md").open("a") as page:
         page.write("\nSee [a page that does not exist](no-such-page.md).\n")
     subprocess.run(["git", "commit", "-q", "-am", "a broken link"], cwd=project, check=True)
-    _refused(_make_publish(project, PUBLISHED), origin,
-             "error: the strict build failed (log: .cache/publish-build.log); fix it, then make publish")
+    _refused(
+        _make_publish(project, PUBLISHED),
+        origin,
+        "error: the strict build failed (log: .cache/publish-build.log); fix it, then make publish",
+    )
     assert "no-such-page.md" in (project / ".cache" / "publish-build.log").read_text()
 
 
@@ -233,13 +278,16 @@ def test_publish_deploys_the_published_build_to_gh_pages(tmp_path):
     project, origin = _checkout(tmp_path)
     result = _make_publish(project, PUBLISHED)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert _deployed(origin, "robots.txt") == "User-agent: *\nAllow: /\nSitemap: https://example.org/course/sitemap.xml\n"
+    assert (
+        _deployed(origin, "robots.txt") == "User-agent: *\nAllow: /\nSitemap: https://example.org/course/sitemap.xml\n"
+    )
     assert '<link rel="canonical" href="https://example.org/course/">' in _deployed(origin, "index.html")
     assert _deployed(origin, ".nojekyll") is not None  # GitHub Pages serves assets/ folders as they are
     assert _deployed(origin, "404.html") is not None
 
 
 # --- the GitHub Pages workflow --------------------------------------------------------------------
+
 
 def _actionlint() -> str:
     found = shutil.which("actionlint", path=str(Path(sys.executable).parent)) or shutil.which("actionlint")

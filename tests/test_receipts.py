@@ -1,7 +1,7 @@
 """Receipt envelope and per-lab specs, the phases lab's claims, roofline floors and the lesson's expected output.
 
-Every number below is worked by hand next to it, from Qwen2.5-7B-Instruct's config.json and the registry's datasheet figures:
-N = 7,615,616,512 parameters; embedding = lm_head = H = 152,064 x 3,584 = 544,997,376 (untied);
+Every number below is worked by hand next to it, from Qwen2.5-7B-Instruct's config.json and the registry's
+datasheet figures: N = 7,615,616,512 parameters; embedding = lm_head = H = 152,064 x 3,584 = 544,997,376 (untied);
 matmul parameters M = N - embedding = 7,070,619,136, so M*b = 14,141,238,272 B at b = 2 (bf16);
 kappa = 57,344 B/token; attention FLOPs per query token per context token = 4*L*h*d_h =
 4*28*28*128 = 401,408. RTX 4090: 1008 GB/s, 165.2 TFLOP/s (BF16 dense, FP32 accumulate).
@@ -27,26 +27,44 @@ CFG = model("Qwen/Qwen2.5-7B-Instruct").config
 
 # (prompt, output) -> (engine steps, tokens) of 3 runs with max_num_batched_tokens 2,048, by hand:
 # steps = ceil(S / 2048) + n - 1 per run, tokens = S + n per run; 4096 needs 2 prefill chunks.
-STEPS_BY_HAND = {(128, 32): (3 * 32, 3 * 160), (128, 128): (3 * 128, 3 * 256), (128, 512): (3 * 512, 3 * 640),
-                 (1024, 128): (3 * 128, 3 * 1152), (4096, 128): (3 * 129, 3 * 4224)}
+STEPS_BY_HAND = {
+    (128, 32): (3 * 32, 3 * 160),
+    (128, 128): (3 * 128, 3 * 256),
+    (128, 512): (3 * 512, 3 * 640),
+    (1024, 128): (3 * 128, 3 * 1152),
+    (4096, 128): (3 * 129, 3 * 4224),
+}
 
 
 def _receipt(kind="gpu", ttft=(20.0, 110.0, 450.0), tpot=17.0, tpot_4096=17.5, decode=None) -> dict:
     """A receipt shaped like the phases lab's. Decode time = TPOT * (n - 1) unless given."""
-    ttft_by_prompt = dict(zip((128, 1024, 4096), ttft))
+    ttft_by_prompt = dict(zip((128, 1024, 4096), ttft, strict=True))
     rows = []
     for i, (s, n) in enumerate(labs.phases.GRID):
         t = tpot_4096 if s == 4096 else tpot
         steps, tokens = STEPS_BY_HAND[s, n]
-        rows.append({"prompt_tokens": s, "output_tokens": n, "ttft_ms": ttft_by_prompt[s], "tpot_ms": t,
-                     "decode_s": decode[i] if decode else t * (n - 1) / 1e3, "engine_steps": steps,
-                     "step_tokens": tokens})
-    return make_receipt("phases", rows, labs.phases.SPEC.units,
-                        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
-                        settings={"repeats": 3, "max_num_batched_tokens": 2048})
+        rows.append(
+            {
+                "prompt_tokens": s,
+                "output_tokens": n,
+                "ttft_ms": ttft_by_prompt[s],
+                "tpot_ms": t,
+                "decode_s": decode[i] if decode else t * (n - 1) / 1e3,
+                "engine_steps": steps,
+                "step_tokens": tokens,
+            }
+        )
+    return make_receipt(
+        "phases",
+        rows,
+        labs.phases.SPEC.units,
+        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
+        settings={"repeats": 3, "max_num_batched_tokens": 2048},
+    )
 
 
 # --- the grid is the lab's ------------------------------------------------------------------------
+
 
 def test_labs_uses_the_grid_of_the_lab_itself():
     lab = snippets.load("labs/phases.py")  # must import without vLLM (the docs venv has none)
@@ -55,6 +73,7 @@ def test_labs_uses_the_grid_of_the_lab_itself():
 
 
 # --- schema ---------------------------------------------------------------------------------------
+
 
 def test_a_well_formed_receipt_validates():
     labs.validate_receipt(_receipt())
@@ -66,6 +85,7 @@ def test_a_well_formed_receipt_validates():
     [
         (lambda r: r.pop("machine"), "missing 'machine'"),
         (lambda r: r["machine"].update(kind="tpu"), "kind must be 'gpu' or 'cpu'"),
+        (lambda r: r["machine"].update(kind=["gpu"]), "kind must be 'gpu' or 'cpu'"),  # was a TypeError (unhashable)
         (lambda r: r["machine"].pop("driver"), "machine: missing 'driver'"),
         (lambda r: r["units"].update(ttft_ms="s"), "'ttft_ms' must be 'ms'"),
         (lambda r: r["results"][0].update(tpot_ms=math.nan), "not a finite non-negative number"),
@@ -101,6 +121,7 @@ def test_committed_receipts_follow_the_schema():
 
 # --- claims ---------------------------------------------------------------------------------------
 
+
 def _by_claim(receipt) -> dict:
     return {r.claim: r.passed for r in labs.check(receipt)}
 
@@ -110,9 +131,13 @@ def test_claims_pass_on_a_receipt_that_shows_the_lesson():
     # TPOT 17.0 -> 17.5 ms: +2.9 %; TTFT +2,150 %; 2.9 % <= 0.1 * 2,150 % and 17.5/17 = 1.029 <= 1.25.
     # decode = 17 ms * (n - 1): exactly a line, R^2 = 1, spread 1.0.
     # steps and tokens: STEPS_BY_HAND above.
-    assert _by_claim(_receipt()) == {"engine_steps_exact": True, "ttft_grows_with_prompt": True,
-                                     "tpot_flat_vs_ttft": True, "tpot_within_tolerance_gpu": True,
-                                     "decode_linear_in_output": True}
+    assert _by_claim(_receipt()) == {
+        "engine_steps_exact": True,
+        "ttft_grows_with_prompt": True,
+        "tpot_flat_vs_ttft": True,
+        "tpot_within_tolerance_gpu": True,
+        "decode_linear_in_output": True,
+    }
 
 
 def test_timing_claims_are_printed_not_asserted_on_a_cpu_receipt():
@@ -195,6 +220,7 @@ def test_check_refuses_a_lab_without_a_spec():
 
 # --- specs ----------------------------------------------------------------------------------------
 
+
 def test_every_spec_is_consistent_and_named_after_its_module():
     for name, lab_spec in labs.SPECS.items():
         assert lab_spec.lab == name and lab_spec.claims and lab_spec.columns
@@ -215,6 +241,7 @@ def test_a_spec_naming_keys_its_row_lacks_is_refused():
 
 
 # --- GPUs and floors ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "name, key",
@@ -285,6 +312,7 @@ def test_efficiency_of_a_gpu_receipt():
 
 # --- the lesson's expected output ------------------------------------------------------------------
 
+
 def test_expected_output_is_labelled_prediction_with_the_hand_worked_rows(tmp_path):
     text = labs.expected_output("phases", receipts_dir=tmp_path)
     assert text.startswith("**Prediction for the RTX 4090 from the roofline, not a measurement.**")
@@ -304,8 +332,10 @@ def test_expected_output_shows_committed_receipts(tmp_path):
     assert "Measured (committed receipts)" in text
     assert "AMD EPYC" not in text  # CPU receipts are not GPU measurements
     # first row: TTFT 20.0, TPOT 17.00, decode 17 ms x 31 = 0.527 s, efficiency 14.0372/17 = 83 %.
-    assert ("| NVIDIA GeForce RTX 4090 | 0.26.0 | 2026-11-30 | `Qwen/Qwen2.5-7B-Instruct` (auto) | 128 | 32 | "
-            "20.0 | 17.00 | 0.53 | TPOT 83 % |") in text
+    assert (
+        "| NVIDIA GeForce RTX 4090 | 0.26.0 | 2026-11-30 | `Qwen/Qwen2.5-7B-Instruct` (auto) | 128 | 32 | "
+        "20.0 | 17.00 | 0.53 | TPOT 83 % |"
+    ) in text
     with pytest.raises(KeyError):
         labs.expected_output("nope")
 
@@ -330,6 +360,7 @@ def test_expected_output_refuses_a_broken_committed_receipt(tmp_path):
 
 # --- the checker script ---------------------------------------------------------------------------
 
+
 def test_check_receipts_script_exit_status(tmp_path):
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text(json.dumps(_receipt()))
@@ -345,14 +376,22 @@ def test_check_receipts_script_exit_status(tmp_path):
 
 # --- labkit.write_receipt writes what the validator reads (no engine) -------------------------------
 
+
 def _write_with_labkit(tmp_path, rows, units):
     import argparse
 
     labkit = snippets.load("labs/labkit.py")
     args = argparse.Namespace(model=".cache/models/tiny-qwen2", load_format="auto", max_model_len=4224, repeats=3)
     path = tmp_path / "out" / "phases.json"
-    written = labkit.write_receipt(path, "phases", args, settings={"repeats": 3, "max_num_batched_tokens": 2048},
-                                   units=units, results=rows, engine_start_s=12.3456)
+    written = labkit.write_receipt(
+        path,
+        "phases",
+        args,
+        settings={"repeats": 3, "max_num_batched_tokens": 2048},
+        units=units,
+        results=rows,
+        engine_start_s=12.3456,
+    )
     return path, written
 
 

@@ -21,20 +21,26 @@ def test_qwen_param_count_module_by_module():
     assert transformer.param_count(QWEN) - 2 * 544_997_376 == 6_525_621_760  # non-embedding (card: 6.53B)
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("meta-llama/Meta-Llama-3-8B", 8_030_261_248),  # card 8.03B
-    ("Qwen/Qwen2.5-0.5B-Instruct", 494_032_768),  # tied embeddings, card 0.49B
-    ("Qwen/Qwen3-4B", 4_022_468_096),  # explicit head_dim 128, q/k norms, tied, card 4.0B
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("meta-llama/Meta-Llama-3-8B", 8_030_261_248),  # card 8.03B
+        ("Qwen/Qwen2.5-0.5B-Instruct", 494_032_768),  # tied embeddings, card 0.49B
+        ("Qwen/Qwen3-4B", 4_022_468_096),  # explicit head_dim 128, q/k norms, tied, card 4.0B
+    ],
+)
 def test_other_models_param_counts(name, expected):
     assert transformer.param_count(registry.model(name).config) == expected
 
 
-@pytest.mark.parametrize("name, kappa", [
-    ("Qwen/Qwen2.5-7B-Instruct", 57_344),  # 2*28*4*128*2
-    ("meta-llama/Meta-Llama-3-8B", 131_072),  # 2*32*8*128*2
-    ("Qwen/Qwen3-4B", 147_456),  # 2*36*8*128*2 (head_dim 128, not 2560/32 = 80)
-])
+@pytest.mark.parametrize(
+    "name, kappa",
+    [
+        ("Qwen/Qwen2.5-7B-Instruct", 57_344),  # 2*28*4*128*2
+        ("meta-llama/Meta-Llama-3-8B", 131_072),  # 2*32*8*128*2
+        ("Qwen/Qwen3-4B", 147_456),  # 2*36*8*128*2 (head_dim 128, not 2560/32 = 80)
+    ],
+)
 def test_kv_bytes_per_token(name, kappa):
     assert transformer.kv_bytes_per_token(registry.model(name).config) == kappa
 
@@ -60,15 +66,18 @@ def test_time_floor_takes_the_slower_resource():
     assert roofline.time_floor(g, flops=0, bytes_moved=2016e9) == pytest.approx(2.0)
 
 
-@pytest.mark.parametrize("call", [
-    lambda: transformer.param_count({"hidden_size": 8}),
-    lambda: transformer.kv_bytes_per_token(QWEN, dtype_bytes=0),
-    lambda: transformer.param_count({**QWEN, "num_hidden_layers": -1}),
-    lambda: transformer.awq_weight_bytes(QWEN, group_size=0),
-    lambda: roofline.attainable_flops(registry.gpu(), 0),
-    lambda: fmt.gb(-1),
-    lambda: fmt.count(float("nan")),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: transformer.param_count({"hidden_size": 8}),
+        lambda: transformer.kv_bytes_per_token(QWEN, dtype_bytes=0),
+        lambda: transformer.param_count({**QWEN, "num_hidden_layers": -1}),
+        lambda: transformer.awq_weight_bytes(QWEN, group_size=0),
+        lambda: roofline.attainable_flops(registry.gpu(), 0),
+        lambda: fmt.gb(-1),
+        lambda: fmt.count(float("nan")),
+    ],
+)
 def test_bad_input_raises_value_error(call):
     with pytest.raises(ValueError):
         call()
@@ -84,10 +93,10 @@ def test_unknown_names_are_listed():
 def test_lesson_0a_snippet_constants_equal_the_registry():
     pi = load("lesson_0a/phase_intensity.py")
     kv = load("lesson_0a/kv_growth.py")
-    assert pi.PARAMS == transformer.param_count(QWEN)
+    assert transformer.param_count(QWEN) == pi.PARAMS
     assert pi.KV_BYTES_PER_TOKEN == transformer.kv_bytes_per_token(QWEN) == kv.KV_BYTES_PER_TOKEN
     assert pi.WEIGHT_BYTES == 2 == transformer.BYTES_PER_DTYPE[QWEN["torch_dtype"]]
-    for short, (tflops, bandwidth) in zip(("RTX 4090", "H200"), pi.GPUS.values()):
+    for short, (tflops, bandwidth) in zip(("RTX 4090", "H200"), pi.GPUS.values(), strict=True):
         g = registry.gpu(short)
         assert (tflops, bandwidth) == (g.bf16_dense_tflops, g.bandwidth_gb_s)
     assert list(pi.GPUS) == [registry.gpu("RTX 4090").name, registry.gpu("H200").name]
@@ -130,8 +139,12 @@ def test_lesson_0c_snippet_configs_and_counts_equal_the_registry(name):
 
 def test_lesson_0c_snippet_covers_the_models_with_hand_worked_counts():
     # the four whose totals are worked by hand (lesson 0C's formula): untied, tied, GQA 4:1, explicit head_dim
-    assert {"Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", "meta-llama/Meta-Llama-3-8B",
-            "Qwen/Qwen3-4B"} <= set(load("lesson_0c/param_count.py").CONFIGS)
+    assert {
+        "Qwen/Qwen2.5-7B-Instruct",
+        "Qwen/Qwen2.5-0.5B-Instruct",
+        "meta-llama/Meta-Llama-3-8B",
+        "Qwen/Qwen3-4B",
+    } <= set(load("lesson_0c/param_count.py").CONFIGS)
 
 
 def test_matmul_params_drop_the_embedding_lookup_and_count_the_head_once():

@@ -21,15 +21,20 @@ from mkdocs.config import load_config
 
 from conftest import ROOT, copy_project, mkdocs_build
 
+
 def _markdown() -> markdown.Markdown:
     """Python-Markdown with mkdocs.yml's extensions and settings (snippets left out: it needs the build's files)."""
     config = load_config(str(ROOT / "mkdocs.yml"))
     names = [e for e in config["markdown_extensions"] if e != "pymdownx.snippets"]
-    return markdown.Markdown(extensions=names, extension_configs={k: v for k, v in config["mdx_configs"].items() if k in names})
+    return markdown.Markdown(
+        extensions=names, extension_configs={k: v for k, v in config["mdx_configs"].items() if k in names}
+    )
 
 
 def test_dollar_signs_in_prose_stay_text():
-    html = _markdown().convert("Set $HF_HOME/$MODEL first; a 4090 rents at $5,$10 per hour.\n\nInline \\(x^2\\) is math.")
+    html = _markdown().convert(
+        "Set $HF_HOME/$MODEL first; a 4090 rents at $5,$10 per hour.\n\nInline \\(x^2\\) is math."
+    )
     assert "$HF_HOME/$MODEL" in html and "$5,$10 per hour" in html, html
     assert html.count('class="arithmatex"') == 1, html
 
@@ -53,10 +58,15 @@ def test_formulas_are_typeset_at_build_time_and_no_math_script_ships(site):
 def test_a_formula_katex_cannot_parse_fails_the_build(tmp_path):
     project = copy_project(tmp_path / "project")
     page = project / "docs" / "index.md"
-    page.write_text(page.read_text(encoding="utf-8") + "\n\nBroken: \\(\\frac{1}{\\undefinedmacro}\\)\n", encoding="utf-8")
+    page.write_text(
+        page.read_text(encoding="utf-8") + "\n\nBroken: \\(\\frac{1}{\\undefinedmacro}\\)\n", encoding="utf-8"
+    )
     result = mkdocs_build(project, tmp_path / "site")
     assert result.returncode != 0
-    assert "index.md: KaTeX cannot typeset" in result.stdout + result.stderr and "undefinedmacro" in result.stdout + result.stderr
+    assert (
+        "index.md: KaTeX cannot typeset" in result.stdout + result.stderr
+        and "undefinedmacro" in result.stdout + result.stderr
+    )
 
 
 def _free_port() -> int:
@@ -70,10 +80,13 @@ def test_make_serve_on_a_busy_port_says_so_in_one_line():
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = subprocess.run(["make", "-s", "serve", f"PORT={port}"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            ["make", "-s", "serve", f"PORT={port}"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
     assert result.returncode != 0
     assert result.stdout.strip().splitlines() == [
-        f"error: port {port} on 127.0.0.1 is in use (another 'make serve'?); stop it or run 'make serve PORT=8001'"]
+        f"error: port {port} on 127.0.0.1 is in use (another 'make serve'?); stop it or run 'make serve PORT=8001'"
+    ]
     assert "Traceback" not in result.stderr
 
 
@@ -101,21 +114,47 @@ def test_serve_shows_an_edit_to_the_package_without_a_restart(tmp_path):
     project = copy_project(tmp_path / "project")
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "SITE_URL": f"{base}/",
-           "PYTHONPATH": str(project / "src")}  # the copy's package, ahead of the editable install
+    env = {
+        **os.environ,
+        "NO_MKDOCS_2_WARNING": "1",
+        "SITE_URL": f"{base}/",
+        "PYTHONPATH": str(project / "src"),
+    }  # the copy's package, ahead of the editable install
     serve = subprocess.Popen(
-        [sys.executable, "-m", "mkdocs", "serve", "--strict", "--config-file", str(project / "mkdocs.yml"),
-         "--dev-addr", f"127.0.0.1:{port}", "--livereload"],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "serve",
+            "--strict",
+            "--config-file",
+            str(project / "mkdocs.yml"),
+            "--dev-addr",
+            f"127.0.0.1:{port}",
+            "--livereload",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         pages = [f"{base}/lessons/{p.stem}/" for p in sorted((project / "docs" / "lessons").glob("*.md"))]
         first = _wait_for(lambda: all(_get(u) for u in pages) and {u: _get(u) for u in pages}, 90)
         assert first, "mkdocs serve did not serve the lessons within 90 s"
         registry = project / "src" / "infercourse" / "registry.py"
         source = registry.read_text(encoding="utf-8")
-        shown = [c.value for c in ast.walk(ast.parse(source)) if isinstance(c, ast.Constant) and isinstance(c.value, str)
-                 and len(c.value) >= 15 and "\n" not in c.value and source.count(repr(c.value)[1:-1]) == 1
-                 and any(c.value in html for html in first.values())]
+        shown = [
+            c.value
+            for c in ast.walk(ast.parse(source))
+            if isinstance(c, ast.Constant)
+            and isinstance(c.value, str)
+            and len(c.value) >= 15
+            and "\n" not in c.value
+            and source.count(repr(c.value)[1:-1]) == 1
+            and any(c.value in html for html in first.values())
+        ]
         assert shown, "no string of registry.py appears on a lesson page; pick another edit for this test"
         old = shown[0]
         new = old + " (edited while serving)"

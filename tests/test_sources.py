@@ -12,7 +12,7 @@ from bs4 import BeautifulSoup
 from conftest import ROOT
 from infercourse import course, registry
 
-LESSONS = [l["page"] for p in course.parts() for l in p["lessons"] if l["page"]]
+LESSONS = [lesson["page"] for p in course.parts() for lesson in p["lessons"] if lesson["page"]]
 UNLINKED = {"gpu-memory-total-rtx-4090": "public nvidia-smi logs have no one address; the page says so"}
 """Facts whose source has no address, and why (assumptions need none)."""
 
@@ -25,9 +25,9 @@ def test_every_fact_has_an_openable_source():
             problems.append(f"{fact.id}: no source named")
         if src.kind != "assumption" and fact.id not in UNLINKED and not src.url.startswith("https://"):
             problems.append(f"{fact.id}: a {src.kind} source needs an address a reader can open")
-        if src.kind == "primary" and "github.com/vllm-project/vllm/blob/v0.26.0/" in src.url:
-            if not re.search(r"#L\d+", src.url) or not re.search(r"`:\d+", src.where):
-                problems.append(f"{fact.id}: a vLLM source needs file:line at v0.26.0")
+        vllm_source = src.kind == "primary" and "github.com/vllm-project/vllm/blob/v0.26.0/" in src.url
+        if vllm_source and (not re.search(r"#L\d+", src.url) or not re.search(r"`:\d+", src.where)):
+            problems.append(f"{fact.id}: a vLLM source needs file:line at v0.26.0")
     assert not problems, "\n".join(problems)
 
 
@@ -86,14 +86,22 @@ PATH = re.compile(r"`((?:snippets|src|scripts|tests|docs|hooks)/[A-Za-z0-9_./-]+
 
 def _tracked_text_files() -> list:
     names = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    return [ROOT / n for n in names if not n.startswith("docs/assets/vendor/") and (ROOT / n).is_file()
-            and (ROOT / n).suffix in {".py", ".md", ".yml", ".yaml", ".toml", ".txt", ".cfg", ""}]
+    return [
+        ROOT / n
+        for n in names
+        if not n.startswith("docs/assets/vendor/")
+        and (ROOT / n).is_file()
+        and (ROOT / n).suffix in {".py", ".md", ".yml", ".yaml", ".toml", ".txt", ".cfg", ""}
+    ]
 
 
 def citation_problems(name: str, text: str) -> list[str]:
     problems = [f"{name}: cites {m.group(0)!r}, which is not in the repository" for m in FORBIDDEN.finditer(text)]
-    problems += [f"{name}: cites `{m.group(1)}`, which does not exist" for m in PATH.finditer(text)
-                 if not (ROOT / m.group(1)).exists()]
+    problems += [
+        f"{name}: cites `{m.group(1)}`, which does not exist"
+        for m in PATH.finditer(text)
+        if not (ROOT / m.group(1)).exists()
+    ]
     return problems
 
 

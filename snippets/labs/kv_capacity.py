@@ -45,8 +45,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from labkit import (LOG_CONFIG_ENV, cache_config, check_model_arg, engine_failure, fail, kv_bytes_per_token, lab_parser, param_count,
-                    prepare, progress, root_cause, write_receipt)
+from labkit import (
+    LOG_CONFIG_ENV,
+    cache_config,
+    check_model_arg,
+    engine_failure,
+    fail,
+    kv_bytes_per_token,
+    lab_parser,
+    param_count,
+    prepare,
+    progress,
+    root_cause,
+    write_receipt,
+)
 
 LAB = "kv_capacity"
 SEED = 0
@@ -67,8 +79,12 @@ CHILD_TIMEOUT_S = 1800
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = lab_parser("Read vLLM's KV-cache capacity and compare it with the prediction.", max_model_len=MAX_MODEL_LEN)
-    p.add_argument("--reserve-gib", type=float, default=RESERVE_GIB,
-                   help="GPU only: assumed non-KV, non-weight memory for the prediction (GiB)")
+    p.add_argument(
+        "--reserve-gib",
+        type=float,
+        default=RESERVE_GIB,
+        help="GPU only: assumed non-KV, non-weight memory for the prediction (GiB)",
+    )
     p.add_argument("--no-fp8", action="store_true", help="skip the FP8-cache engine")
     # internal: one engine in this process; prints its row after ROW_TAG
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -89,8 +105,13 @@ def check_input(args) -> None:
 def device_total_bytes() -> int | None:
     """GPU memory as CUDA reports it (nvidia-smi memory.total, MiB -> B), or None without a GPU."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=30, check=True).stdout.split()
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.split()
         return int(out[0]) * 2**20
     except (OSError, subprocess.SubprocessError, IndexError, ValueError):
         return None
@@ -104,10 +125,18 @@ def child(args) -> int:
         fail(f"vLLM is not importable ({exc}); install vllm==0.26.0")
     started = time.perf_counter()
     try:
-        llm = LLM(model=args.model, load_format=args.load_format, max_model_len=args.max_model_len, seed=SEED,
-                  gpu_memory_utilization=GPU_MEMORY_UTILIZATION, kv_cache_dtype=args.kv_cache_dtype,
-                  kv_cache_memory_bytes=args.kv_cache_memory_bytes, attention_backend=args.attention_backend,
-                  enable_prefix_caching=False, disable_log_stats=False)
+        llm = LLM(
+            model=args.model,
+            load_format=args.load_format,
+            max_model_len=args.max_model_len,
+            seed=SEED,
+            gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
+            kv_cache_dtype=args.kv_cache_dtype,
+            kv_cache_memory_bytes=args.kv_cache_memory_bytes,
+            attention_backend=args.attention_backend,
+            enable_prefix_caching=False,
+            disable_log_stats=False,
+        )
     except Exception as exc:  # vLLM raises many kinds; the parent reads the reason from this output
         engine_failure(exc, args.model)
     engine_start_s = time.perf_counter() - started
@@ -116,15 +145,27 @@ def child(args) -> int:
 
     model_config = llm.llm_engine.vllm_config.model_config  # read through vLLM: its hub switch applies
     b = torch.empty((), dtype=model_config.dtype).element_size()
-    print(ROW_TAG + json.dumps({"num_blocks": int(labels["num_gpu_blocks"]), "block_size": int(labels["block_size"]),
-                                "cache_dtype": labels["cache_dtype"], "engine_start_s": engine_start_s,
-                                "params": param_count(model_config.hf_config), "weight_dtype_bytes": b,
-                                "kv_bytes_per_token": kv_bytes_per_token(model_config.hf_config, b)}), flush=True)
+    print(
+        ROW_TAG
+        + json.dumps(
+            {
+                "num_blocks": int(labels["num_gpu_blocks"]),
+                "block_size": int(labels["block_size"]),
+                "cache_dtype": labels["cache_dtype"],
+                "engine_start_s": engine_start_s,
+                "params": param_count(model_config.hf_config),
+                "weight_dtype_bytes": b,
+                "kv_bytes_per_token": kv_bytes_per_token(model_config.hf_config, b),
+            }
+        ),
+        flush=True,
+    )
     return 0
 
 
-def run_child(args, kv_cache_dtype: str, kv_cache_memory_bytes: int | None, log_dir: Path, name: str,
-              backend: str | None = None) -> dict:
+def run_child(
+    args, kv_cache_dtype: str, kv_cache_memory_bytes: int | None, log_dir: Path, name: str, backend: str | None = None
+) -> dict:
     """Run this script with ``--child`` in a fresh process (vLLM's log on its stdout, kept in
     ``log_dir/<name>.log``); return its row (None if it did not start), the log's figures, the
     selected backend, the root cause of a failure, the log text and the exit code.
@@ -132,9 +173,20 @@ def run_child(args, kv_cache_dtype: str, kv_cache_memory_bytes: int | None, log_
     With ``kv_cache_memory_bytes`` the child runs without ``VLLM_CPU_KVCACHE_SPACE``, which would
     replace that budget on vLLM's CPU backend.
     """
-    command = [sys.executable, os.path.abspath(__file__), "--child", "--verbose", "--model", args.model,
-               "--load-format", args.load_format, "--max-model-len", str(args.max_model_len),
-               "--kv-cache-dtype", kv_cache_dtype]
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        "--verbose",
+        "--model",
+        args.model,
+        "--load-format",
+        args.load_format,
+        "--max-model-len",
+        str(args.max_model_len),
+        "--kv-cache-dtype",
+        kv_cache_dtype,
+    ]
     env = dict(os.environ)
     env.pop(LOG_CONFIG_ENV, None)  # the child's log goes to its stdout, which this process keeps
     if kv_cache_memory_bytes is not None:
@@ -149,7 +201,7 @@ def run_child(args, kv_cache_dtype: str, kv_cache_memory_bytes: int | None, log_
         text, code = f"{exc.stdout or ''}{exc.stderr or ''}\ntimed out after {CHILD_TIMEOUT_S} s", None
     log = log_dir / f"{name}.log"
     log.write_text(text)
-    rows = [json.loads(line[len(ROW_TAG):]) for line in text.splitlines() if line.startswith(ROW_TAG)]
+    rows = [json.loads(line[len(ROW_TAG) :]) for line in text.splitlines() if line.startswith(ROW_TAG)]
     found = {}
     for key, pattern in LOG_PATTERNS.items():
         values = re.findall(pattern, text)
@@ -158,8 +210,15 @@ def run_child(args, kv_cache_dtype: str, kv_cache_memory_bytes: int | None, log_
     failed = not (code == 0 and rows)
     own = [line.removeprefix("error: ") for line in text.splitlines() if line.startswith("error: ")]
     cause = ((own[-1] if own else None) or root_cause(text) or f"exit {code}, no error line") if failed else None
-    return {"row": None if failed else rows[-1], "text": text, "code": code, "log": log,
-            "backend": backends[-1] if backends else None, "cause": cause, **found}
+    return {
+        "row": None if failed else rows[-1],
+        "text": text,
+        "code": code,
+        "log": log,
+        "backend": backends[-1] if backends else None,
+        "cause": cause,
+        **found,
+    }
 
 
 def predicted_budget(args, n_params: int, weight_dtype_bytes: int) -> tuple[int | None, str]:
@@ -171,8 +230,9 @@ def predicted_budget(args, n_params: int, weight_dtype_bytes: int) -> tuple[int 
     total = device_total_bytes()
     if total is not None:
         estimate = total * GPU_MEMORY_UTILIZATION - n_params * weight_dtype_bytes - args.reserve_gib * 2**30
-        return max(0, int(estimate)), (f"estimate: device total x {GPU_MEMORY_UTILIZATION} - weights - "
-                                       f"{args.reserve_gib:g} GiB assumed reserve")
+        return max(0, int(estimate)), (
+            f"estimate: device total x {GPU_MEMORY_UTILIZATION} - weights - {args.reserve_gib:g} GiB assumed reserve"
+        )
     space = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "")
     if space:
         return int(space) * 2**30, "VLLM_CPU_KVCACHE_SPACE"
@@ -193,13 +253,22 @@ def engine_row(name: str, got: dict, kappa: int, budget: int | None, source: str
     available = got["available_kv_gib"]
     if available is not None:  # a GPU: check against what vLLM says it had (to 0.01 GiB)
         budget, source = round(available * 2**30), "vLLM's log: Available KV cache memory (0.01 GiB)"
-    return {"run": name, "kv_cache_dtype": row.get("cache_dtype", "fp8" if name == "fp8" else "auto"),
-            "attention_backend": got["backend"], "budget_source": source, "kv_budget_bytes": budget,
-            "kv_bytes_per_token": kappa, "block_size": block, "num_blocks": row.get("num_blocks"),
-            "kv_tokens": None if not row else row["num_blocks"] * block,
-            "predicted_kv_tokens": predicted,
-            "reported_max_concurrency": got["reported_max_concurrency"],
-            "outcome": "started" if row else "n/a", "reason": got["cause"], "estimated_max_model_len": None}
+    return {
+        "run": name,
+        "kv_cache_dtype": row.get("cache_dtype", "fp8" if name == "fp8" else "auto"),
+        "attention_backend": got["backend"],
+        "budget_source": source,
+        "kv_budget_bytes": budget,
+        "kv_bytes_per_token": kappa,
+        "block_size": block,
+        "num_blocks": row.get("num_blocks"),
+        "kv_tokens": None if not row else row["num_blocks"] * block,
+        "predicted_kv_tokens": predicted,
+        "reported_max_concurrency": got["reported_max_concurrency"],
+        "outcome": "started" if row else "n/a",
+        "reason": got["cause"],
+        "estimated_max_model_len": None,
+    }
 
 
 def main(argv=None) -> int:
@@ -238,8 +307,16 @@ def main(argv=None) -> int:
                 fp8["cause"] = f"on {backend}: {first}; on vLLM's choice: {fp8['cause']}"
         if fp8["row"] is None:
             progress(f"fp8: n/a ({fp8['cause'][:300]})")
-        rows.append(engine_row("fp8", fp8, kappa_fp8, budget, source,
-                               predicted(kappa_fp8, fp8["row"]["block_size"] if fp8["row"] else bs)))
+        rows.append(
+            engine_row(
+                "fp8",
+                fp8,
+                kappa_fp8,
+                budget,
+                source,
+                predicted(kappa_fp8, fp8["row"]["block_size"] if fp8["row"] else bs),
+            )
+        )
 
     # the over-ask: a cache for about half of one max_model_len request
     progress("engine 3/3: over-ask, a cache for half of one max_model_len request (must be refused)")
@@ -254,37 +331,76 @@ def main(argv=None) -> int:
         outcome, reason = "other error", got["cause"]
         print(f"over-ask failed for ANOTHER reason (log: {got['log']}): {reason[:300]}")
     estimated = got["estimated_max_model_len"]
-    rows.append({"run": "over-ask", "kv_cache_dtype": "auto", "attention_backend": got["backend"],
-                 "budget_source": "kv_cache_memory_bytes", "kv_budget_bytes": over_budget,
-                 "kv_bytes_per_token": kappa, "block_size": bs, "num_blocks": None, "kv_tokens": None,
-                 "predicted_kv_tokens": (int(over_budget // (kappa * bs)) - 1) * bs,  # less the null block
-                 "reported_max_concurrency": None, "outcome": outcome, "reason": reason,
-                 "estimated_max_model_len": None if estimated is None else int(estimated)})
+    rows.append(
+        {
+            "run": "over-ask",
+            "kv_cache_dtype": "auto",
+            "attention_backend": got["backend"],
+            "budget_source": "kv_cache_memory_bytes",
+            "kv_budget_bytes": over_budget,
+            "kv_bytes_per_token": kappa,
+            "block_size": bs,
+            "num_blocks": None,
+            "kv_tokens": None,
+            "predicted_kv_tokens": (int(over_budget // (kappa * bs)) - 1) * bs,  # less the null block
+            "reported_max_concurrency": None,
+            "outcome": outcome,
+            "reason": reason,
+            "estimated_max_model_len": None if estimated is None else int(estimated),
+        }
+    )
 
-    print(f"{args.model} ({args.load_format} weights), N = {n_params:,}, kappa = {kappa:,} B/token, "
-          f"max_model_len {args.max_model_len:,}, engine start {engine_start_s:.1f} s; predicted budget: {source}")
-    print(f"{'run':<9} {'dtype':<10} {'backend':<12} {'budget (B)':>15} {'KV tokens':>11} {'predicted':>11} "
-          f"{'concurrency':>11}  outcome")
+    print(
+        f"{args.model} ({args.load_format} weights), N = {n_params:,}, kappa = {kappa:,} B/token, "
+        f"max_model_len {args.max_model_len:,}, engine start {engine_start_s:.1f} s; predicted budget: {source}"
+    )
+    print(
+        f"{'run':<9} {'dtype':<10} {'backend':<12} {'budget (B)':>15} {'KV tokens':>11} {'predicted':>11} "
+        f"{'concurrency':>11}  outcome"
+    )
     for r in rows:
         show = [r["kv_budget_bytes"], r["kv_tokens"], r["predicted_kv_tokens"]]
         show = [f"{v:,}" if v is not None else "-" for v in show]
         conc = f"{r['reported_max_concurrency']:.2f}x" if r["reported_max_concurrency"] is not None else "-"
-        extra = f" (vLLM estimates max_model_len {r['estimated_max_model_len']:,})" if r["estimated_max_model_len"] else ""
+        extra = (
+            f" (vLLM estimates max_model_len {r['estimated_max_model_len']:,})" if r["estimated_max_model_len"] else ""
+        )
         extra += f": {r['reason'][:200]}" if r["reason"] else ""
-        print(f"{r['run']:<9} {r['kv_cache_dtype']:<10} {r['attention_backend'] or '-':<12} {show[0]:>15} "
-              f"{show[1]:>11} {show[2]:>11} {conc:>11}  {r['outcome']}{extra}")
+        print(
+            f"{r['run']:<9} {r['kv_cache_dtype']:<10} {r['attention_backend'] or '-':<12} {show[0]:>15} "
+            f"{show[1]:>11} {show[2]:>11} {conc:>11}  {r['outcome']}{extra}"
+        )
     if args.receipt:
-        write_receipt(args.receipt, LAB, args,
-                      settings={"gpu_memory_utilization": GPU_MEMORY_UTILIZATION, "reserve_gib_assumed": args.reserve_gib,
-                                "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None,
-                                "device_total_bytes": device_total_bytes(), "predicted_budget_bytes": budget,
-                                "predicted_budget_source": source,
-                                "params": n_params, "weight_dtype_bytes": b, "fp8_run": not args.no_fp8,
-                                "enable_prefix_caching": False, "over_ask_reason": OVERASK_REASON},
-                      units={"kv_budget_bytes": "B", "kv_bytes_per_token": "B/token", "block_size": "tokens",
-                             "num_blocks": "blocks", "kv_tokens": "tokens", "predicted_kv_tokens": "tokens",
-                             "reported_max_concurrency": "requests", "estimated_max_model_len": "tokens"},
-                      results=rows, engine_start_s=engine_start_s)
+        write_receipt(
+            args.receipt,
+            LAB,
+            args,
+            settings={
+                "gpu_memory_utilization": GPU_MEMORY_UTILIZATION,
+                "reserve_gib_assumed": args.reserve_gib,
+                "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None,
+                "device_total_bytes": device_total_bytes(),
+                "predicted_budget_bytes": budget,
+                "predicted_budget_source": source,
+                "params": n_params,
+                "weight_dtype_bytes": b,
+                "fp8_run": not args.no_fp8,
+                "enable_prefix_caching": False,
+                "over_ask_reason": OVERASK_REASON,
+            },
+            units={
+                "kv_budget_bytes": "B",
+                "kv_bytes_per_token": "B/token",
+                "block_size": "tokens",
+                "num_blocks": "blocks",
+                "kv_tokens": "tokens",
+                "predicted_kv_tokens": "tokens",
+                "reported_max_concurrency": "requests",
+                "estimated_max_model_len": "tokens",
+            },
+            results=rows,
+            engine_start_s=engine_start_s,
+        )
     return 0
 
 

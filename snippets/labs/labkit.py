@@ -22,6 +22,7 @@ every lab; ``infercourse.labs`` validates it, and each lab's spec there validate
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -129,8 +130,13 @@ def progress(message: str) -> None:
 
 def _nvidia_smi(query: str) -> list[str] | None:
     try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=30, check=True).stdout
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
         return [part.strip() for part in out.splitlines()[0].split(",")]
     except (OSError, subprocess.SubprocessError, IndexError):
         return None
@@ -148,7 +154,8 @@ def torch_cuda_major() -> int | None:
     if tag:
         return int(tag.group(1))
     for req in requires:
-        found = re.match(r"cuda-toolkit\b.*==(\d+)\.", req) or re.search(r"-cu(\d+)\b", req)  # not vLLM: torch's package metadata
+        toolkit = re.match(r"cuda-toolkit\b.*==(\d+)\.", req)  # not vLLM: torch's package metadata
+        found = toolkit or re.search(r"-cu(\d+)\b", req)  # not vLLM: torch's package metadata
         if found:
             return int(found.group(1))
     return None
@@ -171,33 +178,47 @@ def preflight() -> tuple[dict, str | None]:
     name, driver, total, free = gpu
     header = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
     cuda = re.search(r"CUDA Version:\s*([\d.]+)", header)  # not vLLM: nvidia-smi
-    facts.update(device="gpu", gpu=name, driver=driver, driver_cuda=cuda.group(1) if cuda else None,
-                 memory_total_mib=int(float(total)), memory_free_mib=int(float(free)))
+    facts.update(
+        device="gpu",
+        gpu=name,
+        driver=driver,
+        driver_cuda=cuda.group(1) if cuda else None,
+        memory_total_mib=int(float(total)),
+        memory_free_mib=int(float(free)),
+    )
     if facts["vllm"] is None:
         return facts, "vLLM is not installed; run: pip install -r requirements-labs-gpu.txt"
     driver_major = int(driver.split(".")[0]) if driver.split(".")[0].isdigit() else None
     driver_cuda = int(facts["driver_cuda"].split(".")[0]) if facts["driver_cuda"] else None
     if facts["torch_cuda"] and driver_cuda and driver_cuda < facts["torch_cuda"]:
-        return facts, (f"driver {driver} supports CUDA {facts['driver_cuda']}, but the installed torch "
-                       f"{facts['torch']} is a CUDA {facts['torch_cuda']} build: rent a machine whose driver is "
-                       f"{MIN_DRIVER_FOR_WHEEL} or newer (nvidia-smi shows CUDA {WHEEL_CUDA_MAJOR}.0+), or see "
-                       "snippets/labs/README.md for older drivers")
+        return facts, (
+            f"driver {driver} supports CUDA {facts['driver_cuda']}, but the installed torch "
+            f"{facts['torch']} is a CUDA {facts['torch_cuda']} build: rent a machine whose driver is "
+            f"{MIN_DRIVER_FOR_WHEEL} or newer (nvidia-smi shows CUDA {WHEEL_CUDA_MAJOR}.0+), or see "
+            "snippets/labs/README.md for older drivers"
+        )
     if driver_major and driver_major < MIN_DRIVER_FOR_WHEEL and facts["torch_cuda"] is None:
-        return facts, (f"driver {driver} is older than {MIN_DRIVER_FOR_WHEEL}, which vllm==0.26.0's CUDA "
-                       f"{WHEEL_CUDA_MAJOR} build needs; see snippets/labs/README.md")
+        return facts, (
+            f"driver {driver} is older than {MIN_DRIVER_FOR_WHEEL}, which vllm==0.26.0's CUDA "
+            f"{WHEEL_CUDA_MAJOR} build needs; see snippets/labs/README.md"
+        )
     if facts["memory_free_mib"] < GPU_MEMORY_UTILIZATION * facts["memory_total_mib"]:
         used = facts["memory_total_mib"] - facts["memory_free_mib"]
-        return facts, (f"another process holds {used:,} MiB of the GPU; vLLM needs {GPU_MEMORY_UTILIZATION:.0%} "
-                       f"of {facts['memory_total_mib']:,} MiB free (see nvidia-smi)")
+        return facts, (
+            f"another process holds {used:,} MiB of the GPU; vLLM needs {GPU_MEMORY_UTILIZATION:.0%} "
+            f"of {facts['memory_total_mib']:,} MiB free (see nvidia-smi)"
+        )
     return facts, None
 
 
 def preflight_line(facts: dict) -> str:
     """One line of what :func:`preflight` found."""
     if facts.get("device") == "gpu":
-        return (f"{facts['gpu']}, driver {facts['driver']} (CUDA {facts['driver_cuda']}), "
-                f"{facts['memory_free_mib']:,} of {facts['memory_total_mib']:,} MiB free; "
-                f"vLLM {facts['vllm']}, torch {facts['torch']} (CUDA {facts['torch_cuda']})")
+        return (
+            f"{facts['gpu']}, driver {facts['driver']} (CUDA {facts['driver_cuda']}), "
+            f"{facts['memory_free_mib']:,} of {facts['memory_total_mib']:,} MiB free; "
+            f"vLLM {facts['vllm']}, torch {facts['torch']} (CUDA {facts['torch_cuda']})"
+        )
     return f"no NVIDIA GPU (CPU); vLLM {facts['vllm']}, torch {facts['torch']}"
 
 
@@ -224,12 +245,17 @@ def prepare(args, lab: str) -> None:
         folder.mkdir(exist_ok=True)
         log = folder / f"{lab}-{os.getpid()}.log"
         config = folder / f"{lab}-{os.getpid()}.logging.json"
-        config.write_text(json.dumps({
-            "version": 1, "disable_existing_loggers": False,
-            "formatters": {"plain": {"format": "%(levelname)s %(asctime)s %(name)s: %(message)s"}},
-            "handlers": {"file": {"class": "logging.FileHandler", "filename": str(log), "formatter": "plain"}},
-            "loggers": {"vllm": {"handlers": ["file"], "level": "INFO", "propagate": False}},
-        }))
+        config.write_text(
+            json.dumps(
+                {
+                    "version": 1,
+                    "disable_existing_loggers": False,
+                    "formatters": {"plain": {"format": "%(levelname)s %(asctime)s %(name)s: %(message)s"}},
+                    "handlers": {"file": {"class": "logging.FileHandler", "filename": str(log), "formatter": "plain"}},
+                    "loggers": {"vllm": {"handlers": ["file"], "level": "INFO", "propagate": False}},
+                }
+            )
+        )
         os.environ[LOG_CONFIG_ENV] = str(config)
         _state["log"] = log
         progress(f"vLLM's log: {log} (-v shows it here)")
@@ -241,8 +267,10 @@ def check_grid(args, grid) -> None:
     check_model_arg(args.model)
     need = max(prompt + output for prompt, output in grid)
     if need > args.max_model_len:
-        fail(f"the grid needs {need} tokens (prompt + output) but --max-model-len is {args.max_model_len}; "
-             f"pass --max-model-len {need} or more")
+        fail(
+            f"the grid needs {need} tokens (prompt + output) but --max-model-len is {args.max_model_len}; "
+            f"pass --max-model-len {need} or more"
+        )
     if args.repeats < 1:
         fail(f"--repeats must be at least 1, got {args.repeats}")
 
@@ -268,8 +296,11 @@ def param_count(hf_config) -> int:
 
 def root_cause(text: str) -> str | None:
     """The last exception line (``SomeError: why``) in ``text`` that is not a wrapper pointing elsewhere."""
-    causes = [f"{m.group(1)}: {m.group(2).strip()}" for m in ROOT_CAUSE.finditer(text)
-              if not any(g in m.group(2) for g in GENERIC_CAUSES)]
+    causes = [
+        f"{m.group(1)}: {m.group(2).strip()}"
+        for m in ROOT_CAUSE.finditer(text)
+        if not any(g in m.group(2) for g in GENERIC_CAUSES)
+    ]
     return causes[-1] if causes else None
 
 
@@ -278,10 +309,8 @@ def engine_failure(exc: Exception, model: str, log_text: str = "") -> None:
     log, where the engine-core process wrote it, else from the exception), then where the full log is."""
     log = _state["log"]
     if log is not None and not log_text:
-        try:
+        with contextlib.suppress(OSError):
             log_text = Path(log).read_text(errors="replace")
-        except OSError:
-            pass
     message = " | ".join(line.strip() for line in str(exc).splitlines() if line.strip())
     cause = root_cause(log_text) or root_cause(f"{type(exc).__name__}: {message}") or f"{type(exc).__name__}: {message}"
     where = f"; vLLM's log: {log}" if log is not None else ""
@@ -317,8 +346,12 @@ def request_times(output) -> dict:
     if n < 2:
         fail(f"a request made {n} token(s); TPOT needs at least 2", 3)
     decode_s = m.last_token_ts - m.first_token_ts
-    return {"ttft_ms": m.first_token_latency * 1e3, "tpot_ms": decode_s / (n - 1) * 1e3,
-            "decode_s": decode_s, "generated_tokens": n}
+    return {
+        "ttft_ms": m.first_token_latency * 1e3,
+        "tpot_ms": decode_s / (n - 1) * 1e3,
+        "decode_s": decode_s,
+        "generated_tokens": n,
+    }
 
 
 def cache_config(llm) -> dict:
@@ -372,8 +405,10 @@ def check_receipt_folder(receipt: Path | None, this_machine: dict) -> None:
         return
     slug = core.machine_slug(this_machine)
     if Path(receipt).parent.name != slug:
-        fail(f"--receipt {receipt} is in another machine's folder; this machine's is "
-             f"{Path(receipt).parent.parent / slug}/")
+        fail(
+            f"--receipt {receipt} is in another machine's folder; this machine's is "
+            f"{Path(receipt).parent.parent / slug}/"
+        )
 
 
 def machine() -> dict:
@@ -382,13 +417,21 @@ def machine() -> dict:
     try:
         line = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=30, check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         ).stdout.splitlines()[0]
         name, memory_mib, driver = (part.strip() for part in line.split(","))
         header = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
         cuda = re.search(r"CUDA Version:\s*([\d.]+)", header)  # not vLLM: nvidia-smi's header
-        return {"kind": "gpu", "name": name, "memory_gib": round(int(memory_mib) / 1024, 1),
-                "driver": driver, "cuda_driver_api": cuda.group(1) if cuda else None}
+        return {
+            "kind": "gpu",
+            "name": name,
+            "memory_gib": round(int(memory_mib) / 1024, 1),
+            "driver": driver,
+            "cuda_driver_api": cuda.group(1) if cuda else None,
+        }
     except (OSError, subprocess.SubprocessError, IndexError, ValueError):
         pass
     try:
@@ -396,8 +439,13 @@ def machine() -> dict:
 
         if torch.cuda.is_available():
             props = torch.cuda.get_device_properties(0)
-            return {"kind": "gpu", "name": props.name, "memory_gib": round(props.total_memory / 2**30, 1),
-                    "driver": None, "cuda_driver_api": None}
+            return {
+                "kind": "gpu",
+                "name": props.name,
+                "memory_gib": round(props.total_memory / 2**30, 1),
+                "driver": None,
+                "cuda_driver_api": None,
+            }
     except ImportError:
         pass
     cpu = platform.processor() or platform.machine()
@@ -428,14 +476,24 @@ def versions() -> dict:
 def git_commit() -> str | None:
     """The checked-out commit of the repository this file is in, or None outside git."""
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                              text=True, timeout=10, check=True).stdout.strip() or None
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"],
+                cwd=Path(__file__).parent,
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout.strip()
+            or None
+        )
     except (OSError, subprocess.SubprocessError):
         return None
 
 
-def write_receipt(path: Path, lab: str, args, *, settings: dict, units: dict, results: list[dict],
-                  engine_start_s: float) -> dict:
+def write_receipt(
+    path: Path, lab: str, args, *, settings: dict, units: dict, results: list[dict], engine_start_s: float
+) -> dict:
     """Write the JSON receipt of one run to ``path`` and print ``receipt: <path>``; return it.
 
     The envelope is every lab's: schema, lab, command, git commit, UTC date, machine, versions,

@@ -38,7 +38,17 @@ import random
 import statistics
 import time
 
-from labkit import check_grid, engine_failure, fail, lab_parser, prepare, progress, random_prompt, request_times, write_receipt
+from labkit import (
+    check_grid,
+    engine_failure,
+    fail,
+    lab_parser,
+    prepare,
+    progress,
+    random_prompt,
+    request_times,
+    write_receipt,
+)
 
 LAB = "metrics"
 MAX_MODEL_LEN = 8192
@@ -56,8 +66,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = lab_parser("Measure TTFT, TPOT, E2E and the mean ITL per request with vLLM.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--repeats", type=int, default=REPEATS, help="timed runs per grid row; the median is kept")
     return p.parse_args(argv)
-
-
 
 
 def itl_totals(snapshot) -> tuple[float, int]:
@@ -120,29 +128,45 @@ def main(argv: list[str] | None = None) -> int:
         if gaps != args.repeats * (output_tokens - 1):
             fail(f"the ITL histogram counted {gaps} gaps, expected {args.repeats} x {output_tokens - 1}", 3)
         median = {key: statistics.median(r[key] for r in runs) for key in ("ttft_ms", "tpot_ms", "decode_s")}
-        rows.append({
-            "prompt_tokens": prompt_tokens,
-            "output_tokens": output_tokens,
-            "ttft_ms": round(median["ttft_ms"], 4),
-            "tpot_ms": round(median["tpot_ms"], 4),
-            "e2e_ms": round(median["ttft_ms"] + median["decode_s"] * 1e3, 3),
-            "tpot_mean_ms": round(statistics.fmean(r["tpot_ms"] for r in runs), 4),
-            "itl_mean_ms": round((itl_sum - itl_sum_before) / gaps * 1e3, 4),
-        })
+        rows.append(
+            {
+                "prompt_tokens": prompt_tokens,
+                "output_tokens": output_tokens,
+                "ttft_ms": round(median["ttft_ms"], 4),
+                "tpot_ms": round(median["tpot_ms"], 4),
+                "e2e_ms": round(median["ttft_ms"] + median["decode_s"] * 1e3, 3),
+                "tpot_mean_ms": round(statistics.fmean(r["tpot_ms"] for r in runs), 4),
+                "itl_mean_ms": round((itl_sum - itl_sum_before) / gaps * 1e3, 4),
+            }
+        )
 
-    print(f"{args.model} ({args.load_format} weights), engine start {engine_start_s:.1f} s, "
-          f"one request at a time, median of {args.repeats} (ITL: mean over all gaps)")
-    print(f"{'prompt':>6} {'output':>6} {'TTFT (ms)':>10} {'TPOT (ms)':>10} {'E2E (ms)':>10} "
-          f"{'mean TPOT':>10} {'mean ITL':>10}")
+    print(
+        f"{args.model} ({args.load_format} weights), engine start {engine_start_s:.1f} s, "
+        f"one request at a time, median of {args.repeats} (ITL: mean over all gaps)"
+    )
+    print(
+        f"{'prompt':>6} {'output':>6} {'TTFT (ms)':>10} {'TPOT (ms)':>10} {'E2E (ms)':>10} "
+        f"{'mean TPOT':>10} {'mean ITL':>10}"
+    )
     for r in rows:
-        print(f"{r['prompt_tokens']:>6} {r['output_tokens']:>6} {r['ttft_ms']:>10.2f} {r['tpot_ms']:>10.3f} "
-              f"{r['e2e_ms']:>10.1f} {r['tpot_mean_ms']:>10.3f} {r['itl_mean_ms']:>10.3f}")
+        print(
+            f"{r['prompt_tokens']:>6} {r['output_tokens']:>6} {r['ttft_ms']:>10.2f} {r['tpot_ms']:>10.3f} "
+            f"{r['e2e_ms']:>10.1f} {r['tpot_mean_ms']:>10.3f} {r['itl_mean_ms']:>10.3f}"
+        )
     if args.receipt:
-        write_receipt(args.receipt, LAB, args, engine_start_s=engine_start_s, results=rows,
-                      settings={"repeats": args.repeats, "statistic": "median (ITL: pooled mean)",
-                                "enable_prefix_caching": False},
-                      units={"ttft_ms": "ms", "tpot_ms": "ms", "e2e_ms": "ms", "tpot_mean_ms": "ms",
-                             "itl_mean_ms": "ms"})
+        write_receipt(
+            args.receipt,
+            LAB,
+            args,
+            engine_start_s=engine_start_s,
+            results=rows,
+            settings={
+                "repeats": args.repeats,
+                "statistic": "median (ITL: pooled mean)",
+                "enable_prefix_caching": False,
+            },
+            units={"ttft_ms": "ms", "tpot_ms": "ms", "e2e_ms": "ms", "tpot_mean_ms": "ms", "itl_mean_ms": "ms"},
+        )
     return 0
 
 

@@ -34,8 +34,19 @@ import random
 import statistics
 import time
 
-from labkit import (STEP_TOKENS_METRIC, check_grid, engine_failure, fail, lab_parser, metric_totals, prepare, progress,
-                    random_prompt, request_times, write_receipt)
+from labkit import (
+    STEP_TOKENS_METRIC,
+    check_grid,
+    engine_failure,
+    fail,
+    lab_parser,
+    metric_totals,
+    prepare,
+    progress,
+    random_prompt,
+    request_times,
+    write_receipt,
+)
 
 LAB = "phases"
 GRID = ((128, 32), (128, 128), (128, 512), (1024, 128), (4096, 128))
@@ -103,27 +114,46 @@ def main(argv: list[str] | None = None) -> int:
         tokens_after, steps_after = metric_totals(llm, STEP_TOKENS_METRIC)
         if any(r["generated_tokens"] != output_tokens for r in runs):
             fail(f"asked for {output_tokens} tokens, the engine made {[r['generated_tokens'] for r in runs]}", 3)
-        rows.append({
-            "prompt_tokens": prompt_tokens,
-            "output_tokens": output_tokens,
-            "engine_steps": round(steps_after - steps_before),
-            "step_tokens": round(tokens_after - tokens_before),
-            **{key: round(statistics.median(r[key] for r in runs), 6) for key in ("ttft_ms", "tpot_ms", "decode_s")},
-        })
+        rows.append(
+            {
+                "prompt_tokens": prompt_tokens,
+                "output_tokens": output_tokens,
+                "engine_steps": round(steps_after - steps_before),
+                "step_tokens": round(tokens_after - tokens_before),
+                **{
+                    key: round(statistics.median(r[key] for r in runs), 6) for key in ("ttft_ms", "tpot_ms", "decode_s")
+                },
+            }
+        )
 
-    print(f"{args.model} ({args.load_format} weights), engine start {engine_start_s:.1f} s, median of {args.repeats}; "
-          f"engine steps and tokens: all {args.repeats} runs (vLLM's {STEP_TOKENS_METRIC})")
-    print(f"{'prompt tokens':>13} {'output tokens':>13} {'TTFT (ms)':>10} {'TPOT (ms)':>10} {'decode (s)':>10} "
-          f"{'steps':>6} {'tokens':>7}")
+    print(
+        f"{args.model} ({args.load_format} weights), engine start {engine_start_s:.1f} s, median of {args.repeats}; "
+        f"engine steps and tokens: all {args.repeats} runs (vLLM's {STEP_TOKENS_METRIC})"
+    )
+    print(
+        f"{'prompt tokens':>13} {'output tokens':>13} {'TTFT (ms)':>10} {'TPOT (ms)':>10} {'decode (s)':>10} "
+        f"{'steps':>6} {'tokens':>7}"
+    )
     for r in rows:
-        print(f"{r['prompt_tokens']:>13} {r['output_tokens']:>13} {r['ttft_ms']:>10.2f} {r['tpot_ms']:>10.3f} "
-              f"{r['decode_s']:>10.3f} {r['engine_steps']:>6} {r['step_tokens']:>7}")
+        print(
+            f"{r['prompt_tokens']:>13} {r['output_tokens']:>13} {r['ttft_ms']:>10.2f} {r['tpot_ms']:>10.3f} "
+            f"{r['decode_s']:>10.3f} {r['engine_steps']:>6} {r['step_tokens']:>7}"
+        )
     if args.receipt:
-        write_receipt(args.receipt, LAB, args, engine_start_s=engine_start_s, results=rows,
-                      settings={"repeats": args.repeats, "statistic": "median", "enable_prefix_caching": False,
-                                "max_num_batched_tokens": batched_tokens},
-                      units={"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s", "engine_steps": "steps",
-                             "step_tokens": "tokens"})
+        write_receipt(
+            args.receipt,
+            LAB,
+            args,
+            engine_start_s=engine_start_s,
+            results=rows,
+            settings={
+                "repeats": args.repeats,
+                "statistic": "median",
+                "enable_prefix_caching": False,
+                "max_num_batched_tokens": batched_tokens,
+            },
+            units={"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s", "engine_steps": "steps", "step_tokens": "tokens"},
+        )
     return 0
 
 

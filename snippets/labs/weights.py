@@ -88,10 +88,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.model} ({args.load_format} weights), engine start {engine_start_s:.1f} s")
     print(f"{'dtype':<10} {'elements':>15} {'bytes':>15} {'GB':>8} {'GiB':>8}")
     for r in rows:
-        print(f"{r['dtype']:<10} {r['elements']:>15,} {r['bytes']:>15,} {r['bytes'] / GB:>8.3f} {r['bytes'] / GIB:>8.3f}")
+        print(
+            f"{r['dtype']:<10} {r['elements']:>15,} {r['bytes']:>15,} {r['bytes'] / GB:>8.3f} {r['bytes'] / GIB:>8.3f}"
+        )
     if args.receipt:
-        write_receipt(args.receipt, LAB, args, engine_start_s=engine_start_s, results=rows,
-                      settings={"enforce_eager": True}, units={"elements": "count", "bytes": "B"})
+        write_receipt(
+            args.receipt,
+            LAB,
+            args,
+            engine_start_s=engine_start_s,
+            results=rows,
+            settings={"enforce_eager": True},
+            units={"elements": "count", "bytes": "B"},
+        )
     return 0
 
 

@@ -52,14 +52,18 @@ def figure_svg(prompt_tokens=PROMPT_TOKENS, decode_steps=DECODE_STEPS, kv_bytes_
             Patch(color="tab:orange", label="KV written by this decode step (one token)"),
             Patch(color="lightgrey", label="KV read again by this step"),
         ],
-        fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False,
+        fontsize="small",
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.2),
+        ncol=1,
+        frameon=False,
     )
     fig.tight_layout()
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None})
     plt.close(fig)
     svg = buffer.getvalue()
-    return svg[svg.index("<svg"):]
+    return svg[svg.index("<svg") :]
 
 
 if __name__ == "__main__":

@@ -97,7 +97,7 @@ def figure_svg(model, max_len=32_768):
     fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.loglog(lengths, [prefill_intensity(model, s) for s in lengths], marker="o", label="prefill, prompt of S tokens")
     ax.loglog(lengths, [decode_intensity(model, s) for s in lengths], marker="s", label="decode, context of S tokens")
-    for (name, (tflops, bandwidth)), style in zip(GPUS.items(), ("--", ":")):
+    for (name, (tflops, bandwidth)), style in zip(GPUS.items(), ("--", ":"), strict=True):
         ridge = ridge_point(tflops, bandwidth)
         ax.axhline(ridge, color="grey", linestyle=style, label=f"{name} ridge point ({ridge:.0f} FLOP/byte)")
     ax.set_xlabel("tokens S (prompt length for prefill, context length for decode)")
@@ -109,7 +109,7 @@ def figure_svg(model, max_len=32_768):
     fig.savefig(buffer, format="svg", metadata={"Date": None})
     plt.close(fig)
     svg = buffer.getvalue()
-    return svg[svg.index("<svg"):]  # drop the XML prolog so the SVG can sit inside HTML
+    return svg[svg.index("<svg") :]  # drop the XML prolog so the SVG can sit inside HTML
 
 
 def main(argv=None):

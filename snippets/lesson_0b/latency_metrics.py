@@ -31,7 +31,7 @@ class Request:
         if len(self.token_ms) < 1:
             raise ValueError(f"token_ms of request {self.name!r} must hold at least one token time")
         times = (self.arrival_ms, *self.token_ms)
-        if any(later < earlier for earlier, later in zip(times, times[1:])):
+        if any(later < earlier for earlier, later in zip(times, times[1:], strict=False)):
             raise ValueError(f"token_ms of request {self.name!r} must be non-decreasing and not before arrival_ms")
 
 
@@ -45,7 +45,7 @@ def e2e(r):
 
 def itls(r):
     """Gaps between consecutive tokens of one request (n - 1 values)."""
-    return [b - a for a, b in zip(r.token_ms, r.token_ms[1:])]
+    return [b - a for a, b in zip(r.token_ms, r.token_ms[1:], strict=False)]
 
 
 def tpot(r):
@@ -125,8 +125,10 @@ def print_requests(requests):
     print("|---|---:|---:|---:|---:|---|---:|---|")
     for r in requests:
         gaps = ", ".join(f"{g:g}" for g in itls(r))
-        print(f"| {r.name} | {r.arrival_ms:g} | {len(r.token_ms)} | {ttft(r):g} | {tpot(r):.1f} | {gaps} | "
-              f"{e2e(r):g} | {'yes' if meets_slo(r) else 'no'} |")
+        print(
+            f"| {r.name} | {r.arrival_ms:g} | {len(r.token_ms)} | {ttft(r):g} | {tpot(r):.1f} | {gaps} | "
+            f"{e2e(r):g} | {'yes' if meets_slo(r) else 'no'} |"
+        )
 
 
 def print_summary(runs):

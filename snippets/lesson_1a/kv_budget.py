@@ -7,18 +7,46 @@ Sizes: B = bytes; GB = 10^9 B; GiB = 2^30 B (what CUDA, nvidia-smi and vLLM's lo
 
 # Config values (keys spelled as in each model's config.json; sources in the course registry).
 MODELS = {
-    "Qwen/Qwen2.5-7B-Instruct": {"num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
-                                 "hidden_size": 3584},  # config.json (checked)
-    "Qwen/Qwen3-4B": {"num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8,
-                      "hidden_size": 2560, "head_dim": 128},  # explicit head_dim: not 2560 / 32 = 80
-    "meta-llama/Meta-Llama-3-8B": {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-                                   "hidden_size": 4096},  # recalled from the public config
-    "meta-llama/Llama-2-13b-hf": {"num_hidden_layers": 40, "num_attention_heads": 40, "num_key_value_heads": 40,
-                                  "hidden_size": 5120},  # MHA; recalled from the public config
-    "mistralai/Mistral-7B-v0.1": {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-                                  "hidden_size": 4096, "sliding_window": 4096},  # recalled, secondary
-    "deepseek-ai/DeepSeek-V3": {"num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128,
-                                "hidden_size": 7168, "kv_lora_rank": 512, "qk_rope_head_dim": 64},  # MLA
+    "Qwen/Qwen2.5-7B-Instruct": {
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "hidden_size": 3584,
+    },  # config.json (checked)
+    "Qwen/Qwen3-4B": {
+        "num_hidden_layers": 36,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "hidden_size": 2560,
+        "head_dim": 128,
+    },  # explicit head_dim: not 2560 / 32 = 80
+    "meta-llama/Meta-Llama-3-8B": {
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "hidden_size": 4096,
+    },  # recalled from the public config
+    "meta-llama/Llama-2-13b-hf": {
+        "num_hidden_layers": 40,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 40,
+        "hidden_size": 5120,
+    },  # MHA; recalled from the public config
+    "mistralai/Mistral-7B-v0.1": {
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "hidden_size": 4096,
+        "sliding_window": 4096,
+    },  # recalled, secondary
+    "deepseek-ai/DeepSeek-V3": {
+        "num_hidden_layers": 61,
+        "num_attention_heads": 128,
+        "num_key_value_heads": 128,
+        "hidden_size": 7168,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+    },  # MLA
 }
 CONTEXTS = (4096, 32768)  # tokens of context per sequence, for the "one sequence" columns
 
@@ -74,8 +102,10 @@ def print_kv_table(models=MODELS, contexts=CONTEXTS):
         if "sliding_window" in cfg:
             per_layer += f" (window {cfg['sliding_window']:,})"
         sizes = " | ".join(f"{cache_bytes(cfg, s) / 1e9:.3f}" for s in contexts)
-        print(f"| {name} | {attention_kind(cfg)} | {per_layer} | {kv_bytes_per_token(cfg):,} | "
-              f"{kv_bytes_per_token(cfg, 1):,} | {sizes} |")
+        print(
+            f"| {name} | {attention_kind(cfg)} | {per_layer} | {kv_bytes_per_token(cfg):,} | "
+            f"{kv_bytes_per_token(cfg, 1):,} | {sizes} |"
+        )
 
 
 def kv_capacity_tokens(kv_bytes, utilization=GPU_MEMORY_UTILIZATION, reserve_gib=RESERVE_GIB):

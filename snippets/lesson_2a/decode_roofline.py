@@ -75,27 +75,35 @@ def print_batch_table(gpu="RTX 4090", context=CONTEXT, batches=BATCHES):
     """Markdown: per batch size, each kernel's intensity and floor, the step floor and the token rate."""
     tflops, bandwidth = GPUS[gpu]
     ridge = ridge_point(tflops, bandwidth)
-    print("| batch B | matmul intensity (FLOP/byte) | of ridge point | matmul floor (ms) | "
-          "attention floor (ms) | step floor (ms) | tokens/s ceiling |")
+    print(
+        "| batch B | matmul intensity (FLOP/byte) | of ridge point | matmul floor (ms) | "
+        "attention floor (ms) | step floor (ms) | tokens/s ceiling |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for batch in batches:
         matmuls, attention = step_floors(batch, context, tflops, bandwidth)
         step = matmuls + attention
-        print(f"| {batch} | {matmul_intensity(batch):.0f} | {matmul_intensity(batch) / ridge * 100:.1f} % | "
-              f"{matmuls * 1e3:.2f} | {attention * 1e3:.3f} | {step * 1e3:.2f} | {batch / step:,.0f} |")
+        print(
+            f"| {batch} | {matmul_intensity(batch):.0f} | {matmul_intensity(batch) / ridge * 100:.1f} % | "
+            f"{matmuls * 1e3:.2f} | {attention * 1e3:.3f} | {step * 1e3:.2f} | {batch / step:,.0f} |"
+        )
 
 
 def print_context_table(gpu="H200 SXM", batch=CONTEXT_TABLE_BATCH, contexts=CONTEXTS):
     """Markdown: at a fixed batch, how the (memory-bound) attention floor grows with the context."""
     tflops, bandwidth = GPUS[gpu]
-    print("| context S | KV read per step (GB) | matmul floor (ms) | attention floor (ms) | "
-          "attention share of the step | tokens/s ceiling |")
+    print(
+        "| context S | KV read per step (GB) | matmul floor (ms) | attention floor (ms) | "
+        "attention share of the step | tokens/s ceiling |"
+    )
     print("|---:|---:|---:|---:|---:|---:|")
     for context in contexts:
         matmuls, attention = step_floors(batch, context, tflops, bandwidth)
         step = matmuls + attention
-        print(f"| {context:,} | {batch * KV_BYTES_PER_TOKEN * context / 1e9:.2f} | {matmuls * 1e3:.2f} | "
-              f"{attention * 1e3:.2f} | {attention / step * 100:.0f} % | {batch / step:,.0f} |")
+        print(
+            f"| {context:,} | {batch * KV_BYTES_PER_TOKEN * context / 1e9:.2f} | {matmuls * 1e3:.2f} | "
+            f"{attention * 1e3:.2f} | {attention / step * 100:.0f} % | {batch / step:,.0f} |"
+        )
 
 
 def figure_svg(prefill_tokens=PREFILL_TOKENS, batches=BATCHES):
@@ -111,10 +119,15 @@ def figure_svg(prefill_tokens=PREFILL_TOKENS, batches=BATCHES):
     xs = [2 ** (k / 8) for k in range(-8, 8 * 12 + 1)]  # 0.5 .. 4096 FLOP/byte
     fig, ax = plt.subplots(figsize=(7, 4.6))
     ref = GPUS["RTX 4090"]
-    for (name, (tflops, bandwidth)), color in zip(GPUS.items(), ("tab:blue", "tab:red")):
+    for (name, (tflops, bandwidth)), color in zip(GPUS.items(), ("tab:blue", "tab:red"), strict=True):
         ridge = ridge_point(tflops, bandwidth)
-        ax.loglog(xs, [attainable_tflops(tflops, bandwidth, x) for x in xs], color=color,
-                  label=f"{name} roof (ridge {ridge:.0f}; matmuls compute-bound from B = {math.ceil(compute_bound_batch(ridge))})")
+        from_batch = math.ceil(compute_bound_batch(ridge))
+        ax.loglog(
+            xs,
+            [attainable_tflops(tflops, bandwidth, x) for x in xs],
+            color=color,
+            label=f"{name} roof (ridge {ridge:.0f}; matmuls compute-bound from B = {from_batch})",
+        )
         mat = [matmul_intensity(b) for b in batches]
         ax.loglog(mat, [attainable_tflops(tflops, bandwidth, i) for i in mat], "o", color=color, markersize=4)
         att = attention_intensity()
@@ -122,12 +135,27 @@ def figure_svg(prefill_tokens=PREFILL_TOKENS, batches=BATCHES):
         pre = matmul_intensity(prefill_tokens)  # a prompt of S tokens is a batch of S for the matmuls
         ax.loglog([pre], [attainable_tflops(tflops, bandwidth, pre)], "*", color=color, markersize=12)
     for b in (batches[0], batches[-1]):
-        ax.annotate(f"decode matmuls B={b}", (matmul_intensity(b), attainable_tflops(*ref, matmul_intensity(b))),
-                    textcoords="offset points", xytext=(4, -12), fontsize=8)
-    ax.annotate("decode attention (any B, S)", (attention_intensity(), attainable_tflops(*ref, attention_intensity())),
-                textcoords="offset points", xytext=(-20, 10), fontsize=8)
-    ax.annotate(f"prefill matmuls S={prefill_tokens}", (matmul_intensity(prefill_tokens), ref[0]),
-                textcoords="offset points", xytext=(-40, 8), fontsize=8)
+        ax.annotate(
+            f"decode matmuls B={b}",
+            (matmul_intensity(b), attainable_tflops(*ref, matmul_intensity(b))),
+            textcoords="offset points",
+            xytext=(4, -12),
+            fontsize=8,
+        )
+    ax.annotate(
+        "decode attention (any B, S)",
+        (attention_intensity(), attainable_tflops(*ref, attention_intensity())),
+        textcoords="offset points",
+        xytext=(-20, 10),
+        fontsize=8,
+    )
+    ax.annotate(
+        f"prefill matmuls S={prefill_tokens}",
+        (matmul_intensity(prefill_tokens), ref[0]),
+        textcoords="offset points",
+        xytext=(-40, 8),
+        fontsize=8,
+    )
     ax.set_xlabel("arithmetic intensity of a kernel (FLOP/byte), BF16 weights and cache")
     ax.set_ylabel("attainable TFLOP/s (BF16 dense, FP32 acc.)")
     ax.grid(True, which="major", alpha=0.3)
@@ -137,7 +165,7 @@ def figure_svg(prefill_tokens=PREFILL_TOKENS, batches=BATCHES):
     fig.savefig(buffer, format="svg", metadata={"Date": None})
     plt.close(fig)
     svg = buffer.getvalue()
-    return svg[svg.index("<svg"):]  # drop the XML prolog so the SVG can sit inside HTML
+    return svg[svg.index("<svg") :]  # drop the XML prolog so the SVG can sit inside HTML
 
 
 def main(argv=None):

@@ -18,4 +18,4 @@ def svg_text(fig) -> str:
     fig.savefig(buffer, format="svg", metadata={"Date": None})
     plt.close(fig)
     svg = buffer.getvalue()
-    return svg[svg.index("<svg"):]
+    return svg[svg.index("<svg") :]

@@ -7,8 +7,12 @@ a lab is installed, what a card holds or what a minute costs.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from infercourse import fmt, memory, registry, roofline, transformer
+
+if TYPE_CHECKING:  # importing infercourse.labs at run time reads the lab scripts: done lazily below
+    from infercourse.labs.core import LabWork
 
 LABKIT_MIN_DRIVER = 580
 """Oldest NVIDIA driver branch for vLLM 0.26.0's CUDA 13 build (labkit's ``MIN_DRIVER_FOR_WHEEL``;
@@ -27,9 +31,11 @@ def vram_needed_bytes(peak_kv_tokens: int, model_name: str = registry.COURSE_MOD
     if isinstance(peak_kv_tokens, bool) or not isinstance(peak_kv_tokens, int) or peak_kv_tokens <= 0:
         raise ValueError(f"peak_kv_tokens must be a positive whole number of tokens, got {peak_kv_tokens!r}")
     config = registry.model(model_name).config
-    used = (transformer.weight_bytes(config, dtype_bytes)
-            + peak_kv_tokens * transformer.kv_bytes_per_token(config, dtype_bytes)
-            + registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB)
+    used = (
+        transformer.weight_bytes(config, dtype_bytes)
+        + peak_kv_tokens * transformer.kv_bytes_per_token(config, dtype_bytes)
+        + registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB
+    )
     return used / registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 
 
@@ -39,6 +45,24 @@ estimate only; an assumption until GPU receipts measure it (lesson 0A's efficien
 
 STEP_CONTEXT = 2048
 """Context (tokens) at which the estimate's decode step is priced: the labs' typical context."""
+
+
+def _work(lab: str) -> LabWork:
+    """What ``lab``'s GPU run does, from its spec.
+
+    Raises:
+        KeyError: ``lab`` has no spec.
+        ValueError: its spec sets no ``work``.
+    """
+    from infercourse.labs import spec  # the specs read the lab scripts; the build imports this lazily
+
+    work = spec(lab).work
+    if work is None:
+        raise ValueError(
+            f"lab {lab!r}'s spec sets no work: give its LabSpec a work=LabWork(...) "
+            "(engines, decode steps, peak KV tokens) so the lab box can estimate its time and VRAM"
+        )
+    return work
 
 
 def lab_minutes(lab: str, model_name: str = registry.COURSE_MODEL) -> dict[str, float]:
@@ -51,15 +75,17 @@ def lab_minutes(lab: str, model_name: str = registry.COURSE_MODEL) -> dict[str, 
 
     Raises:
         KeyError: ``lab`` has no spec.
+        ValueError: its spec sets no ``work``.
     """
-    from infercourse.labs import spec  # the specs read the lab scripts; the build imports this lazily
-
-    work = spec(lab).work
+    work = _work(lab)
     rent = registry.AUTODL_RTX_4090
     config = registry.model(model_name).config
     step_s = roofline.decode_step_floor(registry.gpu(rent.card), config, STEP_CONTEXT) / DECODE_EFFICIENCY_ASSUMED
-    parts = {"download": transformer.weight_bytes(config) / (rent.download_mb_s * 1e6) / 60,
-             "engines": work.engines * rent.engine_start_min, "decode": work.decode_steps * step_s / 60}
+    parts = {
+        "download": transformer.weight_bytes(config) / (rent.download_mb_s * 1e6) / 60,
+        "engines": work.engines * rent.engine_start_min,
+        "decode": work.decode_steps * step_s / 60,
+    }
     return {**parts, "total": sum(parts.values())}
 
 
@@ -67,8 +93,13 @@ def time_estimate(labs: list[str], download: bool = True) -> str:
     """A few lines: the estimated minutes of each lab and of all of them on the lab card (the download
     counted once, when ``download``), with the assumptions they rest on."""
     rent = registry.AUTODL_RTX_4090
-    lines, total = [f"Estimate for an {rent.card} (assumed: {rent.engine_start_min:g} min per engine start, "
-                    f"{rent.download_mb_s:g} MB/s download, decode at {DECODE_EFFICIENCY_ASSUMED:.0%} of the roofline):"], 0.0
+    lines, total = (
+        [
+            f"Estimate for an {rent.card} (assumed: {rent.engine_start_min:g} min per engine start, "
+            f"{rent.download_mb_s:g} MB/s download, decode at {DECODE_EFFICIENCY_ASSUMED:.0%} of the roofline):"
+        ],
+        0.0,
+    )
     for lab in labs:
         m = lab_minutes(lab)
         total += m["engines"] + m["decode"]
@@ -92,11 +123,10 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
 
     Raises:
         KeyError: the lab has no spec.
+        ValueError: its spec sets no ``work``.
     """
-    from infercourse.labs import spec
-
     name = script.removesuffix(".py")
-    work = spec(name).work
+    work = _work(name)
     rent = registry.AUTODL_RTX_4090
     card = registry.gpu(rent.card)
     config = registry.model(model_name).config
@@ -106,18 +136,22 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
     m = lab_minutes(name, model_name)
     fits = "fits" if need <= total else "does NOT fit"
     engines = f"{work.engines} engine start{'s' if work.engines > 1 else ''}"
-    decode = (f", {fmt.count(work.decode_steps)} decode steps at about "
-              f"{fmt.fixed(m['decode'] * 60e3 / work.decode_steps, 0)} ms ({m['decode']:.1f} min)" if work.decode_steps else "")
+    decode = (
+        f", {fmt.count(work.decode_steps)} decode steps at about "
+        f"{fmt.fixed(m['decode'] * 60e3 / work.decode_steps, 0)} ms ({m['decode']:.1f} min)"
+        if work.decode_steps
+        else ""
+    )
     return f"""!!! example "GPU lab: `snippets/labs/{script}`"
     - **Minimum VRAM:** {fmt.gib(need, 1)}: {model_name}'s BF16 weights ({fmt.gib(weights, 1)}), the KV cache of
-      {fmt.count(work.peak_kv_tokens)} tokens and vLLM's other memory (assumed {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB),
-      over the default `gpu_memory_utilization` of {registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}. That {fits} an
-      {card.name}, which reports {fmt.gib(total, 1)}.
+      {fmt.count(work.peak_kv_tokens)} tokens and vLLM's other memory
+      (assumed {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB), over the default `gpu_memory_utilization` of
+      {registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}. That {fits} an {card.name}, which reports {fmt.gib(total, 1)}.
     - **Card:** {card.name} (24 GB) on AutoDL, with vLLM {registry.VLLM_GPU_VERSION}.
-    - **Time and cost (estimate):** about {math.ceil(m['total'])} minutes: the first download of
-      {fmt.gb(weights)} at an assumed {rent.download_mb_s:g} MB/s ({m['download']:.0f} min; later labs reuse it),
+    - **Time and cost (estimate):** about {math.ceil(m["total"])} minutes: the first download of
+      {fmt.gb(weights)} at an assumed {rent.download_mb_s:g} MB/s ({m["download"]:.0f} min; later labs reuse it),
       {engines} at an assumed {rent.engine_start_min:g} min each{decode}. At
-      ¥{rent.cny_per_hour:.2f}/h, about ¥{m['total'] / 60 * rent.cny_per_hour:.2f} ({rent.source}).
+      ¥{rent.cny_per_hour:.2f}/h, about ¥{m["total"] / 60 * rent.cny_per_hour:.2f} ({rent.source}).
     - **Platform notes:** an NVIDIA GPU whose driver is {LABKIT_MIN_DRIVER} or newer (`nvidia-smi` shows CUDA
       13.0 or newer): vLLM {registry.VLLM_GPU_VERSION} from PyPI is a CUDA 13 build, and the image's own CUDA
       does not matter. `python scripts/run_labs.py --check` says in one line what is missing before anything

@@ -23,11 +23,17 @@ def device_total_bytes(gpu_name: str = registry.LAB_GPU) -> int:
     try:
         return registry.GPU_MEMORY_TOTAL_MIB[gpu_name] * 2**20
     except KeyError:
-        raise KeyError(f"no CUDA-reported memory total for {gpu_name!r}; known: {', '.join(registry.GPU_MEMORY_TOTAL_MIB)}") from None
+        raise KeyError(
+            f"no CUDA-reported memory total for {gpu_name!r}; known: {', '.join(registry.GPU_MEMORY_TOTAL_MIB)}"
+        ) from None
 
 
-def kv_budget_bytes(total_bytes: float, weight_bytes: float, reserve_bytes: float,
-                    utilization: float = registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION) -> float:
+def kv_budget_bytes(
+    total_bytes: float,
+    weight_bytes: float,
+    reserve_bytes: float,
+    utilization: float = registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
+) -> float:
     """Bytes left for the KV cache: total * utilization - weights - reserve (B).
 
     Args:
@@ -52,8 +58,9 @@ def kv_budget_bytes(total_bytes: float, weight_bytes: float, reserve_bytes: floa
     return budget
 
 
-def kv_capacity_tokens(budget_bytes: float, kv_bytes_per_token: float,
-                       block_size: int = registry.VLLM_DEFAULT_BLOCK_SIZE) -> int:
+def kv_capacity_tokens(
+    budget_bytes: float, kv_bytes_per_token: float, block_size: int = registry.VLLM_DEFAULT_BLOCK_SIZE
+) -> int:
     """Tokens of KV cache that fit in ``budget_bytes``, in whole blocks of ``block_size`` tokens.
 
     floor(budget / (kappa * block_size)) * block_size.
@@ -98,8 +105,9 @@ def device_total_upper_bytes(gpu_name: str) -> int:
     return math.ceil(registry.gpu(gpu_name).memory_gb * 2**30)  # whole bytes, rounded up: still an upper bound
 
 
-def max_sequences(budget_bytes: float, kv_bytes_per_token: float, context_len: int,
-                  block_size: int = registry.VLLM_DEFAULT_BLOCK_SIZE) -> int:
+def max_sequences(
+    budget_bytes: float, kv_bytes_per_token: float, context_len: int, block_size: int = registry.VLLM_DEFAULT_BLOCK_SIZE
+) -> int:
     """Sequences of ``context_len`` tokens whose caches fit in ``budget_bytes`` at once (a count).
 
     Each sequence takes ceil(S / block_size) whole blocks of kappa * block_size bytes, so this is

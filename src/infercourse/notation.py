@@ -8,6 +8,7 @@ optionally ``forms`` (other spellings of the same symbol, such as ``n_r`` for ``
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
@@ -62,7 +63,11 @@ def definition_markdown(symbol_id: str, note: str = "") -> str:
     return f"- \\({entry['tex']}\\){unit}: {entry['meaning']}.{' ' + note if note else ''}"
 
 
-def symbols_markdown(items: list[str | tuple[str, str]]) -> str:
+Symbol = str | tuple[str, str]
+"""A Symbols list item: a symbol id, or (id, lesson-specific note)."""
+
+
+def symbols_markdown(items: Sequence[Symbol]) -> str:
     """A lesson's Symbols list: one item per symbol id, or (id, note) for a lesson-specific note
     (e.g. the symbol's value for the course's model), then a link to the Notation page.
 
@@ -70,14 +75,19 @@ def symbols_markdown(items: list[str | tuple[str, str]]) -> str:
         KeyError: an id is not in the table.
     """
     lines = [definition_markdown(*((item, "") if isinstance(item, str) else item)) for item in items]
-    return "\n".join(lines) + "\n\nEvery symbol of the course, with the lesson that defines it: [Notation](../notation.md)."
+    return (
+        "\n".join(lines)
+        + "\n\nEvery symbol of the course, with the lesson that defines it: [Notation](../notation.md)."
+    )
 
 
 def table_rows() -> list[dict]:
     """The table for the Notation page: each symbol with its first lesson's label and page."""
     pages = {lesson["code"]: lesson.get("page") for part in course.parts() for lesson in part["lessons"]}
-    return [{**entry, "tex_md": f"\\({entry['tex']}\\)", "first_page": pages[entry["first"]]}
-            for entry in symbols().values()]
+    return [
+        {**entry, "tex_md": f"\\({entry['tex']}\\)", "first_page": pages[entry["first"]]}
+        for entry in symbols().values()
+    ]
 
 
 # --- Reading symbols out of TeX (for the tests) --------------------------------------------------
@@ -94,8 +104,9 @@ def tex_symbols(tex: str) -> tuple[set[str], set[str]]:
     a one-letter symbol (``Nb`` is N times b).
     """
     table = symbols()
-    spellings = sorted(((s, e["id"]) for e in table.values() for s in [e["tex"], *e["forms"]]),
-                       key=lambda pair: -len(pair[0]))
+    spellings = sorted(
+        ((s, e["id"]) for e in table.values() for s in [e["tex"], *e["forms"]]), key=lambda pair: -len(pair[0])
+    )
     used: set[str] = set()
     for spelling, symbol_id in spellings:
         if len(spelling) == 1:

@@ -14,9 +14,10 @@ Every fact carries a :class:`Source` a reader can open, marked primary, secondar
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 KINDS = ("primary", "secondary", "assumption")
 
@@ -65,10 +66,15 @@ def vllm_source(path: str, first: int, last: int | None = None, note: str = "") 
 
 
 def _hf_config(repo: str, revision: str = "main", note: str = "") -> Source:
-    where = f"`config.json` of Hugging Face `{repo}`" + (f" at revision {revision[:8]}" if revision != "main" else
-                                                         " (revision not pinned)")
-    return Source(where, f"https://huggingface.co/{repo}/blob/{revision}/config.json", "secondary",
-                  note or "values checked against public copies of the file; the hub itself was not reachable here")
+    where = f"`config.json` of Hugging Face `{repo}`" + (
+        f" at revision {revision[:8]}" if revision != "main" else " (revision not pinned)"
+    )
+    return Source(
+        where,
+        f"https://huggingface.co/{repo}/blob/{revision}/config.json",
+        "secondary",
+        note or "values checked against public copies of the file; the hub itself was not reachable here",
+    )
 
 
 @dataclass(frozen=True)
@@ -147,7 +153,7 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
             ),
             source=_hf_config("Qwen/Qwen2.5-7B-Instruct", "a09a35458c702b33eeacc393d103063234e8bc28"),
             card_params="7.61B (6.53B non-embedding)",
-            card_source=_card("model card, \"Number of Parameters\"", "https://huggingface.co/Qwen/Qwen2.5-7B-Instruct"),
+            card_source=_card('model card, "Number of Parameters"', "https://huggingface.co/Qwen/Qwen2.5-7B-Instruct"),
         ),
         "Qwen/Qwen2.5-0.5B-Instruct": ModelFacts(
             name="Qwen/Qwen2.5-0.5B-Instruct",
@@ -165,11 +171,16 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
                     "torch_dtype": "bfloat16",
                 }
             ),
-            source=_hf_config("Qwen/Qwen2.5-0.5B-Instruct", "7ae557604adf67be50417f59c2c2f167def9a775",
-                              "values checked against public copies of the file, except max_position_embeddings "
-                              "(recalled); the hub itself was not reachable here"),
+            source=_hf_config(
+                "Qwen/Qwen2.5-0.5B-Instruct",
+                "7ae557604adf67be50417f59c2c2f167def9a775",
+                "values checked against public copies of the file, except max_position_embeddings "
+                "(recalled); the hub itself was not reachable here",
+            ),
             card_params="0.49B",
-            card_source=_card("model card, \"Number of Parameters\"", "https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct"),
+            card_source=_card(
+                'model card, "Number of Parameters"', "https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct"
+            ),
         ),
         "meta-llama/Meta-Llama-3-8B": ModelFacts(
             name="meta-llama/Meta-Llama-3-8B",
@@ -188,11 +199,16 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
                     "torch_dtype": "bfloat16",
                 }
             ),
-            source=_hf_config("meta-llama/Meta-Llama-3-8B", note="gated repository (accept the licence to open it); "
-                              "values checked against public copies of the file"),
+            source=_hf_config(
+                "meta-llama/Meta-Llama-3-8B",
+                note="gated repository (accept the licence to open it); "
+                "values checked against public copies of the file",
+            ),
             card_params="8.03B",
-            card_source=_card("the hub's model-size figure (from the safetensors metadata; the card's text says 8B)",
-                              "https://huggingface.co/meta-llama/Meta-Llama-3-8B"),
+            card_source=_card(
+                "the hub's model-size figure (from the safetensors metadata; the card's text says 8B)",
+                "https://huggingface.co/meta-llama/Meta-Llama-3-8B",
+            ),
         ),
         "Qwen/Qwen3-4B": ModelFacts(
             name="Qwen/Qwen3-4B",
@@ -214,7 +230,7 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
             ),
             source=_hf_config("Qwen/Qwen3-4B", "1cfa9a7208912126459214e8b04321603b3df60c"),
             card_params="4.0B",
-            card_source=_card("model card, \"Number of Parameters\"", "https://huggingface.co/Qwen/Qwen3-4B"),
+            card_source=_card('model card, "Number of Parameters"', "https://huggingface.co/Qwen/Qwen3-4B"),
         ),
         "meta-llama/Llama-2-13b-hf": ModelFacts(
             name="meta-llama/Llama-2-13b-hf",
@@ -232,8 +248,11 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
                     "torch_dtype": "float16",
                 }
             ),
-            source=_hf_config("meta-llama/Llama-2-13b-hf", note="gated repository; the file has no attention_bias key "
-                              "(Llama's default: no biases); values checked against public copies of the file"),
+            source=_hf_config(
+                "meta-llama/Llama-2-13b-hf",
+                note="gated repository; the file has no attention_bias key "
+                "(Llama's default: no biases); values checked against public copies of the file",
+            ),
             card_params="13B",
             card_source=_card("model card", "https://huggingface.co/meta-llama/Llama-2-13b-hf"),
         ),
@@ -256,8 +275,10 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
             ),
             source=_hf_config("mistralai/Mistral-7B-v0.1"),
             card_params="7.3B",
-            card_source=_card("Mistral AI, \"Announcing Mistral 7B\" (the hub's card says 7 billion)",
-                              "https://mistral.ai/news/announcing-mistral-7b"),
+            card_source=_card(
+                'Mistral AI, "Announcing Mistral 7B" (the hub\'s card says 7 billion)',
+                "https://mistral.ai/news/announcing-mistral-7b",
+            ),
         ),
         "deepseek-ai/DeepSeek-V3": ModelFacts(
             name="deepseek-ai/DeepSeek-V3",
@@ -274,8 +295,11 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
                     "v_head_dim": 128,
                 }
             ),
-            source=_hf_config("deepseek-ai/DeepSeek-V3", note="also in the DeepSeek-V3 technical report, "
-                              "arXiv:2412.19437, section 4.2 (61 layers, KV compression 512, RoPE key 64)"),
+            source=_hf_config(
+                "deepseek-ai/DeepSeek-V3",
+                note="also in the DeepSeek-V3 technical report, "
+                "arXiv:2412.19437, section 4.2 (61 layers, KV compression 512, RoPE key 64)",
+            ),
             card_params="671B total, 37B activated per token (MoE)",
             card_source=_card("model card", "https://huggingface.co/deepseek-ai/DeepSeek-V3"),
         ),
@@ -294,11 +318,16 @@ GPUS: Mapping[str, GPUFacts] = MappingProxyType(
             memory_gb=24,
             bandwidth_gb_s=1008,
             bf16_dense_tflops=165.2,
-            source=Source("NVIDIA Ada GPU Architecture whitepaper, appendix A, GeForce RTX 4090 table (rows "
-                          "\"Memory Size\", \"Memory Bandwidth\", \"Peak BF16 Tensor TFLOPS with FP32 Accumulate\")",
-                          "https://images.nvidia.com/aem-dml/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",
-                          "secondary", _DATASHEET_NOTE + "; \"24 GB\" is 24 GiB of GDDR6X (12 chips of 16 Gbit)"),
-            note="330.3 TFLOP/s is FP16 (not BF16) with FP16 accumulate; GeForce cards run FP32 accumulate at half rate.",
+            source=Source(
+                "NVIDIA Ada GPU Architecture whitepaper, appendix A, GeForce RTX 4090 table (rows "
+                '"Memory Size", "Memory Bandwidth", "Peak BF16 Tensor TFLOPS with FP32 Accumulate")',
+                "https://images.nvidia.com/aem-dml/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",
+                "secondary",
+                _DATASHEET_NOTE + '; "24 GB" is 24 GiB of GDDR6X (12 chips of 16 Gbit)',
+            ),
+            note=(
+                "330.3 TFLOP/s is FP16 (not BF16) with FP16 accumulate; GeForce cards run FP32 accumulate at half rate."
+            ),
             quoted_tflops=330.3,
         ),
         "H200": GPUFacts(
@@ -306,10 +335,14 @@ GPUS: Mapping[str, GPUFacts] = MappingProxyType(
             memory_gb=141,
             bandwidth_gb_s=4800,
             bf16_dense_tflops=989,
-            source=Source("NVIDIA H200 Tensor Core GPU product page, specifications table (H200 SXM: GPU memory, "
-                          "memory bandwidth, BFLOAT16 Tensor Core)", "https://www.nvidia.com/en-us/data-center/h200/",
-                          "secondary", _DATASHEET_NOTE + "; it prints only the 2:4-sparse 1,979 TFLOP/s, of which "
-                          "989 is half (the dense figure the H100 whitepaper gives for the same GH100 chip)"),
+            source=Source(
+                "NVIDIA H200 Tensor Core GPU product page, specifications table (H200 SXM: GPU memory, "
+                "memory bandwidth, BFLOAT16 Tensor Core)",
+                "https://www.nvidia.com/en-us/data-center/h200/",
+                "secondary",
+                _DATASHEET_NOTE + "; it prints only the 2:4-sparse 1,979 TFLOP/s, of which "
+                "989 is half (the dense figure the H100 whitepaper gives for the same GH100 chip)",
+            ),
             note="1979 TFLOP/s is the 2:4-sparse figure.",
             quoted_tflops=1979,
         ),
@@ -318,10 +351,14 @@ GPUS: Mapping[str, GPUFacts] = MappingProxyType(
             memory_gb=80,
             bandwidth_gb_s=3350,
             bf16_dense_tflops=989,
-            source=Source("NVIDIA H100 Tensor Core GPU product page and datasheet, H100 SXM column; dense BF16 from the NVIDIA H100 "
-                          "Tensor Core GPU Architecture whitepaper (\"Peak BF16 Tensor TFLOPS with FP32 Accumulate\")",
-                          "https://www.nvidia.com/en-us/data-center/h100/",
-                          "secondary", _DATASHEET_NOTE),
+            source=Source(
+                "NVIDIA H100 Tensor Core GPU product page and datasheet, H100 SXM column; "
+                "dense BF16 from the NVIDIA H100 "
+                'Tensor Core GPU Architecture whitepaper ("Peak BF16 Tensor TFLOPS with FP32 Accumulate")',
+                "https://www.nvidia.com/en-us/data-center/h100/",
+                "secondary",
+                _DATASHEET_NOTE,
+            ),
             note="1979 TFLOP/s is the 2:4-sparse figure.",
             quoted_tflops=1979,
         ),
@@ -330,9 +367,13 @@ GPUS: Mapping[str, GPUFacts] = MappingProxyType(
             memory_gb=80,
             bandwidth_gb_s=2039,
             bf16_dense_tflops=312,
-            source=Source("NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM column",
-                          "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
-                          "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf", "secondary", _DATASHEET_NOTE),
+            source=Source(
+                "NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM column",
+                "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+                "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+                "secondary",
+                _DATASHEET_NOTE,
+            ),
         ),
     }
 )
@@ -422,7 +463,10 @@ AUTODL_RTX_4090 = RentalFacts(
     source=Source(
         "AutoDL console, on-demand RTX 4090 price as commonly quoted, about 2 yuan/h (check the console: prices vary "
         "by region and time); download speed and start-up time are the course's assumptions, not measurements",
-        "https://www.autodl.com/", "secondary", "unverified: not read on the console by this course"),
+        "https://www.autodl.com/",
+        "secondary",
+        "unverified: not read on the console by this course",
+    ),
 )
 """The lab card the cost estimates in lab boxes use."""
 
@@ -431,12 +475,14 @@ VLLM_LARGE_DEVICE_MIN_GIB = 70
 GiB and whose name does not contain "a100" (``EngineArgs.get_batch_defaults``,
 vllm/engine/arg_utils.py:2460 at v0.26.0)."""
 
-VLLM_SCHEDULER_DEFAULTS: Mapping[tuple[str, str], tuple[int, int]] = MappingProxyType({
-    ("large", "LLM"): (16384, 1024),
-    ("large", "vllm serve"): (8192, 1024),
-    ("other", "LLM"): (8192, 256),
-    ("other", "vllm serve"): (2048, 256),
-})
+VLLM_SCHEDULER_DEFAULTS: Mapping[tuple[str, str], tuple[int, int]] = MappingProxyType(
+    {
+        ("large", "LLM"): (16384, 1024),
+        ("large", "vllm serve"): (8192, 1024),
+        ("other", "LLM"): (8192, 256),
+        ("other", "vllm serve"): (2048, 256),
+    }
+)
 """(``max_num_batched_tokens``, ``max_num_seqs``) that vLLM 0.26.0 sets when the user sets neither,
 by device class (:func:`vllm_device_class`) and entry point (``LLM(...)`` or ``vllm serve``):
 vllm/engine/arg_utils.py:2460-2479 at v0.26.0 (``UsageContext.LLM_CLASS`` / ``OPENAI_API_SERVER``).
@@ -587,44 +633,101 @@ def facts() -> list[Fact]:
     for m in MODELS.values():
         keys = ", ".join(f"{k} {v}" for k, v in m.config.items())
         items.append(Fact(model_fact_id(m.name), f"{m.name}: `config.json` values", keys, m.source))
-        items.append(Fact(model_fact_id(m.name) + "-card", f"{m.name}: parameters stated by its publisher",
-                          m.card_params, m.card_source))
+        items.append(
+            Fact(
+                model_fact_id(m.name) + "-card",
+                f"{m.name}: parameters stated by its publisher",
+                m.card_params,
+                m.card_source,
+            )
+        )
     for key, g in GPUS.items():
-        items.append(Fact(gpu_fact_id(key), f"{g.name}: memory, bandwidth, peak BF16 dense (FP32 accumulate)",
-                          f"{g.memory_gb:g} GB, {g.bandwidth_gb_s:g} GB/s, {g.bf16_dense_tflops:g} TFLOP/s"
-                          + (f"; {g.note}" if g.note else ""), g.source))
+        items.append(
+            Fact(
+                gpu_fact_id(key),
+                f"{g.name}: memory, bandwidth, peak BF16 dense (FP32 accumulate)",
+                f"{g.memory_gb:g} GB, {g.bandwidth_gb_s:g} GB/s, {g.bf16_dense_tflops:g} TFLOP/s"
+                + (f"; {g.note}" if g.note else ""),
+                g.source,
+            )
+        )
     items += [
-        Fact("gpu-memory-total-rtx-4090", "RTX 4090: total memory as CUDA reports it",
-             f"{GPU_MEMORY_TOTAL_MIB['RTX 4090']:,} MiB",
-             Source("`nvidia-smi --query-gpu=memory.total` as printed in many public logs of RTX 4090 machines", "",
-                    "secondary", "no receipt of this course records it yet; a lab receipt records its card's figure")),
-        Fact("vllm-version", "vLLM release the labs are pinned to", VLLM_GPU_VERSION,
-             Source("PyPI, vllm 0.26.0 (release commit ffd46bfab)", "https://pypi.org/project/vllm/0.26.0/", "primary")),
-        Fact("vllm-gpu-memory-utilization", "vLLM's default `gpu_memory_utilization`",
-             f"{VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}", vllm_source("vllm/config/cache.py", 68)),
-        Fact("vllm-block-size", "tokens per KV-cache block (vLLM on CUDA, FlashAttention)",
-             f"{VLLM_DEFAULT_BLOCK_SIZE}", vllm_source("vllm/config/cache.py", 47,
-                                                       note="other attention backends may choose another size and log it")),
-        Fact("vllm-scheduler-defaults", "vLLM's default `max_num_batched_tokens` / `max_num_seqs` per device class "
-             f"(total memory >= {VLLM_LARGE_DEVICE_MIN_GIB} GiB and not an A100: \"large\") and entry point",
-             "; ".join(f"{cls}, {entry}: {tokens:,} tokens / {seqs:,} sequences"
-                       for (cls, entry), (tokens, seqs) in VLLM_SCHEDULER_DEFAULTS.items()),
-             vllm_source("vllm/engine/arg_utils.py", 2449, 2479,
-                         "`LLM` uses UsageContext.LLM_CLASS (vllm/entrypoints/llm.py:338-339), `vllm serve` "
-                         "OPENAI_API_SERVER; doubled only with performance_mode=\"throughput\"")),
-        Fact("vllm-non-kv-reserve", "memory vLLM keeps besides weights and KV cache on a 24 GB card",
-             f"{VLLM_NON_KV_RESERVE_GIB:g} GiB",
-             Source("the course's assumption; vLLM's start-up log prints the real parts (\"Available KV cache "
-                    "memory\", vllm/v1/worker/gpu_worker.py:560-563 at v0.26.0)", "", "assumption",
-                    "public start-up logs of 7-8B models on 24 GB cards show about 1.8-2 GiB")),
-        Fact("awq-group-size", "group size of Qwen/Qwen2.5-7B-Instruct-AWQ", f"{AWQ_GROUP_SIZE}",
-             Source("`quantization_config.group_size` in `config.json` of Hugging Face "
-                    "`Qwen/Qwen2.5-7B-Instruct-AWQ` at revision b2503754",
-                    "https://huggingface.co/Qwen/Qwen2.5-7B-Instruct-AWQ/blob/b25037543e9394b818fdfca67ab2a00ecc7dd641/config.json",
-                    "secondary", "recalled; not read in a copy here")),
-        Fact("autodl-rtx-4090", "what a lab costs on AutoDL's RTX 4090",
-             f"{AUTODL_RTX_4090.cny_per_hour:g} yuan/h; assumed {AUTODL_RTX_4090.download_mb_s:g} MB/s download, "
-             f"{AUTODL_RTX_4090.engine_start_min:g} min engine start-up", AUTODL_RTX_4090.source),
+        Fact(
+            "gpu-memory-total-rtx-4090",
+            "RTX 4090: total memory as CUDA reports it",
+            f"{GPU_MEMORY_TOTAL_MIB['RTX 4090']:,} MiB",
+            Source(
+                "`nvidia-smi --query-gpu=memory.total` as printed in many public logs of RTX 4090 machines",
+                "",
+                "secondary",
+                "no receipt of this course records it yet; a lab receipt records its card's figure",
+            ),
+        ),
+        Fact(
+            "vllm-version",
+            "vLLM release the labs are pinned to",
+            VLLM_GPU_VERSION,
+            Source("PyPI, vllm 0.26.0 (release commit ffd46bfab)", "https://pypi.org/project/vllm/0.26.0/", "primary"),
+        ),
+        Fact(
+            "vllm-gpu-memory-utilization",
+            "vLLM's default `gpu_memory_utilization`",
+            f"{VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}",
+            vllm_source("vllm/config/cache.py", 68),
+        ),
+        Fact(
+            "vllm-block-size",
+            "tokens per KV-cache block (vLLM on CUDA, FlashAttention)",
+            f"{VLLM_DEFAULT_BLOCK_SIZE}",
+            vllm_source("vllm/config/cache.py", 47, note="other attention backends may choose another size and log it"),
+        ),
+        Fact(
+            "vllm-scheduler-defaults",
+            "vLLM's default `max_num_batched_tokens` / `max_num_seqs` per device class "
+            f'(total memory >= {VLLM_LARGE_DEVICE_MIN_GIB} GiB and not an A100: "large") and entry point',
+            "; ".join(
+                f"{cls}, {entry}: {tokens:,} tokens / {seqs:,} sequences"
+                for (cls, entry), (tokens, seqs) in VLLM_SCHEDULER_DEFAULTS.items()
+            ),
+            vllm_source(
+                "vllm/engine/arg_utils.py",
+                2449,
+                2479,
+                "`LLM` uses UsageContext.LLM_CLASS (vllm/entrypoints/llm.py:338-339), `vllm serve` "
+                'OPENAI_API_SERVER; doubled only with performance_mode="throughput"',
+            ),
+        ),
+        Fact(
+            "vllm-non-kv-reserve",
+            "memory vLLM keeps besides weights and KV cache on a 24 GB card",
+            f"{VLLM_NON_KV_RESERVE_GIB:g} GiB",
+            Source(
+                "the course's assumption; vLLM's start-up log prints the real parts (\"Available KV cache "
+                'memory", vllm/v1/worker/gpu_worker.py:560-563 at v0.26.0)',
+                "",
+                "assumption",
+                "public start-up logs of 7-8B models on 24 GB cards show about 1.8-2 GiB",
+            ),
+        ),
+        Fact(
+            "awq-group-size",
+            "group size of Qwen/Qwen2.5-7B-Instruct-AWQ",
+            f"{AWQ_GROUP_SIZE}",
+            Source(
+                "`quantization_config.group_size` in `config.json` of Hugging Face "
+                "`Qwen/Qwen2.5-7B-Instruct-AWQ` at revision b2503754",
+                "https://huggingface.co/Qwen/Qwen2.5-7B-Instruct-AWQ/blob/b25037543e9394b818fdfca67ab2a00ecc7dd641/config.json",
+                "secondary",
+                "recalled; not read in a copy here",
+            ),
+        ),
+        Fact(
+            "autodl-rtx-4090",
+            "what a lab costs on AutoDL's RTX 4090",
+            f"{AUTODL_RTX_4090.cny_per_hour:g} yuan/h; assumed {AUTODL_RTX_4090.download_mb_s:g} MB/s download, "
+            f"{AUTODL_RTX_4090.engine_start_min:g} min engine start-up",
+            AUTODL_RTX_4090.source,
+        ),
     ]
     return items + list(BEHAVIOURS.values()) + _quant_facts()
 

@@ -47,8 +47,9 @@ def time_floor(gpu: GPUFacts, flops: float, bytes_moved: float) -> float:
     return max(flops / (gpu.bf16_dense_tflops * 1e12), bytes_moved / (gpu.bandwidth_gb_s * 1e9))
 
 
-def decode_bytes_per_step(params: float, kv_bytes_per_token: float, context_len: float, batch: int = 1,
-                          weight_bytes: float = 2) -> float:
+def decode_bytes_per_step(
+    params: float, kv_bytes_per_token: float, context_len: float, batch: int = 1, weight_bytes: float = 2
+) -> float:
     """Bytes one decode step moves: every weight once, plus each sequence's whole cache (B).
 
     N * b + B * kappa * S, with N ``params``, b ``weight_bytes`` per parameter (2 for BF16, about
@@ -58,14 +59,20 @@ def decode_bytes_per_step(params: float, kv_bytes_per_token: float, context_len:
     Raises:
         ValueError: an argument is not positive.
     """
-    for name, value in (("params", params), ("kv_bytes_per_token", kv_bytes_per_token),
-                        ("context_len", context_len), ("batch", batch), ("weight_bytes", weight_bytes)):
+    for name, value in (
+        ("params", params),
+        ("kv_bytes_per_token", kv_bytes_per_token),
+        ("context_len", context_len),
+        ("batch", batch),
+        ("weight_bytes", weight_bytes),
+    ):
         _positive(name, value)
     return params * weight_bytes + batch * kv_bytes_per_token * context_len
 
 
-def decode_intensity(params: float, kv_bytes_per_token: float, context_len: float, batch: int = 1,
-                     weight_bytes: float = 2) -> float:
+def decode_intensity(
+    params: float, kv_bytes_per_token: float, context_len: float, batch: int = 1, weight_bytes: float = 2
+) -> float:
     """The step's AVERAGE intensity (FLOP/byte) over all its kernels: 2 N B / (N b + B kappa S).
 
     Counts 2 FLOPs per parameter per token; attention's own FLOPs are left out (lesson 0A). An
@@ -142,8 +149,9 @@ def compute_bound_batch(gpu: GPUFacts, weight_bytes: float = 2, peak_tflops: flo
     return ridge_point(gpu, peak_tflops) * weight_bytes / 2
 
 
-def decode_kernel_floors(gpu: GPUFacts, config, context_len: int, batch: int = 1,
-                         weight_bytes: float = 2, kv_dtype_bytes: int = 2) -> tuple[float, float]:
+def decode_kernel_floors(
+    gpu: GPUFacts, config, context_len: int, batch: int = 1, weight_bytes: float = 2, kv_dtype_bytes: int = 2
+) -> tuple[float, float]:
     """(weight matmuls, attention): each kernel's floor (s) in one decode step; their sum is
     :func:`decode_step_floor`.
 
@@ -158,8 +166,11 @@ def decode_kernel_floors(gpu: GPUFacts, config, context_len: int, batch: int = 1
         _positive(name, value)
     m = matmul_params(config)
     linear = time_floor(gpu, 2 * m * batch, m * weight_bytes)
-    attention = time_floor(gpu, batch * attention_flops_per_token(config, context_len),
-                           batch * kv_bytes_per_token(config, kv_dtype_bytes) * context_len)
+    attention = time_floor(
+        gpu,
+        batch * attention_flops_per_token(config, context_len),
+        batch * kv_bytes_per_token(config, kv_dtype_bytes) * context_len,
+    )
     return linear, attention
 
 
@@ -185,8 +196,9 @@ def matmul_params(config) -> int:
     return sum(parts.values()) - parts["embedding"] - parts["lm_head"] + head
 
 
-def decode_step_floor(gpu: GPUFacts, config, context_len: int, batch: int = 1,
-                      weight_bytes: float = 2, kv_dtype_bytes: int = 2) -> float:
+def decode_step_floor(
+    gpu: GPUFacts, config, context_len: int, batch: int = 1, weight_bytes: float = 2, kv_dtype_bytes: int = 2
+) -> float:
     """Least time (s) of one decode step of ``batch`` sequences, each with ``context_len`` cached tokens.
 
     weight matmuls: max(2 M B / peak, M b / bandwidth), M = :func:`matmul_params`, weights read once;

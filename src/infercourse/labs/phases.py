@@ -12,7 +12,8 @@ step-count claim is exact and checked everywhere, the CPU included.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from infercourse import fmt
 from infercourse.labs.core import (
@@ -66,13 +67,18 @@ def steps_exact(receipt: Receipt) -> ClaimResult:
     for row in receipt["results"]:
         steps, tokens = expected_steps(row["prompt_tokens"], row["output_tokens"], chunk)
         if (row["engine_steps"], row["step_tokens"]) != (repeats * steps, repeats * tokens):
-            wrong.append(f"prompt {row['prompt_tokens']}, output {row['output_tokens']}: {row['engine_steps']} steps "
-                         f"/ {row['step_tokens']} tokens, expected {repeats * steps} / {repeats * tokens}")
-    return ClaimResult("engine_steps_exact",
-                       "each request takes ceil(S / max_num_batched_tokens) + n - 1 engine steps, which process "
-                       "its S prompt tokens and generate its n (vLLM's vllm:iteration_tokens_total)", not wrong,
-                       "; ".join(wrong) or f"all {len(receipt['results'])} rows exact ({repeats} runs each, "
-                                            f"max_num_batched_tokens {chunk:,})")
+            wrong.append(
+                f"prompt {row['prompt_tokens']}, output {row['output_tokens']}: {row['engine_steps']} steps "
+                f"/ {row['step_tokens']} tokens, expected {repeats * steps} / {repeats * tokens}"
+            )
+    return ClaimResult(
+        "engine_steps_exact",
+        "each request takes ceil(S / max_num_batched_tokens) + n - 1 engine steps, which process "
+        "its S prompt tokens and generate its n (vLLM's vllm:iteration_tokens_total)",
+        not wrong,
+        "; ".join(wrong)
+        or f"all {len(receipt['results'])} rows exact ({repeats} runs each, max_num_batched_tokens {chunk:,})",
+    )
 
 
 def _row(receipt: Receipt, s: int, n: int) -> Mapping[str, Any]:
@@ -84,19 +90,26 @@ def decode_linear(receipt: Receipt) -> ClaimResult:
     rows = [_row(receipt, 128, n) for n in (32, 128, 512)]
     steps = [r["output_tokens"] - 1 for r in rows]
     decode = [r["decode_s"] for r in rows]
-    statement = (f"decode time vs n-1 (n = 32, 128, 512; prompt 128) is a line: R^2 >= {DECODE_R2}, "
-                 f"decode_s/(n-1) within {DECODE_SPREAD}x")
+    statement = (
+        f"decode time vs n-1 (n = 32, 128, 512; prompt 128) is a line: R^2 >= {DECODE_R2}, "
+        f"decode_s/(n-1) within {DECODE_SPREAD}x"
+    )
     try:
         _, slope, r2 = linear_fit(steps, decode)
     except ValueError as exc:  # e.g. the same decode time for every n: not a line through growth
         return ClaimResult("decode_linear_in_output", statement, False, f"no fit: {exc}")
-    per_step = [d / s for d, s in zip(decode, steps)]
+    per_step = [d / s for d, s in zip(decode, steps, strict=True)]
     spread = max(per_step) / min(per_step) if min(per_step) > 0 else math.inf
-    return ClaimResult("decode_linear_in_output", statement, r2 >= DECODE_R2 and spread <= DECODE_SPREAD,
-                       f"R^2 = {r2:.4f}, slope {slope * 1e3:.3f} ms/token, per-step spread x{spread:.2f}")
+    return ClaimResult(
+        "decode_linear_in_output",
+        statement,
+        r2 >= DECODE_R2 and spread <= DECODE_SPREAD,
+        f"R^2 = {r2:.4f}, slope {slope * 1e3:.3f} ms/token, per-step spread x{spread:.2f}",
+    )
 
 
 # --- the lesson's expected output -----------------------------------------------------------------
+
 
 def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     """Markdown: the course's model in BF16, its floors per grid row on ``gpu_name`` (after the label)."""
@@ -117,25 +130,37 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     ]
     for s, n in GRID:
         f = floors(facts, config, s, n, 2)
-        lines.append(f"| {fmt.count(s)} | {fmt.count(n)} | {fmt.fixed(f['ttft_s'] * 1e3, 1)} | "
-                     f"{fmt.fixed(f['tpot_s'] * 1e3, 2)} | {fmt.fixed(f['decode_s'], 2)} |")
+        lines.append(
+            f"| {fmt.count(s)} | {fmt.count(n)} | {fmt.fixed(f['ttft_s'] * 1e3, 1)} | "
+            f"{fmt.fixed(f['tpot_s'] * 1e3, 2)} | {fmt.fixed(f['decode_s'], 2)} |"
+        )
     return "\n".join(lines)
 
 
 SPEC = LabSpec(
     lab="phases",
     lesson="0A",
-    row={"prompt_tokens": int, "output_tokens": int, "ttft_ms": (int, float), "tpot_ms": (int, float),
-         "decode_s": (int, float), "engine_steps": int, "step_tokens": int},
+    row={
+        "prompt_tokens": int,
+        "output_tokens": int,
+        "ttft_ms": (int, float),
+        "tpot_ms": (int, float),
+        "decode_s": (int, float),
+        "engine_steps": int,
+        "step_tokens": int,
+    },
     units={"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s", "engine_steps": "steps", "step_tokens": "tokens"},
     key=("prompt_tokens", "output_tokens"),
     header="TPOT (ms)",
     claims=(steps_exact, ttft_grows, tpot_flat, tpot_gpu, decode_linear),
     prediction=prediction,
-    columns=(Column("prompt_tokens", "prompt", fmt.count), Column("output_tokens", "output", fmt.count),
-             Column("ttft_ms", "TTFT (ms)", lambda v: fmt.fixed(v, 1)),
-             Column("tpot_ms", "TPOT (ms)", lambda v: fmt.fixed(v, 2)),
-             Column("decode_s", "decode (s)", lambda v: fmt.fixed(v, 2))),
+    columns=(
+        Column("prompt_tokens", "prompt", fmt.count),
+        Column("output_tokens", "output", fmt.count),
+        Column("ttft_ms", "TTFT (ms)", lambda v: fmt.fixed(v, 1)),
+        Column("tpot_ms", "TPOT (ms)", lambda v: fmt.fixed(v, 2)),
+        Column("decode_s", "decode (s)", lambda v: fmt.fixed(v, 2)),
+    ),
     efficiency=efficiency,
     grid=GRID,
     cpu_max_model_len=max(s + n for s, n in GRID),  # 4096 + 128 = 4224

@@ -6,11 +6,21 @@ Receipt rows: one per parameter dtype, then ``"all"``: ``dtype`` (str), ``elemen
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from infercourse import fmt
-from infercourse.labs.core import (ClaimResult, Column, LabSpec, LabWork, Receipt, dtype_bytes, find_row, lab_constant,
-                                   model_config_for)
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    LabSpec,
+    LabWork,
+    Receipt,
+    dtype_bytes,
+    find_row,
+    lab_constant,
+    model_config_for,
+)
 from infercourse.registry import AWQ_GROUP_SIZE, COURSE_MODEL, model
 from infercourse.transformer import awq_weight_bytes, linear_weight_count, param_count, weight_bytes
 
@@ -37,14 +47,22 @@ def predicted_bytes(config: Mapping[str, Any], run_dtype: str = "auto") -> float
 
 def bytes_match_config(receipt: Receipt) -> ClaimResult:
     """The "all" row's bytes against :func:`predicted_bytes` (unquantised: within BYTES_TOLERANCE)."""
-    statement = f"the parameter bytes equal the count from config.json x bytes per element, within {BYTES_TOLERANCE:.1%}"
+    statement = (
+        f"the parameter bytes equal the count from config.json x bytes per element, within {BYTES_TOLERANCE:.1%}"
+    )
     config = model_config_for(receipt)
     if config is None:
-        return ClaimResult("parameter_bytes_match_config", statement, None, "model config not found: nothing to compare")
+        return ClaimResult(
+            "parameter_bytes_match_config", statement, None, "model config not found: nothing to compare"
+        )
     want = predicted_bytes(config, receipt.get("dtype", "auto"))
     if want is None or config.get("quantization_config") is not None:
-        return ClaimResult("parameter_bytes_match_config", statement, None,
-                           "quantised model: repacking may change the layout; compared by eye on the page")
+        return ClaimResult(
+            "parameter_bytes_match_config",
+            statement,
+            None,
+            "quantised model: repacking may change the layout; compared by eye on the page",
+        )
     got = find_row(receipt, dtype="all")["bytes"]
     detail = f"measured {got:,} B, predicted {want:,.0f} B ({got / want - 1:+.4%})"
     if _repacked_on_cpu(receipt, got, want):
@@ -54,9 +72,13 @@ def bytes_match_config(receipt: Receipt) -> ClaimResult:
         # kernel keeps those layers' biases in float32, on CPUs that have it, so the bytes vary by machine)
         rest = param_count(config) - linear_weight_count(config)
         elements = find_row(receipt, dtype="all")["elements"]
-        return ClaimResult("parameter_bytes_match_config", statement, elements == rest,
-                           f"{detail}; CPU build: linear weights repacked outside parameters(), the rest holds "
-                           f"{elements:,} elements, predicted exactly {rest:,}")
+        return ClaimResult(
+            "parameter_bytes_match_config",
+            statement,
+            elements == rest,
+            f"{detail}; CPU build: linear weights repacked outside parameters(), the rest holds "
+            f"{elements:,} elements, predicted exactly {rest:,}",
+        )
     return ClaimResult("parameter_bytes_match_config", statement, abs(got / want - 1) <= BYTES_TOLERANCE, detail)
 
 
@@ -72,9 +94,16 @@ def one_dtype(receipt: Receipt) -> ClaimResult:
     config = model_config_for(receipt)
     if config is None or config.get("quantization_config") is not None:
         return ClaimResult("single_dtype", statement, None, "quantised or unknown model")
-    if _repacked_on_cpu(receipt, find_row(receipt, dtype="all")["bytes"], predicted_bytes(config, receipt.get("dtype", "auto"))):
-        return ClaimResult("single_dtype", statement, None, "vLLM's CPU build repacked the linear layers (and may keep "
-                           "their biases in float32 for its GEMM kernel): checked on GPU receipts")
+    want_bytes = predicted_bytes(config, receipt.get("dtype", "auto"))
+    assert want_bytes is not None  # unquantised: predicted_bytes returns a number
+    if _repacked_on_cpu(receipt, find_row(receipt, dtype="all")["bytes"], want_bytes):
+        return ClaimResult(
+            "single_dtype",
+            statement,
+            None,
+            "vLLM's CPU build repacked the linear layers (and may keep "
+            "their biases in float32 for its GEMM kernel): checked on GPU receipts",
+        )
     dtypes = [r["dtype"] for r in receipt["results"] if r["dtype"] != "all"]
     want = {1: "float8", 2: "bfloat16", 4: "float32"}.get(dtype_bytes(config, receipt.get("dtype", "auto")))
     ok = len(dtypes) == 1 and dtypes[0] == want
@@ -85,15 +114,18 @@ def prediction(model_name: str = COURSE_MODEL) -> str:
     """Markdown: the course's model's parameter bytes in BF16 and in AWQ 4-bit."""
     config = model(model_name).config
     bf16, awq = weight_bytes(config, 2), awq_weight_bytes(config, AWQ_GROUP_SIZE)
-    return "\n".join([
-        f"{model_name} has N = {fmt.count(param_count(config))} parameters (lesson 0C's count from config.json). "
-        "A GPU changes nothing here: these are bytes, not times.",
-        "",
-        "| model | parameter bytes | GB | GiB |",
-        "|---|---:|---:|---:|",
-        f"| {model_name} (BF16) | {fmt.count(bf16)} | {fmt.gb(bf16)} | {fmt.gib(bf16)} |",
-        f"| {model_name}-AWQ (4-bit, G = {AWQ_GROUP_SIZE}) | about {fmt.count(awq)} | {fmt.gb(awq)} | {fmt.gib(awq)} |",
-    ])
+    return "\n".join(
+        [
+            f"{model_name} has N = {fmt.count(param_count(config))} parameters (lesson 0C's count from config.json). "
+            "A GPU changes nothing here: these are bytes, not times.",
+            "",
+            "| model | parameter bytes | GB | GiB |",
+            "|---|---:|---:|---:|",
+            f"| {model_name} (BF16) | {fmt.count(bf16)} | {fmt.gb(bf16)} | {fmt.gib(bf16)} |",
+            f"| {model_name}-AWQ (4-bit, G = {AWQ_GROUP_SIZE}) | about {fmt.count(awq)} "
+            f"| {fmt.gb(awq)} | {fmt.gib(awq)} |",
+        ]
+    )
 
 
 SPEC = LabSpec(
@@ -106,7 +138,11 @@ SPEC = LabSpec(
     claims=(bytes_match_config, one_dtype),
     prediction=prediction,
     prediction_basis="config.json's parameter count",
-    columns=(Column("dtype", "dtype", str, align_right=False), Column("elements", "elements", fmt.count),
-             Column("bytes", "bytes", fmt.count), Column("bytes", "GiB", lambda v: fmt.gib(v))),
+    columns=(
+        Column("dtype", "dtype", str, align_right=False),
+        Column("elements", "elements", fmt.count),
+        Column("bytes", "bytes", fmt.count),
+        Column("bytes", "GiB", lambda v: fmt.gib(v)),
+    ),
     work=LabWork(engines=1, decode_steps=0, peak_kv_tokens=lab_constant("weights", "MAX_MODEL_LEN")),
 )

@@ -14,10 +14,11 @@ binding, and the values are importable, so tests check them against hand arithme
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 UNITS = {
     "B": "bytes (the page writes them as GB = 10^9 B or GiB = 2^30 B)",
@@ -85,7 +86,12 @@ class PageValues:
 def _pages() -> Mapping[str, str]:
     from infercourse import course
 
-    pages = {"index.md": "home", "glossary.md": "glossary_page", "notation.md": "notation_page", "facts.md": "facts_page"}
+    pages = {
+        "index.md": "home",
+        "glossary.md": "glossary_page",
+        "notation.md": "notation_page",
+        "facts.md": "facts_page",
+    }
     for part in course.parts():
         for lesson in part["lessons"]:
             if lesson["page"]:

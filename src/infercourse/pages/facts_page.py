@@ -25,8 +25,15 @@ def _group(fact: registry.Fact) -> str:
 
 groups: dict[str, list[dict]] = {}
 for fact in registry.facts():
-    groups.setdefault(_group(fact), []).append({
-        "id": fact.id, "what": fact.what, "value": fact.value, "source": source_markdown(fact.source),
-        "kind": fact.source.kind, "note": fact.source.note})
+    groups.setdefault(_group(fact), []).append(
+        {
+            "id": fact.id,
+            "what": fact.what,
+            "value": fact.value,
+            "source": source_markdown(fact.source),
+            "kind": fact.source.kind,
+            "note": fact.source.note,
+        }
+    )
 P.add("groups", [{"title": title, "facts": items} for title, items in groups.items()], "record")
 P.add("vllm_tag_url", "https://github.com/vllm-project/vllm/tree/v0.26.0", "text")

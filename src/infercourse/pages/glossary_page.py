@@ -6,6 +6,15 @@ from infercourse import course, glossary
 from infercourse.pages import PageValues, fact_link
 
 P = PageValues("glossary.md")
-P.add("entries", [{**e, "lesson_label": course.lesson_label(e["lesson"]) if e["lesson"] else None,
-                   "source": fact_link(e["fact"], "") if e["fact"] else None}
-                  for e in glossary.entries()], "record")
+P.add(
+    "entries",
+    [
+        {
+            **e,
+            "lesson_label": course.lesson_label(e["lesson"]) if e["lesson"] else None,
+            "source": fact_link(e["fact"], "") if e["fact"] else None,
+        }
+        for e in glossary.entries()
+    ],
+    "record",
+)

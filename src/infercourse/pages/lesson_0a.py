@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-
-from infercourse import fmt, notation, labbox, registry, roofline, snippets, transformer
+from infercourse import fmt, labbox, notation, registry, roofline, snippets, transformer
 from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/0a-prefill-decode.md")
@@ -18,8 +17,20 @@ d_h = transformer.head_dim(cfg)
 kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, b_kv), "B/token")
 g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
 gh200 = P.add("gh200", registry.gpu("H200"), "record")
-P.add("gpu_rows", [{"name": g.name, "bf16_dense_tflops": g.bf16_dense_tflops, "bandwidth_gb_s": g.bandwidth_gb_s,
-                     "ridge": roofline.ridge_point(g), "source": g.source} for g in [g4090, gh200]], "record")
+P.add(
+    "gpu_rows",
+    [
+        {
+            "name": g.name,
+            "bf16_dense_tflops": g.bf16_dense_tflops,
+            "bandwidth_gb_s": g.bandwidth_gb_s,
+            "ridge": roofline.ridge_point(g),
+            "source": g.source,
+        }
+        for g in [g4090, gh200]
+    ],
+    "record",
+)
 ridge4090 = P.add("ridge4090", roofline.ridge_point(g4090), "FLOP/B")
 ridgeh200 = roofline.ridge_point(gh200)
 u = registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
@@ -77,41 +88,73 @@ def _listed(numbers) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-
-fixed_output = max(set(o for _, o in grid), key=lambda o: sum(1 for _, x in grid if x == o))  # the output most rows share
+fixed_output = max(
+    set(o for _, o in grid), key=lambda o: sum(1 for _, x in grid if x == o)
+)  # the output most rows share
 P.add("lab_prompts", _listed({p for p, o in grid if o == fixed_output}), "text")
 P.add("lab_fixed_output", fixed_output, "tokens")
 P.add("lab_outputs", _listed({o for p, o in grid if p == short_prompt}), "text")
 P.add("lab_short_prompt", short_prompt, "tokens")
 P.add("lab_box", labbox.lab_box("phases.py"), "text")
 
-SYMBOLS = [
-    ("N", f"For {registry.COURSE_MODEL}, derived from its `config.json`: {fmt.count(N)} (embedding and output "
-          "head are separate matrices; [lesson 0C](0c-transformer.md#principle) derives the count module by module)."),
+SYMBOLS: list[notation.Symbol] = [
+    (
+        "N",
+        f"For {registry.COURSE_MODEL}, derived from its `config.json`: {fmt.count(N)} (embedding and output "
+        "head are separate matrices; [lesson 0C](0c-transformer.md#principle) derives the count module by module).",
+    ),
     ("b", f"Here {b}, BF16."),
     ("b_kv", f"Here {b_kv}, BF16."),
-    ("kappa", "\\(\\kappa = 2 \\cdot L \\cdot h_{\\text{kv}} \\cdot d_h \\cdot b_{\\text{kv}}\\): keys and values (2) "
-              f"for every layer and KV head. Here {fmt.count(kappa)} B."),
+    (
+        "kappa",
+        "\\(\\kappa = 2 \\cdot L \\cdot h_{\\text{kv}} \\cdot d_h \\cdot b_{\\text{kv}}\\): keys and values (2) "
+        f"for every layer and KV head. Here {fmt.count(kappa)} B.",
+    ),
     ("L", f"Here {cfg['num_hidden_layers']}."),
     ("h", f"Here {cfg['num_attention_heads']}."),
     ("h_kv", f"Here {cfg['num_key_value_heads']}: the *KV* heads, not the attention heads."),
     ("d_h", f"Here {transformer.head_dim(cfg)}."),
-    "S", "I",
+    "S",
+    "I",
     ("M", "[Lesson 0C](0c-transformer.md#flops) counts it."),
-    "B", "i", "Q", "K", "Vmat", "Pmat",
+    "B",
+    "i",
+    "Q",
+    "K",
+    "Vmat",
+    "Pmat",
 ]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
-P.add("facts_used", [
-    {"what": f"{registry.COURSE_MODEL} config",
-     "value": f"{cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']:,}, {cfg['num_attention_heads']} heads, "
-              f"{cfg['num_key_value_heads']} KV heads, vocab {cfg['vocab_size']:,}, untied embeddings",
-     "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL))},
-    *[{"what": g.name, "value": f"{g.bf16_dense_tflops:.1f} TFLOP/s BF16 dense, {g.bandwidth_gb_s:,g} GB/s",
-     "source": fact_link(registry.gpu_fact_id(key))} for key, g in (("RTX 4090", g4090), ("H200", gh200))],
-    {"what": "vLLM `gpu_memory_utilization` default", "value": f"{registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}",
-     "source": fact_link("vllm-gpu-memory-utilization")},
-    {"what": "AWQ group size", "value": f"{registry.AWQ_GROUP_SIZE}", "source": fact_link("awq-group-size")},
-    {"what": "a prompt leaves room for one output token", "value": "prompt ≤ `max_model_len` − 1 tokens",
-     "source": fact_link("vllm-prompt-leaves-one-token")},
-], "record")
+P.add(
+    "facts_used",
+    [
+        {
+            "what": f"{registry.COURSE_MODEL} config",
+            "value": f"{cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']:,}, "
+            f"{cfg['num_attention_heads']} heads, {cfg['num_key_value_heads']} KV heads, "
+            f"vocab {cfg['vocab_size']:,}, untied embeddings",
+            "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL)),
+        },
+        *[
+            {
+                "what": g.name,
+                "value": f"{g.bf16_dense_tflops:.1f} TFLOP/s BF16 dense, {g.bandwidth_gb_s:,g} GB/s",
+                "source": fact_link(registry.gpu_fact_id(key)),
+            }
+            for key, g in (("RTX 4090", g4090), ("H200", gh200))
+        ],
+        {
+            "what": "vLLM `gpu_memory_utilization` default",
+            "value": f"{registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}",
+            "source": fact_link("vllm-gpu-memory-utilization"),
+        },
+        {"what": "AWQ group size", "value": f"{registry.AWQ_GROUP_SIZE}", "source": fact_link("awq-group-size")},
+        {
+            "what": "a prompt leaves room for one output token",
+            "value": "prompt ≤ `max_model_len` − 1 tokens",
+            "source": fact_link("vllm-prompt-leaves-one-token"),
+        },
+    ],
+    "record",
+)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infercourse import notation, fmt, labbox, memory, registry, roofline, transformer
+from infercourse import fmt, labbox, memory, notation, registry, roofline, transformer
 from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/0c-transformer.md")
@@ -37,10 +37,18 @@ P.add("prefill_overcount_of_exact", 2 * H / (N - 2 * H), "1")
 ctx = P.add("ctx", 8192, "tokens")
 att8k = P.add("att8k", transformer.attention_flops_per_token(cfg, ctx), "FLOP")
 P.add("att8k_share", att8k / two_m, "1")
-P.add("attention_rows", [
-    {"c": c, "flops": transformer.attention_flops_per_token(cfg, c),
-     "share": transformer.attention_flops_per_token(cfg, c) / two_m}
-    for c in (1024, 8192, cfg["max_position_embeddings"])], "record")
+P.add(
+    "attention_rows",
+    [
+        {
+            "c": c,
+            "flops": transformer.attention_flops_per_token(cfg, c),
+            "share": transformer.attention_flops_per_token(cfg, c) / two_m,
+        }
+        for c in (1024, 8192, cfg["max_position_embeddings"])
+    ],
+    "record",
+)
 window = P.add("window", cfg["max_position_embeddings"], "tokens")
 P.add("att_window_share", transformer.attention_flops_per_token(cfg, window) / two_m, "1")
 q3 = P.add("q3", registry.model("Qwen/Qwen3-4B").config, "record")
@@ -66,10 +74,19 @@ models = [registry.COURSE_MODEL, "Qwen/Qwen2.5-0.5B-Instruct", "meta-llama/Meta-
 def _model_row(name: str) -> dict:
     facts = registry.model(name)
     c = facts.config
-    return {"name": name, "N": transformer.param_count(c), "bf16": transformer.weight_bytes(c, 2),
-            "fp8": transformer.fp8_weight_bytes(c), "awq": transformer.awq_weight_bytes(c, awq_group),
-            "config": c, "d_h": transformer.head_dim(c), "explicit_head": "head_dim" in c,
-            "tied": str(c["tie_word_embeddings"]).lower(), "source": facts.source, "card": facts.card_params}
+    return {
+        "name": name,
+        "N": transformer.param_count(c),
+        "bf16": transformer.weight_bytes(c, 2),
+        "fp8": transformer.fp8_weight_bytes(c),
+        "awq": transformer.awq_weight_bytes(c, awq_group),
+        "config": c,
+        "d_h": transformer.head_dim(c),
+        "explicit_head": "head_dim" in c,
+        "tied": str(c["tie_word_embeddings"]).lower(),
+        "source": facts.source,
+        "card": facts.card_params,
+    }
 
 
 P.add("model_rows", [_model_row(name) for name in models], "record")
@@ -93,25 +110,63 @@ P.add("floor_bf16_1k", roofline.decode_step_floor(g, cfg, 1024), "s")
 P.add("floor_awq_1k", roofline.decode_step_floor(g, cfg, 1024, weight_bytes=(awq - 2 * parts["embedding"]) / M), "s")
 P.add("lab_box", labbox.lab_box("weights.py"), "text")
 
-SYMBOLS = [("V", f"Here {fmt.count(V)}."), ("d", f"Here {fmt.count(d)}."), ("L", f"Here {L}."),
-           ("h", f"Here {h}."), ("h_kv", f"Here {h_kv}."), ("d_h", f"Here {d_h}."),
-           ("f", f"Here {fmt.count(cfg['intermediate_size'])}."),
-           ("tied", f"Here {1 if cfg['tie_word_embeddings'] else 0}."), "M", "H", "F", "c", "S", "G"]
+SYMBOLS: list[notation.Symbol] = [
+    ("V", f"Here {fmt.count(V)}."),
+    ("d", f"Here {fmt.count(d)}."),
+    ("L", f"Here {L}."),
+    ("h", f"Here {h}."),
+    ("h_kv", f"Here {h_kv}."),
+    ("d_h", f"Here {d_h}."),
+    ("f", f"Here {fmt.count(cfg['intermediate_size'])}."),
+    ("tied", f"Here {1 if cfg['tie_word_embeddings'] else 0}."),
+    "M",
+    "H",
+    "F",
+    "c",
+    "S",
+    "G",
+]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
-P.add("facts_used", [
-    *[{"what": m["name"],
-       "value": f"V {m['config']['vocab_size']:,}, d {m['config']['hidden_size']:,}, f {m['config']['intermediate_size']:,}, "
+P.add(
+    "facts_used",
+    [
+        *[
+            {
+                "what": m["name"],
+                "value": f"V {m['config']['vocab_size']:,}, d {m['config']['hidden_size']:,}, "
+                f"f {m['config']['intermediate_size']:,}, "
                 f"L {m['config']['num_hidden_layers']}, h {m['config']['num_attention_heads']}, "
-                f"h_kv {m['config']['num_key_value_heads']}, d_h {m['d_h']}{' (explicit)' if m['explicit_head'] else ''}, "
+                f"h_kv {m['config']['num_key_value_heads']}, d_h {m['d_h']}"
+                f"{' (explicit)' if m['explicit_head'] else ''}, "
                 f"tied {m['tied']}; the publisher states {m['card']} parameters",
-       "source": fact_link(registry.model_fact_id(m["name"])) + "; " + fact_link(registry.model_fact_id(m["name"]) + "-card")}
-      for m in P.values()["model_rows"].value],
-    {"what": g.name, "value": f"{g.memory_gb:g} GB (datasheet), {g.bandwidth_gb_s:,g} GB/s",
-     "source": fact_link(registry.gpu_fact_id(registry.LAB_GPU))},
-    {"what": f"{g.name} memory as CUDA reports it", "value": f"{registry.GPU_MEMORY_TOTAL_MIB[registry.LAB_GPU]:,} MiB",
-     "source": fact_link("gpu-memory-total-rtx-4090")},
-    {"what": "vLLM `gpu_memory_utilization` default", "value": f"{u}", "source": fact_link("vllm-gpu-memory-utilization")},
-    {"what": "vLLM's non-KV memory", "value": f"about {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB", "source": fact_link("vllm-non-kv-reserve")},
-    {"what": "AWQ group size", "value": f"{awq_group}", "source": fact_link("awq-group-size")},
-], "record")
+                "source": fact_link(registry.model_fact_id(m["name"]))
+                + "; "
+                + fact_link(registry.model_fact_id(m["name"]) + "-card"),
+            }
+            for m in P.values()["model_rows"].value
+        ],
+        {
+            "what": g.name,
+            "value": f"{g.memory_gb:g} GB (datasheet), {g.bandwidth_gb_s:,g} GB/s",
+            "source": fact_link(registry.gpu_fact_id(registry.LAB_GPU)),
+        },
+        {
+            "what": f"{g.name} memory as CUDA reports it",
+            "value": f"{registry.GPU_MEMORY_TOTAL_MIB[registry.LAB_GPU]:,} MiB",
+            "source": fact_link("gpu-memory-total-rtx-4090"),
+        },
+        {
+            "what": "vLLM `gpu_memory_utilization` default",
+            "value": f"{u}",
+            "source": fact_link("vllm-gpu-memory-utilization"),
+        },
+        {
+            "what": "vLLM's non-KV memory",
+            "value": f"about {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB",
+            "source": fact_link("vllm-non-kv-reserve"),
+        },
+        {"what": "AWQ group size", "value": f"{awq_group}", "source": fact_link("awq-group-size")},
+    ],
+    "record",
+)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infercourse import notation, fmt, labbox, memory, registry, snippets, transformer
+from infercourse import fmt, labbox, memory, notation, registry, snippets, transformer
 from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/1a-kv-cache.md")
@@ -13,8 +13,9 @@ b_kv = P.add("b_kv", 2, "B/param")
 kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, b_kv), "B/token")
 kappa_fp8 = P.add("kappa_fp8", transformer.kv_bytes_per_token(cfg, 1), "B/token")
 P.add("d_h", transformer.head_dim(cfg), "count")
-wrong = P.add("wrong", 2 * cfg["num_hidden_layers"] * cfg["num_attention_heads"] * transformer.head_dim(cfg) * b_kv,
-              "B/token")
+wrong = P.add(
+    "wrong", 2 * cfg["num_hidden_layers"] * cfg["num_attention_heads"] * transformer.head_dim(cfg) * b_kv, "B/token"
+)
 P.add("wrong_factor", wrong / kappa, "1")
 P.add("gqa_factor", cfg["num_attention_heads"] / cfg["num_key_value_heads"], "1")
 
@@ -26,9 +27,11 @@ qwen3 = P.add("qwen3", registry.model("Qwen/Qwen3-4B"), "record")
 q3 = qwen3.config
 P.add("q3_divided_head", q3["hidden_size"] // q3["num_attention_heads"], "count")
 P.add("kappa_qwen3", transformer.kv_bytes_per_token(q3, b_kv), "B/token")
-P.add("kappa_qwen3_divided",
-      2 * q3["num_hidden_layers"] * q3["num_key_value_heads"] * (q3["hidden_size"] // q3["num_attention_heads"]) * b_kv,
-      "B/token")
+P.add(
+    "kappa_qwen3_divided",
+    2 * q3["num_hidden_layers"] * q3["num_key_value_heads"] * (q3["hidden_size"] // q3["num_attention_heads"]) * b_kv,
+    "B/token",
+)
 mistral = P.add("mistral", registry.model("mistralai/Mistral-7B-v0.1"), "record")
 P.add("mistral_32k_windowed", transformer.kv_cache_bytes(mistral.config, 32768, b_kv), "B")
 P.add("mistral_32k_full", 32768 * transformer.kv_bytes_per_token(mistral.config, b_kv), "B")
@@ -37,15 +40,24 @@ dsc = P.add("dsc", ds.config, "record")
 kappa_ds = P.add("kappa_ds", transformer.kv_bytes_per_token(dsc, b_kv), "B/token")
 P.add("ds_latent_width", dsc["kv_lora_rank"] + dsc["qk_rope_head_dim"], "count")
 P.add("ds_key_width", dsc["qk_nope_head_dim"] + dsc["qk_rope_head_dim"], "count")
-ds_mha = P.add("ds_mha", dsc["num_hidden_layers"] * dsc["num_attention_heads"]
-               * (dsc["qk_nope_head_dim"] + dsc["qk_rope_head_dim"] + dsc["v_head_dim"]) * b_kv, "B/token")
+ds_mha = P.add(
+    "ds_mha",
+    dsc["num_hidden_layers"]
+    * dsc["num_attention_heads"]
+    * (dsc["qk_nope_head_dim"] + dsc["qk_rope_head_dim"] + dsc["v_head_dim"])
+    * b_kv,
+    "B/token",
+)
 P.add("ds_factor", ds_mha / kappa_ds, "1")
 
 
 def _config_summary(config) -> str:
     """The config fields lesson 1A's formulas read, as one line of text."""
-    parts = [f"{config['num_hidden_layers']} layers", f"{config['num_attention_heads']} heads",
-             f"{config['num_key_value_heads']} KV heads"]
+    parts = [
+        f"{config['num_hidden_layers']} layers",
+        f"{config['num_attention_heads']} heads",
+        f"{config['num_key_value_heads']} KV heads",
+    ]
     for key in ("head_dim", "kv_lora_rank", "qk_rope_head_dim", "sliding_window"):
         if config.get(key):
             parts.append(f"{key} {config[key]}")
@@ -73,31 +85,74 @@ P.add("conc_fp8_8k", memory.max_concurrency(tokens_fp8, 8192), "1")
 P.add("full_fp8_8k", tokens_fp8 // 8192, "sequences")
 P.add("tokens_wrong", memory.kv_capacity_tokens(kv_budget, wrong, block), "tokens")
 naive_total = g4090.memory_gb * 1e9
-naive_tokens = P.add("naive_tokens",
-                     memory.kv_capacity_tokens(memory.kv_budget_bytes(naive_total, weights, reserve, u), kappa, block),
-                     "tokens")
+naive_tokens = P.add(
+    "naive_tokens",
+    memory.kv_capacity_tokens(memory.kv_budget_bytes(naive_total, weights, reserve, u), kappa, block),
+    "tokens",
+)
 P.add("naive_loss", total - naive_total, "B")
 P.add("naive_loss_u", (total - naive_total) * u, "B")
 P.add("naive_short", 1 - naive_tokens / tokens, "1")
 P.add("other_process_max", (1 - u) * total, "B")
 
 max_model_len = P.add("lab_max_model_len", snippets.constant("labs/kv_capacity.py", "MAX_MODEL_LEN"), "tokens")
-P.add("longest_prompt", max_model_len - 1, "tokens")  # vLLM refuses prompt length == max_model_len (registry BEHAVIOURS)
+P.add(
+    "longest_prompt", max_model_len - 1, "tokens"
+)  # vLLM refuses prompt length == max_model_len (registry BEHAVIOURS)
 P.add("lab_box", labbox.lab_box("kv_capacity.py"), "text")
 
-SYMBOLS = ["L", "h_kv", "h", "d_h", "b_kv", "S", "kappa", "r_kv", "d_rope", "S_w", "L_w", "D", "u", "W", "A"]
+SYMBOLS: list[notation.Symbol] = [
+    "L",
+    "h_kv",
+    "h",
+    "d_h",
+    "b_kv",
+    "S",
+    "kappa",
+    "r_kv",
+    "d_rope",
+    "S_w",
+    "L_w",
+    "D",
+    "u",
+    "W",
+    "A",
+]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
-P.add("facts_used", [
-    *[{"what": m.name, "value": _config_summary(m.config), "source": fact_link(registry.model_fact_id(m.name))}
-      for m in FACT_MODELS],
-    {"what": f"{g4090.name} memory as CUDA reports it", "value": f"{total_mib:,} MiB", "source": fact_link("gpu-memory-total-rtx-4090")},
-    {"what": "vLLM `gpu_memory_utilization` default", "value": f"{u}", "source": fact_link("vllm-gpu-memory-utilization")},
-    {"what": "vLLM KV block size", "value": f"{block} tokens", "source": fact_link("vllm-block-size")},
-    {"what": "reserve besides weights and KV", "value": f"{registry.VLLM_NON_KV_RESERVE_GIB:g} GiB",
-     "source": fact_link("vllm-non-kv-reserve")},
-    {"what": "start-up free-memory check", "value": "free ≥ total × u, measured after vLLM's CUDA context exists",
-     "source": fact_link("vllm-free-memory-check")},
-    {"what": "a prompt leaves room for one output token", "value": "prompt ≤ `max_model_len` − 1 tokens",
-     "source": fact_link("vllm-prompt-leaves-one-token")},
-], "record")
+P.add(
+    "facts_used",
+    [
+        *[
+            {"what": m.name, "value": _config_summary(m.config), "source": fact_link(registry.model_fact_id(m.name))}
+            for m in FACT_MODELS
+        ],
+        {
+            "what": f"{g4090.name} memory as CUDA reports it",
+            "value": f"{total_mib:,} MiB",
+            "source": fact_link("gpu-memory-total-rtx-4090"),
+        },
+        {
+            "what": "vLLM `gpu_memory_utilization` default",
+            "value": f"{u}",
+            "source": fact_link("vllm-gpu-memory-utilization"),
+        },
+        {"what": "vLLM KV block size", "value": f"{block} tokens", "source": fact_link("vllm-block-size")},
+        {
+            "what": "reserve besides weights and KV",
+            "value": f"{registry.VLLM_NON_KV_RESERVE_GIB:g} GiB",
+            "source": fact_link("vllm-non-kv-reserve"),
+        },
+        {
+            "what": "start-up free-memory check",
+            "value": "free ≥ total × u, measured after vLLM's CUDA context exists",
+            "source": fact_link("vllm-free-memory-check"),
+        },
+        {
+            "what": "a prompt leaves room for one output token",
+            "value": "prompt ≤ `max_model_len` − 1 tokens",
+            "source": fact_link("vllm-prompt-leaves-one-token"),
+        },
+    ],
+    "record",
+)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from infercourse import notation, fmt, labbox, memory, registry, roofline, snippets, transformer
+from infercourse import fmt, labbox, memory, notation, registry, roofline, snippets, transformer
 from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/2a-roofline.md")
@@ -19,8 +19,20 @@ kappa = transformer.kv_bytes_per_token(cfg, b_kv)
 g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
 gh200 = P.add("gh200", registry.gpu("H200"), "record")
 P.add("h100", registry.gpu("H100"), "record")
-P.add("gpu_rows", [{"name": g.name, "bf16_dense_tflops": g.bf16_dense_tflops, "bandwidth_gb_s": g.bandwidth_gb_s,
-                     "ridge": roofline.ridge_point(g), "source": g.source} for g in list(registry.GPUS.values())], "record")
+P.add(
+    "gpu_rows",
+    [
+        {
+            "name": g.name,
+            "bf16_dense_tflops": g.bf16_dense_tflops,
+            "bandwidth_gb_s": g.bandwidth_gb_s,
+            "ridge": roofline.ridge_point(g),
+            "source": g.source,
+        }
+        for g in list(registry.GPUS.values())
+    ],
+    "record",
+)
 r4090 = P.add("r4090", roofline.ridge_point(g4090), "FLOP/B")
 rh200 = P.add("rh200", roofline.ridge_point(gh200), "FLOP/B")
 S = P.add("S", 512, "tokens")
@@ -88,19 +100,59 @@ lab_batched = P.add("lab_batched_tokens", min(all_prompts, snippets.constant("la
                     "tokens")
 P.add("lab_prefill_steps", math.ceil(all_prompts / lab_batched), "count")
 
-SYMBOLS = ["P", "beta", "R", "I", ("N", f"Here {fmt.count(N)}."), ("b", f"Here {b}, BF16."),
-           ("b_kv", f"Here {b_kv}, BF16."), ("kappa", f"Here {fmt.count(kappa)} B ([lesson 1A](1a-kv-cache.md))."),
-           "S", "B", ("M", f"Here {fmt.count(M)}."), "L", "h", "h_kv", "d_h", "Bstar", "tau", "k", "j", "n", "u"]
+SYMBOLS: list[notation.Symbol] = [
+    "P",
+    "beta",
+    "R",
+    "I",
+    ("N", f"Here {fmt.count(N)}."),
+    ("b", f"Here {b}, BF16."),
+    ("b_kv", f"Here {b_kv}, BF16."),
+    ("kappa", f"Here {fmt.count(kappa)} B ([lesson 1A](1a-kv-cache.md))."),
+    "S",
+    "B",
+    ("M", f"Here {fmt.count(M)}."),
+    "L",
+    "h",
+    "h_kv",
+    "d_h",
+    "Bstar",
+    "tau",
+    "k",
+    "j",
+    "n",
+    "u",
+]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
-P.add("facts_used", [
-    {"what": registry.COURSE_MODEL, "value": f"N = {fmt.count(N)}, κ = {fmt.count(kappa)} B",
-     "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL))},
-    *[{"what": g.name, "value": f"{g.bf16_dense_tflops:.1f} TFLOP/s BF16 dense, {g.bandwidth_gb_s:,g} GB/s",
-     "source": fact_link(registry.gpu_fact_id(key))} for key, g in registry.GPUS.items()],
-    {"what": "vLLM's scheduler defaults", "value": f"`LLM` on the {g4090.name}: {default_tokens:,} tokens, "
-     f"{default_seqs} sequences per step", "source": fact_link("vllm-scheduler-defaults")},
-    {"what": f"KV budget on the {g4090.name}", "value": fmt.gb(kv_budget),
-     "source": "[lesson 1A](1a-kv-cache.md#principle) (includes the **assumed** reserve: "
-               + fact_link("vllm-non-kv-reserve") + ")"},
-], "record")
+P.add(
+    "facts_used",
+    [
+        {
+            "what": registry.COURSE_MODEL,
+            "value": f"N = {fmt.count(N)}, κ = {fmt.count(kappa)} B",
+            "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL)),
+        },
+        *[
+            {
+                "what": g.name,
+                "value": f"{g.bf16_dense_tflops:.1f} TFLOP/s BF16 dense, {g.bandwidth_gb_s:,g} GB/s",
+                "source": fact_link(registry.gpu_fact_id(key)),
+            }
+            for key, g in registry.GPUS.items()
+        ],
+        {
+            "what": "vLLM's scheduler defaults",
+            "value": f"`LLM` on the {g4090.name}: {default_tokens:,} tokens, {default_seqs} sequences per step",
+            "source": fact_link("vllm-scheduler-defaults"),
+        },
+        {
+            "what": f"KV budget on the {g4090.name}",
+            "value": fmt.gb(kv_budget),
+            "source": "[lesson 1A](1a-kv-cache.md#principle) (includes the **assumed** reserve: "
+            + fact_link("vllm-non-kv-reserve")
+            + ")",
+        },
+    ],
+    "record",
+)
