@@ -196,8 +196,13 @@ def save_tiny_awq(out: Path, tokenizer) -> None:
     out.mkdir(parents=True, exist_ok=True)
     config = json.loads((tiny / "config.json").read_text())
     config["dtype"] = "float16"  # vLLM's AWQ kernels take fp16 activations
-    config["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": AWQ_GROUP, "zero_point": True,
-                                     "version": "gemm"}
+    config["quantization_config"] = {
+        "quant_method": "awq",
+        "bits": 4,
+        "group_size": AWQ_GROUP,
+        "zero_point": True,
+        "version": "gemm",
+    }
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     (out / "generation_config.json").write_text((tiny / "generation_config.json").read_text())
     generator = torch.Generator().manual_seed(SEED)
@@ -207,10 +212,12 @@ def save_tiny_awq(out: Path, tokenizer) -> None:
         if name.endswith(".weight") and base.rsplit(".", 1)[-1] in AWQ_LINEARS:
             n_out, n_in = tensor.shape  # torch's Linear stores [out, in]; AWQ packs 8 values per int32 along out
             packed = (n_in, n_out // 8)
-            tensors[base + ".qweight"] = torch.randint(-2**31, 2**31 - 1, packed, dtype=torch.int32,
-                                                       generator=generator)
-            tensors[base + ".qzeros"] = torch.randint(-2**31, 2**31 - 1, (n_in // AWQ_GROUP, n_out // 8),
-                                                      dtype=torch.int32, generator=generator)
+            tensors[base + ".qweight"] = torch.randint(
+                -(2**31), 2**31 - 1, packed, dtype=torch.int32, generator=generator
+            )
+            tensors[base + ".qzeros"] = torch.randint(
+                -(2**31), 2**31 - 1, (n_in // AWQ_GROUP, n_out // 8), dtype=torch.int32, generator=generator
+            )
             tensors[base + ".scales"] = (torch.rand((n_in // AWQ_GROUP, n_out), generator=generator) * 0.01).half()
         else:
             tensors[name] = tensor.half()
@@ -266,8 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         _die(f"cannot create {args.out}: {exc.strerror}")
     texts, corpus_sha = corpus()
     tokenizer = train_tokenizer(texts)
-    info = {"seed": SEED, "corpus_files": CORPUS_FILES, "corpus_sha256": corpus_sha,
-            "python": sys.version.split()[0]}
+    info = {"seed": SEED, "corpus_files": CORPUS_FILES, "corpus_sha256": corpus_sha, "python": sys.version.split()[0]}
     for name, save in ((TINY, save_tiny), (TINY_AWQ, save_tiny_awq), (BIG, save_big)):
         out = args.out / name
         save(out, tokenizer)

@@ -21,6 +21,7 @@ PAGE = values_for("lessons/5a-paged-attention.md")
 def _v(name: str):
     return PAGE[name].value
 
+
 # (prefix, suffix) -> cached tokens of the later requests, blocks of 128 (by hand, above)
 CACHED_128 = {(0, 64): 0, (512, 64): 512, (1024, 64): 1024, (2048, 64): 2048, (4000, 64): 3968, (2048, 0): 1920}
 
@@ -30,14 +31,28 @@ def _receipt(kind="cpu", requests=8, cached=None, queries=None, hits=None, first
     rows = []
     for prefix, suffix in SPEC.grid:
         p, c = prefix + suffix, (cached or CACHED_128)[prefix, suffix]
-        rows.append({"prefix_tokens": prefix, "suffix_tokens": suffix, "prompt_tokens": p, "requests": requests,
-                     "cached_first": first, "cached_later_min": c, "cached_later_max": c,
-                     "queries": requests * p if queries is None else queries,
-                     "hits": (requests - 1) * c if hits is None else hits,
-                     "ttft_cold_ms": ttft[0], "ttft_hit_ms": ttft[1]})
-    return make_receipt("prefix_cache", rows, SPEC.units, machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
-                        settings={"block_size": 128, "requests": requests, "output_tokens": 4,
-                                  "enable_prefix_caching": True})
+        rows.append(
+            {
+                "prefix_tokens": prefix,
+                "suffix_tokens": suffix,
+                "prompt_tokens": p,
+                "requests": requests,
+                "cached_first": first,
+                "cached_later_min": c,
+                "cached_later_max": c,
+                "queries": requests * p if queries is None else queries,
+                "hits": (requests - 1) * c if hits is None else hits,
+                "ttft_cold_ms": ttft[0],
+                "ttft_hit_ms": ttft[1],
+            }
+        )
+    return make_receipt(
+        "prefix_cache",
+        rows,
+        SPEC.units,
+        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
+        settings={"block_size": 128, "requests": requests, "output_tokens": 4, "enable_prefix_caching": True},
+    )
 
 
 def _claims(receipt) -> dict:
@@ -46,16 +61,35 @@ def _claims(receipt) -> dict:
 
 # --- formulas -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shared, prompt, block, cached", [
-    (0, 64, 16, 0), (512, 576, 16, 512), (4000, 4064, 16, 4000), (4000, 4064, 128, 3968),
-    (2048, 2048, 16, 2032), (2048, 2048, 128, 1920), (15, 100, 16, 0), (2000, 2064, 16, 2000), (1, 1, 16, 0)])
+
+@pytest.mark.parametrize(
+    "shared, prompt, block, cached",
+    [
+        (0, 64, 16, 0),
+        (512, 576, 16, 512),
+        (4000, 4064, 16, 4000),
+        (4000, 4064, 128, 3968),
+        (2048, 2048, 16, 2032),
+        (2048, 2048, 128, 1920),
+        (15, 100, 16, 0),
+        (2000, 2064, 16, 2000),
+        (1, 1, 16, 0),
+    ],
+)
 def test_cached_prefix_tokens_by_hand(shared, prompt, block, cached):
     assert memory.cached_prefix_tokens(shared, prompt, block) == cached
 
 
-@pytest.mark.parametrize("args, words", [((10, 5, 16), "cannot exceed"), ((0, 0, 16), "prompt_tokens"),
-                                         ((1, 4, 0), "block_size"), ((True, 4, 16), "shared_tokens"),
-                                         ((1.0, 4, 16), "shared_tokens")])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        ((10, 5, 16), "cannot exceed"),
+        ((0, 0, 16), "prompt_tokens"),
+        ((1, 4, 0), "block_size"),
+        ((True, 4, 16), "shared_tokens"),
+        ((1.0, 4, 16), "shared_tokens"),
+    ],
+)
 def test_cached_prefix_tokens_refuses_bad_input(args, words):
     with pytest.raises(ValueError, match=words):
         memory.cached_prefix_tokens(*args)
@@ -69,6 +103,7 @@ def test_paging_waste_by_hand():
 
 
 # --- the lesson's snippet -------------------------------------------------------------------------
+
 
 def test_snippet_caches_full_blocks_below_the_prompt_length():
     toy = snippets.load("lesson_5a/prefix_blocks.py")
@@ -116,8 +151,7 @@ def test_lesson_5a_headline_values():
     assert _v("cold_2k_4090") == pytest.approx(0.172282, abs=1e-6)
     # hit: 64 tokens are weight-bound: 14,141,238,272 B / 1.008e12 = 14.029 ms, + attention
     #   401,408 * 64 * 65 / 2 / 165.2e12 = 5.05 us (> 64 * 57,344 / 1.008e12 = 3.64 us): 14.034 ms
-    assert _v("hit_2k_4090") == pytest.approx(14_141_238_272 / 1.008e12 + 401_408 * 64 * 65 / 2 / 165.2e12,
-                                                     rel=1e-12)
+    assert _v("hit_2k_4090") == pytest.approx(14_141_238_272 / 1.008e12 + 401_408 * 64 * 65 / 2 / 165.2e12, rel=1e-12)
     # H200 (989 TFLOP/s, 4,800 GB/s): cold 27,565,316,308,992 / 989e12 = 27.872 ms + 0.906 ms = 28.778 ms;
     # hit 14,141,238,272 / 4.8e12 = 2.946 ms + 834,928,640 / 989e12 = 0.84 us: 2.947 ms
     assert _v("cold_2k_h200") == pytest.approx(0.028778, abs=1e-6)
@@ -125,6 +159,7 @@ def test_lesson_5a_headline_values():
 
 
 # --- the lab's claims -----------------------------------------------------------------------------
+
 
 def test_the_lab_grid_is_the_scripts():
     lab = snippets.load("labs/prefix_cache.py")  # imports without vLLM
@@ -135,8 +170,12 @@ def test_the_lab_grid_is_the_scripts():
 def test_a_receipt_worked_by_hand_passes_every_exact_claim():
     receipt = _receipt()
     labs.validate_receipt(receipt)
-    assert _claims(receipt) == {"first_request_cold": True, "cached_tokens_exact": True, "counters_exact": True,
-                                "hit_faster": None}  # timing: not judged on a CPU receipt
+    assert _claims(receipt) == {
+        "first_request_cold": True,
+        "cached_tokens_exact": True,
+        "counters_exact": True,
+        "hit_faster": None,
+    }  # timing: not judged on a CPU receipt
 
 
 def test_a_whole_prompt_cached_fails():

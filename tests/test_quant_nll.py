@@ -26,6 +26,7 @@ def _v(name):
 
 # --- page values ------------------------------------------------------------------------------------
 
+
 def test_bytes_per_awq_weight():
     # 0.5 B for 4 bits + 2 B scale / 128 + 0.5 B zero / 128 = 0.5 + 0.015625 + 0.00390625 = 0.51953125
     assert _v("b_awq") == 0.51953125
@@ -88,6 +89,7 @@ def test_fp8_peaks_and_the_ridge_at_a_given_peak():
 
 # --- the snippet --------------------------------------------------------------------------------------
 
+
 def test_snippet_constants_and_results_equal_the_page():
     from infercourse import memory, transformer
 
@@ -114,19 +116,45 @@ def test_snippet_constants_and_results_equal_the_page():
 UNITS = dict(spec.SPEC.units)
 
 
-def _row(fmt="bf16", token_nll=(1.0, 2.0, 4.5), prompt_tokens=4, repeat=True, weight_bytes=15_231_233_024,
-         kv_tokens=110_160) -> dict:
+def _row(
+    fmt="bf16", token_nll=(1.0, 2.0, 4.5), prompt_tokens=4, repeat=True, weight_bytes=15_231_233_024, kv_tokens=110_160
+) -> dict:
     values = list(token_nll)
-    return {"format": fmt, "model": "Qwen/Qwen2.5-7B-Instruct", "quantization": "fp8" if fmt == "fp8" else None,
-            "outcome": "started", "reason": None, "kernel": None, "weight_bytes": weight_bytes, "kv_tokens": kv_tokens,
-            "kv_bytes_per_token": 57_344, "prompt_tokens": prompt_tokens, "scored_tokens": len(values),
-            "nll_per_token": sum(values) / len(values), "repeat_identical": repeat, "token_nll": values}
+    return {
+        "format": fmt,
+        "model": "Qwen/Qwen2.5-7B-Instruct",
+        "quantization": "fp8" if fmt == "fp8" else None,
+        "outcome": "started",
+        "reason": None,
+        "kernel": None,
+        "weight_bytes": weight_bytes,
+        "kv_tokens": kv_tokens,
+        "kv_bytes_per_token": 57_344,
+        "prompt_tokens": prompt_tokens,
+        "scored_tokens": len(values),
+        "nll_per_token": sum(values) / len(values),
+        "repeat_identical": repeat,
+        "token_nll": values,
+    }
 
 
 def _na(fmt="fp8") -> dict:
-    return {"format": fmt, "model": "m", "quantization": "fp8", "outcome": "n/a", "reason": "RuntimeError: no kernel",
-            "kernel": None, "weight_bytes": None, "kv_tokens": None, "kv_bytes_per_token": None, "prompt_tokens": None,
-            "scored_tokens": None, "nll_per_token": None, "repeat_identical": None, "token_nll": None}
+    return {
+        "format": fmt,
+        "model": "m",
+        "quantization": "fp8",
+        "outcome": "n/a",
+        "reason": "RuntimeError: no kernel",
+        "kernel": None,
+        "weight_bytes": None,
+        "kv_tokens": None,
+        "kv_bytes_per_token": None,
+        "prompt_tokens": None,
+        "scored_tokens": None,
+        "nll_per_token": None,
+        "repeat_identical": None,
+        "token_nll": None,
+    }
 
 
 def _claims(receipt) -> dict:
@@ -139,8 +167,13 @@ def test_cpu_receipt_checks_only_the_exact_claims():
     awq = _row("awq", token_nll=(3.0, 3.0, 3.0), weight_bytes=5_570_747_392, kv_tokens=110_160)
     receipt = make_receipt("quant_nll", [_row(), awq, _na()], UNITS, machine=CPU_MACHINE)
     assert spec.SPEC.row_problems(receipt) == []
-    assert _claims(receipt) == {"nll_from_logprobs": True, "nll_deterministic": True, "awq_bytes_match_config": True,
-                                "freed_bytes_become_kv": None, "quality_cost_bounded": None}
+    assert _claims(receipt) == {
+        "nll_from_logprobs": True,
+        "nll_deterministic": True,
+        "awq_bytes_match_config": True,
+        "freed_bytes_become_kv": None,
+        "quality_cost_bounded": None,
+    }
 
 
 def test_nll_that_is_not_the_mean_of_the_logprobs_fails():
@@ -214,6 +247,14 @@ def test_tiny_awq_checkpoint_bytes_by_hand():
     """
     from infercourse import transformer
 
-    tiny = {"model_type": "qwen2", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512, "tie_word_embeddings": False}
+    tiny = {
+        "model_type": "qwen2",
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 512,
+        "tie_word_embeddings": False,
+    }
     assert transformer.awq_weight_bytes(tiny, 128) == 1_141_760

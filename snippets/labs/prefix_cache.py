@@ -65,8 +65,9 @@ HITS_METRIC = "vllm:prefix_cache_hits"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = lab_parser("Measure vLLM's automatic prefix caching: cached tokens, counters, TTFT.",
-                   max_model_len=MAX_MODEL_LEN)
+    p = lab_parser(
+        "Measure vLLM's automatic prefix caching: cached tokens, counters, TTFT.", max_model_len=MAX_MODEL_LEN
+    )
     p.add_argument("--requests", type=int, default=REQUESTS, help="prompts per row (the first is cold)")
     return p.parse_args(argv)
 
@@ -76,8 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     check_model_arg(args.model)
     need = max(prefix + suffix for prefix, suffix in GRID) + OUTPUT_TOKENS
     if need > args.max_model_len:
-        fail(f"the longest request needs {need} tokens but --max-model-len is {args.max_model_len}; "
-             f"pass --max-model-len {need} or more")
+        fail(
+            f"the longest request needs {need} tokens but --max-model-len is {args.max_model_len}; "
+            f"pass --max-model-len {need} or more"
+        )
     if args.requests < 2:
         fail(f"--requests must be at least 2 (one cold, one that can hit), got {args.requests}")
     prepare(args, LAB)
@@ -130,35 +133,62 @@ def main(argv: list[str] | None = None) -> int:
         hits_after, _ = metric_totals(llm, HITS_METRIC)
         cached = [o.num_cached_tokens for o in outputs]
         ttft = [request_times(o)["ttft_ms"] for o in outputs]
-        rows.append({
-            "prefix_tokens": prefix,
-            "suffix_tokens": suffix,
-            "prompt_tokens": prefix + suffix,
-            "requests": args.requests,
-            "cached_first": cached[0],
-            "cached_later_min": min(cached[1:]),
-            "cached_later_max": max(cached[1:]),
-            "queries": round(queries_after - queries_before),
-            "hits": round(hits_after - hits_before),
-            "ttft_cold_ms": round(ttft[0], 6),
-            "ttft_hit_ms": round(statistics.median(ttft[1:]), 6),
-        })
+        rows.append(
+            {
+                "prefix_tokens": prefix,
+                "suffix_tokens": suffix,
+                "prompt_tokens": prefix + suffix,
+                "requests": args.requests,
+                "cached_first": cached[0],
+                "cached_later_min": min(cached[1:]),
+                "cached_later_max": max(cached[1:]),
+                "queries": round(queries_after - queries_before),
+                "hits": round(hits_after - hits_before),
+                "ttft_cold_ms": round(ttft[0], 6),
+                "ttft_hit_ms": round(statistics.median(ttft[1:]), 6),
+            }
+        )
 
-    print(f"{args.model} ({args.load_format} weights), engine start {engine_start_s:.1f} s, blocks of {block_size} "
-          f"tokens, {args.requests} requests per row; counters: vLLM's {QUERIES_METRIC} / {HITS_METRIC}")
-    print(f"{'prefix':>6} {'suffix':>6} {'prompt':>6} {'cached 1st':>10} {'cached later':>13} {'queries':>8} "
-          f"{'hits':>7} {'TTFT cold (ms)':>14} {'TTFT hit (ms)':>13}")
+    print(
+        f"{args.model} ({args.load_format} weights), engine start {engine_start_s:.1f} s, blocks of {block_size} "
+        f"tokens, {args.requests} requests per row; counters: vLLM's {QUERIES_METRIC} / {HITS_METRIC}"
+    )
+    print(
+        f"{'prefix':>6} {'suffix':>6} {'prompt':>6} {'cached 1st':>10} {'cached later':>13} {'queries':>8} "
+        f"{'hits':>7} {'TTFT cold (ms)':>14} {'TTFT hit (ms)':>13}"
+    )
     for r in rows:
         later = f"{r['cached_later_min']}-{r['cached_later_max']}"
-        print(f"{r['prefix_tokens']:>6} {r['suffix_tokens']:>6} {r['prompt_tokens']:>6} {r['cached_first']:>10} "
-              f"{later:>13} {r['queries']:>8} {r['hits']:>7} {r['ttft_cold_ms']:>14.2f} {r['ttft_hit_ms']:>13.2f}")
+        print(
+            f"{r['prefix_tokens']:>6} {r['suffix_tokens']:>6} {r['prompt_tokens']:>6} {r['cached_first']:>10} "
+            f"{later:>13} {r['queries']:>8} {r['hits']:>7} {r['ttft_cold_ms']:>14.2f} {r['ttft_hit_ms']:>13.2f}"
+        )
     if args.receipt:
-        write_receipt(args.receipt, LAB, args, engine_start_s=engine_start_s, results=rows,
-                      settings={"block_size": block_size, "requests": args.requests, "output_tokens": OUTPUT_TOKENS,
-                                "enable_prefix_caching": True, "statistic": "TTFT hit: median of the later requests"},
-                      units={"prompt_tokens": "tokens", "requests": "requests", "cached_first": "tokens",
-                             "cached_later_min": "tokens", "cached_later_max": "tokens", "queries": "tokens",
-                             "hits": "tokens", "ttft_cold_ms": "ms", "ttft_hit_ms": "ms"})
+        write_receipt(
+            args.receipt,
+            LAB,
+            args,
+            engine_start_s=engine_start_s,
+            results=rows,
+            settings={
+                "block_size": block_size,
+                "requests": args.requests,
+                "output_tokens": OUTPUT_TOKENS,
+                "enable_prefix_caching": True,
+                "statistic": "TTFT hit: median of the later requests",
+            },
+            units={
+                "prompt_tokens": "tokens",
+                "requests": "requests",
+                "cached_first": "tokens",
+                "cached_later_min": "tokens",
+                "cached_later_max": "tokens",
+                "queries": "tokens",
+                "hits": "tokens",
+                "ttft_cold_ms": "ms",
+                "ttft_hit_ms": "ms",
+            },
+        )
     return 0
 
 

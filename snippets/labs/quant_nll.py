@@ -89,8 +89,9 @@ TEXT = (
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = lab_parser("Weight bytes, KV tokens and NLL per token of BF16, FP8 and AWQ engines.",
-                   max_model_len=MAX_MODEL_LEN)
+    p = lab_parser(
+        "Weight bytes, KV tokens and NLL per token of BF16, FP8 and AWQ engines.", max_model_len=MAX_MODEL_LEN
+    )
     p.add_argument("--awq-model", default=AWQ_MODEL, help="the AWQ checkpoint (hub id or local folder)")
     p.add_argument("--formats", default=",".join(FORMATS), help=f"comma-separated subset of {','.join(FORMATS)}")
     # internal: one engine in this process; prints its row after ROW_TAG
@@ -143,8 +144,15 @@ def child(args) -> int:
         fail(f"vLLM is not importable ({exc}); install vllm==0.26.0")
     started = time.perf_counter()
     try:
-        llm = LLM(model=args.model, load_format=args.load_format, max_model_len=args.max_model_len, seed=SEED,
-                  quantization=args.quantization, enable_prefix_caching=False, disable_log_stats=False)
+        llm = LLM(
+            model=args.model,
+            load_format=args.load_format,
+            max_model_len=args.max_model_len,
+            seed=SEED,
+            quantization=args.quantization,
+            enable_prefix_caching=False,
+            disable_log_stats=False,
+        )
     except Exception as exc:  # vLLM raises many kinds; the parent reads the reason from this output
         engine_failure(exc, args.model)
     engine_start_s = time.perf_counter() - started
@@ -157,11 +165,22 @@ def child(args) -> int:
     params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0)
     scored = [token_nll(llm.generate([TEXT], params, use_tqdm=False)[0]) for _ in range(2)]
     ids, nll = scored[0]
-    print(ROW_TAG + json.dumps({
-        "engine_start_s": engine_start_s, "weight_bytes": sum(by_dtype.values()), "bytes_by_dtype": by_dtype,
-        "kv_tokens": int(labels["num_gpu_blocks"]) * int(labels["block_size"]),
-        "kv_bytes_per_token": kv_bytes_per_token(model_config.hf_config, kv_dtype_bytes),
-        "prompt_tokens": len(ids), "token_nll": nll, "repeat_identical": scored[1] == scored[0]}), flush=True)
+    print(
+        ROW_TAG
+        + json.dumps(
+            {
+                "engine_start_s": engine_start_s,
+                "weight_bytes": sum(by_dtype.values()),
+                "bytes_by_dtype": by_dtype,
+                "kv_tokens": int(labels["num_gpu_blocks"]) * int(labels["block_size"]),
+                "kv_bytes_per_token": kv_bytes_per_token(model_config.hf_config, kv_dtype_bytes),
+                "prompt_tokens": len(ids),
+                "token_nll": nll,
+                "repeat_identical": scored[1] == scored[0],
+            }
+        ),
+        flush=True,
+    )
     return 0
 
 
@@ -170,8 +189,18 @@ def run_child(args, fmt: str, log_dir: Path) -> dict:
     ``log_dir/<fmt>.log``); return its row (None if it did not start), the kernel it logged and the
     root cause of a failure."""
     model = args.awq_model if fmt == "awq" else args.model
-    command = [sys.executable, os.path.abspath(__file__), "--child", "--verbose", "--model", model,
-               "--load-format", args.load_format, "--max-model-len", str(args.max_model_len)]
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        "--verbose",
+        "--model",
+        model,
+        "--load-format",
+        args.load_format,
+        "--max-model-len",
+        str(args.max_model_len),
+    ]
     if QUANTIZATION[fmt]:
         command += ["--quantization", QUANTIZATION[fmt]]
     env = dict(os.environ)
@@ -183,29 +212,57 @@ def run_child(args, fmt: str, log_dir: Path) -> dict:
         text, code = f"{exc.stdout or ''}{exc.stderr or ''}\ntimed out after {CHILD_TIMEOUT_S} s", None
     log = log_dir / f"{fmt}.log"
     log.write_text(text)
-    rows = [json.loads(line[len(ROW_TAG):]) for line in text.splitlines() if line.startswith(ROW_TAG)]
+    rows = [json.loads(line[len(ROW_TAG) :]) for line in text.splitlines() if line.startswith(ROW_TAG)]
     kernels = re.findall(KERNEL_PATTERN, text)
     failed = not (code == 0 and rows)
     own = [line.removeprefix("error: ") for line in text.splitlines() if line.startswith("error: ")]
     cause = ((own[-1] if own else None) or root_cause(text) or f"exit {code}, no error line") if failed else None
-    return {"row": None if failed else rows[-1], "model": model, "log": log, "cause": cause,
-            "kernel": kernels[-1][0] if kernels else None}
+    return {
+        "row": None if failed else rows[-1],
+        "model": model,
+        "log": log,
+        "cause": cause,
+        "kernel": kernels[-1][0] if kernels else None,
+    }
 
 
 def result_row(fmt: str, got: dict) -> dict:
     """One receipt row: the measured figures of a started engine, or ``n/a`` with vLLM's reason."""
     row = got["row"]
     if row is None:
-        return {"format": fmt, "model": got["model"], "quantization": QUANTIZATION[fmt], "outcome": "n/a",
-                "reason": got["cause"][:400], "kernel": None, "weight_bytes": None, "kv_tokens": None,
-                "kv_bytes_per_token": None, "prompt_tokens": None, "scored_tokens": None, "nll_per_token": None,
-                "repeat_identical": None, "token_nll": None}
+        return {
+            "format": fmt,
+            "model": got["model"],
+            "quantization": QUANTIZATION[fmt],
+            "outcome": "n/a",
+            "reason": got["cause"][:400],
+            "kernel": None,
+            "weight_bytes": None,
+            "kv_tokens": None,
+            "kv_bytes_per_token": None,
+            "prompt_tokens": None,
+            "scored_tokens": None,
+            "nll_per_token": None,
+            "repeat_identical": None,
+            "token_nll": None,
+        }
     nll = row["token_nll"]
-    return {"format": fmt, "model": got["model"], "quantization": QUANTIZATION[fmt], "outcome": "started",
-            "reason": None, "kernel": got["kernel"], "weight_bytes": row["weight_bytes"], "kv_tokens": row["kv_tokens"],
-            "kv_bytes_per_token": row["kv_bytes_per_token"], "prompt_tokens": row["prompt_tokens"],
-            "scored_tokens": len(nll), "nll_per_token": sum(nll) / len(nll),
-            "repeat_identical": row["repeat_identical"], "token_nll": nll}
+    return {
+        "format": fmt,
+        "model": got["model"],
+        "quantization": QUANTIZATION[fmt],
+        "outcome": "started",
+        "reason": None,
+        "kernel": got["kernel"],
+        "weight_bytes": row["weight_bytes"],
+        "kv_tokens": row["kv_tokens"],
+        "kv_bytes_per_token": row["kv_bytes_per_token"],
+        "prompt_tokens": row["prompt_tokens"],
+        "scored_tokens": len(nll),
+        "nll_per_token": sum(nll) / len(nll),
+        "repeat_identical": row["repeat_identical"],
+        "token_nll": nll,
+    }
 
 
 def main(argv=None) -> int:
@@ -228,24 +285,45 @@ def main(argv=None) -> int:
     if not starts:
         fail(f"no engine started; the first reason: {rows[0]['reason']} (logs: {log_dir})")
 
-    print(f"{args.model} ({args.load_format} weights), max_model_len {args.max_model_len:,}; "
-          f"NLL in nats per token of the {LAB} text")
+    print(
+        f"{args.model} ({args.load_format} weights), max_model_len {args.max_model_len:,}; "
+        f"NLL in nats per token of the {LAB} text"
+    )
     print(f"{'format':<7} {'weight bytes':>15} {'KV tokens':>11} {'tokens':>7} {'NLL/token':>10} {'repeat':>7}  kernel")
     for r in rows:
         if r["outcome"] != "started":
             print(f"{r['format']:<7} n/a: {r['reason'][:200]}")
             continue
-        print(f"{r['format']:<7} {r['weight_bytes']:>15,} {r['kv_tokens']:>11,} {r['scored_tokens']:>7,} "
-              f"{r['nll_per_token']:>10.4f} {'same' if r['repeat_identical'] else 'DIFFERS':>7}  {r['kernel'] or '-'}")
+        print(
+            f"{r['format']:<7} {r['weight_bytes']:>15,} {r['kv_tokens']:>11,} {r['scored_tokens']:>7,} "
+            f"{r['nll_per_token']:>10.4f} {'same' if r['repeat_identical'] else 'DIFFERS':>7}  {r['kernel'] or '-'}"
+        )
     if args.receipt:
-        write_receipt(args.receipt, LAB, args,
-                      settings={"formats": list(args.formats), "awq_model": args.awq_model, "seed": SEED,
-                                "enable_prefix_caching": False, "prompt_logprobs": 0, "text_chars": len(TEXT),
-                                "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None},
-                      units={"weight_bytes": "B", "kv_tokens": "tokens", "kv_bytes_per_token": "B/token",
-                             "prompt_tokens": "tokens", "scored_tokens": "tokens", "nll_per_token": "nats/token",
-                             "token_nll": "nats"},
-                      results=rows, engine_start_s=starts[0])
+        write_receipt(
+            args.receipt,
+            LAB,
+            args,
+            settings={
+                "formats": list(args.formats),
+                "awq_model": args.awq_model,
+                "seed": SEED,
+                "enable_prefix_caching": False,
+                "prompt_logprobs": 0,
+                "text_chars": len(TEXT),
+                "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None,
+            },
+            units={
+                "weight_bytes": "B",
+                "kv_tokens": "tokens",
+                "kv_bytes_per_token": "B/token",
+                "prompt_tokens": "tokens",
+                "scored_tokens": "tokens",
+                "nll_per_token": "nats/token",
+                "token_nll": "nats",
+            },
+            results=rows,
+            engine_start_s=starts[0],
+        )
     return 0
 
 

@@ -65,8 +65,10 @@ def print_table():
     print("| format | B per quantised weight | weights (GB) | weight floor (ms) | B* (rounded up) | KV tokens |")
     print("|---|---:|---:|---:|---:|---:|")
     for fmt in ("bf16", "fp8", "awq"):
-        print(f"| {fmt} | {bytes_per_quantised_weight(fmt):.4f} | {weight_bytes(fmt) / 1e9:.2f} | "
-              f"{weight_floor_ms(fmt):.2f} | {math.ceil(compute_bound_batch(fmt))} | {kv_tokens(fmt):,} |")
+        print(
+            f"| {fmt} | {bytes_per_quantised_weight(fmt):.4f} | {weight_bytes(fmt) / 1e9:.2f} | "
+            f"{weight_floor_ms(fmt):.2f} | {math.ceil(compute_bound_batch(fmt))} | {kv_tokens(fmt):,} |"
+        )
 
 
 if __name__ == "__main__":

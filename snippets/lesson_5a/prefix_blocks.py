@@ -16,7 +16,7 @@ def block_hashes(token_ids, block_size=BLOCK_SIZE):
     """One hash per FULL block, each chained to the one before (a partial last block gets none)."""
     hashes, parent = [], b""
     for start in range(0, len(token_ids) - block_size + 1, block_size):
-        block = token_ids[start:start + block_size]
+        block = token_ids[start : start + block_size]
         parent = hashlib.sha256(parent + repr(tuple(block)).encode()).digest()
         hashes.append(parent)
     return hashes
@@ -61,17 +61,18 @@ def main():
     cache = PrefixCache()
     print("| request | prompt tokens | blocks | empty slots | cached tokens | recomputed |")
     print("|---|---:|---:|---:|---:|---:|")
-    prompts = [("user A", system + [rng.randrange(32000) for _ in range(64)]),
-               ("user B", system + [rng.randrange(32000) for _ in range(64)]),
-               ("user A again", None),  # the exact same prompt as user A
-               ("other app", [rng.randrange(32000) for _ in range(300)])]
+    prompts = [
+        ("user A", system + [rng.randrange(32000) for _ in range(64)]),
+        ("user B", system + [rng.randrange(32000) for _ in range(64)]),
+        ("user A again", None),  # the exact same prompt as user A
+        ("other app", [rng.randrange(32000) for _ in range(300)]),
+    ]
     prompts[2] = ("user A again", prompts[0][1])
     for name, prompt in prompts:
         cached = cache.admit(prompt)
         blocks, empty = blocks_and_waste(len(prompt))
         print(f"| {name} | {len(prompt):,} | {blocks} | {empty} | {cached:,} | {len(prompt) - cached:,} |")
-    print(f"\nqueries {cache.queries:,} tokens, hits {cache.hits:,} tokens: "
-          f"hit rate {cache.hits / cache.queries:.1%}")
+    print(f"\nqueries {cache.queries:,} tokens, hits {cache.hits:,} tokens: hit rate {cache.hits / cache.queries:.1%}")
 
 
 if __name__ == "__main__":

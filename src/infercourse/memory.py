@@ -124,6 +124,7 @@ def max_sequences(
 
 # --- lesson 5A: paging and prefix caching ----------------------------------------------------------
 
+
 def _whole(name: str, value: int, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
@@ -142,8 +143,9 @@ def paging_waste_tokens(tokens: int, block_size: int = registry.VLLM_DEFAULT_BLO
     return -(-tokens // block_size) * block_size - tokens
 
 
-def cached_prefix_tokens(shared_tokens: int, prompt_tokens: int,
-                         block_size: int = registry.VLLM_DEFAULT_BLOCK_SIZE) -> int:
+def cached_prefix_tokens(
+    shared_tokens: int, prompt_tokens: int, block_size: int = registry.VLLM_DEFAULT_BLOCK_SIZE
+) -> int:
     """Prompt tokens a request finds in vLLM's prefix cache when its first ``shared_tokens`` tokens
     equal a prompt already computed (and still cached): the full blocks of the shared part, never
     the whole prompt, floor(min(shared, prompt - 1) / block) * block.
@@ -160,6 +162,8 @@ def cached_prefix_tokens(shared_tokens: int, prompt_tokens: int,
     _whole("shared_tokens", shared_tokens, 0)
     _whole("block_size", block_size, 1)
     if shared_tokens > prompt_tokens:
-        raise ValueError(f"shared_tokens ({shared_tokens}) cannot exceed prompt_tokens ({prompt_tokens}); "
-                         "the shared prefix is part of the prompt")
+        raise ValueError(
+            f"shared_tokens ({shared_tokens}) cannot exceed prompt_tokens ({prompt_tokens}); "
+            "the shared prefix is part of the prompt"
+        )
     return min(shared_tokens, prompt_tokens - 1) // block_size * block_size

@@ -551,79 +551,190 @@ def gpu_fact_id(short_name: str) -> str:
     return "gpu-" + _slug(short_name)
 
 
-BEHAVIOURS: Mapping[str, Fact] = MappingProxyType({f.id: f for f in (
-    Fact("vllm-bench-latency-prefix-caching", "`vllm bench latency` turns prefix caching off by default",
-         "`parser.set_defaults(enable_prefix_caching=False)`",
-         vllm_source("vllm/benchmarks/latency.py", 74, 77)),
-    Fact("vllm-bench-serve-itl-per-chunk", "`vllm bench serve` records one ITL gap per streamed chunk, and a chunk "
-         "may carry several tokens", "`output.itl.append(timestamp - most_recent_timestamp)` per chunk",
-         vllm_source("vllm/benchmarks/lib/endpoint_request_func.py", 227, 242,
-                     "vllm/benchmarks/serve.py:596-599 says output tokens may be bundled in one chunk")),
-    Fact("vllm-startup-compile-and-graphs", "torch.compile and CUDA-graph capture run during engine start-up, "
-         "before `LLM(...)` returns", "`compile_or_warm_up_model`: warm-up, then `capture_model()`",
-         vllm_source("vllm/v1/worker/gpu_worker.py", 746, 784,
-                     "called from the engine core's constructor (vllm/v1/engine/core.py:136, :324)")),
-    Fact("vllm-free-memory-check", "start-up fails unless the free memory, measured after vLLM created its own "
-         "CUDA context, is at least total x gpu_memory_utilization",
-         "`if init_snapshot.free_memory < requested_memory: raise ValueError(...)`",
-         vllm_source("vllm/v1/worker/utils.py", 425, 445,
-                     "the snapshot is taken after the device is set up: vllm/v1/worker/gpu_worker.py:361-389")),
-    Fact("vllm-prompt-leaves-one-token", "a prompt must leave room for at least one output token within "
-         "`max_model_len`", "prompt length <= max_model_len - 1",
-         vllm_source("vllm/v1/engine/input_processor.py", 387, 432,
-                     "a prompt of exactly max_model_len tokens is refused: \"plus the number of requested output "
-                     "tokens (at least 1) is longer than the maximum model length\"")),
-    Fact("vllm-chunked-prefill-default", "chunked prefill is on by default for a decoder-only model",
-         "`enable_chunked_prefill` None -> `model_config.is_chunked_prefill_supported` (True)",
-         vllm_source("vllm/engine/arg_utils.py", 2517, 2525)),
-    Fact("vllm-fp8-without-fp8-cores", "FP8 checkpoints run on GPUs without FP8 tensor cores (compute capability "
-         "7.5 to 8.6) as weight-only FP8 (W8A16) with the Marlin kernel", "FP8 weights, 16-bit activations",
-         vllm_source("vllm/model_executor/kernels/linear/scaled_mm/marlin.py", 29, 54,
-                     "native FP8 matmuls need compute capability 8.9 or newer (RTX 4090, H100, H200)")),
-    Fact("tp-two-all-reduces", "tensor parallelism (Megatron-style) does two all-reduces per transformer layer "
-         "in the forward pass: after attention's output projection and after the MLP's down projection",
-         "2 per layer",
-         Source("Shoeybi et al., \"Megatron-LM\", arXiv:1909.08053, section 3 and figure 4", "https://arxiv.org/abs/1909.08053",
-                "secondary", "vLLM does the same: RowParallelLinear all-reduces its output "
-                "(vllm/model_executor/layers/linear.py:1694-1695 at v0.26.0), used for o_proj and down_proj")),
-    Fact("vllm-int-suffixes", "vLLM's integer flags take suffixes: lower case decimal, upper case binary",
-         "`1k` = 1,000, `1K` = 1,024", vllm_source("vllm/utils/argparse_utils.py", 29, 60)),
-    Fact("vllm-bench-serve-result-keys", "`vllm bench serve` goodput limits (keys `ttft`, `tpot`, `e2el`, in ms) "
-         "and result keys `p<percentile>_<metric>_ms`", "as quoted",
-         vllm_source("vllm/benchmarks/serve.py", 622, 640, "percentile keys: vllm/benchmarks/serve.py:1288; "
-                     "`request_goodput`: :327")),
-    Fact("vllm-itl-histogram", "the engine's inter-token-latency histogram, read through `LLM.get_metrics()`",
-         "`vllm:inter_token_latency_seconds`",
-         vllm_source("vllm/v1/metrics/loggers.py", 829, 831, "`LLM.get_metrics`: vllm/entrypoints/llm.py:836")),
-    Fact("bf16-format", "BF16 stores 1 sign bit, 8 exponent bits and 7 explicit mantissa bits (8 bits of precision "
-         "with the implicit leading 1)", "1 + 8 + 7 bits",
-         Source("Google Cloud, \"The bfloat16 numerical format\"", "https://cloud.google.com/tpu/docs/bfloat16",
-                "secondary")),
-    # --- lesson 5A: PagedAttention and prefix caching ---
-    Fact("vllm-prefix-caching-default", "automatic prefix caching is on by default",
-         "`enable_prefix_caching: bool = True`", vllm_source("vllm/config/cache.py", 93)),
-    Fact("vllm-prefix-caching-hash", "the default hash of a prefix-cache block", "`sha256`",
-         vllm_source("vllm/config/cache.py", 95, note="`prefix_caching_hash_algo`")),
-    Fact("vllm-prefix-cache-full-blocks", "a block's hash covers its parent block's hash, its token ids and extra keys; "
-         "only full blocks are hashed (so only full blocks can hit)", "hash(parent, tokens, extra keys)",
-         vllm_source("vllm/v1/core/kv_cache_utils.py", 596, 623, "full blocks only: :727-728")),
-    Fact("vllm-prefix-cache-hit-cap", "a prefix-cache hit is capped at the prompt length minus 1: the last prompt "
-         "token is computed again for its logits", "`max_cache_hit_length = request.num_tokens - 1`",
-         vllm_source("vllm/v1/core/kv_cache_manager.py", 231, 237)),
-    Fact("vllm-prefix-cache-counters", "`vllm:prefix_cache_queries` and `vllm:prefix_cache_hits` count tokens: "
-         "each new request adds its prompt tokens to queries and its cached tokens to hits",
-         "`record(num_tokens=request.num_tokens, num_hits=num_new_computed_tokens, ...)`",
-         vllm_source("vllm/v1/metrics/loggers.py", 584, 601,
-                     "recorded in vllm/v1/core/kv_cache_manager.py:272-278; `RequestOutput.num_cached_tokens`: "
-                     "vllm/outputs.py:105")),
-    Fact("vllm-prefix-cache-lru", "cached blocks that no request holds are evicted least recently used first",
-         "free-block queue in LRU order", vllm_source("vllm/v1/core/kv_cache_utils.py", 193, 198)),
-    Fact("vllm-preemption-recompute", "preemption frees a running request's blocks and puts it back at the head "
-         "of the waiting queue with nothing computed", "`request.num_computed_tokens = 0`",
-         vllm_source("vllm/v1/core/sched/scheduler.py", 1212, 1234,
-                     "on its return the prefix cache may still hold its freed blocks")),
-    # --- end of lesson 5A ---
-)})
+BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
+    {
+        f.id: f
+        for f in (
+            Fact(
+                "vllm-bench-latency-prefix-caching",
+                "`vllm bench latency` turns prefix caching off by default",
+                "`parser.set_defaults(enable_prefix_caching=False)`",
+                vllm_source("vllm/benchmarks/latency.py", 74, 77),
+            ),
+            Fact(
+                "vllm-bench-serve-itl-per-chunk",
+                "`vllm bench serve` records one ITL gap per streamed chunk, and a chunk may carry several tokens",
+                "`output.itl.append(timestamp - most_recent_timestamp)` per chunk",
+                vllm_source(
+                    "vllm/benchmarks/lib/endpoint_request_func.py",
+                    227,
+                    242,
+                    "vllm/benchmarks/serve.py:596-599 says output tokens may be bundled in one chunk",
+                ),
+            ),
+            Fact(
+                "vllm-startup-compile-and-graphs",
+                "torch.compile and CUDA-graph capture run during engine start-up, before `LLM(...)` returns",
+                "`compile_or_warm_up_model`: warm-up, then `capture_model()`",
+                vllm_source(
+                    "vllm/v1/worker/gpu_worker.py",
+                    746,
+                    784,
+                    "called from the engine core's constructor (vllm/v1/engine/core.py:136, :324)",
+                ),
+            ),
+            Fact(
+                "vllm-free-memory-check",
+                "start-up fails unless the free memory, measured after vLLM created its own "
+                "CUDA context, is at least total x gpu_memory_utilization",
+                "`if init_snapshot.free_memory < requested_memory: raise ValueError(...)`",
+                vllm_source(
+                    "vllm/v1/worker/utils.py",
+                    425,
+                    445,
+                    "the snapshot is taken after the device is set up: vllm/v1/worker/gpu_worker.py:361-389",
+                ),
+            ),
+            Fact(
+                "vllm-prompt-leaves-one-token",
+                "a prompt must leave room for at least one output token within `max_model_len`",
+                "prompt length <= max_model_len - 1",
+                vllm_source(
+                    "vllm/v1/engine/input_processor.py",
+                    387,
+                    432,
+                    'a prompt of exactly max_model_len tokens is refused: "plus the number of requested output '
+                    'tokens (at least 1) is longer than the maximum model length"',
+                ),
+            ),
+            Fact(
+                "vllm-chunked-prefill-default",
+                "chunked prefill is on by default for a decoder-only model",
+                "`enable_chunked_prefill` None -> `model_config.is_chunked_prefill_supported` (True)",
+                vllm_source("vllm/engine/arg_utils.py", 2517, 2525),
+            ),
+            Fact(
+                "vllm-fp8-without-fp8-cores",
+                "FP8 checkpoints run on GPUs without FP8 tensor cores (compute capability "
+                "7.5 to 8.6) as weight-only FP8 (W8A16) with the Marlin kernel",
+                "FP8 weights, 16-bit activations",
+                vllm_source(
+                    "vllm/model_executor/kernels/linear/scaled_mm/marlin.py",
+                    29,
+                    54,
+                    "native FP8 matmuls need compute capability 8.9 or newer (RTX 4090, H100, H200)",
+                ),
+            ),
+            Fact(
+                "tp-two-all-reduces",
+                "tensor parallelism (Megatron-style) does two all-reduces per transformer layer "
+                "in the forward pass: after attention's output projection and after the MLP's down projection",
+                "2 per layer",
+                Source(
+                    'Shoeybi et al., "Megatron-LM", arXiv:1909.08053, section 3 and figure 4',
+                    "https://arxiv.org/abs/1909.08053",
+                    "secondary",
+                    "vLLM does the same: RowParallelLinear all-reduces its output "
+                    "(vllm/model_executor/layers/linear.py:1694-1695 at v0.26.0), used for o_proj and down_proj",
+                ),
+            ),
+            Fact(
+                "vllm-int-suffixes",
+                "vLLM's integer flags take suffixes: lower case decimal, upper case binary",
+                "`1k` = 1,000, `1K` = 1,024",
+                vllm_source("vllm/utils/argparse_utils.py", 29, 60),
+            ),
+            Fact(
+                "vllm-bench-serve-result-keys",
+                "`vllm bench serve` goodput limits (keys `ttft`, `tpot`, `e2el`, in ms) "
+                "and result keys `p<percentile>_<metric>_ms`",
+                "as quoted",
+                vllm_source(
+                    "vllm/benchmarks/serve.py",
+                    622,
+                    640,
+                    "percentile keys: vllm/benchmarks/serve.py:1288; `request_goodput`: :327",
+                ),
+            ),
+            Fact(
+                "vllm-itl-histogram",
+                "the engine's inter-token-latency histogram, read through `LLM.get_metrics()`",
+                "`vllm:inter_token_latency_seconds`",
+                vllm_source("vllm/v1/metrics/loggers.py", 829, 831, "`LLM.get_metrics`: vllm/entrypoints/llm.py:836"),
+            ),
+            Fact(
+                "bf16-format",
+                "BF16 stores 1 sign bit, 8 exponent bits and 7 explicit mantissa bits (8 bits of precision "
+                "with the implicit leading 1)",
+                "1 + 8 + 7 bits",
+                Source(
+                    'Google Cloud, "The bfloat16 numerical format"',
+                    "https://cloud.google.com/tpu/docs/bfloat16",
+                    "secondary",
+                ),
+            ),
+            # --- lesson 5A: PagedAttention and prefix caching ---
+            Fact(
+                "vllm-prefix-caching-default",
+                "automatic prefix caching is on by default",
+                "`enable_prefix_caching: bool = True`",
+                vllm_source("vllm/config/cache.py", 93),
+            ),
+            Fact(
+                "vllm-prefix-caching-hash",
+                "the default hash of a prefix-cache block",
+                "`sha256`",
+                vllm_source("vllm/config/cache.py", 95, note="`prefix_caching_hash_algo`"),
+            ),
+            Fact(
+                "vllm-prefix-cache-full-blocks",
+                "a block's hash covers its parent block's hash, its token ids and extra keys; "
+                "only full blocks are hashed (so only full blocks can hit)",
+                "hash(parent, tokens, extra keys)",
+                vllm_source("vllm/v1/core/kv_cache_utils.py", 596, 623, "full blocks only: :727-728"),
+            ),
+            Fact(
+                "vllm-prefix-cache-hit-cap",
+                "a prefix-cache hit is capped at the prompt length minus 1: the last prompt "
+                "token is computed again for its logits",
+                "`max_cache_hit_length = request.num_tokens - 1`",
+                vllm_source("vllm/v1/core/kv_cache_manager.py", 231, 237),
+            ),
+            Fact(
+                "vllm-prefix-cache-counters",
+                "`vllm:prefix_cache_queries` and `vllm:prefix_cache_hits` count tokens: "
+                "each new request adds its prompt tokens to queries and its cached tokens to hits",
+                "`record(num_tokens=request.num_tokens, num_hits=num_new_computed_tokens, ...)`",
+                vllm_source(
+                    "vllm/v1/metrics/loggers.py",
+                    584,
+                    601,
+                    "recorded in vllm/v1/core/kv_cache_manager.py:272-278; `RequestOutput.num_cached_tokens`: "
+                    "vllm/outputs.py:105",
+                ),
+            ),
+            Fact(
+                "vllm-prefix-cache-lru",
+                "cached blocks that no request holds are evicted least recently used first",
+                "free-block queue in LRU order",
+                vllm_source("vllm/v1/core/kv_cache_utils.py", 193, 198),
+            ),
+            Fact(
+                "vllm-preemption-recompute",
+                "preemption frees a running request's blocks and puts it back at the head "
+                "of the waiting queue with nothing computed",
+                "`request.num_computed_tokens = 0`",
+                vllm_source(
+                    "vllm/v1/core/sched/scheduler.py",
+                    1212,
+                    1234,
+                    "on its return the prefix cache may still hold its freed blocks",
+                ),
+            ),
+            # --- end of lesson 5A ---
+        )
+    }
+)
 """Behaviours of vLLM and facts of the field the pages rely on, each with its source."""
 
 
@@ -739,18 +850,29 @@ FP8_DENSE_TFLOPS: Mapping[str, float] = MappingProxyType({"RTX 4090": 330.3, "H2
 short names of :data:`GPUS`; sources in :data:`FP8_SOURCES`. The A100 (Ampere) has no FP8 tensor cores:
 vLLM runs FP8 checkpoints there as weight-only FP8 with BF16 math (fact ``vllm-fp8-without-fp8-cores``)."""
 
-FP8_SOURCES: Mapping[str, Source] = MappingProxyType({
-    "RTX 4090": Source("NVIDIA Ada GPU Architecture whitepaper, appendix A, GeForce RTX 4090 table (row \"Peak FP8 "
-                       "Tensor TFLOPS with FP32 Accumulate\", 330.3/660.6 dense/sparse; with FP16 accumulate 660.6)",
-                       "https://images.nvidia.com/aem-dml/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",
-                       "secondary", _DATASHEET_NOTE + "; twice the BF16 figure of the same table, 165.2"),
-    "H200": Source("NVIDIA H200 Tensor Core GPU product page, specifications table (H200 SXM: FP8 Tensor Core)",
-                   "https://www.nvidia.com/en-us/data-center/h200/", "secondary",
-                   _DATASHEET_NOTE + "; it prints only the 2:4-sparse 3,958 TFLOP/s, of which 1,979 is half"),
-    "H100": Source("NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column (FP8 Tensor Core)",
-                   "https://www.nvidia.com/en-us/data-center/h100/", "secondary",
-                   _DATASHEET_NOTE + "; it prints only the 2:4-sparse 3,958 TFLOP/s, of which 1,979 is half"),
-})
+FP8_SOURCES: Mapping[str, Source] = MappingProxyType(
+    {
+        "RTX 4090": Source(
+            'NVIDIA Ada GPU Architecture whitepaper, appendix A, GeForce RTX 4090 table (row "Peak FP8 '
+            'Tensor TFLOPS with FP32 Accumulate", 330.3/660.6 dense/sparse; with FP16 accumulate 660.6)',
+            "https://images.nvidia.com/aem-dml/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",
+            "secondary",
+            _DATASHEET_NOTE + "; twice the BF16 figure of the same table, 165.2",
+        ),
+        "H200": Source(
+            "NVIDIA H200 Tensor Core GPU product page, specifications table (H200 SXM: FP8 Tensor Core)",
+            "https://www.nvidia.com/en-us/data-center/h200/",
+            "secondary",
+            _DATASHEET_NOTE + "; it prints only the 2:4-sparse 3,958 TFLOP/s, of which 1,979 is half",
+        ),
+        "H100": Source(
+            "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column (FP8 Tensor Core)",
+            "https://www.nvidia.com/en-us/data-center/h100/",
+            "secondary",
+            _DATASHEET_NOTE + "; it prints only the 2:4-sparse 3,958 TFLOP/s, of which 1,979 is half",
+        ),
+    }
+)
 
 
 def fp8_dense_tflops(name: str = LAB_GPU) -> float:
@@ -763,32 +885,67 @@ def fp8_dense_tflops(name: str = LAB_GPU) -> float:
     try:
         return FP8_DENSE_TFLOPS[name]
     except KeyError:
-        raise KeyError(f"{name!r} has no FP8 tensor cores in the registry; FP8 peaks exist for: "
-                       f"{', '.join(FP8_DENSE_TFLOPS)}") from None
+        raise KeyError(
+            f"{name!r} has no FP8 tensor cores in the registry; FP8 peaks exist for: {', '.join(FP8_DENSE_TFLOPS)}"
+        ) from None
 
 
-QUANT_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType({f.id: f for f in (
-    Fact("vllm-fp8-linear-layers-only", "vLLM's FP8 quantises only linear layers (`LinearBase`); the embedding and "
-         "lm_head (`ParallelLMHead`, an embedding class) and the norms stay 16-bit", "linear layers only",
-         vllm_source("vllm/model_executor/layers/quantization/fp8.py", 175, 196,
-                     "ParallelLMHead subclasses VocabParallelEmbedding: "
-                     "vllm/model_executor/layers/vocab_parallel_embedding.py:505")),
-    Fact("vllm-online-fp8-per-tensor", "`quantization=\"fp8\"` on a 16-bit checkpoint quantises each linear "
-         "layer's weight while loading, with one float32 scale per (fused) weight tensor, and quantises the "
-         "activations dynamically", "FP8 E4M3 weights, one scale per tensor",
-         vllm_source("vllm/model_executor/layers/quantization/online/fp8.py", 154, 163,
-                     "`ops.scaled_fp8_quant(layer.weight, scale=None)`; input_scale None = dynamic")),
-    Fact("vllm-prompt-logprobs", "`SamplingParams(prompt_logprobs=k)` returns, for every prompt position after the "
-         "first, the log-probability of the prompt's own token plus the top k; position 0 is None",
-         "prompt tokens - 1 scored positions",
-         vllm_source("vllm/v1/worker/gpu_model_runner.py", 5597, 5600,
-                     "the first position's None: vllm/logprobs.py:162-167; prompt logprobs skip reading the "
-                     "prefix cache: vllm/sampling_params.py:502-506")),
-)})
+QUANT_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
+    {
+        f.id: f
+        for f in (
+            Fact(
+                "vllm-fp8-linear-layers-only",
+                "vLLM's FP8 quantises only linear layers (`LinearBase`); the embedding and "
+                "lm_head (`ParallelLMHead`, an embedding class) and the norms stay 16-bit",
+                "linear layers only",
+                vllm_source(
+                    "vllm/model_executor/layers/quantization/fp8.py",
+                    175,
+                    196,
+                    "ParallelLMHead subclasses VocabParallelEmbedding: "
+                    "vllm/model_executor/layers/vocab_parallel_embedding.py:505",
+                ),
+            ),
+            Fact(
+                "vllm-online-fp8-per-tensor",
+                '`quantization="fp8"` on a 16-bit checkpoint quantises each linear '
+                "layer's weight while loading, with one float32 scale per (fused) weight tensor, and quantises the "
+                "activations dynamically",
+                "FP8 E4M3 weights, one scale per tensor",
+                vllm_source(
+                    "vllm/model_executor/layers/quantization/online/fp8.py",
+                    154,
+                    163,
+                    "`ops.scaled_fp8_quant(layer.weight, scale=None)`; input_scale None = dynamic",
+                ),
+            ),
+            Fact(
+                "vllm-prompt-logprobs",
+                "`SamplingParams(prompt_logprobs=k)` returns, for every prompt position after the "
+                "first, the log-probability of the prompt's own token plus the top k; position 0 is None",
+                "prompt tokens - 1 scored positions",
+                vllm_source(
+                    "vllm/v1/worker/gpu_model_runner.py",
+                    5597,
+                    5600,
+                    "the first position's None: vllm/logprobs.py:162-167; prompt logprobs skip reading the "
+                    "prefix cache: vllm/sampling_params.py:502-506",
+                ),
+            ),
+        )
+    }
+)
 """vLLM 0.26.0 behaviours lesson 3A relies on, each with its source."""
 
 
 def _quant_facts() -> list[Fact]:
-    return [Fact(gpu_fact_id(key) + "-fp8", f"{GPUS[key].name}: peak FP8 dense (FP32 accumulate)",
-                 f"{tflops:g} TFLOP/s", FP8_SOURCES[key]) for key, tflops in FP8_DENSE_TFLOPS.items()
-            ] + list(QUANT_BEHAVIOURS.values())
+    return [
+        Fact(
+            gpu_fact_id(key) + "-fp8",
+            f"{GPUS[key].name}: peak FP8 dense (FP32 accumulate)",
+            f"{tflops:g} TFLOP/s",
+            FP8_SOURCES[key],
+        )
+        for key, tflops in FP8_DENSE_TFLOPS.items()
+    ] + list(QUANT_BEHAVIOURS.values())

@@ -37,10 +37,13 @@ def expected_cached(row, block_size: int) -> int:
 
 def first_request_cold(receipt: Receipt) -> ClaimResult:
     wrong = [f"prefix {r['prefix_tokens']}: {r['cached_first']}" for r in receipt["results"] if r["cached_first"] != 0]
-    return ClaimResult("first_request_cold",
-                       "after reset_prefix_cache() the first request of every row has 0 cached tokens, although "
-                       "its prefix begins like the previous rows'", not wrong,
-                       "; ".join(wrong) or f"all {len(receipt['results'])} rows: 0")
+    return ClaimResult(
+        "first_request_cold",
+        "after reset_prefix_cache() the first request of every row has 0 cached tokens, although "
+        "its prefix begins like the previous rows'",
+        not wrong,
+        "; ".join(wrong) or f"all {len(receipt['results'])} rows: 0",
+    )
 
 
 def cached_tokens_exact(receipt: Receipt) -> ClaimResult:
@@ -49,11 +52,17 @@ def cached_tokens_exact(receipt: Receipt) -> ClaimResult:
     for r in receipt["results"]:
         want = expected_cached(r, block)
         ok &= r["cached_later_min"] == r["cached_later_max"] == want
-        details.append(f"{r['prefix_tokens']}+{r['suffix_tokens']}: {r['cached_later_min']}-{r['cached_later_max']} "
-                       f"(expected {want})")
-    return ClaimResult("cached_tokens_exact",
-                       f"every later request has floor(min(L, P - 1) / {block}) x {block} cached tokens: the "
-                       "shared prefix's full blocks, never the whole prompt", ok, "; ".join(details))
+        details.append(
+            f"{r['prefix_tokens']}+{r['suffix_tokens']}: {r['cached_later_min']}-{r['cached_later_max']} "
+            f"(expected {want})"
+        )
+    return ClaimResult(
+        "cached_tokens_exact",
+        f"every later request has floor(min(L, P - 1) / {block}) x {block} cached tokens: the "
+        "shared prefix's full blocks, never the whole prompt",
+        ok,
+        "; ".join(details),
+    )
 
 
 def counters_exact(receipt: Receipt) -> ClaimResult:
@@ -63,11 +72,16 @@ def counters_exact(receipt: Receipt) -> ClaimResult:
         queries = r["requests"] * r["prompt_tokens"]
         hits = (r["requests"] - 1) * expected_cached(r, block)
         ok &= (r["queries"], r["hits"]) == (queries, hits)
-        details.append(f"{r['prefix_tokens']}+{r['suffix_tokens']}: {r['queries']} / {r['hits']} "
-                       f"(expected {queries} / {hits})")
-    return ClaimResult("counters_exact",
-                       "vllm:prefix_cache_queries grows by the prompt tokens sent and vllm:prefix_cache_hits by "
-                       "the cached ones, to the token", ok, "; ".join(details))
+        details.append(
+            f"{r['prefix_tokens']}+{r['suffix_tokens']}: {r['queries']} / {r['hits']} (expected {queries} / {hits})"
+        )
+    return ClaimResult(
+        "counters_exact",
+        "vllm:prefix_cache_queries grows by the prompt tokens sent and vllm:prefix_cache_hits by "
+        "the cached ones, to the token",
+        ok,
+        "; ".join(details),
+    )
 
 
 @gpu_timing
@@ -77,9 +91,12 @@ def hit_faster(receipt: Receipt) -> ClaimResult:
     statement = f"with {HIT_SAVES_FROM:,} or more cached tokens a hit's TTFT is below the cold request's"
     if not rows:
         return ClaimResult("hit_faster", statement, None, "no row caches that many tokens")
-    return ClaimResult("hit_faster", statement, all(r["ttft_hit_ms"] < r["ttft_cold_ms"] for r in rows),
-                       "; ".join(f"prefix {r['prefix_tokens']}: {r['ttft_hit_ms']:.1f} vs {r['ttft_cold_ms']:.1f} ms"
-                                 for r in rows))
+    return ClaimResult(
+        "hit_faster",
+        statement,
+        all(r["ttft_hit_ms"] < r["ttft_cold_ms"] for r in rows),
+        "; ".join(f"prefix {r['prefix_tokens']}: {r['ttft_hit_ms']:.1f} vs {r['ttft_cold_ms']:.1f} ms" for r in rows),
+    )
 
 
 def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
@@ -97,29 +114,56 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
         p = prefix + suffix
         c = cached_prefix_tokens(prefix, p, VLLM_DEFAULT_BLOCK_SIZE)
         cold, hit = prefill_floor(facts, config, p), prefill_floor(facts, config, p - c)
-        lines.append(f"| {fmt.count(prefix)} | {fmt.count(suffix)} | {fmt.count(p)} | {fmt.count(c)} | "
-                     f"{fmt.fixed(cold * 1e3, 1)} | {fmt.fixed(hit * 1e3, 1)} |")
+        lines.append(
+            f"| {fmt.count(prefix)} | {fmt.count(suffix)} | {fmt.count(p)} | {fmt.count(c)} | "
+            f"{fmt.fixed(cold * 1e3, 1)} | {fmt.fixed(hit * 1e3, 1)} |"
+        )
     return "\n".join(lines)
 
 
 SPEC = LabSpec(
     lab="prefix_cache",
     lesson="5A",
-    row={"prefix_tokens": int, "suffix_tokens": int, "prompt_tokens": int, "requests": int, "cached_first": int,
-         "cached_later_min": int, "cached_later_max": int, "queries": int, "hits": int,
-         "ttft_cold_ms": (int, float), "ttft_hit_ms": (int, float)},
-    units={"prompt_tokens": "tokens", "requests": "requests", "cached_first": "tokens", "cached_later_min": "tokens",
-           "cached_later_max": "tokens", "queries": "tokens", "hits": "tokens", "ttft_cold_ms": "ms",
-           "ttft_hit_ms": "ms"},
+    row={
+        "prefix_tokens": int,
+        "suffix_tokens": int,
+        "prompt_tokens": int,
+        "requests": int,
+        "cached_first": int,
+        "cached_later_min": int,
+        "cached_later_max": int,
+        "queries": int,
+        "hits": int,
+        "ttft_cold_ms": (int, float),
+        "ttft_hit_ms": (int, float),
+    },
+    units={
+        "prompt_tokens": "tokens",
+        "requests": "requests",
+        "cached_first": "tokens",
+        "cached_later_min": "tokens",
+        "cached_later_max": "tokens",
+        "queries": "tokens",
+        "hits": "tokens",
+        "ttft_cold_ms": "ms",
+        "ttft_hit_ms": "ms",
+    },
     key=("prefix_tokens", "suffix_tokens"),
     header="TTFT cold (ms)",
     claims=(first_request_cold, cached_tokens_exact, counters_exact, hit_faster),
     prediction=prediction,
-    columns=(Column("prefix_tokens", "prefix", fmt.count), Column("suffix_tokens", "suffix", fmt.count),
-             Column("cached_later_max", "cached", fmt.count), Column("hits", "hits", fmt.count),
-             Column("ttft_cold_ms", "TTFT cold (ms)", lambda v: fmt.fixed(v, 1)),
-             Column("ttft_hit_ms", "TTFT hit (ms)", lambda v: fmt.fixed(v, 1))),
+    columns=(
+        Column("prefix_tokens", "prefix", fmt.count),
+        Column("suffix_tokens", "suffix", fmt.count),
+        Column("cached_later_max", "cached", fmt.count),
+        Column("hits", "hits", fmt.count),
+        Column("ttft_cold_ms", "TTFT cold (ms)", lambda v: fmt.fixed(v, 1)),
+        Column("ttft_hit_ms", "TTFT hit (ms)", lambda v: fmt.fixed(v, 1)),
+    ),
     grid=GRID,
-    work=LabWork(engines=1, decode_steps=(len(GRID) * REQUESTS + 1) * OUTPUT_TOKENS,  # + the warm-up request
-                 peak_kv_tokens=lab_constant("prefix_cache", "MAX_MODEL_LEN")),
+    work=LabWork(
+        engines=1,
+        decode_steps=(len(GRID) * REQUESTS + 1) * OUTPUT_TOKENS,  # + the warm-up request
+        peak_kv_tokens=lab_constant("prefix_cache", "MAX_MODEL_LEN"),
+    ),
 )

@@ -34,18 +34,22 @@ def _started(receipt: Receipt) -> list:
 
 def nll_from_logprobs(receipt: Receipt) -> ClaimResult:
     """Exact: each started row's NLL is the mean of its own per-token values, over prompt tokens - 1 of them."""
-    statement = ("NLL per token = the mean of -logprob over every prompt position after the first, "
-                 "from the logprobs vLLM returned (prompt tokens - 1 of them)")
+    statement = (
+        "NLL per token = the mean of -logprob over every prompt position after the first, "
+        "from the logprobs vLLM returned (prompt tokens - 1 of them)"
+    )
     rows, problems = _started(receipt), []
     for r in rows:
         values = r["token_nll"]
         if not (r["scored_tokens"] == len(values) == r["prompt_tokens"] - 1):
-            problems.append(f"{r['format']}: {len(values)} values, scored {r['scored_tokens']}, "
-                            f"prompt {r['prompt_tokens']} tokens")
+            problems.append(
+                f"{r['format']}: {len(values)} values, scored {r['scored_tokens']}, prompt {r['prompt_tokens']} tokens"
+            )
         elif sum(values) / len(values) != r["nll_per_token"]:
             problems.append(f"{r['format']}: mean {sum(values) / len(values)!r} != reported {r['nll_per_token']!r}")
-    detail = "; ".join(problems) or ", ".join(f"{r['format']}: {r['scored_tokens']} tokens, "
-                                              f"{r['nll_per_token']:.4f} nats" for r in rows)
+    detail = "; ".join(problems) or ", ".join(
+        f"{r['format']}: {r['scored_tokens']} tokens, {r['nll_per_token']:.4f} nats" for r in rows
+    )
     return ClaimResult("nll_from_logprobs", statement, not problems if rows else None, detail or "no engine started")
 
 
@@ -53,10 +57,12 @@ def nll_deterministic(receipt: Receipt) -> ClaimResult:
     """Exact: scoring the text twice in one engine gives identical per-token values (no sampling is involved)."""
     rows = _started(receipt)
     same = [r["repeat_identical"] for r in rows]
-    return ClaimResult("nll_deterministic", "scoring the same text twice gives the same per-token NLLs",
-                       all(same) if rows else None,
-                       ", ".join(f"{r['format']}: {'same' if s else 'DIFFERS'}"
-                                 for r, s in zip(rows, same, strict=True)))
+    return ClaimResult(
+        "nll_deterministic",
+        "scoring the same text twice gives the same per-token NLLs",
+        all(same) if rows else None,
+        ", ".join(f"{r['format']}: {'same' if s else 'DIFFERS'}" for r, s in zip(rows, same, strict=True)),
+    )
 
 
 def _awq_config(model_name: str):
@@ -81,17 +87,25 @@ def awq_bytes_match_config(receipt: Receipt) -> ClaimResult:
     got = row["weight_bytes"]
     exact = receipt["machine"].get("kind") != "gpu"
     ok = got == want if exact else abs(got / want - 1) <= AWQ_GPU_TOLERANCE
-    return ClaimResult("awq_bytes_match_config", statement, ok,
-                       f"measured {got:,} B, predicted {want:,.0f} B (G = {group}; "
-                       f"{'exact on the CPU' if exact else f'{got / want - 1:+.3%} on a GPU'})")
+    return ClaimResult(
+        "awq_bytes_match_config",
+        statement,
+        ok,
+        f"measured {got:,} B, predicted {want:,.0f} B (G = {group}; "
+        f"{'exact on the CPU' if exact else f'{got / want - 1:+.3%} on a GPU'})",
+    )
 
 
 def freed_bytes_become_kv(receipt: Receipt) -> ClaimResult:
     """GPU: (KV tokens of a quantised engine - BF16's) x kappa = the weight bytes it saves, within KV_TOLERANCE."""
     statement = f"the weight bytes a format saves come back as KV cache, within {KV_TOLERANCE:.0%}"
     if receipt["machine"].get("kind") != "gpu":
-        return ClaimResult("freed_bytes_become_kv", statement, None,
-                           "CPU receipt: the KV space is fixed by VLLM_CPU_KVCACHE_SPACE, whatever the weights")
+        return ClaimResult(
+            "freed_bytes_become_kv",
+            statement,
+            None,
+            "CPU receipt: the KV space is fixed by VLLM_CPU_KVCACHE_SPACE, whatever the weights",
+        )
     rows = {r["format"]: r for r in _started(receipt)}
     base = rows.get("bf16")
     others = [r for f, r in rows.items() if f != "bf16"]
@@ -115,8 +129,12 @@ def quality_cost_bounded(receipt: Receipt) -> ClaimResult:
     if "bf16" not in rows or len(rows) < 2:
         return ClaimResult("quality_cost_bounded", statement, None, "needs the bf16 row and one quantised row")
     deltas = {f: r["nll_per_token"] - rows["bf16"]["nll_per_token"] for f, r in rows.items() if f != "bf16"}
-    return ClaimResult("quality_cost_bounded", statement, all(d <= NLL_BOUND for d in deltas.values()),
-                       ", ".join(f"{f}: {d:+.4f} nats/token" for f, d in deltas.items()))
+    return ClaimResult(
+        "quality_cost_bounded",
+        statement,
+        all(d <= NLL_BOUND for d in deltas.values()),
+        ", ".join(f"{f}: {d:+.4f} nats/token" for f, d in deltas.items()),
+    )
 
 
 def predicted_rows(gpu_name: str = registry.LAB_GPU, model_name: str = registry.COURSE_MODEL) -> list[dict]:
@@ -129,49 +147,87 @@ def predicted_rows(gpu_name: str = registry.LAB_GPU, model_name: str = registry.
     total = memory.device_total_bytes(gpu_name)
     reserve = registry.VLLM_NON_KV_RESERVE_GIB * 2**30
     rows = []
-    for name, weights in (("bf16", transformer.weight_bytes(cfg, 2)), ("fp8", transformer.fp8_weight_bytes(cfg)),
-                          ("awq", transformer.awq_weight_bytes(cfg, registry.AWQ_GROUP_SIZE))):
+    for name, weights in (
+        ("bf16", transformer.weight_bytes(cfg, 2)),
+        ("fp8", transformer.fp8_weight_bytes(cfg)),
+        ("awq", transformer.awq_weight_bytes(cfg, registry.AWQ_GROUP_SIZE)),
+    ):
         budget = memory.kv_budget_bytes(total, weights, reserve)
-        rows.append({"format": name, "weight_bytes": weights, "kv_tokens": memory.kv_capacity_tokens(budget, kappa),
-                     "floor_s": roofline.time_floor(gpu, 0, weights - embedding)})
+        rows.append(
+            {
+                "format": name,
+                "weight_bytes": weights,
+                "kv_tokens": memory.kv_capacity_tokens(budget, kappa),
+                "floor_s": roofline.time_floor(gpu, 0, weights - embedding),
+            }
+        )
     return rows
 
 
 def prediction() -> str:
     """Markdown: the RTX 4090's weight bytes, KV tokens and weight floor per decode step, per format."""
     rows = predicted_rows()
-    lines = [f"{registry.COURSE_MODEL} on one {registry.gpu().name}, vLLM defaults (u = "
-             f"{registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}, **assumed** {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB "
-             "reserve, BF16 KV cache). The NLL has no prediction: it is what the lab measures.", "",
-             "| format | weight bytes | KV tokens | weight floor per decode step |", "|---|---:|---:|---:|"]
-    lines += [f"| {r['format']} | {fmt.gb(r['weight_bytes'])} | {fmt.count(r['kv_tokens'])} | "
-              f"{fmt.ms(r['floor_s'])} |" for r in rows]
+    lines = [
+        f"{registry.COURSE_MODEL} on one {registry.gpu().name}, vLLM defaults (u = "
+        f"{registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}, **assumed** {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB "
+        "reserve, BF16 KV cache). The NLL has no prediction: it is what the lab measures.",
+        "",
+        "| format | weight bytes | KV tokens | weight floor per decode step |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r['format']} | {fmt.gb(r['weight_bytes'])} | {fmt.count(r['kv_tokens'])} | {fmt.ms(r['floor_s'])} |"
+        for r in rows
+    ]
     return "\n".join(lines)
 
 
 SPEC = LabSpec(
     lab="quant_nll",
     lesson="3A",
-    row={"format": str, "model": str, "quantization": (str, type(None)), "outcome": str, "reason": (str, type(None)),
-         "kernel": (str, type(None)), "weight_bytes": (int, type(None)), "kv_tokens": (int, type(None)),
-         "kv_bytes_per_token": (int, type(None)), "prompt_tokens": (int, type(None)),
-         "scored_tokens": (int, type(None)), "nll_per_token": (int, float, type(None)),
-         "repeat_identical": (bool, type(None)), "token_nll": (list, type(None))},
-    units={"weight_bytes": "B", "kv_tokens": "tokens", "kv_bytes_per_token": "B/token", "prompt_tokens": "tokens",
-           "scored_tokens": "tokens", "nll_per_token": "nats/token", "token_nll": "nats"},
+    row={
+        "format": str,
+        "model": str,
+        "quantization": (str, type(None)),
+        "outcome": str,
+        "reason": (str, type(None)),
+        "kernel": (str, type(None)),
+        "weight_bytes": (int, type(None)),
+        "kv_tokens": (int, type(None)),
+        "kv_bytes_per_token": (int, type(None)),
+        "prompt_tokens": (int, type(None)),
+        "scored_tokens": (int, type(None)),
+        "nll_per_token": (int, float, type(None)),
+        "repeat_identical": (bool, type(None)),
+        "token_nll": (list, type(None)),
+    },
+    units={
+        "weight_bytes": "B",
+        "kv_tokens": "tokens",
+        "kv_bytes_per_token": "B/token",
+        "prompt_tokens": "tokens",
+        "scored_tokens": "tokens",
+        "nll_per_token": "nats/token",
+        "token_nll": "nats",
+    },
     key=("format",),
     header="NLL/token",
     claims=(nll_from_logprobs, nll_deterministic, awq_bytes_match_config, freed_bytes_become_kv, quality_cost_bounded),
     prediction=prediction,
     prediction_basis="the weight bytes, the KV budget with an assumed reserve and the roofline",
-    columns=(Column("format", "format", str, align_right=False),
-             Column("weight_bytes", "weight GB", lambda v: "-" if v is None else fmt.gb(v)),
-             Column("kv_tokens", "KV tokens", lambda v: "-" if v is None else fmt.count(v)),
-             Column("nll_per_token", "NLL/token", lambda v: "-" if v is None else fmt.fixed(v, 4)),
-             Column("kernel", "kernel", lambda v: v or "-", align_right=False)),
+    columns=(
+        Column("format", "format", str, align_right=False),
+        Column("weight_bytes", "weight GB", lambda v: "-" if v is None else fmt.gb(v)),
+        Column("kv_tokens", "KV tokens", lambda v: "-" if v is None else fmt.count(v)),
+        Column("nll_per_token", "NLL/token", lambda v: "-" if v is None else fmt.fixed(v, 4)),
+        Column("kernel", "kernel", lambda v: v or "-", align_right=False),
+    ),
     # the lab's default max_model_len (the tiny model's tokenizer makes over 512 tokens of the text); no FP8:
     # vllm-cpu 0.32.0 has no static_scaled_fp8_quant kernel; AWQ: the tiny AWQ checkpoint of make testmodels
     cpu_args=("--formats", "bf16,awq", "--awq-model", ".cache/models/tiny-qwen2-awq"),
-    work=LabWork(engines=len(lab_constant("quant_nll", "FORMATS")), decode_steps=0,
-                 peak_kv_tokens=lab_constant("quant_nll", "MAX_MODEL_LEN")),
+    work=LabWork(
+        engines=len(lab_constant("quant_nll", "FORMATS")),
+        decode_steps=0,
+        peak_kv_tokens=lab_constant("quant_nll", "MAX_MODEL_LEN"),
+    ),
 )

@@ -67,11 +67,19 @@ P.add("f1", roofline.decode_step_floor(g4090, cfg, S, 1, b), "s")
 P.add("f64", roofline.decode_step_floor(g4090, cfg, S, 64, b), "s")
 P.add("cache_16x32k", 16 * 32768 * kappa, "B")
 ipre = P.add("ipre", roofline.linear_intensity(S, b), "FLOP/B")
-P.add("prefill_verdicts", [
-    {"name": g.name, "ridge": roofline.ridge_point(g),
-     "bound": "compute-bound" if ipre > roofline.ridge_point(g) else "memory-bound",
-     "end": "." if g is gh200 else ";"}  # the sentence's punctuation: the last GPU ends it
-    for g in (g4090, gh200)], "record")
+P.add(
+    "prefill_verdicts",
+    [
+        {
+            "name": g.name,
+            "ridge": roofline.ridge_point(g),
+            "bound": "compute-bound" if ipre > roofline.ridge_point(g) else "memory-bound",
+            "end": "." if g is gh200 else ";",
+        }  # the sentence's punctuation: the last GPU ends it
+        for g in (g4090, gh200)
+    ],
+    "record",
+)
 P.add("linear_16", roofline.linear_intensity(16, b), "FLOP/B")
 P.add("cache_bstar_4k", bstar_n * 4096 * kappa, "B")
 P.add("fit_4k", memory.max_sequences(kv_budget, kappa, 4096), "sequences")
@@ -96,8 +104,9 @@ P.add("llm_max_seqs_h200", default_seqs_h200, "sequences")
 first_over = P.add("first_over", next(x for x in batches if x * lab_prompt > default_tokens), "sequences")
 P.add("first_over_tokens", first_over * lab_prompt, "tokens")
 all_prompts = P.add("lab_all_prompt_tokens", lab_batch * lab_prompt, "tokens")
-lab_batched = P.add("lab_batched_tokens", min(all_prompts, snippets.constant("labs/batch_decode.py", "MAX_BATCHED_TOKENS")),
-                    "tokens")
+lab_batched = P.add(
+    "lab_batched_tokens", min(all_prompts, snippets.constant("labs/batch_decode.py", "MAX_BATCHED_TOKENS")), "tokens"
+)
 P.add("lab_prefill_steps", math.ceil(all_prompts / lab_batched), "count")
 
 SYMBOLS: list[notation.Symbol] = [

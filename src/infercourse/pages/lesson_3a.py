@@ -136,30 +136,82 @@ P.add("awq_download_min", math.ceil(W_awq / (rent.download_mb_s * 1e6) / 60), "c
 P.add("lab_max_model_len", snippets.constant("labs/quant_nll.py", "MAX_MODEL_LEN"), "tokens")
 
 SYMBOLS: list[str | tuple[str, str]] = [
-    ("N", f"Here {fmt.count(N)}."), ("N_q", f"Here {fmt.count(N_q)}."), "b", "G", "M", "b_bar", "P",
-           "P_fp8", "beta", "R", "R_fp8", "B", "Bstar", "W", "D", "u", "A", "kappa", "S", "y", "ell"]
+    ("N", f"Here {fmt.count(N)}."),
+    ("N_q", f"Here {fmt.count(N_q)}."),
+    "b",
+    "G",
+    "M",
+    "b_bar",
+    "P",
+    "P_fp8",
+    "beta",
+    "R",
+    "R_fp8",
+    "B",
+    "Bstar",
+    "W",
+    "D",
+    "u",
+    "A",
+    "kappa",
+    "S",
+    "y",
+    "ell",
+]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
-P.add("facts_used", [
-    {"what": registry.COURSE_MODEL, "value": f"N = {fmt.count(N)}, of which {fmt.count(N_q)} in linear layers",
-     "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL))},
-    {"what": "AWQ group size", "value": f"G = {G}", "source": fact_link("awq-group-size")},
-    {"what": g4090.name, "value": f"{g4090.bf16_dense_tflops:g} TFLOP/s BF16 dense, {g4090.bandwidth_gb_s:,g} GB/s",
-     "source": fact_link(registry.gpu_fact_id("RTX 4090"))},
-    *[{"what": registry.gpu(key).name, "value": f"{tflops:g} TFLOP/s FP8 dense (FP32 accumulate)",
-       "source": fact_link(registry.gpu_fact_id(key) + "-fp8")} for key, tflops in registry.FP8_DENSE_TFLOPS.items()],
-    {"what": "vLLM's FP8 quantises linear layers only", "value": "embedding, lm_head, norms stay 16-bit",
-     "source": fact_link("vllm-fp8-linear-layers-only")},
-    {"what": "vLLM's online FP8", "value": "one float32 scale per weight tensor",
-     "source": fact_link("vllm-online-fp8-per-tensor")},
-    {"what": "FP8 without FP8 tensor cores", "value": "weight-only (W8A16, Marlin)",
-     "source": fact_link("vllm-fp8-without-fp8-cores")},
-    {"what": "prompt logprobs", "value": "prompt tokens - 1 scored positions",
-     "source": fact_link("vllm-prompt-logprobs")},
-    {"what": f"KV budget on the {g4090.name}", "value": f"u = {u}, reserve {fmt.gib(reserve, 0)}",
-     "source": "[lesson 1A](1a-kv-cache.md#principle) (the reserve is an **assumption**: "
-               + fact_link("vllm-non-kv-reserve") + ")"},
-], "record")
+P.add(
+    "facts_used",
+    [
+        {
+            "what": registry.COURSE_MODEL,
+            "value": f"N = {fmt.count(N)}, of which {fmt.count(N_q)} in linear layers",
+            "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL)),
+        },
+        {"what": "AWQ group size", "value": f"G = {G}", "source": fact_link("awq-group-size")},
+        {
+            "what": g4090.name,
+            "value": f"{g4090.bf16_dense_tflops:g} TFLOP/s BF16 dense, {g4090.bandwidth_gb_s:,g} GB/s",
+            "source": fact_link(registry.gpu_fact_id("RTX 4090")),
+        },
+        *[
+            {
+                "what": registry.gpu(key).name,
+                "value": f"{tflops:g} TFLOP/s FP8 dense (FP32 accumulate)",
+                "source": fact_link(registry.gpu_fact_id(key) + "-fp8"),
+            }
+            for key, tflops in registry.FP8_DENSE_TFLOPS.items()
+        ],
+        {
+            "what": "vLLM's FP8 quantises linear layers only",
+            "value": "embedding, lm_head, norms stay 16-bit",
+            "source": fact_link("vllm-fp8-linear-layers-only"),
+        },
+        {
+            "what": "vLLM's online FP8",
+            "value": "one float32 scale per weight tensor",
+            "source": fact_link("vllm-online-fp8-per-tensor"),
+        },
+        {
+            "what": "FP8 without FP8 tensor cores",
+            "value": "weight-only (W8A16, Marlin)",
+            "source": fact_link("vllm-fp8-without-fp8-cores"),
+        },
+        {
+            "what": "prompt logprobs",
+            "value": "prompt tokens - 1 scored positions",
+            "source": fact_link("vllm-prompt-logprobs"),
+        },
+        {
+            "what": f"KV budget on the {g4090.name}",
+            "value": f"u = {u}, reserve {fmt.gib(reserve, 0)}",
+            "source": "[lesson 1A](1a-kv-cache.md#principle) (the reserve is an **assumption**: "
+            + fact_link("vllm-non-kv-reserve")
+            + ")",
+        },
+    ],
+    "record",
+)
 
 
 def floors_figure() -> str:
@@ -174,8 +226,11 @@ def floors_figure() -> str:
     batches = list(range(1, 513))
     fig, ax = plt.subplots(figsize=(7, 4))
     for fmt_name, label in (("bf16", "BF16 (W16A16)"), ("fp8", "FP8 (W8A8)"), ("awq", "AWQ 4-bit (W4A16)")):
-        ax.plot(batches, [matmul_floor(fmt_name, b) * 1e3 for b in batches],
-                label=f"{label}: compute-bound from B = {math.ceil(bs[fmt_name])}")
+        ax.plot(
+            batches,
+            [matmul_floor(fmt_name, b) * 1e3 for b in batches],
+            label=f"{label}: compute-bound from B = {math.ceil(bs[fmt_name])}",
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch B (sequences in one decode step)")
@@ -197,8 +252,12 @@ def memory_figure() -> str:
 
     fig, ax = plt.subplots(figsize=(7, 3.2))
     names = [f"{label}\n{tokens[f]:,} KV tokens" for label, f in zip(("BF16", "FP8", "AWQ"), FORMATS, strict=True)]
-    parts = [("weights", [weights[f] for f in FORMATS]), ("reserve (assumed)", [reserve] * 3),
-             ("KV cache", [budget[f] for f in FORMATS]), ("unused (1 - u)", [D * (1 - u)] * 3)]
+    parts = [
+        ("weights", [weights[f] for f in FORMATS]),
+        ("reserve (assumed)", [reserve] * 3),
+        ("KV cache", [budget[f] for f in FORMATS]),
+        ("unused (1 - u)", [D * (1 - u)] * 3),
+    ]
     left = [0.0, 0.0, 0.0]
     for label, values in parts:
         gib = [v / fmt.GIB for v in values]

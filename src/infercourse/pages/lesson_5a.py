@@ -38,9 +38,16 @@ P.add("contig_waste_bytes", (S_max - S_odd) * kappa, "B")
 P.add("paged_bytes", (S_odd + memory.paging_waste_tokens(S_odd, z)) * kappa, "B")
 
 # --- how many 1,000-token requests fit on the RTX 4090 (lesson 1A's budget) ---
-kv_budget = P.add("kv_budget", memory.kv_budget_bytes(
-    memory.device_total_bytes("RTX 4090"), transformer.weight_bytes(cfg, 2),
-    registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB, registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION), "B")
+kv_budget = P.add(
+    "kv_budget",
+    memory.kv_budget_bytes(
+        memory.device_total_bytes("RTX 4090"),
+        transformer.weight_bytes(cfg, 2),
+        registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB,
+        registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
+    ),
+    "B",
+)
 kv_tokens = P.add("kv_tokens", memory.kv_capacity_tokens(kv_budget, kappa, z), "tokens")
 P.add("fit_contig", kv_tokens // S_max, "sequences")
 P.add("fit_paged", kv_tokens // (S_odd + memory.paging_waste_tokens(S_odd, z)), "sequences")
@@ -114,8 +121,11 @@ def _paging_figure() -> str:
     lengths = list(range(16, S_max + 1, 16 * 8))
     fig, ax = plt.subplots(figsize=(7, 3.6))
     ax.plot(lengths, [S_max * kappa / 1e9 for _ in lengths], label=f"contiguous: S_max = {S_max:,} reserved")
-    ax.plot(lengths, [(s + memory.paging_waste_tokens(s, z)) * kappa / 1e9 for s in lengths],
-            label=f"paged: whole blocks of z = {z}")
+    ax.plot(
+        lengths,
+        [(s + memory.paging_waste_tokens(s, z)) * kappa / 1e9 for s in lengths],
+        label=f"paged: whole blocks of z = {z}",
+    )
     ax.plot(lengths, [s * kappa / 1e9 for s in lengths], ":", label="tokens actually held")
     ax.set_xlabel("tokens in the sequence, S")
     ax.set_ylabel("KV memory per request (GB)")
@@ -135,8 +145,10 @@ def _ttft_figure() -> str:
     fig, ax = plt.subplots(figsize=(7, 3.6))
     for g, color in ((g4090, "tab:blue"), (h200, "tab:red")):
         cold = [roofline.prefill_floor(g, cfg, e + user_turn) * 1e3 for e in ells]
-        hit = [roofline.prefill_floor(g, cfg, e + user_turn - memory.cached_prefix_tokens(e, e + user_turn, z)) * 1e3
-               for e in ells]
+        hit = [
+            roofline.prefill_floor(g, cfg, e + user_turn - memory.cached_prefix_tokens(e, e + user_turn, z)) * 1e3
+            for e in ells
+        ]
         ax.plot(ells, cold, color=color, label=f"{g.name}: cold")
         ax.plot(ells, hit, "--", color=color, label=f"{g.name}: prefix hit")
     ax.set_xlabel(f"shared prefix (tokens), plus a {user_turn}-token suffix")
@@ -147,34 +159,67 @@ def _ttft_figure() -> str:
 
 
 P.add("fig_paging", _paging_figure(), "text")
-P.add("fig_paging_alt",
-      f"a line chart. Contiguous reservation costs {fmt.gb(S_max * kappa)} per request whatever its length; "
-      f"paged memory grows with the sequence in steps of one block ({fmt.count(z * kappa)} B) and stays within "
-      f"{z - 1} tokens of the tokens actually held, so the two paged lines nearly coincide.", "text")
+P.add(
+    "fig_paging_alt",
+    f"a line chart. Contiguous reservation costs {fmt.gb(S_max * kappa)} per request whatever its length; "
+    f"paged memory grows with the sequence in steps of one block ({fmt.count(z * kappa)} B) and stays within "
+    f"{z - 1} tokens of the tokens actually held, so the two paged lines nearly coincide.",
+    "text",
+)
 P.add("fig_ttft", _ttft_figure(), "text")
-P.add("fig_ttft_alt",
-      f"a line chart. Cold TTFT floors grow linearly with the shared prefix (at a shared prefix of {t2k['ell']:,} tokens: "
-      f"{fmt.ms(t2k['cold_4090'])} on the {g4090.name}, {fmt.ms(t2k['cold_h200'])} on the {h200.name}); "
-      f"the hit floors stay flat at the cost of reading the weights once ({fmt.ms(t2k['hit_4090'])} and "
-      f"{fmt.ms(t2k['hit_h200'])}).", "text")
+P.add(
+    "fig_ttft_alt",
+    "a line chart. Cold TTFT floors grow linearly with the shared prefix "
+    f"(at a shared prefix of {t2k['ell']:,} tokens: "
+    f"{fmt.ms(t2k['cold_4090'])} on the {g4090.name}, {fmt.ms(t2k['cold_h200'])} on the {h200.name}); "
+    f"the hit floors stay flat at the cost of reading the weights once ({fmt.ms(t2k['hit_4090'])} and "
+    f"{fmt.ms(t2k['hit_h200'])}).",
+    "text",
+)
 
 SYMBOLS: list[str | tuple[str, str]] = ["z", "S", "S_max", "w", "kappa", "S_pre", "C", "n_req"]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
-P.add("facts_used", [
-    {"what": f"{registry.COURSE_MODEL} config", "value": f"{cfg['num_hidden_layers']} layers, "
-     f"{cfg['num_key_value_heads']} KV heads", "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL))},
-    *[{"what": f"{g.name} datasheet", "value": f"{fmt.count(g.bandwidth_gb_s)} GB/s, {g.bf16_dense_tflops:g} TFLOP/s",
-       "source": fact_link(registry.gpu_fact_id(key))} for key, g in (("RTX 4090", g4090), ("H200", h200))],
-    {"what": "vLLM KV block size", "value": f"{z} tokens", "source": fact_link("vllm-block-size")},
-    {"what": "prefix caching default", "value": "on", "source": fact_link("vllm-prefix-caching-default")},
-    {"what": "block hash", "value": "sha256 over (parent hash, block tokens, extra keys), full blocks only",
-     "source": fact_link("vllm-prefix-caching-hash")},
-    {"what": "full blocks only", "value": "a partial block is never hashed",
-     "source": fact_link("vllm-prefix-cache-full-blocks")},
-    {"what": "hit cap", "value": "prompt length − 1", "source": fact_link("vllm-prefix-cache-hit-cap")},
-    {"what": "prefix-cache counters", "value": "count tokens", "source": fact_link("vllm-prefix-cache-counters")},
-    {"what": "eviction", "value": "least recently used free block first", "source": fact_link("vllm-prefix-cache-lru")},
-    {"what": "preemption", "value": "frees the blocks, recomputes later",
-     "source": fact_link("vllm-preemption-recompute")},
-], "record")
+P.add(
+    "facts_used",
+    [
+        {
+            "what": f"{registry.COURSE_MODEL} config",
+            "value": f"{cfg['num_hidden_layers']} layers, {cfg['num_key_value_heads']} KV heads",
+            "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL)),
+        },
+        *[
+            {
+                "what": f"{g.name} datasheet",
+                "value": f"{fmt.count(g.bandwidth_gb_s)} GB/s, {g.bf16_dense_tflops:g} TFLOP/s",
+                "source": fact_link(registry.gpu_fact_id(key)),
+            }
+            for key, g in (("RTX 4090", g4090), ("H200", h200))
+        ],
+        {"what": "vLLM KV block size", "value": f"{z} tokens", "source": fact_link("vllm-block-size")},
+        {"what": "prefix caching default", "value": "on", "source": fact_link("vllm-prefix-caching-default")},
+        {
+            "what": "block hash",
+            "value": "sha256 over (parent hash, block tokens, extra keys), full blocks only",
+            "source": fact_link("vllm-prefix-caching-hash"),
+        },
+        {
+            "what": "full blocks only",
+            "value": "a partial block is never hashed",
+            "source": fact_link("vllm-prefix-cache-full-blocks"),
+        },
+        {"what": "hit cap", "value": "prompt length − 1", "source": fact_link("vllm-prefix-cache-hit-cap")},
+        {"what": "prefix-cache counters", "value": "count tokens", "source": fact_link("vllm-prefix-cache-counters")},
+        {
+            "what": "eviction",
+            "value": "least recently used free block first",
+            "source": fact_link("vllm-prefix-cache-lru"),
+        },
+        {
+            "what": "preemption",
+            "value": "frees the blocks, recomputes later",
+            "source": fact_link("vllm-preemption-recompute"),
+        },
+    ],
+    "record",
+)
