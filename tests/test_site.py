@@ -110,7 +110,8 @@ def _wait_for(predicate, seconds: float):
 
 def test_serve_shows_an_edit_to_the_package_without_a_restart(tmp_path):
     """A real `mkdocs serve` on loopback: change a string of src/infercourse/registry.py that a page
-    shows, and the page shows the new string after the rebuild (bounded: 3 minutes in all)."""
+    shows, and the page shows the new string after the rebuild. Bounded at 5 minutes per wait: a liveness
+    bound, not a speed claim (on a 2-core box whose cores are busy a full build takes minutes)."""
     project = copy_project(tmp_path / "project")
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
@@ -141,8 +142,8 @@ def test_serve_shows_an_edit_to_the_package_without_a_restart(tmp_path):
     )
     try:
         pages = [f"{base}/lessons/{p.stem}/" for p in sorted((project / "docs" / "lessons").glob("*.md"))]
-        first = _wait_for(lambda: all(_get(u) for u in pages) and {u: _get(u) for u in pages}, 90)
-        assert first, "mkdocs serve did not serve the lessons within 90 s"
+        first = _wait_for(lambda: all(_get(u) for u in pages) and {u: _get(u) for u in pages}, 300)
+        assert first, "mkdocs serve did not serve the lessons within 300 s"
         registry = project / "src" / "infercourse" / "registry.py"
         source = registry.read_text(encoding="utf-8")
         shown = [
@@ -160,7 +161,7 @@ def test_serve_shows_an_edit_to_the_package_without_a_restart(tmp_path):
         new = old + " (edited while serving)"
         registry.write_text(source.replace(old, new), encoding="utf-8")
         url = next(u for u, html in first.items() if old in html)
-        assert _wait_for(lambda: new in (_get(url) or ""), 90), f"{url} still shows the old {old!r} 90 s after the edit"
+        assert _wait_for(lambda: new in (_get(url) or ""), 300), f"{url} still shows the old {old!r} 300 s after the edit"
     finally:
         serve.terminate()
         try:
