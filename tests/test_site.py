@@ -161,7 +161,9 @@ def test_serve_shows_an_edit_to_the_package_without_a_restart(tmp_path):
         new = old + " (edited while serving)"
         registry.write_text(source.replace(old, new), encoding="utf-8")
         url = next(u for u, html in first.items() if old in html)
-        assert _wait_for(lambda: new in (_get(url) or ""), 300), f"{url} still shows the old {old!r} 300 s after the edit"
+        assert _wait_for(lambda: new in (_get(url) or ""), 300), (
+            f"{url} still shows the old {old!r} 300 s after the edit"
+        )
     finally:
         serve.terminate()
         try:
