@@ -40,15 +40,14 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from labkit import (
-    LOG_CONFIG_ENV,
     cache_config,
     check_model_arg,
+    child_run,
     engine_failure,
     fail,
     kv_bytes_per_token,
@@ -56,7 +55,6 @@ from labkit import (
     param_count,
     prepare,
     progress,
-    root_cause,
     write_receipt,
 )
 
@@ -173,52 +171,22 @@ def run_child(
     With ``kv_cache_memory_bytes`` the child runs without ``VLLM_CPU_KVCACHE_SPACE``, which would
     replace that budget on vLLM's CPU backend.
     """
-    command = [
-        sys.executable,
-        os.path.abspath(__file__),
-        "--child",
-        "--verbose",
-        "--model",
-        args.model,
-        "--load-format",
-        args.load_format,
-        "--max-model-len",
-        str(args.max_model_len),
-        "--kv-cache-dtype",
-        kv_cache_dtype,
-    ]
-    env = dict(os.environ)
-    env.pop(LOG_CONFIG_ENV, None)  # the child's log goes to its stdout, which this process keeps
+    arguments = ["--model", args.model, "--load-format", args.load_format, "--max-model-len", str(args.max_model_len)]
+    arguments += ["--kv-cache-dtype", kv_cache_dtype]
+    unset: tuple[str, ...] = ()
     if kv_cache_memory_bytes is not None:
-        command += ["--kv-cache-memory-bytes", str(kv_cache_memory_bytes)]
-        env.pop("VLLM_CPU_KVCACHE_SPACE", None)
+        arguments += ["--kv-cache-memory-bytes", str(kv_cache_memory_bytes)]
+        unset = ("VLLM_CPU_KVCACHE_SPACE",)
     if backend:
-        command += ["--attention-backend", backend]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=CHILD_TIMEOUT_S)
-        text, code = done.stdout + done.stderr, done.returncode
-    except subprocess.TimeoutExpired as exc:
-        text, code = f"{exc.stdout or ''}{exc.stderr or ''}\ntimed out after {CHILD_TIMEOUT_S} s", None
+        arguments += ["--attention-backend", backend]
     log = log_dir / f"{name}.log"
-    log.write_text(text)
-    rows = [json.loads(line[len(ROW_TAG) :]) for line in text.splitlines() if line.startswith(ROW_TAG)]
+    run = child_run(__file__, arguments, log, ROW_TAG, CHILD_TIMEOUT_S, unset)
     found = {}
     for key, pattern in LOG_PATTERNS.items():
-        values = re.findall(pattern, text)
+        values = re.findall(pattern, run["text"])
         found[key] = float(values[-1].replace(",", "")) if values else None
-    backends = re.findall(BACKEND_PATTERN, text)
-    failed = not (code == 0 and rows)
-    own = [line.removeprefix("error: ") for line in text.splitlines() if line.startswith("error: ")]
-    cause = ((own[-1] if own else None) or root_cause(text) or f"exit {code}, no error line") if failed else None
-    return {
-        "row": None if failed else rows[-1],
-        "text": text,
-        "code": code,
-        "log": log,
-        "backend": backends[-1] if backends else None,
-        "cause": cause,
-        **found,
-    }
+    backends = re.findall(BACKEND_PATTERN, run["text"])
+    return {**run, "log": log, "backend": backends[-1] if backends else None, **found}
 
 
 def predicted_budget(args, n_params: int, weight_dtype_bytes: int) -> tuple[int | None, str]:

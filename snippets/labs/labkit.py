@@ -304,6 +304,33 @@ def root_cause(text: str) -> str | None:
     return causes[-1] if causes else None
 
 
+def child_run(
+    script: str, arguments: list[str], log: Path, row_tag: str, timeout_s: int, unset: tuple[str, ...] = ()
+) -> dict:
+    """Run ``script --child --verbose ARGUMENTS`` in a fresh Python process: one engine per process, so
+    nothing of one engine's memory lingers into the next. vLLM's log goes to the child's stdout (the
+    log-config variable is dropped for it) and is kept in ``log``; ``unset`` names further environment
+    variables the child runs without.
+
+    Returns ``{"row", "text", "code", "cause"}``: the JSON after the child's last ``row_tag`` line (None
+    if it did not start), its whole output, its exit code (None after ``timeout_s`` seconds) and, when
+    it failed, the cause: its own ``error:`` line, else vLLM's root cause, else the exit code.
+    """
+    command = [sys.executable, os.path.abspath(script), "--child", "--verbose", *arguments]
+    env = {k: v for k, v in os.environ.items() if k not in (LOG_CONFIG_ENV, *unset)}
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout_s)
+        text, code = done.stdout + done.stderr, done.returncode
+    except subprocess.TimeoutExpired as exc:
+        text, code = f"{exc.stdout or ''}{exc.stderr or ''}\ntimed out after {timeout_s} s", None
+    log.write_text(text)
+    rows = [json.loads(line[len(row_tag) :]) for line in text.splitlines() if line.startswith(row_tag)]
+    failed = not (code == 0 and rows)
+    own = [line.removeprefix("error: ") for line in text.splitlines() if line.startswith("error: ")]
+    cause = ((own[-1] if own else None) or root_cause(text) or f"exit {code}, no error line") if failed else None
+    return {"row": None if failed else rows[-1], "text": text, "code": code, "cause": cause}
+
+
 def engine_failure(exc: Exception, model: str, log_text: str = "") -> None:
     """Exit (code 3) with one line for an engine that would not start: vLLM's root cause first (from its
     log, where the engine-core process wrote it, else from the exception), then where the full log is."""

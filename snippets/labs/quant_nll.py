@@ -36,23 +36,20 @@ import argparse
 import json
 import os
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from labkit import (
-    LOG_CONFIG_ENV,
     cache_config,
     check_model_arg,
+    child_run,
     engine_failure,
     fail,
     kv_bytes_per_token,
     lab_parser,
     prepare,
     progress,
-    root_cause,
     write_receipt,
 )
 
@@ -189,39 +186,17 @@ def run_child(args, fmt: str, log_dir: Path) -> dict:
     ``log_dir/<fmt>.log``); return its row (None if it did not start), the kernel it logged and the
     root cause of a failure."""
     model = args.awq_model if fmt == "awq" else args.model
-    command = [
-        sys.executable,
-        os.path.abspath(__file__),
-        "--child",
-        "--verbose",
-        "--model",
-        model,
-        "--load-format",
-        args.load_format,
-        "--max-model-len",
-        str(args.max_model_len),
-    ]
+    arguments = ["--model", model, "--load-format", args.load_format, "--max-model-len", str(args.max_model_len)]
     if QUANTIZATION[fmt]:
-        command += ["--quantization", QUANTIZATION[fmt]]
-    env = dict(os.environ)
-    env.pop(LOG_CONFIG_ENV, None)  # the child's log goes to its stdout, which this process keeps
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=CHILD_TIMEOUT_S)
-        text, code = done.stdout + done.stderr, done.returncode
-    except subprocess.TimeoutExpired as exc:
-        text, code = f"{exc.stdout or ''}{exc.stderr or ''}\ntimed out after {CHILD_TIMEOUT_S} s", None
+        arguments += ["--quantization", QUANTIZATION[fmt]]
     log = log_dir / f"{fmt}.log"
-    log.write_text(text)
-    rows = [json.loads(line[len(ROW_TAG) :]) for line in text.splitlines() if line.startswith(ROW_TAG)]
-    kernels = re.findall(KERNEL_PATTERN, text)
-    failed = not (code == 0 and rows)
-    own = [line.removeprefix("error: ") for line in text.splitlines() if line.startswith("error: ")]
-    cause = ((own[-1] if own else None) or root_cause(text) or f"exit {code}, no error line") if failed else None
+    run = child_run(__file__, arguments, log, ROW_TAG, CHILD_TIMEOUT_S)
+    kernels = re.findall(KERNEL_PATTERN, run["text"])
     return {
-        "row": None if failed else rows[-1],
+        "row": run["row"],
         "model": model,
         "log": log,
-        "cause": cause,
+        "cause": run["cause"],
         "kernel": kernels[-1][0] if kernels else None,
     }
 
