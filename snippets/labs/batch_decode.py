@@ -44,6 +44,7 @@ from labkit import (
     PREEMPTIONS_METRIC,
     cache_config,
     check_model_arg,
+    decode_step_s,
     engine_failure,
     fail,
     kv_bytes_per_token,
@@ -55,6 +56,7 @@ from labkit import (
     progress,
     random_prompt,
     registry_bandwidth_gb_s,
+    request_times,
     write_receipt,
 )
 
@@ -173,34 +175,14 @@ def main(argv=None) -> int:
         preempted_before, _ = metric_totals(llm, PREEMPTIONS_METRIC)
         outputs = llm.generate(prompts(batch), params, use_tqdm=False)
         preempted = round(metric_totals(llm, PREEMPTIONS_METRIC)[0] - preempted_before)
-        firsts, lasts, tpots = [], [], []
-        for out in outputs:
-            m = out.metrics
-            if m is None:
-                fail("vLLM returned no per-request metrics; this vLLM ignores disable_log_stats=False", 3)
-            if m.num_generation_tokens != args.output_len:
-                fail(f"asked for {args.output_len} tokens, the engine made {m.num_generation_tokens}", 3)
-            firsts.append(m.first_token_ts), lasts.append(m.last_token_ts)
-            tpots.append((m.last_token_ts - m.first_token_ts) / (m.num_generation_tokens - 1))
-        # Requests reach the engine core one by one, so their prefills may end in a few consecutive steps
-        # (d = distinct first-token steps - 1). Request i decodes from step k_i to k_i + n - 1, so the window
-        # from the last first token to the first last token holds n - 1 - d steps, all of them pure decode.
-        d = len(set(firsts)) - 1
-        steps = args.output_len - 1 - d
-        window_s = min(lasts) - max(firsts)
-        if steps < (args.output_len - 1) / 2 or window_s <= 0:
-            fail(
-                f"batch {batch}: prefills spread over {d + 1} steps, leaving {steps} all-decoding steps of "
-                f"{args.output_len - 1}; raise max_num_batched_tokens / max_num_seqs or --output-len",
-                3,
-            )
-        step_s = window_s / steps
+        step_s = decode_step_s(outputs, args.output_len)
+        tpots = [request_times(out)["tpot_ms"] for out in outputs]
         bytes_per_step = m_params * b + batch * kappa * mean_context
         rows.append(
             {
                 "batch": batch,
                 "step_ms": round(step_s * 1e3, 4),
-                "median_tpot_ms": round(statistics.median(tpots) * 1e3, 4),
+                "median_tpot_ms": round(statistics.median(tpots), 4),
                 "tokens_per_s": round(batch / step_s, 2),
                 "bytes_per_step": round(bytes_per_step),
                 "achieved_gb_s": round(bytes_per_step / step_s / 1e9, 4),

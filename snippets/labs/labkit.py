@@ -381,6 +381,38 @@ def request_times(output) -> dict:
     }
 
 
+def decode_step_s(outputs, output_len: int) -> float:
+    """Seconds per engine step while every request of one batch decodes, from the engine's own clock.
+
+    ``outputs``: the ``RequestOutput`` list of one ``llm.generate`` of B requests, each asked for
+    exactly ``output_len`` tokens (``ignore_eos=True``). Requests reach the engine core one by one, so
+    their prefills may end in a few consecutive steps: d = distinct first-token times - 1. Request i
+    decodes from its first-token step k_i to k_i + n - 1, so the window from the last first token to
+    the first last token holds n - 1 - d steps, all of them pure decode, and the step time is
+    (min last_token_ts - max first_token_ts) / (n - 1 - d).
+
+    Exits (code 3) when a request made another number of tokens, the engine kept no metrics, or
+    fewer than half of the n - 1 steps are all-decoding (raise ``max_num_batched_tokens`` /
+    ``max_num_seqs`` or the output length).
+    """
+    firsts, lasts = [], []
+    for out in outputs:
+        made = request_times(out)["generated_tokens"]
+        if made != output_len:
+            fail(f"asked for {output_len} tokens, the engine made {made}", 3)
+        firsts.append(out.metrics.first_token_ts), lasts.append(out.metrics.last_token_ts)
+    d = len(set(firsts)) - 1
+    steps = output_len - 1 - d
+    window_s = min(lasts) - max(firsts)
+    if steps < (output_len - 1) / 2 or window_s <= 0:
+        fail(
+            f"batch {len(outputs)}: prefills spread over {d + 1} steps, leaving {steps} all-decoding steps of "
+            f"{output_len - 1}; raise max_num_batched_tokens / max_num_seqs or the output length",
+            3,
+        )
+    return window_s / steps
+
+
 def cache_config(llm) -> dict:
     """The labels of :data:`CACHE_CONFIG_METRIC`: the engine's cache config, every value a string
     (blocks x block size = the tokens of KV cache it allocated); exits (code 3) when missing."""

@@ -290,7 +290,7 @@ def measured_table(lab_spec: LabSpec, receipts: Sequence[Mapping[str, Any]]) -> 
                 str(receipt["versions"].get("vllm")),
                 receipt["date_utc"][:10],
                 f"`{receipt['model']}` ({receipt['load_format']})",
-                *(c.format(row[c.key]) for c in lab_spec.columns),
+                *("-" if row[c.key] is None else c.format(row[c.key]) for c in lab_spec.columns),
             ]
             if lab_spec.efficiency is not None:
                 cells.append(f"{e.quantity} {fmt.pct(e.ratio, 0)}" if (e := eff.get(i)) else "n/a")

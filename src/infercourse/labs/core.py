@@ -160,7 +160,8 @@ class Efficiency:
 
 @dataclass(frozen=True)
 class Column:
-    """A column of the lesson's table of committed GPU receipts: row key, header, formatter."""
+    """A column of the lesson's table of committed GPU receipts: row key, header, formatter (a None
+    value is shown as "-" without calling it)."""
 
     key: str
     header: str

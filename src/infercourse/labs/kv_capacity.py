@@ -239,9 +239,9 @@ SPEC = LabSpec(
     columns=(
         Column("run", "run", str, align_right=False),
         Column("kv_cache_dtype", "KV dtype", str, align_right=False),
-        Column("kv_tokens", "KV tokens", lambda v: "-" if v is None else fmt.count(v)),
-        Column("predicted_kv_tokens", "predicted", lambda v: "-" if v is None else fmt.count(v)),
-        Column("reported_max_concurrency", "max concurrency", lambda v: "-" if v is None else f"{fmt.fixed(v, 2)}x"),
+        Column("kv_tokens", "KV tokens", fmt.count),
+        Column("predicted_kv_tokens", "predicted", fmt.count),
+        Column("reported_max_concurrency", "max concurrency", lambda v: f"{fmt.fixed(v, 2)}x"),
         Column("outcome", "outcome", str, align_right=False),
     ),
     cpu_max_model_len=512,
