@@ -117,7 +117,13 @@ UNITS = dict(spec.SPEC.units)
 
 
 def _row(
-    fmt="bf16", token_nll=(1.0, 2.0, 4.5), prompt_tokens=4, repeat=True, weight_bytes=15_231_233_024, kv_tokens=110_160
+    fmt="bf16",
+    token_nll=(1.0, 2.0, 4.5),
+    prompt_tokens=4,
+    repeat=True,
+    weight_bytes=15_231_233_024,
+    kv_tokens=110_160,
+    step_ms=(14.5, 15.0, 17.0, 40.0),
 ) -> dict:
     values = list(token_nll)
     return {
@@ -135,6 +141,8 @@ def _row(
         "nll_per_token": sum(values) / len(values),
         "repeat_identical": repeat,
         "token_nll": values,
+        "step_batches": [1, 16, 64, 256],
+        "step_ms": list(step_ms),
     }
 
 
@@ -154,6 +162,8 @@ def _na(fmt="fp8") -> dict:
         "nll_per_token": None,
         "repeat_identical": None,
         "token_nll": None,
+        "step_batches": None,
+        "step_ms": None,
     }
 
 
@@ -173,7 +183,9 @@ def test_cpu_receipt_checks_only_the_exact_claims():
         "awq_bytes_match_config": True,
         "freed_bytes_become_kv": None,
         "quality_cost_bounded": None,
-    }
+        "awq_faster_at_batch_1": None,
+        "awq_gain_shrinks_with_batch": None,
+    }  # the step times are timings: printed on a CPU, judged on a GPU receipt
 
 
 def test_nll_that_is_not_the_mean_of_the_logprobs_fails():
@@ -218,6 +230,31 @@ def test_prediction_is_the_page_s_figures():
     assert rows["awq"]["floor_s"] == pytest.approx(4.4452e-3, abs=1e-6)
     text = labs.expected_output("quant_nll")
     assert "Prediction for the RTX 4090" in text and "278,640" in text and "5.57 GB" in text
+
+
+def test_gpu_step_time_claims_by_hand():
+    # BF16 14.5 / 15.0 / 17.0 / 40.0 ms at B = 1 / 16 / 64 / 256; AWQ 5.0 ... 38.0: faster at 1 (5.0 < 14.5),
+    # and the gain shrinks: 14.5 / 5.0 = 2.9x at B = 1, 40.0 / 38.0 = 1.05x at B = 256
+    awq = _row("awq", weight_bytes=5_570_747_392, kv_tokens=278_640, step_ms=(5.0, 6.0, 12.0, 38.0))
+    claims = _claims(make_receipt("quant_nll", [_row(), awq], UNITS))
+    assert claims["awq_faster_at_batch_1"] is True and claims["awq_gain_shrinks_with_batch"] is True
+    # an AWQ whose gain grows to 40.0 / 13.0 = 3.08x at B = 256 contradicts the lesson; one slower at B = 1 too
+    awq["step_ms"] = [5.0, 6.0, 7.0, 13.0]
+    assert _claims(make_receipt("quant_nll", [_row(), awq], UNITS))["awq_gain_shrinks_with_batch"] is False
+    awq["step_ms"] = [15.0, 16.0, 17.0, 39.0]
+    assert _claims(make_receipt("quant_nll", [_row(), awq], UNITS))["awq_faster_at_batch_1"] is False
+
+
+def test_predicted_step_floors_by_hand():
+    # RTX 4090 (165.2 TFLOP/s BF16, 1,008 GB/s), mean context S = 128 + 64 / 2 = 160, kappa 57,344 B/token.
+    # M = 6,525,621,760 + 152,064 * 3,584 = 7,070,619,136 matmul parameters.
+    # AWQ, B = 1: weights 4,480,752,640 B / 1.008e12 = 4.44519 ms; attention 57,344 * 160 / 1.008e12 = 9.102 us
+    rows = {r["format"]: r for r in spec.predicted_rows()}
+    assert rows["awq"]["step_floor_s"][0] == pytest.approx(4_480_752_640 / 1.008e12 + 57_344 * 160 / 1.008e12)
+    # B = 256: both formats compute-bound at the BF16 peak: 2 * 7,070,619,136 * 256 / 165.2e12 = 21.914 ms,
+    # + attention 256 * 57,344 * 160 / 1.008e12 = 2.330 ms: AWQ's 4x fewer bytes buy nothing there
+    at_256 = 2 * 7_070_619_136 * 256 / 165.2e12 + 256 * 57_344 * 160 / 1.008e12
+    assert rows["bf16"]["step_floor_s"][-1] == pytest.approx(at_256) == rows["awq"]["step_floor_s"][-1]
 
 
 def _awq_receipt(machine, weight_bytes, model="Qwen/Qwen2.5-7B-Instruct-AWQ"):

