@@ -47,6 +47,7 @@ def test_search_index_has_no_tex_and_no_figure_metadata(site):
     assert "\\(" not in text and "\\[" not in text and "\\frac" not in text and "\\kappa" not in text
     assert "matplotlib.org" not in text and "Matplotlib v" not in text
     assert "κ" in text  # the symbol, from the formulas' MathML
+    assert "flowchart" not in text and "--&gt;" not in text and "-->" not in text  # mermaid sources (5A has one)
 
 
 def test_formulas_are_typeset_at_build_time_and_no_math_script_ships(site):
