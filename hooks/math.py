@@ -8,8 +8,8 @@ from search, and the TeX annotation is dropped, so search previews show symbols,
 
 KaTeX is the committed ``docs/assets/vendor/katex/katex.min.js`` (pinned in package.json), run by
 Node.js once per page that has a formula it has not rendered before; results are cached in
-``.cache/katex.json`` by KaTeX's bytes and the formula. A formula KaTeX cannot parse fails the build
-with the page and the formula.
+``.cache/katex.json`` by KaTeX's bytes and the formula, and the file keeps only the formulas of the
+last build. A formula KaTeX cannot parse fails the build with the page and the formula.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def on_config(config):
         cache_file=cache_file,
         version=hashlib.sha256(katex_js.read_bytes()).hexdigest()[:16],
         dirty=False,
+        used=set(),  # the keys this build looked up: the cache file keeps only these
     )
     _cache.clear()
     if cache_file.is_file():
@@ -135,13 +136,19 @@ def on_page_content(content, page, config, files):
     if not formulas:
         return content
     _render(formulas, page.file.src_uri)
+    _state["used"].update(_key(*f) for f in formulas)
     return FORMULA.sub(
         lambda m: f'<{m.group(1)} class="arithmatex">{_cache[_key(*_formula(m))]}</{m.group(1)}>', content
     )
 
 
 def on_post_build(config):
-    if _state.get("dirty"):
+    """Write the cache when this build rendered a formula or no longer uses one (a formula edited away)."""
+    if _state.get("dirty") or _state["used"] != _cache.keys():
+        kept = {key: _cache[key] for key in _state["used"]}
         _state["cache_file"].parent.mkdir(parents=True, exist_ok=True)
-        _state["cache_file"].write_text(json.dumps(_cache, sort_keys=True), encoding="utf-8")
+        _state["cache_file"].write_text(json.dumps(kept, sort_keys=True), encoding="utf-8")
+        _cache.clear()
+        _cache.update(kept)
         _state["dirty"] = False
+    _state["used"] = set()

@@ -186,3 +186,27 @@ def test_every_page_has_its_own_meta_description(site):
     assert len(pages) >= 8
     repeated = {d for d in descriptions.values() if list(descriptions.values()).count(d) > 1}
     assert not repeated, f"pages share a description: {repeated}"
+
+
+def test_katex_cache_keeps_only_the_last_build_s_formulas(tmp_path):
+    """hooks/math.py run as MkDocs runs it (on_config, on_page_content per page, on_post_build), on two
+    builds: a formula edited away between them leaves the cache file (one real KaTeX run under Node)."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("math_hook", ROOT / "hooks" / "math.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    config = SimpleNamespace(config_file_path=str(tmp_path / "mkdocs.yml"), docs_dir=str(ROOT / "docs"))
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="probe.md"))
+    cache = tmp_path / ".cache" / "katex.json"
+
+    def build(*formulas: str) -> dict:
+        hook.on_config(config)
+        for tex in formulas:
+            assert "katex" in hook.on_page_content(f'<span class="arithmatex">\\({tex}\\)</span>', page, config, None)
+        hook.on_post_build(config)
+        return json.loads(cache.read_text(encoding="utf-8"))
+
+    assert len(build("a + b", "\\kappa")) == 2
+    assert len(build("\\kappa")) == 1  # "a + b" was edited away: its entry is gone
