@@ -40,6 +40,8 @@ VIEWS = {  # name: (width, height, prefers-color-scheme, Material's scheme)
 # 7 px of median glyph height is a ~9.5 px font; Lighthouse calls text under 12 px small, 9-10 px is
 # the floor of a chart's tick label that people still read.
 MIN_FIGURE_GLYPH_PX = 7
+# Smallest font a diagram's labels may be drawn at, CSS px (its font size times the drawn/natural width).
+MIN_DIAGRAM_FONT_PX = 11
 # Material draws mermaid into a *closed* shadow root; open it so the test can look inside.
 OPEN_SHADOW_ROOTS = """
 const attach = Element.prototype.attachShadow;
@@ -66,7 +68,11 @@ STATE = """() => {
   const diagrams = [...document.querySelectorAll('.md-content div.mermaid')].map(el => {
     const svg = el.shadowRoot && el.shadowRoot.querySelector('svg');
     const [w, h] = svg ? size(svg) : [0, 0];
-    return {w, h, error: /Syntax error|Parse error/.test(el.shadowRoot ? el.shadowRoot.textContent : '')};
+    const font = svg ? [...svg.querySelectorAll('.nodeLabel, .edgeLabel, text')].filter(t => t.textContent.trim())
+      .map(t => parseFloat(getComputedStyle(t).fontSize) * (svg.viewBox.baseVal && svg.viewBox.baseVal.width ? svg.getBoundingClientRect().width / svg.viewBox.baseVal.width : 1))
+      .sort((a, b) => a - b) : [];
+    return {w, h, font: font.length ? font[Math.floor(font.length / 2)] : 0,
+            error: /Syntax error|Parse error/.test(el.shadowRoot ? el.shadowRoot.textContent : '')};
   });
   const clipped = el => { for (let a = el.parentElement; a; a = a.parentElement) {
       if (a === document.body) return false;
@@ -165,6 +171,11 @@ def _problems(path: str, state: dict, scheme: str) -> list[str]:
         if d["w"] < 50 or d["h"] < 20
     ]
     out += [f"diagram {i} shows a mermaid syntax error" for i, d in enumerate(state["diagrams"]) if d["error"]]
+    out += [
+        f"diagram {i} text drawn at {d['font']:.1f} px (median label), under {MIN_DIAGRAM_FONT_PX}"
+        for i, d in enumerate(state["diagrams"])
+        if 0 < d["font"] < MIN_DIAGRAM_FONT_PX
+    ]
     if state["pendingDiagrams"]:
         out.append(f"{state['pendingDiagrams']} mermaid blocks left as text")
     if state["scrollWidth"] > state["W"]:

@@ -14,6 +14,13 @@
   });
   window.mermaid = {
     initialize: (c) => { config = { ...c, startOnLoad: false }; },
-    render: async (id, text) => (await load()).render(id, text),
+    // Never narrower than the width at which its 16 px labels draw at 11 px: a wide diagram on a phone
+    // scrolls sideways inside its box (extra.css) instead of shrinking its text to a few pixels.
+    render: async (id, text) => {
+      const out = await (await load()).render(id, text);
+      const width = /viewBox="[-\d.]+ [-\d.]+ ([\d.]+)/.exec(out.svg);
+      if (width) out.svg = out.svg.replace('style="', `style="min-width: ${Math.ceil(width[1] * 11 / 16)}px; `);
+      return out;
+    },
   };
 })();
