@@ -58,7 +58,7 @@ def _row(batch: int) -> dict:
     return row
 
 
-step_rows = P.add("step_rows", [_row(b) for b in (1, 32, 64, 128, 256, 1024)], "record")
+step_rows = P.add("step_rows", [_row(b) for b in (1, 32, 64, 128, 256)], "record")
 r1 = step_rows[0]
 P.add("x1_4090_overhead_loss", 1 - r1["xo_4090"] / r1["x_4090"], "1")
 
