@@ -220,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
             f"engine {k}/{len(args.batch_sizes)}: max_num_seqs {batch}, {args.requests} requests static, then "
             "continuous (a first run downloads the weights)"
         )
-        got = child_run(__file__, [*common, "--batch-sizes", str(batch)], log_dir / f"b{batch}.log", ROW_TAG, CHILD_TIMEOUT_S)
+        got = child_run(
+            __file__, [*common, "--batch-sizes", str(batch)], log_dir / f"b{batch}.log", ROW_TAG, CHILD_TIMEOUT_S
+        )
         if got["row"] is None:
             fail(f"the engine with max_num_seqs {batch} failed: {got['cause'][:400]} (log: {log_dir}/b{batch}.log)", 3)
         rows += got["row"]["rows"]
@@ -262,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
                 "enable_prefix_caching": False,
                 "async_scheduling": False,
                 INPROC_ENV: "0",
-                "statistic": "TPOT and wait: nearest-rank percentiles over the requests; wait from the workload's start",
+                "statistic": "TPOT, wait: nearest-rank percentiles over the requests; wait from the workload start",
             },
             units={
                 "requests": "requests",

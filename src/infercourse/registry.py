@@ -968,7 +968,9 @@ BATCHING_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
                 "prompt the rest of its chunk), then admits waiting requests in arrival order while fewer than "
                 "`max_num_seqs` run and tokens are left in `max_num_batched_tokens`",
                 "FCFS, chunked prefill",
-                vllm_source("vllm/v1/core/sched/scheduler.py", 470, 673, "running loop from 470, waiting loop from 666"),
+                vllm_source(
+                    "vllm/v1/core/sched/scheduler.py", 470, 673, "running loop from 470, waiting loop from 666"
+                ),
             ),
             Fact(
                 "vllm-preemption-victim",

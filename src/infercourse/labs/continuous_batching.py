@@ -30,7 +30,9 @@ MAX_NUM_BATCHED_TOKENS = lab_constant("continuous_batching", "MAX_NUM_BATCHED_TO
 SEED = lab_constant("continuous_batching", "SEED")
 
 
-def output_lengths(requests: int = REQUESTS, low: int = OUTPUT_MIN, high: int = OUTPUT_MAX, seed: int = SEED) -> list[int]:
+def output_lengths(
+    requests: int = REQUESTS, low: int = OUTPUT_MIN, high: int = OUTPUT_MAX, seed: int = SEED
+) -> list[int]:
     """The lab's seeded output lengths (the script's ``output_lengths``: ``random.Random(seed).randint``)."""
     import random
 

@@ -49,7 +49,7 @@ P.add("B_kv_h200", memory.max_sequences(kv_budget_h200, kappa, S_res), "sequence
 
 
 def _row(batch: int) -> dict:
-    row = {"B": batch}
+    row: dict[str, float] = {"B": batch}
     for key, g in (("4090", g4090), ("h200", h200)):
         floor = batching.step_time(g, cfg, batch, c_mean)
         row[f"t_{key}"] = floor
@@ -178,7 +178,11 @@ def _timeline_figure() -> str:
         axes,
         (
             ("static: chunks of 4, each runs to its longest request", static_first, static_last),
-            ("continuous: a freed slot takes the next request at the next step", cont.first_token_step, cont.last_token_step),
+            (
+                "continuous: a freed slot takes the next request at the next step",
+                cont.first_token_step,
+                cont.last_token_step,
+            ),
         ),
         strict=True,
     ):
@@ -192,9 +196,7 @@ def _timeline_figure() -> str:
     return svg_text(fig)
 
 
-fig_static = [
-    batching.schedule([cpu_prompt] * 4, cpu_lengths[k : k + 4], cpu_B, cpu_budget).passes for k in (0, 4)
-]
+fig_static = [batching.schedule([cpu_prompt] * 4, cpu_lengths[k : k + 4], cpu_B, cpu_budget).passes for k in (0, 4)]
 P.add("fig_static_steps", sum(fig_static), "count")
 P.add("fig_cont_steps", batching.schedule([cpu_prompt] * 8, cpu_lengths[:8], cpu_B, cpu_budget).steps, "count")
 P.add("fig_timeline", _timeline_figure(), "text")
