@@ -88,7 +88,8 @@ def schedule(
     count = len(prompt_tokens)
     computed, generated = [0] * count, [0] * count
     first, last = [0] * count, [0] * count
-    waiting, running = deque(range(count)), list[int]()
+    waiting = deque(range(count))
+    running: list[int] = []
     passes = steps = peak_running = peak_kv = 0
     while waiting or running:
         passes += 1
