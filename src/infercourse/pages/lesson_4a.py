@@ -147,12 +147,13 @@ def _pareto_figure() -> str:
         ax.plot(tpot, tput, "o-", color=color, markersize=4, label=f"{g.name} (B = 1 to {cap:,})")
         for b, x, y in zip(batches, tpot, tput, strict=True):
             if b in (1, 32, cap):
-                ax.annotate(f"B={b:,}", (x, y), textcoords="offset points", xytext=(6, -10), fontsize=8, color=color)
+                ax.annotate(f"B={b:,}", (x, y), textcoords="offset points", xytext=(6, -4), fontsize=8, color=color)
     ax.axvline(tpot_slo * 1e3, color="grey", linestyle=":", label=f"a {tpot_slo * 1e3:.0f} ms TPOT target")
     ax.set_xscale("log")
+    ax.set_yscale("log")
     ax.set_xlabel("TPOT = step time (ms, log scale)")
-    ax.set_ylabel("output tokens/s, X(B) = B / step time")
-    ax.set_title(f"{registry.COURSE_MODEL}: throughput vs TPOT as the batch grows (context {c_mean})")
+    ax.set_ylabel("output tokens/s, X(B) (log scale)")
+    ax.set_title(f"Qwen2.5-7B, BF16, context {c_mean}: throughput vs TPOT as B grows", fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
     return svg_text(fig)
 
