@@ -18,10 +18,12 @@ Histogram sum: 12 x 32 + 160 = 544 tokens (160 = the lengths' sum).
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
+from conftest import CPU_MACHINE, GPU_MACHINE, ROOT, make_receipt
 from infercourse import batching, labs, snippets
 from infercourse.pages import values_for
 
@@ -269,3 +271,23 @@ def test_prediction_replays_the_gpu_workload():
     lengths = labs.continuous_batching.output_lengths()
     assert (toy.static_steps(lengths, 8), toy.continuous_steps(lengths, 8)) == (15_070, 9_046)
     assert "| 8 | 15,070 | 9,046 |" in text
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--output-min", "1"], "need 2 <= --output-min <= --output-max"),
+        (["--output-max", "600"], "a request needs 1112 tokens but --max-model-len is 1024"),  # 512 + 600
+        (["--batch-sizes", "64", "--max-num-batched-tokens", "32"], "at least the largest batch size, 64"),
+    ],
+)
+def test_lab_refuses_bad_input_in_one_line(tmp_path, extra, words):
+    """Checked before vLLM is imported: any Python runs it (here the docs environment's)."""
+    (tmp_path / "config.json").write_text("{}")
+    lab = ROOT / "snippets" / "labs" / "continuous_batching.py"
+    done = subprocess.run(
+        [sys.executable, str(lab), "--model", str(tmp_path), *extra], capture_output=True, text=True, timeout=60
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert words in lines[0]

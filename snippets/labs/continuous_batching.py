@@ -108,7 +108,7 @@ def check_input(args) -> None:
     if args.prompt_tokens + args.output_max > args.max_model_len:
         need = args.prompt_tokens + args.output_max
         fail(f"a request needs {need} tokens but --max-model-len is {args.max_model_len}; pass {need} or more")
-    if args.max_num_batched_tokens < max(args.batch_sizes):
+    if args.max_num_batched_tokens < max(args.batch_sizes):  # vLLM's own rule (vllm/config/scheduler.py:286)
         fail(f"--max-num-batched-tokens must be at least the largest batch size, {max(args.batch_sizes)}")
 
 
