@@ -139,7 +139,7 @@ def _pareto_figure() -> str:
     import matplotlib.pyplot as plt
 
     plt.rcParams["svg.hashsalt"] = "lesson-4a-pareto"
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(6, 4.2))
     for g, color, cap in ((g4090, "tab:blue", B_kv), (h200, "tab:red", h200_seqs)):
         batches = [b for b in PARETO_BATCHES if b < cap] + [cap]
         tpot = [batching.step_time(g, cfg, b, c_mean, tau0) * 1e3 for b in batches]
@@ -147,14 +147,14 @@ def _pareto_figure() -> str:
         ax.plot(tpot, tput, "o-", color=color, markersize=4, label=f"{g.name} (B = 1 to {cap:,})")
         for b, x, y in zip(batches, tpot, tput, strict=True):
             if b in (1, 32, cap):
-                ax.annotate(f"B={b:,}", (x, y), textcoords="offset points", xytext=(6, -4), fontsize=8, color=color)
+                ax.annotate(f"B={b:,}", (x, y), textcoords="offset points", xytext=(6, -4), fontsize=9, color=color)
     ax.axvline(tpot_slo * 1e3, color="grey", linestyle=":", label=f"a {tpot_slo * 1e3:.0f} ms TPOT target")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("TPOT = step time (ms, log scale)")
     ax.set_ylabel("output tokens/s, X(B) (log scale)")
-    ax.set_title(f"Qwen2.5-7B, BF16, context {c_mean}: throughput vs TPOT as B grows", fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(f"Qwen2.5-7B, BF16, context {c_mean}: X vs TPOT as B grows", fontsize=10)
+    ax.legend(fontsize=9, loc="lower right")
     return svg_text(fig)
 
 
@@ -167,7 +167,7 @@ def _timeline_figure() -> str:
     plt.rcParams["svg.hashsalt"] = "lesson-4a-timeline"
     prompts = [cpu_prompt] * 8
     lengths = cpu_lengths[:8]
-    fig, axes = plt.subplots(2, 1, figsize=(7, 4.2), sharex=True)
+    fig, axes = plt.subplots(2, 1, figsize=(6, 4.8), sharex=True)
     static_first, static_last, offset = [], [], 0
     for k in range(0, 8, cpu_B):
         run = batching.schedule(prompts[k : k + cpu_B], lengths[k : k + cpu_B], cpu_B, cpu_budget)
@@ -178,9 +178,9 @@ def _timeline_figure() -> str:
     for ax, (title, first, last) in zip(
         axes,
         (
-            ("static: chunks of 4, each runs to its longest request", static_first, static_last),
+            ("static: each chunk of 4 runs to its longest", static_first, static_last),
             (
-                "continuous: a freed slot takes the next request at the next step",
+                "continuous: a freed slot is refilled next step",
                 cont.first_token_step,
                 cont.last_token_step,
             ),
@@ -189,10 +189,10 @@ def _timeline_figure() -> str:
     ):
         for i, (f, ell) in enumerate(zip(first, last, strict=True)):
             ax.barh(i, ell - f + 1, left=f - 0.5, color=f"C{i % 10}", edgecolor="black", linewidth=0.5)
-            ax.text(f, i, f"n={lengths[i]}", va="center", fontsize=7)
-        ax.set_yticks(range(8), [f"r{i}" for i in range(8)], fontsize=7)
+            ax.text(f, i, f"n={lengths[i]}", va="center", fontsize=9)
+        ax.set_yticks(range(8), [f"r{i}" for i in range(8)], fontsize=9)
         ax.invert_yaxis()
-        ax.set_title(f"{title}: {max(last)} steps", fontsize=9)
+        ax.set_title(f"{title}: {max(last)} steps", fontsize=10)
     axes[1].set_xlabel(f"engine step (B = {cpu_B}, {cpu_budget} tokens per step, {cpu_prompt}-token prompts)")
     return svg_text(fig)
 
