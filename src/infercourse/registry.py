@@ -871,7 +871,7 @@ def facts() -> list[Fact]:
             AUTODL_RTX_4090.source,
         ),
     ]
-    return items + list(BEHAVIOURS.values()) + _quant_facts()
+    return items + list(BEHAVIOURS.values()) + _quant_facts() + _batching_facts()
 
 
 # --- Lesson 3A: FP8 dense peaks (weight-and-activation quantisation) -------------------------------
@@ -980,3 +980,74 @@ def _quant_facts() -> list[Fact]:
         )
         for key, tflops in FP8_DENSE_TFLOPS.items()
     ] + list(QUANT_BEHAVIOURS.values())
+
+
+# --- lesson 4A: Continuous batching ---------------------------------------------------------------
+
+STEP_OVERHEAD_S = 0.001
+"""ASSUMPTION (labelled as such on the page), s: what one engine step costs beyond its roofline floor
+(scheduling, sampling, kernel launches between CUDA graphs). A round 1 ms for a 7B model on one GPU;
+lab 4A's GPU receipt shows the real step time (wall time / steps) beside the floor."""
+
+BATCHING_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
+    {
+        f.id: f
+        for f in (
+            Fact(
+                "vllm-scheduler-running-first",
+                "each step the scheduler serves running requests first (a decode takes 1 token, an unfinished "
+                "prompt the rest of its chunk), then admits waiting requests in arrival order while fewer than "
+                "`max_num_seqs` run and tokens are left in `max_num_batched_tokens`",
+                "FCFS, chunked prefill",
+                vllm_source(
+                    "vllm/v1/core/sched/scheduler.py", 470, 673, "running loop from 470, waiting loop from 666"
+                ),
+            ),
+            Fact(
+                "vllm-preemption-victim",
+                "when a running request needs a KV block and none is free, the scheduler preempts the most "
+                "recently admitted running request (FCFS policy) until the block fits",
+                "`self.running.pop()`",
+                vllm_source("vllm/v1/core/sched/scheduler.py", 563, 606),
+            ),
+            Fact(
+                "vllm-iteration-tokens",
+                "`vllm:iteration_tokens_total` observes, once per engine step that returned outputs, the prompt "
+                "tokens of prefills that finished in it plus the tokens sampled in it",
+                "buckets 1 to 16,384 tokens",
+                vllm_source(
+                    "vllm/v1/metrics/loggers.py",
+                    1205,
+                    1208,
+                    "recorded only for steps with outputs: vllm/v1/engine/llm_engine.py:322-331",
+                ),
+            ),
+            Fact(
+                "vllm-async-scheduling-default",
+                "async scheduling is on by default where the executor supports it (a GPU): the next step is "
+                "planned before this step's tokens are known",
+                "on (GPU); vLLM's CPU build turns it off",
+                vllm_source("vllm/config/vllm.py", 1059, 1107),
+            ),
+            Fact(
+                "step-overhead-assumed",
+                "time an engine step costs beyond its roofline floor (scheduling, sampling, launches)",
+                f"{STEP_OVERHEAD_S * 1e3:g} ms",
+                Source(
+                    "the course's assumption for a 7B model on one GPU",
+                    "",
+                    "assumption",
+                    "lab 4A's GPU receipt gives the real step time: wall time / engine steps",
+                ),
+            ),
+        )
+    }
+)
+"""vLLM 0.26.0 behaviours and the assumption lesson 4A relies on, each with its source."""
+
+
+def _batching_facts() -> list[Fact]:
+    return list(BATCHING_BEHAVIOURS.values())
+
+
+# --- end of lesson 4A ---

@@ -1,0 +1,207 @@
+"""Continuous batching (lesson 4A): how vLLM's scheduler fills engine steps, what static batching
+wastes, and what a batch buys in throughput and costs in time per output token.
+
+Units: steps and tokens are whole counts; times in seconds; throughput in tokens per second;
+arrival rates in requests per second. The step-time model is lesson 2A's decode floor
+(:func:`infercourse.roofline.decode_step_floor`) plus a fixed per-step overhead.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from infercourse.checks import positive
+from infercourse.registry import GPUFacts
+from infercourse.roofline import decode_step_floor
+
+
+def _whole(name: str, value: int, least: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What :func:`schedule` predicts for one batch of requests submitted together.
+
+    Attributes:
+        steps: engine steps that sample at least one token: what vLLM's ``vllm:iteration_tokens_total``
+            histogram counts (a step that only carries part of a prompt samples nothing and is not counted).
+        passes: every forward pass, including any that only carry part of a prompt (>= ``steps``).
+        first_token_step: per request, the pass (1-based) that sampled its first token.
+        last_token_step: per request, the pass that sampled its last token.
+        peak_running: the most requests holding a slot at once.
+        peak_kv_tokens: the most tokens whose KV the running requests held after a pass.
+    """
+
+    steps: int
+    passes: int
+    first_token_step: tuple[int, ...]
+    last_token_step: tuple[int, ...]
+    peak_running: int
+    peak_kv_tokens: int
+
+
+def schedule(
+    prompt_tokens: Sequence[int], output_tokens: Sequence[int], max_num_seqs: int, max_num_batched_tokens: int
+) -> Schedule:
+    """Replay vLLM's V1 scheduler, synchronous mode, for requests that all arrive before its first step.
+
+    Each pass has a budget of ``max_num_batched_tokens`` tokens. Running requests come first, in the
+    order they were admitted: a decoding request takes 1 token, a request part-way through its
+    prompt takes the rest of it (as much as the budget allows). Then waiting requests are admitted in
+    arrival order (FCFS) while fewer than ``max_num_seqs`` run and budget is left; each takes its
+    prompt, cut to the budget (chunked prefill). A request samples a token in every pass that
+    completes all of its known tokens, so its prompt's last chunk yields its first output token, and
+    it leaves (freeing its slot for the next pass) once it has its ``output_tokens``. This is
+    ``Scheduler.schedule`` of vllm/v1/core/sched/scheduler.py:425-1070 at v0.26.0 with chunked
+    prefill on (the default), no prefix-cache hits, no speculative decoding and enough KV blocks
+    (no preemption); async scheduling off (vLLM's CPU build forces it off; on a GPU it is on by
+    default and refills a freed slot one pass later).
+
+    Args:
+        prompt_tokens: per request, its prompt length (tokens), in arrival order.
+        output_tokens: per request, the tokens it generates (``max_tokens`` with ``ignore_eos``).
+        max_num_seqs: the most requests running at once (vLLM's ``max_num_seqs``).
+        max_num_batched_tokens: tokens per pass (vLLM's ``max_num_batched_tokens``).
+
+    Returns:
+        :class:`Schedule`.
+
+    Raises:
+        ValueError: the two lists differ in length or are empty, or a count is not a positive integer.
+    """
+    if len(prompt_tokens) != len(output_tokens) or not prompt_tokens:
+        raise ValueError(
+            f"need one output length per prompt, at least one request; got {len(prompt_tokens)} prompts "
+            f"and {len(output_tokens)} output lengths"
+        )
+    for i, (p, n) in enumerate(zip(prompt_tokens, output_tokens, strict=True)):
+        _whole(f"prompt_tokens[{i}]", p)
+        _whole(f"output_tokens[{i}]", n)
+    _whole("max_num_seqs", max_num_seqs)
+    _whole("max_num_batched_tokens", max_num_batched_tokens)
+
+    count = len(prompt_tokens)
+    computed, generated = [0] * count, [0] * count
+    first, last = [0] * count, [0] * count
+    waiting = deque(range(count))
+    running: list[int] = []
+    passes = steps = peak_running = peak_kv = 0
+    while waiting or running:
+        passes += 1
+        budget, planned = max_num_batched_tokens, []
+        for i in running:
+            if budget == 0:
+                break
+            take = min(prompt_tokens[i] + generated[i] - computed[i], budget)
+            planned.append((i, take))
+            budget -= take
+        while waiting and budget > 0 and len(running) < max_num_seqs:
+            i = waiting.popleft()
+            take = min(prompt_tokens[i], budget)
+            planned.append((i, take))
+            running.append(i)
+            budget -= take
+        peak_running = max(peak_running, len(running))
+        sampled = False
+        for i, take in planned:
+            computed[i] += take
+            if computed[i] == prompt_tokens[i] + generated[i]:
+                generated[i] += 1
+                sampled = True
+                first[i] = first[i] or passes
+                last[i] = passes
+        peak_kv = max(peak_kv, sum(computed[i] for i in running))
+        running = [i for i in running if generated[i] < output_tokens[i]]
+        steps += sampled
+    return Schedule(steps, passes, tuple(first), tuple(last), peak_running, peak_kv)
+
+
+def static_steps(
+    prompt_tokens: Sequence[int], output_tokens: Sequence[int], batch: int, max_num_batched_tokens: int
+) -> int:
+    """Engine steps (as :attr:`Schedule.steps`) of static batching: the requests in chunks of
+    ``batch``, in order, each chunk run to its end before the next starts (one ``generate`` call
+    per chunk). Each chunk takes its longest request's steps, plus any pass its prompts need beyond
+    the first when they do not fit one budget.
+
+    Raises:
+        ValueError: as :func:`schedule`.
+    """
+    _whole("batch", batch)
+    return sum(
+        schedule(prompt_tokens[k : k + batch], output_tokens[k : k + batch], batch, max_num_batched_tokens).steps
+        for k in range(0, len(prompt_tokens), batch)
+    )
+
+
+def expected_max_uniform(low: int, high: int, batch: int) -> float:
+    """E[max of ``batch`` independent output lengths, each uniform on the integers low..high] (tokens).
+
+    E[max] = low + sum over k = low .. high-1 of P(max > k), with P(max <= k) = ((k - low + 1) / m)^batch
+    and m = high - low + 1. Exact, not an approximation.
+
+    Raises:
+        ValueError: ``low`` or ``batch`` not an integer >= 1, or ``high`` < ``low``.
+    """
+    _whole("low", low)
+    _whole("high", high, low)
+    _whole("batch", batch)
+    m = high - low + 1
+    return low + sum(1 - ((k - low + 1) / m) ** batch for k in range(low, high))
+
+
+def useful_fraction(low: int, high: int, batch: int) -> float:
+    """Share of a static batch's decode slots that produce a token: E[n] / E[max n] for output lengths
+    uniform on low..high (a fraction; 1 when every request has the same length).
+
+    A static batch of ``batch`` requests runs max n steps; request i uses n_i of them.
+
+    Raises:
+        ValueError: as :func:`expected_max_uniform`.
+    """
+    return (low + high) / 2 / expected_max_uniform(low, high, batch)
+
+
+def step_time(
+    gpu: GPUFacts, config, batch: int, context_len: int, overhead_s: float = 0.0, weight_bytes: float = 2
+) -> float:
+    """Time (s) of one decode step of ``batch`` sequences at a mean context of ``context_len`` tokens:
+    lesson 2A's floor :func:`~infercourse.roofline.decode_step_floor` plus ``overhead_s`` (scheduling,
+    sampling, kernel launches; 0 gives the floor).
+
+    Raises:
+        ValueError: a non-positive batch, length or width; a negative or non-finite overhead.
+    """
+    if overhead_s != 0:
+        positive("overhead_s", overhead_s)
+    return decode_step_floor(gpu, config, context_len, batch, weight_bytes) + overhead_s
+
+
+def throughput(
+    gpu: GPUFacts, config, batch: int, context_len: int, overhead_s: float = 0.0, weight_bytes: float = 2
+) -> float:
+    """Output tokens per second of a full batch in steady decode, X(B) = B / t(B) (:func:`step_time`).
+
+    Raises:
+        ValueError: as :func:`step_time`.
+    """
+    return batch / step_time(gpu, config, batch, context_len, overhead_s, weight_bytes)
+
+
+def max_request_rate(concurrency: float, mean_output_tokens: float, step_s: float) -> float:
+    """Little's law for a server kept at ``concurrency`` running requests: each stays n-bar steps of
+    ``step_s`` seconds, so it completes lambda = B / (n-bar * t) requests per second (requests/s).
+    Prefill time is left out (an upper bound on the rate).
+
+    Raises:
+        ValueError: a non-positive argument.
+    """
+    positive("concurrency", concurrency)
+    positive("mean_output_tokens", mean_output_tokens)
+    positive("step_s", step_s)
+    return concurrency / (mean_output_tokens * step_s)

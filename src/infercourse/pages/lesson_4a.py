@@ -1,0 +1,262 @@
+"""Values of lesson 4A (Continuous batching): the scheduler's budgets and vLLM's defaults, the step-time
+model and throughput X(B) = B / t(B), Little's law, static batching's useful fraction, exact engine
+steps of the lab's workloads, and the latency-throughput figure.
+
+Every number the page shows is bound here once, with its unit, from the registry and the formula
+modules; the page only looks the names up and formats them.
+"""
+
+from __future__ import annotations
+
+import random
+
+from infercourse import batching, fmt, labbox, memory, notation, registry, snippets, transformer
+from infercourse.figures import svg_text
+from infercourse.pages import baseline, fact_link
+
+P = baseline("lessons/4a-continuous-batching.md")
+
+cfg = registry.model(registry.COURSE_MODEL).config
+kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
+g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
+h200 = P.add("h200", registry.gpu("H200"), "record")
+tau0 = P.add("tau0", registry.STEP_OVERHEAD_S, "s")
+
+# --- the three budgets: vLLM 0.26.0's defaults per device class and entry point ---
+llm_tokens, llm_seqs = registry.vllm_scheduler_defaults("RTX 4090", "LLM")
+P.add("llm_tokens", llm_tokens, "tokens")
+P.add("llm_seqs", llm_seqs, "sequences")
+P.add("serve_tokens", registry.vllm_scheduler_defaults("RTX 4090", "vllm serve")[0], "tokens")
+h200_tokens, h200_seqs = registry.vllm_scheduler_defaults("H200", "LLM")
+P.add("h200_tokens", h200_tokens, "tokens")
+h200_seqs = P.add("h200_seqs", h200_seqs, "sequences")
+P.add("h200_serve_tokens", registry.vllm_scheduler_defaults("H200", "vllm serve")[0], "tokens")
+P.add("large_gib", registry.VLLM_LARGE_DEVICE_MIN_GIB, "count")
+
+# --- the workload of section 3: 512 prompt tokens, 256 output tokens ---
+S_in = P.add("S_in", 512, "tokens")
+n_bar = P.add("n_bar", 256, "tokens")
+c_mean = P.add("c_mean", S_in + n_bar // 2, "tokens")  # mean context over a request's decode
+S_res = P.add("S_res", S_in + n_bar, "tokens")  # what a request holds at its end
+weights = transformer.weight_bytes(cfg, 2)
+reserve = registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB
+u = registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
+kv_budget = P.add("kv_budget", memory.kv_budget_bytes(memory.device_total_bytes("RTX 4090"), weights, reserve, u), "B")
+kv_tokens = P.add("kv_tokens", memory.kv_capacity_tokens(kv_budget, kappa, registry.VLLM_DEFAULT_BLOCK_SIZE), "tokens")
+B_kv = P.add("B_kv", memory.max_sequences(kv_budget, kappa, S_res), "sequences")
+kv_budget_h200 = memory.kv_budget_bytes(memory.device_total_upper_bytes("H200"), weights, reserve, u)
+P.add("B_kv_h200", memory.max_sequences(kv_budget_h200, kappa, S_res), "sequences")
+
+
+def _row(batch: int) -> dict:
+    row: dict[str, float] = {"B": batch}
+    for key, g in (("4090", g4090), ("h200", h200)):
+        floor = batching.step_time(g, cfg, batch, c_mean)
+        row[f"t_{key}"] = floor
+        row[f"x_{key}"] = batch / floor
+        row[f"xo_{key}"] = batching.throughput(g, cfg, batch, c_mean, tau0)
+    return row
+
+
+step_rows = P.add("step_rows", [_row(b) for b in (1, 32, 64, 128, 256)], "record")
+r1 = step_rows[0]
+P.add("x1_4090_overhead_loss", 1 - r1["xo_4090"] / r1["x_4090"], "1")
+
+# --- the binding budget: KV on the RTX 4090, max_num_seqs on the H200 (Little's law) ---
+t_kv = P.add("t_kv", batching.step_time(g4090, cfg, B_kv, c_mean, tau0), "s")
+P.add("x_kv", B_kv / t_kv, "tokens/s")
+P.add("lam_kv", batching.max_request_rate(B_kv, n_bar, t_kv), "requests/s")
+t_h200 = P.add("t_h200", batching.step_time(h200, cfg, h200_seqs, c_mean, tau0), "s")
+P.add("x_h200", h200_seqs / t_h200, "tokens/s")
+P.add("lam_h200", batching.max_request_rate(h200_seqs, n_bar, t_h200), "requests/s")
+tpot_slo = P.add("tpot_slo", 0.050, "s")
+
+# --- static batching's waste: outputs uniform on 1..512 ---
+n_lo = P.add("n_lo", 1, "tokens")
+n_hi = P.add("n_hi", 512, "tokens")
+P.add("n_mean", (n_lo + n_hi) / 2, "tokens")
+waste_rows = P.add(
+    "waste_rows",
+    [
+        {"B": b, "emax": batching.expected_max_uniform(n_lo, n_hi, b), "u": batching.useful_fraction(n_lo, n_hi, b)}
+        for b in (2, 8, 32, 64, 256)
+    ],
+    "record",
+)
+P.add("u_limit", (n_lo + n_hi) / 2 / n_hi, "1")
+
+# --- problem 2: static vs continuous at B = 32 on the RTX 4090 ---
+p2_B = P.add("p2_B", 32, "sequences")
+p2_u = P.add("p2_u", batching.useful_fraction(n_lo, n_hi, p2_B), "1")
+p2_t = P.add("p2_t", batching.step_time(g4090, cfg, p2_B, c_mean, tau0), "s")
+p2_x = P.add("p2_x", p2_B / p2_t, "tokens/s")
+P.add("p2_x_static", p2_u * p2_B / p2_t, "tokens/s")
+P.add("p2_gain", 1 / p2_u, "1")
+
+# --- the lab's workload, GPU and CPU, replayed exactly ---
+lab = "labs/continuous_batching.py"
+lab_requests = P.add("lab_requests", snippets.constant(lab, "REQUESTS"), "sequences")
+lab_prompt = P.add("lab_prompt", snippets.constant(lab, "PROMPT_TOKENS"), "tokens")
+lab_lo = P.add("lab_lo", snippets.constant(lab, "OUTPUT_MIN"), "tokens")
+lab_hi = P.add("lab_hi", snippets.constant(lab, "OUTPUT_MAX"), "tokens")
+lab_budget = P.add("lab_budget", snippets.constant(lab, "MAX_NUM_BATCHED_TOKENS"), "tokens")
+P.add("lab_batches", ", ".join(str(b) for b in snippets.constant(lab, "BATCH_SIZES")), "text")
+P.add("lab_box", labbox.lab_box("continuous_batching.py"), "text")
+P.add("lab_full_prompts", lab_budget // lab_prompt, "sequences")
+
+# the CPU run: 12 requests, 32-token prompts, outputs 2..24, B = 4, 64 tokens per step
+cpu_n = P.add("cpu_n", 12, "sequences")
+cpu_prompt = P.add("cpu_prompt", 32, "tokens")
+cpu_B = P.add("cpu_B", 4, "sequences")
+cpu_budget = P.add("cpu_budget", 64, "tokens")
+_rng = random.Random(snippets.constant(lab, "SEED"))
+cpu_lengths = [_rng.randint(2, 24) for _ in range(cpu_n)]
+P.add("cpu_lengths_text", ", ".join(str(n) for n in cpu_lengths), "text")
+_cpu_prompts = [cpu_prompt] * cpu_n
+cpu_chunks = P.add(
+    "cpu_chunks",
+    [
+        batching.schedule(_cpu_prompts[k : k + cpu_B], cpu_lengths[k : k + cpu_B], cpu_B, cpu_budget).steps
+        for k in range(0, cpu_n, cpu_B)
+    ],
+    "record",
+)
+P.add("cpu_chunk_max", [max(cpu_lengths[k : k + cpu_B]) for k in range(0, cpu_n, cpu_B)], "record")
+P.add("cpu_static", sum(cpu_chunks), "count")
+P.add("cpu_continuous", batching.schedule(_cpu_prompts, cpu_lengths, cpu_B, cpu_budget).steps, "count")
+P.add("cpu_step_tokens", cpu_n * cpu_prompt + sum(cpu_lengths), "tokens")
+P.add("cpu_generated", sum(cpu_lengths), "tokens")
+P.add("cpu_first_fit", cpu_budget // cpu_prompt, "sequences")
+
+# --- the figures ---
+PARETO_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def _pareto_figure() -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "lesson-4a-pareto"
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    for g, color, cap in ((g4090, "tab:blue", B_kv), (h200, "tab:red", h200_seqs)):
+        batches = [b for b in PARETO_BATCHES if b < cap] + [cap]
+        tpot = [batching.step_time(g, cfg, b, c_mean, tau0) * 1e3 for b in batches]
+        tput = [batching.throughput(g, cfg, b, c_mean, tau0) for b in batches]
+        ax.plot(tpot, tput, "o-", color=color, markersize=4, label=f"{g.name} (B = 1 to {cap:,})")
+        for b, x, y in zip(batches, tpot, tput, strict=True):
+            if b in (1, 32, cap):
+                ax.annotate(f"B={b:,}", (x, y), textcoords="offset points", xytext=(6, -4), fontsize=9, color=color)
+    ax.axvline(tpot_slo * 1e3, color="grey", linestyle=":", label=f"a {tpot_slo * 1e3:.0f} ms TPOT target")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("TPOT = step time (ms, log scale)")
+    ax.set_ylabel("output tokens/s, X(B) (log scale)")
+    ax.set_title(f"Qwen2.5-7B, BF16, context {c_mean}: X vs TPOT as B grows", fontsize=10)
+    ax.legend(fontsize=9, loc="lower right")
+    return svg_text(fig)
+
+
+def _timeline_figure() -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "lesson-4a-timeline"
+    prompts = [cpu_prompt] * 8
+    lengths = cpu_lengths[:8]
+    fig, axes = plt.subplots(2, 1, figsize=(6, 4.8), sharex=True)
+    static_first, static_last, offset = [], [], 0
+    for k in range(0, 8, cpu_B):
+        run = batching.schedule(prompts[k : k + cpu_B], lengths[k : k + cpu_B], cpu_B, cpu_budget)
+        static_first += [offset + s for s in run.first_token_step]
+        static_last += [offset + s for s in run.last_token_step]
+        offset += run.passes
+    cont = batching.schedule(prompts, lengths, cpu_B, cpu_budget)
+    for ax, (title, first, last) in zip(
+        axes,
+        (
+            ("static: each chunk of 4 runs to its longest", static_first, static_last),
+            (
+                "continuous: a freed slot is refilled next step",
+                cont.first_token_step,
+                cont.last_token_step,
+            ),
+        ),
+        strict=True,
+    ):
+        for i, (f, ell) in enumerate(zip(first, last, strict=True)):
+            ax.barh(i, ell - f + 1, left=f - 0.5, color=f"C{i % 10}", edgecolor="black", linewidth=0.5)
+            ax.text(f, i, f"n={lengths[i]}", va="center", fontsize=9)
+        ax.set_yticks(range(8), [f"r{i}" for i in range(8)], fontsize=9)
+        ax.invert_yaxis()
+        ax.set_title(f"{title}: {max(last)} steps", fontsize=10)
+    axes[1].set_xlabel(f"engine step (B = {cpu_B}, {cpu_budget} tokens per step, {cpu_prompt}-token prompts)")
+    return svg_text(fig)
+
+
+fig_static = [batching.schedule([cpu_prompt] * 4, cpu_lengths[k : k + 4], cpu_B, cpu_budget).passes for k in (0, 4)]
+P.add("fig_static_steps", sum(fig_static), "count")
+P.add("fig_cont_steps", batching.schedule([cpu_prompt] * 8, cpu_lengths[:8], cpu_B, cpu_budget).steps, "count")
+P.add("fig_timeline", _timeline_figure(), "text")
+P.add("fig_pareto", _pareto_figure(), "text")
+_r32 = step_rows[1]
+P.add(
+    "fig_pareto_alt",
+    "a line chart of output tokens per second against TPOT, one point per batch size. On the "
+    f"{g4090.name} the curve climbs from {fmt.count(round(r1['xo_4090']))} tokens/s at B = 1 "
+    f"({fmt.ms(r1['t_4090'] + tau0)} per step) to {fmt.count(round(B_kv / t_kv))} tokens/s at B = {B_kv}, where the KV "
+    f"cache is full, with TPOT only rising to {fmt.ms(t_kv)}; on the {h200.name} it climbs to "
+    f"{fmt.count(round(h200_seqs / t_h200))} tokens/s at the default max_num_seqs of {h200_seqs:,} "
+    f"({fmt.ms(t_h200)} per step). Every point lies left of a 50 ms TPOT target.",
+    "text",
+)
+
+SYMBOLS: list[str | tuple[str, str]] = ["B", "n", "tau", "tau_0", "X", "c", "lambda", "n_bar", "E", "U"]
+P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+
+P.add(
+    "facts_used",
+    [
+        {
+            "what": f"{registry.COURSE_MODEL} config",
+            "value": f"{cfg['num_hidden_layers']} layers, {cfg['num_key_value_heads']} KV heads",
+            "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL)),
+        },
+        *[
+            {
+                "what": f"{g.name} datasheet",
+                "value": f"{fmt.count(g.bandwidth_gb_s)} GB/s, {g.bf16_dense_tflops:g} TFLOP/s",
+                "source": fact_link(registry.gpu_fact_id(key)),
+            }
+            for key, g in (("RTX 4090", g4090), ("H200", h200))
+        ],
+        {
+            "what": "scheduler defaults",
+            "value": f"{llm_tokens:,} tokens / {llm_seqs} sequences (RTX 4090, LLM)",
+            "source": fact_link("vllm-scheduler-defaults"),
+        },
+        {
+            "what": "scheduling order",
+            "value": "running first, then waiting (FCFS)",
+            "source": fact_link("vllm-scheduler-running-first"),
+        },
+        {"what": "preemption victim", "value": "last admitted", "source": fact_link("vllm-preemption-victim")},
+        {
+            "what": "preemption",
+            "value": "frees the blocks, recomputes later",
+            "source": fact_link("vllm-preemption-recompute"),
+        },
+        {"what": "step histogram", "value": "steps with outputs", "source": fact_link("vllm-iteration-tokens")},
+        {"what": "async scheduling", "value": "on (GPU)", "source": fact_link("vllm-async-scheduling-default")},
+        {"what": "step overhead (assumed)", "value": fmt.ms(tau0), "source": fact_link("step-overhead-assumed")},
+        {
+            "what": "non-KV reserve (assumed)",
+            "value": f"{registry.VLLM_NON_KV_RESERVE_GIB:g} GiB",
+            "source": fact_link("vllm-non-kv-reserve"),
+        },
+    ],
+    "record",
+)
