@@ -10,8 +10,8 @@ Inside each engine the script drives vLLM's own step loop (``llm.llm_engine.add_
 
 - **alone**: one prompt of P tokens with nothing else running; the step at which its first token
   comes out (expected: ceil(P / C));
-- **with decoders**: D short requests are started and decode for WARM_STEPS steps, then one long
-  prompt of P tokens arrives. Recorded: the step (counted from its arrival) of its first token
+- **with decoders**: D short requests are started; once each has its first token they decode for
+  WARM_STEPS more steps, then one long prompt of P tokens arrives. Recorded: the step (counted from its arrival) of its first token
   (expected: ceil(P / (C - D)), each step carrying D decode tokens and a chunk of C - D), how many
   tokens each decoder produced in those steps (expected: one per step, none skipped), and the
   largest gap between two tokens of a decoder while the long prompt was prefilled (GPU: about the
@@ -78,13 +78,13 @@ DECODERS = 16
 DECODER_PROMPT = 128
 """Prompt tokens of each decoder."""
 DECODE_TOKENS = 256
-"""Tokens each decoder generates: enough to outlast WARM_STEPS plus the longest chunked prefill."""
+"""Tokens each decoder generates: enough to outlast their own prefill, WARM_STEPS and the longest chunked prefill."""
 PD_PROMPT = 8000
 """Prompt tokens of the PD row (8,000 - 1 and 8,000 - 2 are not multiples of a block of 16 or 128)."""
 LONG_OUTPUT = 2
 """Tokens the long prompt (and each alone prompt) generates."""
 WARM_STEPS = 4
-"""Steps the decoders run alone before the long prompt arrives (their prefill is the first)."""
+"""Steps the decoders run alone, once every one of them has its first token, before the long prompt arrives."""
 MAX_MODEL_LEN = 20480
 """Context length: the 16,384-token prompt fits, and ``off`` gets this budget (vLLM needs >= it)."""
 SEED = 0
@@ -143,16 +143,15 @@ def check_input(args) -> None:
         fail("--decoders and --decoder-prompt must be at least 1")
     for c in (c for c in args.chunks if c != "pd"):
         b = budget(c, args.max_model_len)
-        if b <= args.decoders or b < args.decoders * args.decoder_prompt:
+        if b <= args.decoders:
+            fail(f"chunk {c}: a budget of {b} tokens leaves no room beside {args.decoders} decoders; raise it")
+        # the first decoders decode while the others are still prefilled, then WARM_STEPS, then the long prefill
+        need = math.ceil(args.decoders * args.decoder_prompt / (b - args.decoders)) + WARM_STEPS
+        need += math.ceil(args.long_prompt / (b - args.decoders)) + 2
+        if args.decode_tokens < need:
             fail(
-                f"chunk {c}: a budget of {b} tokens leaves no room beside {args.decoders} decoders of "
-                f"{args.decoder_prompt} prompt tokens; use a larger chunk or fewer decoders"
-            )
-        steps = math.ceil(args.long_prompt / (b - args.decoders))
-        if args.decode_tokens < WARM_STEPS + steps + 2:
-            fail(
-                f"--decode-tokens {args.decode_tokens}: the decoders must outlast {WARM_STEPS} warm steps and "
-                f"the {steps} steps of the long prefill at chunk {c}; pass {WARM_STEPS + steps + 2} or more"
+                f"--decode-tokens {args.decode_tokens}: the decoders must outlast their own prefill, {WARM_STEPS} "
+                f"warm steps and the long prefill at chunk {c}; pass {need} or more"
             )
 
 
@@ -197,7 +196,8 @@ def child(args) -> int:
         return request_id
 
     def run(decoders: int, prompt_tokens: int) -> dict:
-        """Decoders first (WARM_STEPS steps), then the prompt; step until everything has finished."""
+        """Decoders first (until each has its first token, then WARM_STEPS steps), then the prompt; step
+        until everything has finished."""
         sum_before, _ = metric_totals(llm, STEP_TOKENS_METRIC)
         want = {add(args.decoder_prompt, args.decode_tokens): args.decode_tokens for _ in range(decoders)}
         produced = dict.fromkeys(want, 0)
@@ -218,6 +218,8 @@ def child(args) -> int:
                 if out.finished:
                     finished[out.request_id] = out
 
+        while any(produced[rid] == 0 for rid in want):  # every decoder past its prefill
+            one_step()
         for _ in range(WARM_STEPS if decoders else 0):
             one_step()
         long_id = add(prompt_tokens, LONG_OUTPUT)
