@@ -11,8 +11,9 @@ Inside each engine the script drives vLLM's own step loop (``llm.llm_engine.add_
 - **alone**: one prompt of P tokens with nothing else running; the step at which its first token
   comes out (expected: ceil(P / C));
 - **with decoders**: D short requests are started; once each has its first token they decode for
-  WARM_STEPS more steps, then one long prompt of P tokens arrives. Recorded: the step (counted from its arrival) of its first token
-  (expected: ceil(P / (C - D)), each step carrying D decode tokens and a chunk of C - D), how many
+  WARM_STEPS more steps, then one long prompt of P tokens arrives. Recorded: the step (counted from
+  its arrival) of its first token (expected: ceil(P / (C - D)), each step carrying D decode tokens
+  and a chunk of C - D), how many
   tokens each decoder produced in those steps (expected: one per step, none skipped), and the
   largest gap between two tokens of a decoder while the long prompt was prefilled (GPU: about the
   time of a C-token step; unchunked, one gap as long as the whole prefill).
@@ -232,7 +233,7 @@ def child(args) -> int:
         during = [
             [t for s, t in arrivals[rid] if arrived <= s <= first] for rid in want if rid != long_id
         ]  # each decoder's token times from the step before the arrival to the first token
-        gaps = [b - a for times in during for a, b in zip(times, times[1:])]
+        gaps = [b - a for times in during for a, b in zip(times, times[1:], strict=False)]
         return {
             "chunk": chunk,
             "max_num_batched_tokens": tokens,
@@ -382,8 +383,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['chunk']:>5} {r['decoders']:>3} {r['prompt_tokens']:>6} KV written {r['kv_bytes_written']:,} B "
                 f"(kappa {r['kv_bytes_per_token']:,} B/token, blocks of {r['block_size']}); second request: "
                 f"{r['cached_tokens']:,} tokens loaded ({EXTERNAL_HITS_METRIC} +{r['external_hits']:,}), TTFT "
-                f"{r['ttft_ms']:.2f} ms vs {r['ttft_cold_ms']:.2f} ms cold; exact {r['requests_exact']}/{r['requests']}, "
-                f"hist tokens {r['histogram_tokens']:,}"
+                f"{r['ttft_ms']:.2f} ms vs {r['ttft_cold_ms']:.2f} ms cold; "
+                f"exact {r['requests_exact']}/{r['requests']}, hist tokens {r['histogram_tokens']:,}"
             )
             continue
         print(

@@ -31,7 +31,10 @@ def schedule(prompt_tokens: int, budget: int, decoders: int, chunking: bool = Tr
 def main() -> None:
     prompt, decoders = 16_384, 16
     print(f"a {prompt:,}-token prompt arrives beside {decoders} running decoders")
-    print(f"{'budget':>7} {'chunking':>8} {'steps':>5} {'ceil(P/(C-D))':>13} {'first chunk':>11} {'last chunk':>10} {'max tokens/step':>15}")
+    print(
+        f"{'budget':>7} {'chunking':>8} {'steps':>5} {'ceil(P/(C-D))':>13} "
+        f"{'first chunk':>11} {'last chunk':>10} {'max tokens/step':>15}"
+    )
     for budget, chunking in ((512, True), (2048, True), (8192, True), (20_480, False)):
         steps = schedule(prompt, budget, decoders, chunking)
         rule = math.ceil(prompt / (budget - decoders))

@@ -952,9 +952,7 @@ def _quant_facts() -> list[Fact]:
 
 
 # --- lesson 4B: chunked prefill and PD disaggregation ---
-LINK_GB_S: Mapping[str, float] = MappingProxyType(
-    {"PCIe 4.0 x16": 25.0, "NVLink (H200)": 450.0, "400 Gb/s NIC": 50.0}
-)
+LINK_GB_S: Mapping[str, float] = MappingProxyType({"PCIe 4.0 x16": 25.0, "NVLink (H200)": 450.0, "400 Gb/s NIC": 50.0})
 """Bandwidth (GB/s, one direction) of the links a KV cache can cross between a prefill and a decode
 instance, as lesson 4B uses them; each with its source in :data:`LINK_SOURCES`."""
 
@@ -996,7 +994,8 @@ CHUNKED_PREFILL_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
                 vllm_source(
                     "vllm/v1/core/sched/scheduler.py",
                     445,
-                    "running first: :469-509; waiting: :665-875 (`num_new_tokens = min(num_new_tokens, token_budget)`)",
+                    note="running first: :469-509; waiting: :665-875 "
+                    "(`num_new_tokens = min(num_new_tokens, token_budget)`)",
                 ),
             ),
             Fact(
@@ -1008,7 +1007,7 @@ CHUNKED_PREFILL_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
             Fact(
                 "vllm-partial-prefills-refused",
                 "`max_num_partial_prefills` and `max_long_partial_prefills` exist (default 1) but the "
-                "V1 engine refuses any other value: \"Concurrent Partial Prefill is not supported\"",
+                'V1 engine refuses any other value: "Concurrent Partial Prefill is not supported"',
                 "1 only",
                 vllm_source(
                     "vllm/engine/arg_utils.py",
@@ -1025,7 +1024,7 @@ CHUNKED_PREFILL_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
                 vllm_source(
                     "vllm/config/scheduler.py",
                     80,
-                    "the 4 % default: :257-259; applied to running and waiting requests: "
+                    note="the 4 % default: :257-259; applied to running and waiting requests: "
                     "vllm/v1/core/sched/scheduler.py:507-508, :861-863",
                 ),
             ),

@@ -97,7 +97,8 @@ def decoders_never_stall(receipt: Receipt) -> ClaimResult:
         "decoders_never_stall",
         statement,
         not wrong,
-        "; ".join(wrong) or "; ".join(f"C {r['chunk']}: {r['first_token_step']} of {r['first_token_step']}" for r in rows),
+        "; ".join(wrong)
+        or "; ".join(f"C {r['chunk']}: {r['first_token_step']} of {r['first_token_step']}" for r in rows),
     )
 
 
@@ -159,7 +160,8 @@ def chunking_shortens_the_gap(receipt: Receipt) -> ClaimResult:
         "chunking_shortens_the_gap",
         statement,
         all(r["max_gap_ms"] < off[0]["max_gap_ms"] for r in chunked),
-        "; ".join(f"C {r['chunk']}: {r['max_gap_ms']:.1f} ms" for r in chunked) + f"; off: {off[0]['max_gap_ms']:.1f} ms",
+        "; ".join(f"C {r['chunk']}: {r['max_gap_ms']:.1f} ms" for r in chunked)
+        + f"; off: {off[0]['max_gap_ms']:.1f} ms",
     )
 
 
@@ -175,7 +177,10 @@ def unchunked_gap_above_floor(receipt: Receipt) -> ClaimResult:
         "unchunked_gap_above_floor",
         statement,
         all(r["max_gap_ms"] >= f for r, f in zip(rows, floor_ms, strict=True)),
-        "; ".join(f"P {r['prompt_tokens']}: {r['max_gap_ms']:.1f} vs floor {f:.1f} ms" for r, f in zip(rows, floor_ms, strict=True)),
+        "; ".join(
+            f"P {r['prompt_tokens']}: {r['max_gap_ms']:.1f} vs floor {f:.1f} ms"
+            for r, f in zip(rows, floor_ms, strict=True)
+        ),
     )
 
 
@@ -197,9 +202,7 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
         room = budget - DECODERS
         steps = chunked_prefill_steps(LONG_PROMPT, budget, DECODERS)
         floors = chunked_prefill_floors(facts, config, LONG_PROMPT, min(room, LONG_PROMPT))
-        lines.append(
-            f"| {chunk} | {steps} | {fmt.fixed(sum(floors) * 1e3, 1)} | {fmt.fixed(max(floors) * 1e3, 1)} |"
-        )
+        lines.append(f"| {chunk} | {steps} | {fmt.fixed(sum(floors) * 1e3, 1)} | {fmt.fixed(max(floors) * 1e3, 1)} |")
     z = VLLM_DEFAULT_BLOCK_SIZE
     lines += [
         "",
@@ -276,9 +279,9 @@ SPEC = LabSpec(
     # decoders (ceil(310 / 60)); 300 - 1 and 300 - 2 are not multiples of the CPU block of 128
     cpu_max_model_len=512,
     cpu_args=(
-        "--chunks", "64,pd", "--alone", "64,65,310", "--long-prompt", "310", "--decoders", "4",
-        "--decoder-prompt", "8", "--decode-tokens", "16", "--pd-prompt", "300",
-    ),  # fmt: skip
+        *("--chunks", "64,pd", "--alone", "64,65,310", "--long-prompt", "310", "--decoders", "4"),
+        *("--decoder-prompt", "8", "--decode-tokens", "16", "--pd-prompt", "300"),
+    ),
     work=LabWork(
         engines=len(CHUNKS),
         decode_steps=(len(CHUNKS) - 1) * lab_constant("chunked_prefill", "DECODE_TOKENS"),

@@ -36,7 +36,7 @@ P.add("serve_budget_h200", registry.vllm_scheduler_defaults("H200", "vllm serve"
 
 
 def _chunk_row(chunk: int) -> dict:
-    row = {"chunk": chunk, "steps": roofline.chunked_prefill_steps(S_long, chunk)}
+    row: dict[str, float] = {"chunk": chunk, "steps": roofline.chunked_prefill_steps(S_long, chunk)}
     for key, g in (("4090", g4090), ("h200", h200)):
         floors = roofline.chunked_prefill_floors(g, cfg, S_long, chunk)
         row[f"first_{key}"], row[f"last_{key}"], row[f"ttft_{key}"] = floors[0], max(floors), sum(floors)
@@ -90,7 +90,10 @@ weights = P.add("weights", transformer.weight_bytes(cfg, 2), "B")
 # --- sizing the pools (H200, 8k in / 512 out): prefill GPU-seconds vs decode GPU-seconds per request ---
 n_out = P.add("n_out", 512, "tokens")
 kv_budget_h200 = memory.kv_budget_bytes(
-    h200.memory_gb * 1e9, weights, registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB, registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
+    h200.memory_gb * 1e9,
+    weights,
+    registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB,
+    registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
 )  # the datasheet's GB as the total: a lower bound on what CUDA reports
 P.add("kv_budget_h200", kv_budget_h200, "B")
 B_pd = P.add("B_pd", memory.kv_capacity_tokens(kv_budget_h200, kappa) // (S_8k + n_out), "sequences")
@@ -235,7 +238,10 @@ P.add(
         },
         *[
             {"what": f.what, "value": f.value, "source": fact_link(f.id)}
-            for f in (registry.BEHAVIOURS["vllm-chunked-prefill-default"], *registry.CHUNKED_PREFILL_BEHAVIOURS.values())
+            for f in (
+                registry.BEHAVIOURS["vllm-chunked-prefill-default"],
+                *registry.CHUNKED_PREFILL_BEHAVIOURS.values(),
+            )
         ],
         *[
             {"what": f"{name} bandwidth", "value": f"{gb_s:g} GB/s", "source": fact_link(registry.link_fact_id(name))}
