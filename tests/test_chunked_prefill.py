@@ -120,6 +120,14 @@ def test_lesson_4b_headline_values():
     # PD: 8,192 * 57,344 = 469,762,048 B; over 25, 450 and 50 GB/s: 18.790, 1.044, 9.395 ms
     assert _v("kv_8k") == 469_762_048
     assert [round(lk["seconds"] * 1e3, 3) for lk in _v("links")] == [18.790, 1.044, 9.395]
+    # problem 2, H200 (989e12 FLOP/s): at a budget of 2,048 the last chunk (after 14,336) costs
+    # 26,730,036,723,712 / 989e12 = 27.027 ms + 401,408 * 31,458,304 / 989e12 = 12.768 ms = 39.795 ms <= 40 ms;
+    # at 2,304: 8 steps, the last full chunk after 6 * 2,304 = 13,824: positions 2,304 * 29,953 / 2 = 34,505,856,
+    # (2 * 6,525,621,760 * 2,304 + 1,089,994,752) / 989e12 = 30.405 ms + 401,408 * 34,505,856 / 989e12 = 14.005 ms
+    assert _v("p2_chunk") == 2048 and _v("p2_gap") == pytest.approx(0.039795, abs=1e-6)
+    assert _v("p2_over") == pytest.approx(
+        (2 * 6_525_621_760 * 2304 + 1_089_994_752) / 989e12 + PAIR * 34_505_856 / 989e12, rel=1e-12
+    )
     # H200 pool: 141e9 * 0.92 - 15,231,233,024 - 2 * 2^30 = 112,341,283,328 B; / (57,344 * 16) = 122,442 blocks
     # = 1,959,072 tokens; / (8,192 + 512) = 225 requests
     assert _v("kv_budget_h200") == pytest.approx(112_341_283_328)
