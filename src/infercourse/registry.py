@@ -1005,6 +1005,13 @@ CHUNKED_PREFILL_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
                 vllm_source("vllm/config/scheduler.py", 272, 284),
             ),
             Fact(
+                "vllm-chunked-prefill-off-warning",
+                "turning chunked prefill off for a generation model that supports it logs a warning: not "
+                'officially supported, "may cause the engine to crash or produce incorrect outputs"',
+                "a warning, not an error",
+                vllm_source("vllm/engine/arg_utils.py", 2531, 2540),
+            ),
+            Fact(
                 "vllm-partial-prefills-refused",
                 "`max_num_partial_prefills` and `max_long_partial_prefills` exist (default 1) but the "
                 'V1 engine refuses any other value: "Concurrent Partial Prefill is not supported"',
