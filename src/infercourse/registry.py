@@ -871,7 +871,7 @@ def facts() -> list[Fact]:
             AUTODL_RTX_4090.source,
         ),
     ]
-    return items + list(BEHAVIOURS.values()) + _quant_facts() + _batching_facts()
+    return items + list(BEHAVIOURS.values()) + _quant_facts() + _batching_facts() + _chunked_prefill_facts()
 
 
 # --- Lesson 3A: FP8 dense peaks (weight-and-activation quantisation) -------------------------------
@@ -1051,3 +1051,141 @@ def _batching_facts() -> list[Fact]:
 
 
 # --- end of lesson 4A ---
+
+
+# --- lesson 4B: chunked prefill and PD disaggregation ---
+LINK_GB_S: Mapping[str, float] = MappingProxyType({"PCIe 4.0 x16": 25.0, "NVLink (H200)": 450.0, "400 Gb/s NIC": 50.0})
+"""Bandwidth (GB/s, one direction) of the links a KV cache can cross between a prefill and a decode
+instance, as lesson 4B uses them; each with its source in :data:`LINK_SOURCES`."""
+
+LINK_SOURCES: Mapping[str, Source] = MappingProxyType(
+    {
+        "PCIe 4.0 x16": Source(
+            "PCI-SIG, PCI Express Base Specification 4.0: 16 GT/s per lane, 128b/130b encoding, so x16 carries "
+            "31.5 GB/s per direction; 25 GB/s is the course's assumption for what a copy achieves",
+            "https://pcisig.com/specifications",
+            "assumption",
+            "the 25 GB/s is assumed (about 80 % of the 31.5 GB/s line rate), not measured",
+        ),
+        "NVLink (H200)": Source(
+            "NVIDIA H200 Tensor Core GPU datasheet, NVLink: 900 GB/s (both directions together), so 450 GB/s "
+            "per direction",
+            "https://www.nvidia.com/en-us/data-center/h200/",
+            "secondary",
+            _DATASHEET_NOTE,
+        ),
+        "400 Gb/s NIC": Source(
+            "NVIDIA ConnectX-7 product brief: up to 400 Gb/s per port, i.e. 50 GB/s (10^9 B) per direction",
+            "https://www.nvidia.com/en-us/networking/ethernet/connectx-7/",
+            "secondary",
+            "line rate; protocol overhead leaves somewhat less",
+        ),
+    }
+)
+
+CHUNKED_PREFILL_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
+    {
+        f.id: f
+        for f in (
+            Fact(
+                "vllm-token-budget",
+                "`max_num_batched_tokens` is the most tokens one engine step carries; running requests "
+                "are scheduled first (a decode takes 1 token), then waiting ones, each prompt's chunk cut "
+                "to the budget left",
+                "`token_budget = self.max_num_scheduled_tokens`",
+                vllm_source(
+                    "vllm/v1/core/sched/scheduler.py",
+                    445,
+                    note="running first: :469-509; waiting: :665-875 "
+                    "(`num_new_tokens = min(num_new_tokens, token_budget)`)",
+                ),
+            ),
+            Fact(
+                "vllm-unchunked-budget",
+                "with chunked prefill off, `max_num_batched_tokens` must be at least `max_model_len`",
+                "ValueError otherwise",
+                vllm_source("vllm/config/scheduler.py", 272, 284),
+            ),
+            Fact(
+                "vllm-chunked-prefill-off-warning",
+                "turning chunked prefill off for a generation model that supports it logs a warning: not "
+                'officially supported, "may cause the engine to crash or produce incorrect outputs"',
+                "a warning, not an error",
+                vllm_source("vllm/engine/arg_utils.py", 2531, 2540),
+            ),
+            Fact(
+                "vllm-partial-prefills-refused",
+                "`max_num_partial_prefills` and `max_long_partial_prefills` exist (default 1) but the "
+                'V1 engine refuses any other value: "Concurrent Partial Prefill is not supported"',
+                "1 only",
+                vllm_source(
+                    "vllm/engine/arg_utils.py",
+                    2403,
+                    2411,
+                    "fields: vllm/config/scheduler.py:70-78; the check runs in create_engine_config (:1885)",
+                ),
+            ),
+            Fact(
+                "vllm-long-prefill-threshold",
+                "`long_prefill_token_threshold` caps the tokens one request gets in a step (0, the default, "
+                "means no cap); it defaults to 4 % of `max_model_len` only when `max_num_partial_prefills` > 1",
+                "default 0",
+                vllm_source(
+                    "vllm/config/scheduler.py",
+                    80,
+                    note="the 4 % default: :257-259; applied to running and waiting requests: "
+                    "vllm/v1/core/sched/scheduler.py:507-508, :861-863",
+                ),
+            ),
+            Fact(
+                "vllm-step-histogram",
+                "`vllm:iteration_tokens_total` observes, per engine output, the prompt tokens computed plus "
+                "the tokens generated; a step that only advances a prompt's chunk emits nothing and is not observed",
+                "prompt computed + generated",
+                vllm_source(
+                    "vllm/v1/metrics/loggers.py",
+                    1205,
+                    1208,
+                    "buckets: :753-757; recorded only for a step with outputs: vllm/v1/engine/llm_engine.py:321-331",
+                ),
+            ),
+            Fact(
+                "vllm-example-connector",
+                "`ExampleConnector` (registered in the KV-connector factory) writes a new prompt's KV cache to "
+                "one safetensors file per layer under `shared_storage_path` (default /tmp), for "
+                "floor((P - 1) / z) z tokens, and loads floor((P - 2) / z) z of them for a prompt it has stored",
+                "`align_to_block_size(n) = (n - 1) // z * z`",
+                vllm_source(
+                    "vllm/distributed/kv_transfer/kv_connector/v1/example_connector.py",
+                    442,
+                    444,
+                    "stored: make_meta :42-58; loaded: get_num_new_matched_tokens :251-284; path :103-105; "
+                    "registration: vllm/distributed/kv_transfer/kv_connector/factory.py:152-156",
+                ),
+            ),
+            Fact(
+                "vllm-kv-transfer-config",
+                "`kv_transfer_config` picks a KV connector (`kv_connector`), the instance's role (`kv_role`: "
+                "kv_producer, kv_consumer or kv_both) and connector options (`kv_connector_extra_config`)",
+                "KVTransferConfig",
+                vllm_source("vllm/config/kv_transfer.py", 26, 59, "engine argument: vllm/engine/arg_utils.py:675"),
+            ),
+        )
+    }
+)
+"""vLLM 0.26.0 behaviours lesson 4B relies on, each with its source."""
+
+
+def link_fact_id(name: str) -> str:
+    """The Facts & sources anchor of a link's bandwidth, e.g. ``link-pcie-4-0-x16``."""
+    return "link-" + _slug(name)
+
+
+def _chunked_prefill_facts() -> list[Fact]:
+    return [
+        Fact(link_fact_id(name), f"{name}: bandwidth per direction", f"{gb_s:g} GB/s", LINK_SOURCES[name])
+        for name, gb_s in LINK_GB_S.items()
+    ] + list(CHUNKED_PREFILL_BEHAVIOURS.values())
+
+
+# --- end of lesson 4B ---

