@@ -68,9 +68,10 @@ STATE = """() => {
   const diagrams = [...document.querySelectorAll('.md-content div.mermaid')].map(el => {
     const svg = el.shadowRoot && el.shadowRoot.querySelector('svg');
     const [w, h] = svg ? size(svg) : [0, 0];
+    const box = svg && svg.viewBox.baseVal;  // drawn px per px of the diagram's own coordinates
+    const scale = box && box.width ? svg.getBoundingClientRect().width / box.width : 1;
     const font = svg ? [...svg.querySelectorAll('.nodeLabel, .edgeLabel, text')].filter(t => t.textContent.trim())
-      .map(t => parseFloat(getComputedStyle(t).fontSize) * (svg.viewBox.baseVal && svg.viewBox.baseVal.width ? svg.getBoundingClientRect().width / svg.viewBox.baseVal.width : 1))
-      .sort((a, b) => a - b) : [];
+      .map(t => parseFloat(getComputedStyle(t).fontSize) * scale).sort((a, b) => a - b) : [];
     return {w, h, font: font.length ? font[Math.floor(font.length / 2)] : 0,
             error: /Syntax error|Parse error/.test(el.shadowRoot ? el.shadowRoot.textContent : '')};
   });
