@@ -126,7 +126,7 @@ def figure_svg(prefill_tokens=PREFILL_TOKENS, batches=BATCHES):
             xs,
             [attainable_tflops(tflops, bandwidth, x) for x in xs],
             color=color,
-            label=f"{name} roof (ridge {ridge:.0f}; matmuls compute-bound from B = {from_batch})",
+            label=f"{name} roof: ridge {ridge:.0f} FLOP/B,\nmatmuls compute-bound from B = {from_batch}",
         )
         mat = [matmul_intensity(b) for b in batches]
         ax.loglog(mat, [attainable_tflops(tflops, bandwidth, i) for i in mat], "o", color=color, markersize=4)
@@ -159,7 +159,7 @@ def figure_svg(prefill_tokens=PREFILL_TOKENS, batches=BATCHES):
     ax.set_xlabel("arithmetic intensity of a kernel (FLOP/byte), BF16 weights and cache")
     ax.set_ylabel("attainable TFLOP/s (BF16 dense, FP32 acc.)")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize="small", loc="upper left")
+    ax.legend(fontsize="small", loc="lower right")
     fig.tight_layout()
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None})
