@@ -147,7 +147,7 @@ def test_the_lab_constants_fit_the_claims():
     assert (lab.K, lab.OUTPUT_TOKENS) == (4, 41) and (lab.OUTPUT_TOKENS - 1) % (lab.K + 1) == 0
     assert lab.MAX_MODEL_LEN >= lab.PROMPT_TOKENS + lab.OUTPUT_TOKENS + lab.K
     assert lab.PROMPT_TOKENS % lab.PATTERN_TOKENS == 0 and lab.PROMPT_TOKENS >= 2 * lab.PATTERN_TOKENS
-    assert lab.RUNS == tuple(lab.METHOD) and SPEC.cpu_max_model_len >= lab.PROMPT_TOKENS + lab.OUTPUT_TOKENS + lab.K
+    assert tuple(lab.METHOD) == lab.RUNS and SPEC.cpu_max_model_len >= lab.PROMPT_TOKENS + lab.OUTPUT_TOKENS + lab.K
 
 
 TINY = ".cache/models/tiny-qwen2"
@@ -189,7 +189,9 @@ def _cpu_receipt(changes: dict | None = None) -> dict:
     ]
     for (run, batch), fields in (changes or {}).items():
         next(r for r in rows if (r["run"], r["batch"]) == (run, batch)).update(fields)
-    return make_receipt("spec_decode", rows, SPEC.units, machine=CPU_MACHINE, model=TINY, settings={"k": 4})
+    return make_receipt(
+        "spec_decode", rows, SPEC.units, machine=CPU_MACHINE, model=TINY, dtype="float32", settings={"k": 4}
+    )
 
 
 def _claims(receipt) -> dict:
@@ -209,6 +211,13 @@ def test_a_cpu_receipt_worked_by_hand_passes_every_exact_claim():
 
 def test_a_token_that_differs_from_off_fails():
     assert _claims(_cpu_receipt({("draft", 2): {"same_as_off": 1}}))["lossless"] is False
+
+
+def test_identity_is_judged_in_float32_only():
+    receipt = _cpu_receipt({("draft", 2): {"same_as_off": 1}})
+    receipt["dtype"] = "auto"  # BF16 on a GPU: a near-tie may round the other way
+    result = next(r for r in labs.check(receipt) if r.claim == "lossless")
+    assert result.passed is None and "1/2 identical" in result.detail and "float32" in result.detail
 
 
 def test_draft_tokens_not_k_per_draft_fail():
@@ -237,7 +246,9 @@ def test_a_real_draft_is_not_held_to_full_acceptance():
 
 def test_ngram_may_propose_fewer_but_not_more_than_k():
     receipt = _cpu_receipt()
-    receipt["results"].append(_row("ngram", 1, steps=20, drafts=10, drafted=37, accepted=12, same=1, per_pos=[5, 4, 2, 1]))
+    receipt["results"].append(
+        _row("ngram", 1, steps=20, drafts=10, drafted=37, accepted=12, same=1, per_pos=[5, 4, 2, 1])
+    )
     assert _claims(receipt)["draft_counts"] is True
     receipt["results"][-1].update(draft_tokens=41)  # > 4 x 10
     assert _claims(receipt)["draft_counts"] is False

@@ -168,7 +168,11 @@ def counters(llm) -> dict:
     found = {m.name: m for m in llm.get_metrics()}
     totals = {
         key: (metric_totals(llm, name)[0] if name in found else 0)
-        for key, name in (("drafts", DRAFTS_METRIC), ("draft_tokens", DRAFT_TOKENS_METRIC), ("accepted", ACCEPTED_METRIC))
+        for key, name in (
+            ("drafts", DRAFTS_METRIC),
+            ("draft_tokens", DRAFT_TOKENS_METRIC),
+            ("accepted", ACCEPTED_METRIC),
+        )
     }
     totals["per_pos"] = list(found[PER_POS_METRIC].values) if PER_POS_METRIC in found else [0] * K
     totals["steps"] = metric_totals(llm, STEP_TOKENS_METRIC)[1]

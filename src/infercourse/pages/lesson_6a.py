@@ -62,10 +62,7 @@ def _best_k(g, alpha: float, batch: int = 1) -> int:
 
 speed_rows = P.add(
     "speed_rows",
-    [
-        {"alpha": a, "speedups": [_speedup(g4090, a, k) for k in KS], "best_k": _best_k(g4090, a)}
-        for a in ALPHAS
-    ],
+    [{"alpha": a, "speedups": [_speedup(g4090, a, k) for k in KS], "best_k": _best_k(g4090, a)} for a in ALPHAS],
     "record",
 )
 sigma_ex = P.add("sigma_ex", _speedup(g4090, alpha_ex, k_lab), "1")
@@ -87,7 +84,10 @@ def _break_even(g, alpha: float, k: int) -> int:
 
 batch_rows = P.add(
     "batch_rows",
-    [{"batch": b, "s4090": _speedup(g4090, alpha_ex, k_lab, b), "sh200": _speedup(h200, alpha_ex, k_lab, b)} for b in BATCHES],
+    [
+        {"batch": b, "s4090": _speedup(g4090, alpha_ex, k_lab, b), "sh200": _speedup(h200, alpha_ex, k_lab, b)}
+        for b in BATCHES
+    ],
     "record",
 )
 P.add("break_4090", _break_even(g4090, alpha_ex, k_lab), "sequences")
@@ -238,14 +238,42 @@ P.add(
             }
             for key, g in (("RTX 4090", g4090), ("H200", h200))
         ],
-        {"what": "drafters vLLM accepts", "value": "`speculative_config[\"method\"]`", "source": fact_link("vllm-spec-methods")},
-        {"what": "greedy verification", "value": "keep while draft = target argmax", "source": fact_link("vllm-spec-greedy-accept")},
-        {"what": "draft vocabulary", "value": "same size, or `use_heterogeneous_vocab`", "source": fact_link("vllm-spec-equal-vocab")},
-        {"what": "n-gram drafter", "value": "prompt lookup, min = max = 5 by default", "source": fact_link("vllm-spec-ngram")},
-        {"what": "synthetic acceptance", "value": "acceptance set by rate, not by the draft", "source": fact_link("vllm-spec-synthetic")},
+        {
+            "what": "drafters vLLM accepts",
+            "value": '`speculative_config["method"]`',
+            "source": fact_link("vllm-spec-methods"),
+        },
+        {
+            "what": "greedy verification",
+            "value": "keep while draft = target argmax",
+            "source": fact_link("vllm-spec-greedy-accept"),
+        },
+        {
+            "what": "draft vocabulary",
+            "value": "same size, or `use_heterogeneous_vocab`",
+            "source": fact_link("vllm-spec-equal-vocab"),
+        },
+        {
+            "what": "n-gram drafter",
+            "value": "prompt lookup, min = max = 5 by default",
+            "source": fact_link("vllm-spec-ngram"),
+        },
+        {
+            "what": "synthetic acceptance",
+            "value": "acceptance set by rate, not by the draft",
+            "source": fact_link("vllm-spec-synthetic"),
+        },
         {"what": "CPU build", "value": "no synthetic acceptance", "source": fact_link("vllm-cpu-no-synthetic")},
-        {"what": "counters", "value": "drafts, draft tokens, accepted, per position", "source": fact_link("vllm-spec-counters")},
-        {"what": "ITL in `vllm bench serve`", "value": "one gap per streamed chunk", "source": fact_link("vllm-bench-serve-itl-per-chunk")},
+        {
+            "what": "counters",
+            "value": "drafts, draft tokens, accepted, per position",
+            "source": fact_link("vllm-spec-counters"),
+        },
+        {
+            "what": "ITL in `vllm bench serve`",
+            "value": "one gap per streamed chunk",
+            "source": fact_link("vllm-bench-serve-itl-per-chunk"),
+        },
     ],
     "record",
 )
