@@ -161,6 +161,7 @@ def _row(run, batch, *, steps, drafts=0, drafted=0, accepted=0, per_pos=None, sa
         "method": method,
         "k": 0 if run == "off" else k,
         "draft_model": draft if method == "draft_model" else None,
+        "draft_is_target": method == "draft_model" and draft == TINY,
         "outcome": "started",
         "reason": None,
         "output_tokens": 41,
@@ -201,6 +202,8 @@ def _claims(receipt) -> dict:
 def test_a_cpu_receipt_worked_by_hand_passes_every_exact_claim():
     receipt = _cpu_receipt()
     labs.validate_receipt(receipt)
+    steps = next(r for r in labs.check(receipt) if r.claim == "steps_exact")
+    assert "draft B=1: 9 steps, 8 drafts" in steps.detail and "draft B=2" in steps.detail  # full acceptance applied
     assert _claims(receipt) == {
         "lossless": True,
         "draft_counts": True,
@@ -239,7 +242,8 @@ def test_a_rejected_draft_or_an_extra_step_fails_full_acceptance():
 
 def test_a_real_draft_is_not_held_to_full_acceptance():
     """A draft model other than the target may be rejected: only the counting rules apply to it."""
-    receipt = _cpu_receipt({("draft", 1): {"draft_model": "Qwen/Qwen2.5-0.5B-Instruct", "accepted": 20}})
+    other = {"draft_model": "Qwen/Qwen2.5-0.5B-Instruct", "draft_is_target": False, "accepted": 20}
+    receipt = _cpu_receipt({("draft", 1): other})
     receipt["results"][2]["accepted_per_pos"] = [8, 6, 4, 2]
     assert _claims(receipt)["steps_exact"] is True and _claims(receipt)["draft_counts"] is True
 

@@ -222,6 +222,14 @@ def child(args) -> int:
     return 0
 
 
+def same_model(a: str, b: str) -> bool:
+    """Whether two ``--model`` values name the same model: the same folder (however written), or the same hub id."""
+    pa, pb = Path(a).expanduser(), Path(b).expanduser()
+    if pa.is_dir() and pb.is_dir():
+        return pa.resolve() == pb.resolve()
+    return a == b
+
+
 def result_rows(args, run: str, got: dict, reference: dict | None) -> list[dict]:
     """The receipt rows of one run, one per batch: its counts, or ``n/a`` with vLLM's reason."""
     rows = []
@@ -233,6 +241,7 @@ def result_rows(args, run: str, got: dict, reference: dict | None) -> list[dict]
             "method": METHOD[run],
             "k": 0 if run == "off" else K,
             "draft_model": args.draft_model if METHOD[run] == "draft_model" else None,
+            "draft_is_target": METHOD[run] == "draft_model" and same_model(args.draft_model, args.model),
             "outcome": "started" if measured else "n/a",
             "reason": None if measured else got["cause"][:400],
             "output_tokens": OUTPUT_TOKENS,

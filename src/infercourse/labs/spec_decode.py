@@ -2,8 +2,9 @@
 
 Receipt rows, one per (``run``, ``batch``): ``run`` ("off", "draft", "ngram", "synthetic"), ``batch``
 (requests sent at once), ``method`` (``speculative_config["method"]``, null for off), ``k`` (draft
-tokens per step; 0 for off), ``draft_model`` (null unless the run has one), ``outcome`` ("started" or
-"n/a"), ``reason`` (vLLM's, for n/a), ``output_tokens`` (n per request), and, for a started run:
+tokens per step; 0 for off), ``draft_model`` (null unless the run has one), ``draft_is_target`` (the
+draft model is the target itself, as the lab resolved the two names: every greedy draft token must then be
+accepted), ``outcome`` ("started" or "n/a"), ``reason`` (vLLM's, for n/a), ``output_tokens`` (n per request), and, for a started run:
 ``steps`` (engine steps, the growth of ``vllm:iteration_tokens_total``'s count), ``drafts``,
 ``draft_tokens``, ``accepted`` (growth of ``vllm:spec_decode_num_drafts``, ``_num_draft_tokens``,
 ``_num_accepted_tokens``), ``accepted_per_pos`` (growth of ``_num_accepted_tokens_per_pos``, one per
@@ -49,15 +50,10 @@ def _started(receipt: Receipt, *runs: str) -> list[Mapping[str, Any]]:
     return [r for r in receipt["results"] if r["outcome"] == "started" and (not runs or r["run"] in runs)]
 
 
-def _self_draft(receipt: Receipt, row: Mapping[str, Any]) -> bool:
-    """A draft run whose draft model is the target itself: under greedy decoding it proposes exactly the
-    target's own tokens, so every draft token is accepted (alpha = 1)."""
-    return row["run"] == "draft" and row["draft_model"] == receipt["model"]
-
-
 def full_acceptance_rows(receipt: Receipt) -> list[Mapping[str, Any]]:
-    """Rows where every draft token must be accepted: synthetic runs, and a draft run drafting with the target."""
-    return [r for r in _started(receipt) if r["run"] == "synthetic" or _self_draft(receipt, r)]
+    """Rows where every draft token must be accepted: synthetic runs, and a draft run whose draft model is
+    the target itself (``draft_is_target``: under greedy decoding it proposes the target's own tokens)."""
+    return [r for r in _started(receipt) if r["run"] == "synthetic" or (r["run"] == "draft" and r["draft_is_target"])]
 
 
 def lossless(receipt: Receipt) -> ClaimResult:
@@ -209,6 +205,7 @@ SPEC = LabSpec(
         "method": (str, type(None)),
         "k": int,
         "draft_model": (str, type(None)),
+        "draft_is_target": bool,
         "outcome": str,
         "reason": (str, type(None)),
         "output_tokens": int,
