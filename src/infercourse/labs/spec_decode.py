@@ -4,7 +4,8 @@ Receipt rows, one per (``run``, ``batch``): ``run`` ("off", "draft", "ngram", "s
 (requests sent at once), ``method`` (``speculative_config["method"]``, null for off), ``k`` (draft
 tokens per step; 0 for off), ``draft_model`` (null unless the run has one), ``draft_is_target`` (the
 draft model is the target itself, as the lab resolved the two names: every greedy draft token must then be
-accepted), ``outcome`` ("started" or "n/a"), ``reason`` (vLLM's, for n/a), ``output_tokens`` (n per request), and, for a started run:
+accepted), ``outcome`` ("started" or "n/a"), ``reason`` (vLLM's, for n/a), ``output_tokens`` (n per
+request), and, for a started run:
 ``steps`` (engine steps, the growth of ``vllm:iteration_tokens_total``'s count), ``drafts``,
 ``draft_tokens``, ``accepted`` (growth of ``vllm:spec_decode_num_drafts``, ``_num_draft_tokens``,
 ``_num_accepted_tokens``), ``accepted_per_pos`` (growth of ``_num_accepted_tokens_per_pos``, one per
