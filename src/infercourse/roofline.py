@@ -315,3 +315,88 @@ def chunked_prefill_floors(gpu: GPUFacts, config, prompt_len: int, chunk: int) -
 
 
 # --- end of lesson 4B ---
+
+# --- lesson 6A: speculative decoding ---
+
+
+def _acceptance(alpha: float) -> float:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1:
+        raise ValueError(f"alpha (acceptance rate) must be a number from 0 to 1, got {alpha!r}")
+    return float(alpha)
+
+
+def _draft_len(k: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k (draft tokens per step) must be a whole number >= 1, got {k!r}")
+    return k
+
+
+def expected_tokens_per_step(alpha: float, k: int) -> float:
+    """Expected tokens one target step emits with ``k`` draft tokens, each accepted with probability
+    ``alpha`` independently of the others (Leviathan et al. 2023, eq. 1): (1 - alpha^(k+1)) / (1 - alpha).
+
+    The accepted prefix of the draft plus one token the target samples itself (a correction after a
+    rejection, or a bonus token when all k are accepted): 1 at alpha = 0, k + 1 at alpha = 1.
+
+    Raises:
+        ValueError: alpha outside [0, 1], or k not a whole number >= 1.
+    """
+    a, k = _acceptance(alpha), _draft_len(k)
+    return float(k + 1) if a == 1 else (1 - a ** (k + 1)) / (1 - a)
+
+
+def spec_speedup(alpha: float, k: int, target_step: float, draft_step: float, verify_step: float) -> float:
+    """Speedup of speculative decoding over plain decode: tokens per second with it over without.
+
+    sigma = E tau / (k tau_d + tau_v): E = :func:`expected_tokens_per_step` tokens for k draft steps of
+    ``draft_step`` s each plus one verification step of ``verify_step`` s, against one token per plain
+    step of ``target_step`` s. All three times in the same unit (seconds).
+
+    Raises:
+        ValueError: alpha outside [0, 1], k not a whole number >= 1, or a non-positive time.
+    """
+    for name, value in (("target_step", target_step), ("draft_step", draft_step), ("verify_step", verify_step)):
+        _positive(name, value)
+    return expected_tokens_per_step(alpha, k) * target_step / (k * draft_step + verify_step)
+
+
+def spec_step_floors(
+    gpu: GPUFacts, target_config, draft_config, context_len: int, batch: int, k: int
+) -> tuple[float, float, float]:
+    """Floors (s) of the three steps of :func:`spec_speedup` on ``gpu``, BF16, ``batch`` sequences of
+    ``context_len`` cached tokens: (plain target step, one draft step, target verification of k + 1
+    tokens per sequence), each :func:`decode_step_floor`.
+
+    The verification step is a decode step of ``batch * (k + 1)`` tokens: the weights are read once,
+    the matmuls do k + 1 times the work, so it costs about one plain step while batch (k + 1) stays
+    below B* and grows with it beyond. Counting each of the k + 1 tokens as its own sequence also
+    counts its cache read once per token, where the real kernel reads a sequence's cache once: the
+    verification floor is high, so the speedup is conservative where attention matters (long contexts).
+
+    Raises:
+        ValueError: a non-positive length or batch, k not a whole number >= 1, or a config key missing.
+    """
+    k = _draft_len(k)
+    return (
+        decode_step_floor(gpu, target_config, context_len, batch),
+        decode_step_floor(gpu, draft_config, context_len, batch),
+        decode_step_floor(gpu, target_config, context_len, batch * (k + 1)),
+    )
+
+
+def spec_decode_steps(output_tokens: int, k: int) -> int:
+    """Engine steps one request of ``output_tokens`` tokens takes when every draft token is accepted
+    (a draft identical to the target under greedy decoding, or vLLM's synthetic acceptance at k + 1):
+    1 prefill step that emits the first token, then ceil((n - 1) / (k + 1)) steps of k + 1 tokens each.
+    Without speculation (k = 0 is not accepted here) it is n steps.
+
+    Raises:
+        ValueError: output_tokens < 1 or k not a whole number >= 1.
+    """
+    k = _draft_len(k)
+    if isinstance(output_tokens, bool) or not isinstance(output_tokens, int) or output_tokens < 1:
+        raise ValueError(f"output_tokens must be a whole number >= 1, got {output_tokens!r}")
+    return 1 + -(-(output_tokens - 1) // (k + 1))
+
+
+# --- end of lesson 6A ---

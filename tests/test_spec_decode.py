@@ -1,0 +1,306 @@
+"""Lesson 6A: the speculative-decoding formulas, the page's headline values, the lesson's snippet, and lab
+spec_decode's claims and prediction, on values and receipts worked by hand.
+
+Floors by hand (RTX 4090: 1,008 GB/s, 165.2 TFLOP/s; BF16; context S = 1,024):
+- Qwen2.5-7B: M = 7,070,619,136 matmul parameters -> M b / beta = 14,141,238,272 / 1.008e12 = 14.02901 ms;
+  kappa S / beta = 57,344 * 1,024 / 1.008e12 = 0.05825 ms per sequence. tau(B=1) = 14.08726 ms.
+- Qwen2.5-0.5B: M = 494,032,768 -> 988,065,536 / 1.008e12 = 0.98022 ms; 12,288 * 1,024 / 1.008e12 =
+  0.01248 ms. tau_d(B=1) = 0.99271 ms; rho = 0.99271 / 14.08726 = 0.070468.
+- verification at B = 1, k = 4: 5 tokens, still weight-bound (2 M 5 / P = 0.428 ms < 14.029 ms);
+  attention 5 * 0.05825 ms: tau_v = 14.02901 + 0.29127 = 14.32028 ms.
+- E(0.7, 4) = (1 - 0.7^5) / 0.3 = 0.83193 / 0.3 = 2.7731; sigma = 2.7731 * 14.08726 / (4 * 0.99271 + 14.32028)
+  = 39.0654 / 18.2911 = 2.1358.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import CPU_MACHINE, GPU_MACHINE, ROOT, make_receipt
+from infercourse import labs, registry, roofline, snippets
+from infercourse.pages import values_for
+
+SPEC = labs.spec("spec_decode")
+PAGE = values_for("lessons/6a-speculative-decoding.md")
+G4090 = registry.gpu("RTX 4090")
+TARGET = registry.model(registry.COURSE_MODEL).config
+DRAFT = registry.model("Qwen/Qwen2.5-0.5B-Instruct").config
+
+
+def _v(name: str):
+    return PAGE[name].value
+
+
+# --- formulas -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "alpha, k, tokens",
+    [
+        (0.0, 4, 1.0),  # every draft rejected: the target's own token only
+        (1.0, 4, 5.0),  # every draft kept: k + 1
+        (0.5, 1, 1.5),  # 1 + 0.5
+        (0.5, 3, 1.875),  # 1 + 0.5 + 0.25 + 0.125
+        (0.7, 4, 2.7731),  # (1 - 0.16807) / 0.3
+    ],
+)
+def test_expected_tokens_per_step_by_hand(alpha, k, tokens):
+    assert roofline.expected_tokens_per_step(alpha, k) == pytest.approx(tokens, rel=1e-12)
+
+
+@pytest.mark.parametrize("alpha, k", [(-0.1, 4), (1.5, 4), (True, 4), (0.5, 0), (0.5, 2.0), (0.5, True)])
+def test_expected_tokens_per_step_refuses_bad_input(alpha, k):
+    with pytest.raises(ValueError, match="alpha|k"):
+        roofline.expected_tokens_per_step(alpha, k)
+
+
+def test_spec_speedup_by_hand():
+    # alpha 0.5, k = 1: E = 1.5 tokens for 1 draft step of 1 + a verification of 10, against 10 per token:
+    # 1.5 * 10 / 11 = 1.363636...
+    assert roofline.spec_speedup(0.5, 1, 10.0, 1.0, 10.0) == pytest.approx(15 / 11, rel=1e-12)
+    with pytest.raises(ValueError, match="draft_step"):
+        roofline.spec_speedup(0.5, 1, 10.0, 0.0, 10.0)
+
+
+@pytest.mark.parametrize("n, k, steps", [(41, 4, 9), (13, 3, 4), (1, 4, 1), (2, 4, 2), (42, 4, 10)])
+def test_spec_decode_steps_by_hand(n, k, steps):
+    # 1 + ceil((n - 1) / (k + 1)): 40 / 5 = 8; 12 / 4 = 3; 0; ceil(1/5) = 1; ceil(41/5) = 9
+    assert roofline.spec_decode_steps(n, k) == steps
+
+
+def test_spec_step_floors_by_hand():
+    tau, tau_d, tau_v = roofline.spec_step_floors(G4090, TARGET, DRAFT, 1024, 1, 4)
+    assert tau == pytest.approx(14_141_238_272 / 1.008e12 + 57_344 * 1024 / 1.008e12, rel=1e-12)
+    assert tau_d == pytest.approx(988_065_536 / 1.008e12 + 12_288 * 1024 / 1.008e12, rel=1e-12)
+    assert tau_v == pytest.approx(14_141_238_272 / 1.008e12 + 5 * 57_344 * 1024 / 1.008e12, rel=1e-12)
+
+
+def test_speedup_turns_into_a_loss_at_batch_64_by_hand():
+    # B = 64 on the RTX 4090: tau = max(2 M 64 / P = 5.478 ms, 14.029 ms) + 64 * 0.05825 ms = 17.757 ms;
+    # tau_d = 0.98022 + 64 * 0.01248 = 1.77915 ms; verification of 320 tokens is compute-bound:
+    # 2 * 7,070,619,136 * 320 / 165.2e12 = 27.392 ms, + 320 * 0.05825 ms = 46.034 ms.
+    # sigma = 2.7731 * 17.757 / (4 * 1.77915 + 46.034) = 49.243 / 53.150 = 0.9265
+    tau, tau_d, tau_v = roofline.spec_step_floors(G4090, TARGET, DRAFT, 1024, 64, 4)
+    assert tau_v == pytest.approx(2 * 7_070_619_136 * 320 / 165.2e12 + 320 * 57_344 * 1024 / 1.008e12, rel=1e-12)
+    assert roofline.spec_speedup(0.7, 4, tau, tau_d, tau_v) == pytest.approx(0.9265, abs=1e-4)
+
+
+# --- the lesson's snippet -------------------------------------------------------------------------
+
+
+def test_snippet_keeps_the_target_distribution():
+    toy = snippets.load("lesson_6a/rejection_sampling.py")
+    # min(pi, q): 0.30 + 0.30 + 0.05 + 0.05 = 0.70
+    assert toy.acceptance(toy.TARGET, toy.DRAFT) == pytest.approx(0.70, abs=1e-12)
+    out = toy.output_distribution(toy.TARGET, toy.DRAFT)
+    # "the": 0.30 kept + 0.30 * (0.20 / 0.30) = 0.50; "a": 0.30 kept, no leftover; "cat": 0.05 + 0.3 * 0.1/0.3
+    assert out == pytest.approx(toy.TARGET, abs=1e-12)
+    assert toy.expected_tokens(0.7, 4) == pytest.approx(2.7731, rel=1e-12)
+    assert toy.expected_tokens(1, 4) == 5
+
+
+def test_snippet_differs_from_the_target_when_the_residual_is_dropped():
+    """Planted fault check in words: emitting a kept draft only (no residual) would not be the target."""
+    toy = snippets.load("lesson_6a/rejection_sampling.py")
+    kept_only = {x: min(toy.TARGET[x], toy.DRAFT[x]) for x in toy.TARGET}
+    assert kept_only != pytest.approx(toy.TARGET, abs=1e-3)
+
+
+# --- the page's headline values ------------------------------------------------------------------
+
+
+def test_lesson_6a_headline_values():
+    assert _v("tau") == pytest.approx(0.01408726, abs=1e-8)
+    assert _v("tau_d") == pytest.approx(0.00099271, abs=1e-8)
+    assert _v("tau_v") == pytest.approx(0.01432028, abs=1e-8)
+    assert _v("rho") == pytest.approx(0.070468, abs=1e-6)
+    assert _v("E_ex") == pytest.approx(2.7731, rel=1e-12)
+    assert _v("sigma_ex") == pytest.approx(2.1358, abs=1e-4)
+    # B* = R b / 2 = (165.2e12 / 1.008e12) * 2 / 2 = 163.89; / (k + 1) = 32.78
+    assert _v("bstar") == pytest.approx(165.2 / 1.008, rel=1e-12)
+    assert _v("bstar_over_k1") == pytest.approx(165.2 / 1.008 / 5, rel=1e-12)
+    # TPOT with speculation: (4 * 0.99271 + 14.32028) / 2.7731 = 18.2911 / 2.7731 = 6.5959 ms
+    assert _v("tpot_spec_ex") == pytest.approx(0.0065959, abs=1e-7)
+    # the draft's vocabulary differs from the target's: 152,064 vs 151,936 rows (their configs)
+    assert (_v("V_target"), _v("V_draft")) == (152_064, 151_936)
+    # KV budget with the draft (lesson 1A's 6,317,926,522.88 B): (budget - 988,065,536) / (57,344 + 12,288)
+    # = 76,543.6 tokens -> whole blocks of 16: 4,783 * 16 = 76,528, against 110,160
+    assert (_v("kv_tokens"), _v("kv_tokens_draft")) == (110_160, 76_528)
+    # problem 2: 800 + 620 + 480 + 370 = 2,270 of 4 * 1,000; 1 + 2.27 = 3.27; E(0.8, 4) = (1 - 0.32768) / 0.2
+    assert (_v("p2_drafted"), _v("p2_accepted")) == (4000, 2270)
+    assert (_v("p2_rate"), _v("p2_mean_len")) == (0.5675, 3.27)
+    assert _v("p2_iid") == pytest.approx(3.3616, rel=1e-12)
+    # a loss at B = 64 on the RTX 4090 (worked above), so the break-even batch is at most 64
+    assert _v("batch_rows")[4]["batch"] == 64 and _v("batch_rows")[4]["s4090"] == pytest.approx(0.9265, abs=1e-4)
+    assert 32 < _v("break_4090") <= 64
+
+
+# --- the lab --------------------------------------------------------------------------------------
+
+
+def test_the_lab_constants_fit_the_claims():
+    lab = snippets.load("labs/spec_decode.py")  # imports without vLLM
+    # 41 tokens: 1 from prefill, 40 = 8 steps of k + 1 = 5 under full acceptance
+    assert (lab.K, lab.OUTPUT_TOKENS) == (4, 41) and (lab.OUTPUT_TOKENS - 1) % (lab.K + 1) == 0
+    assert lab.MAX_MODEL_LEN >= lab.PROMPT_TOKENS + lab.OUTPUT_TOKENS + lab.K
+    assert lab.PROMPT_TOKENS % lab.PATTERN_TOKENS == 0 and lab.PROMPT_TOKENS >= 2 * lab.PATTERN_TOKENS
+    assert tuple(lab.METHOD) == lab.RUNS and SPEC.cpu_max_model_len >= lab.PROMPT_TOKENS + lab.OUTPUT_TOKENS + lab.K
+
+
+TINY = ".cache/models/tiny-qwen2"
+
+
+def _row(run, batch, *, steps, drafts=0, drafted=0, accepted=0, per_pos=None, same=None, tpot=2.0, k=4, draft=TINY):
+    method = {"off": None, "draft": "draft_model", "ngram": "ngram", "synthetic": "draft_model"}[run]
+    return {
+        "run": run,
+        "batch": batch,
+        "method": method,
+        "k": 0 if run == "off" else k,
+        "draft_model": draft if method == "draft_model" else None,
+        "draft_is_target": method == "draft_model" and draft == TINY,
+        "outcome": "started",
+        "reason": None,
+        "output_tokens": 41,
+        "steps": steps,
+        "drafts": drafts,
+        "draft_tokens": drafted,
+        "accepted": accepted,
+        "accepted_per_pos": per_pos if per_pos is not None else [accepted // 4] * 4 if run != "off" else [0] * 4,
+        "same_as_off": same,
+        "tpot_ms": tpot,
+    }
+
+
+def _cpu_receipt(changes: dict | None = None) -> dict:
+    """The CPU run worked by hand: off and the tiny model drafting for itself, batches 1 and 2, n = 41, k = 4.
+
+    Off, B = 1: 41 steps. Draft: each request makes ceil(40 / 5) = 8 drafts of 4 tokens, all accepted:
+    B = 1: 8 drafts, 32 tokens, 9 steps; B = 2: 16 drafts, 64 tokens (its step count is not checked: 10 here,
+    one more than a lone request, as the engine started before the second request arrived).
+    """
+    rows = [
+        _row("off", 1, steps=41, same=1, tpot=2.45),
+        _row("off", 2, steps=42, same=2, tpot=3.10),
+        _row("draft", 1, steps=9, drafts=8, drafted=32, accepted=32, same=1, tpot=2.29),
+        _row("draft", 2, steps=10, drafts=16, drafted=64, accepted=64, same=2, tpot=2.49),
+    ]
+    for (run, batch), fields in (changes or {}).items():
+        next(r for r in rows if (r["run"], r["batch"]) == (run, batch)).update(fields)
+    return make_receipt(
+        "spec_decode", rows, SPEC.units, machine=CPU_MACHINE, model=TINY, dtype="float32", settings={"k": 4}
+    )
+
+
+def _claims(receipt) -> dict:
+    return {r.claim: r.passed for r in labs.check(receipt)}
+
+
+def test_a_cpu_receipt_worked_by_hand_passes_every_exact_claim():
+    receipt = _cpu_receipt()
+    labs.validate_receipt(receipt)
+    steps = next(r for r in labs.check(receipt) if r.claim == "steps_exact")
+    assert "draft B=1: 9 steps, 8 drafts" in steps.detail and "draft B=2" in steps.detail  # full acceptance applied
+    assert _claims(receipt) == {
+        "lossless": True,
+        "draft_counts": True,
+        "steps_exact": True,
+        "gain_fades_with_batch": None,  # timing: not judged on a CPU receipt
+    }
+
+
+def test_a_token_that_differs_from_off_fails():
+    assert _claims(_cpu_receipt({("draft", 2): {"same_as_off": 1}}))["lossless"] is False
+
+
+def test_identity_is_judged_in_float32_only():
+    receipt = _cpu_receipt({("draft", 2): {"same_as_off": 1}})
+    receipt["dtype"] = "auto"  # BF16 on a GPU: a near-tie may round the other way
+    result = next(r for r in labs.check(receipt) if r.claim == "lossless")
+    assert result.passed is None and "1/2 identical" in result.detail and "float32" in result.detail
+
+
+def test_draft_tokens_not_k_per_draft_fail():
+    assert _claims(_cpu_receipt({("draft", 1): {"draft_tokens": 31}}))["draft_counts"] is False
+
+
+def test_per_position_counts_that_rise_or_miss_fail():
+    assert _claims(_cpu_receipt({("draft", 1): {"accepted_per_pos": [7, 8, 8, 9]}}))["draft_counts"] is False
+    assert _claims(_cpu_receipt({("draft", 1): {"accepted_per_pos": [8, 8, 8, 7]}}))["draft_counts"] is False
+
+
+def test_a_rejected_draft_or_an_extra_step_fails_full_acceptance():
+    rejected = {("draft", 1): {"accepted": 31, "accepted_per_pos": [8, 8, 8, 7]}}
+    assert _claims(_cpu_receipt(rejected))["steps_exact"] is False
+    assert _claims(_cpu_receipt({("draft", 1): {"steps": 10}}))["steps_exact"] is False
+    assert _claims(_cpu_receipt({("off", 1): {"steps": 42}}))["steps_exact"] is False
+    assert _claims(_cpu_receipt({("draft", 2): {"drafts": 17, "draft_tokens": 68}}))["steps_exact"] is False
+
+
+def test_a_real_draft_is_not_held_to_full_acceptance():
+    """A draft model other than the target may be rejected: only the counting rules apply to it."""
+    other = {"draft_model": "Qwen/Qwen2.5-0.5B-Instruct", "draft_is_target": False, "accepted": 20}
+    receipt = _cpu_receipt({("draft", 1): other})
+    receipt["results"][2]["accepted_per_pos"] = [8, 6, 4, 2]
+    assert _claims(receipt)["steps_exact"] is True and _claims(receipt)["draft_counts"] is True
+
+
+def test_ngram_may_propose_fewer_but_not_more_than_k():
+    receipt = _cpu_receipt()
+    receipt["results"].append(
+        _row("ngram", 1, steps=20, drafts=10, drafted=37, accepted=12, same=1, per_pos=[5, 4, 2, 1])
+    )
+    assert _claims(receipt)["draft_counts"] is True
+    receipt["results"][-1].update(draft_tokens=41)  # > 4 x 10
+    assert _claims(receipt)["draft_counts"] is False
+
+
+def _gpu_receipt(tpots: dict) -> dict:
+    """Off and synthetic full acceptance at batches 1, 16, 64 (synthetic: 8 drafts per request, all kept)."""
+    rows = []
+    for batch, (off, synthetic) in tpots.items():
+        rows.append(_row("off", batch, steps=41, same=batch, tpot=off))
+        rows.append(
+            _row("synthetic", batch, steps=9, drafts=8 * batch, drafted=32 * batch, accepted=32 * batch, tpot=synthetic)
+        )
+    return make_receipt("spec_decode", rows, SPEC.units, machine=GPU_MACHINE, settings={"k": 4})
+
+
+def test_the_gain_claim_is_judged_on_gpu_receipts():
+    fading = _gpu_receipt({1: (14.5, 5.0), 16: (15.5, 7.0), 64: (18.5, 14.0)})
+    claims = _claims(fading)
+    assert claims["gain_fades_with_batch"] is True and claims["steps_exact"] is True
+    growing = _gpu_receipt({1: (14.5, 13.0), 16: (15.5, 7.0), 64: (18.5, 14.0)})  # x1.12 at 1, x2.2 at 16
+    assert _claims(growing)["gain_fades_with_batch"] is False
+    no_gain = _gpu_receipt({1: (14.5, 15.0), 16: (15.5, 16.0), 64: (18.5, 20.0)})
+    assert _claims(no_gain)["gain_fades_with_batch"] is False
+
+
+def test_prediction_is_the_floor_model():
+    text = SPEC.prediction()
+    # B = 1: 14.1 / 1.0 / 14.3 ms, sigma(0.7) = 2.14; alpha = 1: 5 * 14.087 / 18.291 = 3.85
+    assert "| 1 | 14.1 ms | 1.0 ms | 14.3 ms | ×1.78 | ×2.14 | ×2.59 | ×3.85 |" in text
+    assert "| 64 | 17.8 ms | 1.8 ms | 46.0 ms |" in text and "×0.93" in text
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--runs", "bogus"], "--runs bogus: use a comma-separated subset of off,draft,ngram,synthetic"),
+        (["--batches", "0"], "--batches must be whole numbers >= 1"),
+        (["--batches", "a"], "--batches a: use comma-separated whole numbers"),
+        (["--max-model-len", "64"], "pass --max-model-len 109 or more"),  # 64 + 41 + 4
+    ],
+)
+def test_bad_input_is_one_line(args, words):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "snippets" / "labs" / "spec_decode.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0]
