@@ -208,7 +208,7 @@ SYMBOLS: list[str | tuple[str, str]] = [
     "pi",
     "q",
     "alpha",
-    "E",
+    "E_k",
     "tau",
     "tau_d",
     "tau_v",
