@@ -25,14 +25,15 @@ ROOT = Path(__file__).resolve().parents[1]
 CFG = model("Qwen/Qwen2.5-7B-Instruct").config
 
 
-# (prompt, output) -> (engine steps, tokens) of 3 runs with max_num_batched_tokens 2,048, by hand:
-# steps = ceil(S / 2048) + n - 1 per run, tokens = S + n per run; 4096 needs 2 prefill chunks.
+# (prompt, output) -> (engine steps, tokens) of 3 runs with max_num_batched_tokens 2,048, by hand: vLLM
+# records only steps that yield a token, so n steps per run (4096's first chunk of 2,048 yields none and is
+# not recorded), and tokens = S + n per run.
 STEPS_BY_HAND = {
     (128, 32): (3 * 32, 3 * 160),
     (128, 128): (3 * 128, 3 * 256),
     (128, 512): (3 * 512, 3 * 640),
     (1024, 128): (3 * 128, 3 * 1152),
-    (4096, 128): (3 * 129, 3 * 4224),
+    (4096, 128): (3 * 128, 3 * 4224),
 }
 
 
@@ -154,7 +155,7 @@ def test_timing_claims_are_printed_not_asserted_on_a_cpu_receipt():
 def test_engine_steps_off_by_one_fail_on_any_machine():
     for kind in ("gpu", "cpu"):
         receipt = _receipt(kind=kind)
-        receipt["results"][4]["engine_steps"] = 3 * 128  # as if 4,096 tokens were prefilled in one chunk of 2,048
+        receipt["results"][4]["engine_steps"] = 3 * 129  # as if the chunk that yields no token were recorded
         assert _by_claim(receipt)["engine_steps_exact"] is False
         receipt = _receipt(kind=kind)
         receipt["results"][0]["step_tokens"] = 3 * 159  # S + n - 1: the last token not counted
@@ -162,10 +163,10 @@ def test_engine_steps_off_by_one_fail_on_any_machine():
 
 
 def test_expected_steps_by_hand():
-    # 4096 prompt tokens in chunks of 2048: 2 prefill steps, then 127 more: 129 steps; 4096 + 128 tokens
-    assert labs.phases.expected_steps(4096, 128, 2048) == (129, 4224)
-    assert labs.phases.expected_steps(4096, 128, 8192) == (128, 4224)
-    assert labs.phases.expected_steps(2049, 2, 2048) == (3, 2051)
+    # 4096 prompt tokens in chunks of 2048: the first chunk's step yields no token and is not recorded, the
+    # second yields the first token, then 127 more: 128 recorded steps; 4096 + 128 tokens
+    assert labs.phases.expected_steps(4096, 128) == (128, 4224)
+    assert labs.phases.expected_steps(2049, 2) == (2, 2051)
 
 
 def test_ttft_that_does_not_grow_fails():
