@@ -74,6 +74,18 @@ MAX_MODEL_LEN = 2048
 SEED = 0
 
 
+UNITS = {
+    "step_ms": "ms",
+    "median_tpot_ms": "ms",
+    "tokens_per_s": "tokens/s",
+    "bytes_per_step": "B",
+    "achieved_gb_s": "GB/s",
+    "memory_floor_ms": "ms",
+    "preemptions": "requests",
+}
+"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = lab_parser("Decode at batch sizes 1..64; tokens/s and achieved bandwidth.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--prompt-len", type=int, default=PROMPT_LEN, help="prompt tokens per request")
@@ -221,15 +233,7 @@ def main(argv=None) -> int:
                 "kv_bytes_per_token": kappa,
                 "kv_cache_tokens": cache_tokens,
             },
-            units={
-                "step_ms": "ms",
-                "median_tpot_ms": "ms",
-                "tokens_per_s": "tokens/s",
-                "bytes_per_step": "B",
-                "achieved_gb_s": "GB/s",
-                "memory_floor_ms": "ms",
-                "preemptions": "requests",
-            },
+            units=UNITS,
             results=rows,
             engine_start_s=engine_start_s,
         )

@@ -101,6 +101,28 @@ ENGINE_CORE_IN_PROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 """vLLM's switch for an engine core in its own process ("1", the default); "0" runs it in this one."""
 
 
+UNITS = {
+    "max_num_batched_tokens": "tokens",
+    "decoders": "requests",
+    "prompt_tokens": "tokens",
+    "first_token_step": "steps",
+    "decoder_tokens_min": "tokens",
+    "decoder_tokens_max": "tokens",
+    "requests": "requests",
+    "requests_exact": "requests",
+    "histogram_tokens": "tokens",
+    "max_gap_ms": "ms",
+    "ttft_ms": "ms",
+    "ttft_cold_ms": "ms",
+    "block_size": "tokens",
+    "kv_bytes_per_token": "B/token",
+    "kv_bytes_written": "B",
+    "cached_tokens": "tokens",
+    "external_hits": "tokens",
+}
+"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = lab_parser("Chunked prefill: steps to the first token, and the decoders' gaps.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--chunks", default=",".join(CHUNKS), help="comma-separated chunk sizes C (tokens) or 'off'")
@@ -410,25 +432,7 @@ def main(argv: list[str] | None = None) -> int:
                 "engine_starts_s": starts,
                 "pd_connector": CONNECTOR if "pd" in args.chunks else None,
             },
-            units={
-                "max_num_batched_tokens": "tokens",
-                "decoders": "requests",
-                "prompt_tokens": "tokens",
-                "first_token_step": "steps",
-                "decoder_tokens_min": "tokens",
-                "decoder_tokens_max": "tokens",
-                "requests": "requests",
-                "requests_exact": "requests",
-                "histogram_tokens": "tokens",
-                "max_gap_ms": "ms",
-                "ttft_ms": "ms",
-                "ttft_cold_ms": "ms",
-                "block_size": "tokens",
-                "kv_bytes_per_token": "B/token",
-                "kv_bytes_written": "B",
-                "cached_tokens": "tokens",
-                "external_hits": "tokens",
-            },
+            units=UNITS,
         )
     return 0
 

@@ -84,6 +84,24 @@ ROW_TAG = "CONTINUOUS_BATCHING_ROWS "
 CHILD_TIMEOUT_S = 3600
 
 
+UNITS = {
+    "requests": "requests",
+    "steps": "steps",
+    "step_tokens": "tokens",
+    "prompt_tokens": "tokens",
+    "generated_tokens": "tokens",
+    "wrong_lengths": "requests",
+    "preemptions": "requests",
+    "wall_s": "s",
+    "output_tok_s": "tokens/s",
+    "tpot_p50_ms": "ms",
+    "tpot_p99_ms": "ms",
+    "wait_p50_ms": "ms",
+    "wait_p99_ms": "ms",
+}
+"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = lab_parser("Count vLLM's engine steps under static and continuous batching.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES), help="max_num_seqs per engine")
@@ -266,21 +284,7 @@ def main(argv: list[str] | None = None) -> int:
                 INPROC_ENV: "0",
                 "statistic": "TPOT, wait: nearest-rank percentiles over the requests; wait from the workload start",
             },
-            units={
-                "requests": "requests",
-                "steps": "steps",
-                "step_tokens": "tokens",
-                "prompt_tokens": "tokens",
-                "generated_tokens": "tokens",
-                "wrong_lengths": "requests",
-                "preemptions": "requests",
-                "wall_s": "s",
-                "output_tok_s": "tokens/s",
-                "tpot_p50_ms": "ms",
-                "tpot_p99_ms": "ms",
-                "wait_p50_ms": "ms",
-                "wait_p99_ms": "ms",
-            },
+            units=UNITS,
         )
     return 0
 

@@ -75,6 +75,19 @@ BACKEND_PATTERN = r"Using (\w+) backend\."
 CHILD_TIMEOUT_S = 1800
 
 
+UNITS = {
+    "kv_budget_bytes": "B",
+    "kv_bytes_per_token": "B/token",
+    "block_size": "tokens",
+    "num_blocks": "blocks",
+    "kv_tokens": "tokens",
+    "predicted_kv_tokens": "tokens",
+    "reported_max_concurrency": "requests",
+    "estimated_max_model_len": "tokens",
+}
+"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = lab_parser("Read vLLM's KV-cache capacity and compare it with the prediction.", max_model_len=MAX_MODEL_LEN)
     p.add_argument(
@@ -356,16 +369,7 @@ def main(argv=None) -> int:
                 "enable_prefix_caching": False,
                 "over_ask_reason": OVERASK_REASON,
             },
-            units={
-                "kv_budget_bytes": "B",
-                "kv_bytes_per_token": "B/token",
-                "block_size": "tokens",
-                "num_blocks": "blocks",
-                "kv_tokens": "tokens",
-                "predicted_kv_tokens": "tokens",
-                "reported_max_concurrency": "requests",
-                "estimated_max_model_len": "tokens",
-            },
+            units=UNITS,
             results=rows,
             engine_start_s=engine_start_s,
         )

@@ -62,6 +62,10 @@ WARMUP_OUTPUT_TOKENS = 8
 ITL_HISTOGRAM = "vllm:inter_token_latency_seconds"
 
 
+UNITS = {"ttft_ms": "ms", "tpot_ms": "ms", "e2e_ms": "ms", "tpot_mean_ms": "ms", "itl_mean_ms": "ms"}
+"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = lab_parser("Measure TTFT, TPOT, E2E and the mean ITL per request with vLLM.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--repeats", type=int, default=REPEATS, help="timed runs per grid row; the median is kept")
@@ -165,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                 "statistic": "median (ITL: pooled mean)",
                 "enable_prefix_caching": False,
             },
-            units={"ttft_ms": "ms", "tpot_ms": "ms", "e2e_ms": "ms", "tpot_mean_ms": "ms", "itl_mean_ms": "ms"},
+            units=UNITS,
         )
     return 0
 

@@ -59,6 +59,10 @@ SEED = 0
 WARMUP_OUTPUT_TOKENS = 8
 
 
+UNITS = {"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s", "engine_steps": "steps", "step_tokens": "tokens"}
+"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = lab_parser("Time prefill (TTFT) and decode (TPOT) with vLLM.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--dtype", default="auto", help="weights/activations dtype (auto = the config's)")
@@ -152,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                 "enable_prefix_caching": False,
                 "max_num_batched_tokens": batched_tokens,
             },
-            units={"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s", "engine_steps": "steps", "step_tokens": "tokens"},
+            units=UNITS,
         )
     return 0
 

@@ -102,6 +102,21 @@ HITS_METRIC = "vllm:prefix_cache_hits"
 """vLLM's counter of prompt tokens found there (the sum of the requests' ``num_cached_tokens``)."""
 
 
+UNITS = {
+    "prompt_tokens": "tokens",
+    "requests": "requests",
+    "cached_first": "tokens",
+    "cached_later_min": "tokens",
+    "cached_later_max": "tokens",
+    "queries": "tokens",
+    "hits": "tokens",
+    "preemptions": "requests",
+    "ttft_cold_ms": "ms",
+    "ttft_hit_ms": "ms",
+}
+"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = lab_parser(
         "Measure vLLM's automatic prefix caching, block sharing, eviction and preemption.", max_model_len=MAX_MODEL_LEN
@@ -283,18 +298,7 @@ def main(argv: list[str] | None = None) -> int:
                 "enable_prefix_caching": True,
                 "statistic": "TTFT hit: median of the later requests",
             },
-            units={
-                "prompt_tokens": "tokens",
-                "requests": "requests",
-                "cached_first": "tokens",
-                "cached_later_min": "tokens",
-                "cached_later_max": "tokens",
-                "queries": "tokens",
-                "hits": "tokens",
-                "preemptions": "requests",
-                "ttft_cold_ms": "ms",
-                "ttft_hit_ms": "ms",
-            },
+            units=UNITS,
         )
     return 0
 

@@ -97,6 +97,19 @@ TEXT = (
 """The scored text: Lincoln's Gettysburg Address (Bliss copy, 1864), in the public domain."""
 
 
+UNITS = {
+    "weight_bytes": "B",
+    "kv_tokens": "tokens",
+    "kv_bytes_per_token": "B/token",
+    "prompt_tokens": "tokens",
+    "scored_tokens": "tokens",
+    "nll_per_token": "nats/token",
+    "token_nll": "nats",
+    "step_ms": "ms",
+}
+"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = lab_parser(
         "Weight bytes, KV tokens and NLL per token of BF16, FP8 and AWQ engines.", max_model_len=MAX_MODEL_LEN
@@ -333,16 +346,7 @@ def main(argv=None) -> int:
                 "statistic": "step: all-decoding window / (n - 1 - d), labkit.decode_step_s",
                 "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None,
             },
-            units={
-                "weight_bytes": "B",
-                "kv_tokens": "tokens",
-                "kv_bytes_per_token": "B/token",
-                "prompt_tokens": "tokens",
-                "scored_tokens": "tokens",
-                "nll_per_token": "nats/token",
-                "token_nll": "nats",
-                "step_ms": "ms",
-            },
+            units=UNITS,
             results=rows,
             engine_start_s=starts[0],
         )

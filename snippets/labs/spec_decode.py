@@ -92,6 +92,20 @@ STEP_TOKENS_METRIC = "vllm:iteration_tokens_total"
 """vLLM's histogram of tokens per engine step: its count is the number of steps."""
 
 
+UNITS = {
+    "k": "tokens",
+    "output_tokens": "tokens",
+    "steps": "steps",
+    "drafts": "drafts",
+    "draft_tokens": "tokens",
+    "accepted": "tokens",
+    "accepted_per_pos": "tokens",
+    "same_as_off": "requests",
+    "tpot_ms": "ms",
+}
+"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = lab_parser("Speculative decoding: tokens, steps, acceptance and TPOT per drafter.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--draft-model", default=DRAFT_MODEL, help="the draft model (hub id or local folder)")
@@ -325,17 +339,7 @@ def main(argv=None) -> int:
                 "seed": SEED,
                 "enable_prefix_caching": False,
             },
-            units={
-                "k": "tokens",
-                "output_tokens": "tokens",
-                "steps": "steps",
-                "drafts": "drafts",
-                "draft_tokens": "tokens",
-                "accepted": "tokens",
-                "accepted_per_pos": "tokens",
-                "same_as_off": "requests",
-                "tpot_ms": "ms",
-            },
+            units=UNITS,
             results=rows,
             engine_start_s=starts[0],
         )

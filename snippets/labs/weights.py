@@ -38,6 +38,10 @@ GIB = 2**30
 GB = 10**9
 
 
+UNITS = {"elements": "count", "bytes": "B"}
+"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = lab_parser("Measure the weight bytes of a model loaded by vLLM.", max_model_len=MAX_MODEL_LEN)
     args = p.parse_args(argv)
@@ -99,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             engine_start_s=engine_start_s,
             results=rows,
             settings={"enforce_eager": True},
-            units={"elements": "count", "bytes": "B"},
+            units=UNITS,
         )
     return 0
 

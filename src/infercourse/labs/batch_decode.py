@@ -244,15 +244,7 @@ SPEC = LabSpec(
         "memory_floor_ms": (int, float, type(None)),
         "preemptions": int,
     },
-    units={
-        "step_ms": "ms",
-        "median_tpot_ms": "ms",
-        "tokens_per_s": "tokens/s",
-        "bytes_per_step": "B",
-        "achieved_gb_s": "GB/s",
-        "memory_floor_ms": "ms",
-        "preemptions": "requests",
-    },
+    units=lab_constant("batch_decode", "UNITS"),
     key=("batch",),
     header="tokens/s",
     claims=(

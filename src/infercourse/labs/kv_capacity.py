@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt, memory
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, ReceiptError, find_row
+from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, ReceiptError, find_row, lab_constant
 from infercourse.registry import (
     COURSE_MODEL,
     LAB_GPU,
@@ -221,16 +221,7 @@ SPEC = LabSpec(
         "reason": (str, type(None)),
         "estimated_max_model_len": (int, type(None)),
     },
-    units={
-        "kv_budget_bytes": "B",
-        "kv_bytes_per_token": "B/token",
-        "block_size": "tokens",
-        "num_blocks": "blocks",
-        "kv_tokens": "tokens",
-        "predicted_kv_tokens": "tokens",
-        "reported_max_concurrency": "requests",
-        "estimated_max_model_len": "tokens",
-    },
+    units=lab_constant("kv_capacity", "UNITS"),
     key=("run",),
     header="KV tokens",
     claims=(capacity_matches_budget, concurrency_is_tokens_over_len, overask_refused, fp8_doubles_tokens),

@@ -272,16 +272,7 @@ SPEC = LabSpec(
         "step_batches": (list, type(None)),
         "step_ms": (list, type(None)),
     },
-    units={
-        "weight_bytes": "B",
-        "kv_tokens": "tokens",
-        "kv_bytes_per_token": "B/token",
-        "prompt_tokens": "tokens",
-        "scored_tokens": "tokens",
-        "nll_per_token": "nats/token",
-        "token_nll": "nats",
-        "step_ms": "ms",
-    },
+    units=lab_constant("quant_nll", "UNITS"),
     key=("format",),
     header="NLL/token",
     claims=(
