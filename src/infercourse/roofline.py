@@ -365,22 +365,31 @@ def spec_step_floors(
 ) -> tuple[float, float, float]:
     """Floors (s) of the three steps of :func:`spec_speedup` on ``gpu``, BF16, ``batch`` sequences of
     ``context_len`` cached tokens: (plain target step, one draft step, target verification of k + 1
-    tokens per sequence), each :func:`decode_step_floor`.
+    tokens per sequence); the first two are :func:`decode_step_floor`.
 
-    The verification step is a decode step of ``batch * (k + 1)`` tokens: the weights are read once,
-    the matmuls do k + 1 times the work, so it costs about one plain step while batch (k + 1) stays
-    below B* and grows with it beyond. Counting each of the k + 1 tokens as its own sequence also
-    counts its cache read once per token, where the real kernel reads a sequence's cache once: the
-    verification floor is high, so the speedup is conservative where attention matters (long contexts).
+    The verification step carries ``batch * (k + 1)`` tokens: its matmuls read the weights once and do
+    k + 1 times the work, so they cost about one plain step while batch (k + 1) stays below B* and grow
+    with it beyond. Its attention reads each sequence's cache once for all k + 1 queries (the kernel
+    handles a sequence's queries together, as in a prefill chunk) and does k + 1 times the FLOPs, so its
+    intensity grows (k + 1)-fold (lesson 2A's caveat).
 
     Raises:
         ValueError: a non-positive length or batch, k not a whole number >= 1, or a config key missing.
     """
+    from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token
+
     k = _draft_len(k)
+    tokens = batch * (k + 1)
+    linear, _ = decode_kernel_floors(gpu, target_config, context_len, tokens)
+    attention = time_floor(
+        gpu,
+        tokens * attention_flops_per_token(target_config, context_len),
+        batch * kv_bytes_per_token(target_config, 2) * context_len,
+    )
     return (
         decode_step_floor(gpu, target_config, context_len, batch),
         decode_step_floor(gpu, draft_config, context_len, batch),
-        decode_step_floor(gpu, target_config, context_len, batch * (k + 1)),
+        linear + attention,
     )
 
 
