@@ -195,6 +195,7 @@ SPEC = LabSpec(
         engines=1,
         # sequential and evicted requests one at a time (+ the warm-up and the fillers), the others in one batch
         decode_steps=(len(SEQUENTIAL) * REQUESTS + 1 + 2 + FILLERS + 2) * OUTPUT_TOKENS + PRESSURE_OUTPUT,
-        peak_kv_tokens=lab_constant("prefix_cache", "MAX_MODEL_LEN"),
+        # the pool the lab asks for (num_gpu_blocks_override blocks of CUDA's 16 tokens), more than MAX_MODEL_LEN
+        peak_kv_tokens=lab_constant("prefix_cache", "NUM_GPU_BLOCKS") * VLLM_DEFAULT_BLOCK_SIZE,
     ),
 )
