@@ -129,9 +129,10 @@ def rank_shapes(model) -> dict:
             "kv_heads": sorted(kv_heads)}
 
 
-def shard_overrides(hf_config) -> dict:
-    """``hf_overrides`` for one rank of T = :data:`EMULATED_T`: heads, KV heads and intermediate size of
-    ``hf_config`` divided by T, ``head_dim`` kept; fails (exit 2) if T does not divide them.
+def shard_shape(hf_config):
+    """vLLM's ``hf_overrides`` callable: ``hf_config`` changed in place to one rank of T = :data:`EMULATED_T`
+    (heads, KV heads and intermediate size divided by T, ``head_dim`` kept); a config without those
+    sizes is returned as it is. Fails (exit 2) if T does not divide them.
 
     vLLM's Qwen2 class derives the head size as hidden_size / heads (vllm/model_executor/models/qwen2.py:149
     at v0.26.0), so halving the heads there would double the head size and leave QKV and o_proj whole.
@@ -139,12 +140,18 @@ def shard_overrides(hf_config) -> dict:
     config (llama.py:155-156) and, with ``qkv_bias``, gives QKV a bias and o_proj none (llama.py:264-271),
     as Qwen2 has."""
     cfg = getattr(hf_config, "text_config", hf_config)
+    keys = ("num_attention_heads", "num_key_value_heads", "intermediate_size")
+    if not all(hasattr(cfg, k) for k in (*keys, "hidden_size")):
+        return hf_config
     d_h = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    sizes = {k: getattr(cfg, k) for k in ("num_attention_heads", "num_key_value_heads", "intermediate_size")}
+    sizes = {k: getattr(cfg, k) for k in keys}
     if any(v % EMULATED_T for v in sizes.values()):
         fail(f"T = {EMULATED_T} does not divide {sizes}; the shard run needs a model whose sizes it divides")
-    shard = {k: v // EMULATED_T for k, v in sizes.items()}
-    return {**shard, "head_dim": d_h, "architectures": ["LlamaForCausalLM"], "qkv_bias": True}
+    for k, v in sizes.items():
+        setattr(cfg, k, v // EMULATED_T)
+    cfg.head_dim, cfg.qkv_bias = d_h, True
+    hf_config.architectures = ["LlamaForCausalLM"]
+    return hf_config
 
 
 def model_sizes(hf_config) -> dict:
@@ -173,18 +180,12 @@ def child(args) -> int:
         from vllm import LLM, SamplingParams
     except ImportError as exc:
         fail(f"vLLM is not importable ({exc}); install vllm==0.26.0")
-    extra, load_format = {}, args.load_format
-    if args.run == "shard":  # random weights: the checkpoint's tensors have the full shapes
-        from vllm.transformers_utils.config import get_config  # vLLM's reader: its hub switch applies
-
-        extra, load_format = {"hf_overrides": shard_overrides(get_config(args.model, False))}, "dummy"
-    if args.run == "tp2_nccl":
-        extra["disable_custom_all_reduce"] = True
+    shard = args.run == "shard"  # random weights: the checkpoint's tensors have the full shapes
     started = time.perf_counter()
     try:
         llm = LLM(
             model=args.model,
-            load_format=load_format,
+            load_format="dummy" if shard else args.load_format,
             dtype=args.dtype,
             max_model_len=args.max_model_len,
             seed=SEED,
@@ -193,7 +194,8 @@ def child(args) -> int:
             max_num_seqs=max(args.step_batches, default=len(PROMPTS)),
             enable_prefix_caching=False,
             disable_log_stats=False,  # decode_step_s reads the per-request metrics
-            **extra,
+            hf_overrides=shard_shape if shard else None,
+            disable_custom_all_reduce=args.run == "tp2_nccl",
         )
     except Exception as exc:  # vLLM raises many kinds; the parent reads the reason from this output
         engine_failure(exc, args.model)
