@@ -207,3 +207,41 @@ def test_prediction_table_by_hand():
     # B = 1 row: t(1) 14.04, shard 7.02, all-reduces 1.13, t(2) 8.15, ratio 0.58
     assert "| 1 | 14.04 | 7.02 | 1.13 | 8.15 | 0.58 |" in text
     assert "PCIe 4.0 x16 (31.5 GB/s per direction, assumed 10.0 µs per ring step)" in text
+
+
+# --- the page's headline values ---------------------------------------------------------------------
+
+
+def _v(name):
+    from infercourse.pages import values_for
+
+    return values_for("lessons/7a-tensor-parallelism.md")[name].value
+
+
+def test_page_step_model_on_two_rtx_4090s_by_hand():
+    # S = 1,024: attention kappa S = 57,344 * 1024 = 58,720,256 B / 1.008e12 = 58.254 us; weights 14.02901 ms
+    assert _v("t1_4090") == pytest.approx(14.08727e-3, rel=1e-5)
+    # T = 2: 7.014506 + 0.029127 = 7.043633 ms of compute, 56 x 20.2276 us = 1.13275 ms of all-reduces
+    assert _v("compute2_4090") == pytest.approx(7.043633e-3, rel=1e-5)
+    assert _v("comm2_4090") == pytest.approx(1.13275e-3, rel=1e-4)
+    # speed-up 14.08727 / 8.17638 = 1.7229, efficiency 0.8615
+    assert _v("speedup_4090") == pytest.approx(1.7229, abs=1e-4)
+    assert _v("eta_4090") == pytest.approx(0.8615, abs=1e-4)
+    assert _v("n_ar") == 56
+
+
+def test_page_messages_and_crossover_by_hand():
+    assert (_v("m1"), _v("m64")) == (7_168, 458_752)  # 3,584 * 2 and 64 * 3,584 * 2
+    # m / beta = 2 alpha at m = 2 * 10 us * 31.5e9 B/s = 630,000 B = 87.89 sequences of 7,168 B
+    assert _v("B_cross_4090") == pytest.approx(87.89, abs=0.01)
+    # KV per GPU: 57,344 / 2 = 28,672; / 4 = 14,336; at T = 8 > h_kv = 4 still 14,336 (replicated)
+    assert (_v("kappa_rank2"), _v("kappa_rank4"), _v("kappa_rank8")) == (28_672, 14_336, 14_336)
+
+
+def test_page_model_that_does_not_fit_by_hand():
+    # Llama-2-13B: embedding 32,000 * 5,120 = 163,840,000, twice (untied); per layer 4 * 5,120^2 = 104,857,600
+    # + 3 * 5,120 * 13,824 = 212,336,640 + norms 10,240 = 317,204,480; 40 layers + final norm 5,120:
+    # N = 13,015,864,320, in BF16 26,031,728,640 B > the RTX 4090's 24,564 MiB = 25,757,220,864 B
+    assert _v("W_big") == 26_031_728_640
+    assert _v("D_4090") == 25_757_220_864
+    assert _v("W_big_rank2") == 13_015_864_320

@@ -41,7 +41,7 @@ def main():
     w_up = [[rng.randint(-3, 3) for _ in range(I)] for _ in range(D)]
     w_down = [[rng.randint(-3, 3) for _ in range(D)] for _ in range(I)]
     whole = mlp(x, w_up, w_down)
-    print(f"d = {D}, I = {I}: the unsplit MLP holds {2 * D * I} weights")
+    print(f"d = {D}, f = {I}: the unsplit MLP holds {2 * D * I} weights")
     print(f"{'T':>2} {'weights per rank':>18} {'sum':>5} {'all-reduce bytes (fp16)':>24} {'equal':>6}")
     for ranks in (1, 2, 3, 4, 6):
         out, elements = tensor_parallel_mlp(x, w_up, w_down, ranks)

@@ -84,8 +84,8 @@ def rank_counts_exact(receipt: Receipt) -> ClaimResult:
         )
     return ClaimResult(
         "rank_counts_exact",
-        "each rank holds L d (h/T + 2 max(1, h_kv/T)) d_h QKV, L h d_h d / T o_proj, 2 L d I / T gate/up and "
-        "L I d / T down_proj weights; the shard run holds exactly a T = 2 rank's",
+        "each rank holds L d (h/T + 2 max(1, h_kv/T)) d_h QKV, L h d_h d / T o_proj, 2 L d f / T gate/up and "
+        "L f d / T down_proj weights; the shard run holds exactly a T = 2 rank's",
         bool(rows) and ok,
         "; ".join(details) or "no run started",
     )

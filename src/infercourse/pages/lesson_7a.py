@@ -120,6 +120,13 @@ P.add("p2_dp_tps", 2 * 64 / r4090_64["t1"], "tokens/s")
 P.add("p2_tp_tps", 64 / r4090_64["t2"], "tokens/s")
 P.add("p2_tp128_t2", _step(g4090, link_4090, alpha_4090, 128, 2)[2], "s")
 P.add("p2_tp128_tps", 128 / _step(g4090, link_4090, alpha_4090, 128, 2)[2], "tokens/s")
+# KV room per card: one replica holds all weights, a TP = 2 rank half of them (lesson 1A's budget and reserve)
+reserve = registry.VLLM_NON_KV_RESERVE_GIB * 2**30
+D4090 = memory.device_total_bytes("RTX 4090")
+P.add("p2_kv_replica", memory.kv_budget_bytes(D4090, W, reserve), "B")
+P.add("p2_kv_rank", memory.kv_budget_bytes(D4090, W / 2, reserve), "B")
+P.add("p2_kv_need", 64 * S * kappa, "B")
+P.add("p2_kv_need_rank", 128 * S * kappa // 2, "B")
 
 # --- the snippet ---
 mlp = snippets.load("lesson_7a/megatron_mlp.py")
@@ -171,7 +178,7 @@ P.add(
 )
 
 SYMBOLS: list[str | tuple[str, str]] = [
-    "T_tp", "L", "d", "h", "h_kv", "d_h", "I", "N", "b", "B", "S", "kappa", "m_ar", "alpha_ar", "beta_link", "t_ar", "tau", "eta",
+    "T_tp", "L", "d", "h", "h_kv", "d_h", "f", "N", "b", "B", "S", "kappa", "m_ar", "alpha_ar", "beta_link", "t_ar", "tau", "eta",
 ]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 P.add("lab_box", labbox.lab_box("tensor_parallel.py"), "text")
