@@ -27,8 +27,15 @@ TINY = {
     "intermediate_size": 512,
     "vocab_size": 512,
 }
-TINY_SIZES = {"layers": 2, "hidden_size": 256, "heads": 4, "kv_heads": 2, "head_dim": 64,
-              "intermediate_size": 512, "vocab_size": 512}
+TINY_SIZES = {
+    "layers": 2,
+    "hidden_size": 256,
+    "heads": 4,
+    "kv_heads": 2,
+    "head_dim": 64,
+    "intermediate_size": 512,
+    "vocab_size": 512,
+}
 SHARD_SIZES = {**TINY_SIZES, "heads": 2, "kv_heads": 1, "intermediate_size": 256}
 TOKENS = [[495, 495, 285, 55], [12, 13, 14, 15]]
 
@@ -38,9 +45,17 @@ TOKENS = [[495, 495, 285, 55], [12, 13, 14, 15]]
 
 def test_rank_elements_of_the_tiny_model_by_hand():
     assert transformer.tp_rank_linear_elements(TINY, 1) == {
-        "qkv_proj": 262_144, "o_proj": 131_072, "gate_up_proj": 524_288, "down_proj": 262_144}
+        "qkv_proj": 262_144,
+        "o_proj": 131_072,
+        "gate_up_proj": 524_288,
+        "down_proj": 262_144,
+    }
     assert transformer.tp_rank_linear_elements(TINY, 2) == {
-        "qkv_proj": 131_072, "o_proj": 65_536, "gate_up_proj": 262_144, "down_proj": 131_072}
+        "qkv_proj": 131_072,
+        "o_proj": 65_536,
+        "gate_up_proj": 262_144,
+        "down_proj": 131_072,
+    }
 
 
 def test_rank_elements_of_qwen_7b_and_kv_replication():
@@ -48,15 +63,25 @@ def test_rank_elements_of_qwen_7b_and_kv_replication():
     # T = 2: QKV 28 * 3584 * (14 + 2 * 2) * 128 = 231,211,008; o 28 * 14 * 128 * 3584 = 179,830,784;
     # gate/up 28 * 3584 * 18944 = 1,901,068,288; down 28 * 9472 * 3584 = 950,534,144
     assert transformer.tp_rank_linear_elements(config, 2) == {
-        "qkv_proj": 231_211_008, "o_proj": 179_830_784, "gate_up_proj": 1_901_068_288, "down_proj": 950_534_144}
+        "qkv_proj": 231_211_008,
+        "o_proj": 179_830_784,
+        "gate_up_proj": 1_901_068_288,
+        "down_proj": 950_534_144,
+    }
     # T = 8 > h_kv = 4: one KV head per rank (replicated), QKV 28 * 3584 * (3.5 -> 28/8 is not whole)
     with pytest.raises(ValueError, match="must divide num_attention_heads 28"):
         transformer.tp_rank_linear_elements(config, 8)
     # T = 4 = h_kv: QKV 28 * 3584 * (7 + 2 * 1) * 128 = 115,605,504
     assert transformer.tp_rank_linear_elements(config, 4)["qkv_proj"] == 115_605_504
     # a model with h = 8, h_kv = 2 at T = 4: 1 KV head per rank, QKV 1 * 16 * (2 + 2) * 2 = 128
-    small = {"num_hidden_layers": 1, "hidden_size": 16, "num_attention_heads": 8, "num_key_value_heads": 2,
-             "intermediate_size": 8, "head_dim": 2}
+    small = {
+        "num_hidden_layers": 1,
+        "hidden_size": 16,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "intermediate_size": 8,
+        "head_dim": 2,
+    }
     assert transformer.tp_rank_linear_elements(small, 4)["qkv_proj"] == 128
 
 
@@ -105,11 +130,19 @@ def test_registry_links_and_assumed_latencies():
 
 def _row(run, tp, sizes, per_rank, kv, vocab_rows, step_ms=()):
     return {
-        "run": run, "tensor_parallel_size": tp, "outcome": "started", "reason": None, "ranks": tp,
+        "run": run,
+        "tensor_parallel_size": tp,
+        "outcome": "started",
+        "reason": None,
+        "ranks": tp,
         **{f"{k}_elements": [per_rank[k]] * tp for k in spec.KINDS},
-        "embed_rows": [vocab_rows] * tp, "lm_head_rows": [vocab_rows] * tp, "kv_heads": [kv] * tp,
-        "sizes": sizes, "greedy_tokens": copy.deepcopy(TOKENS),
-        "step_batches": [1, 8, 64][: len(step_ms)], "step_ms": list(step_ms),
+        "embed_rows": [vocab_rows] * tp,
+        "lm_head_rows": [vocab_rows] * tp,
+        "kv_heads": [kv] * tp,
+        "sizes": sizes,
+        "greedy_tokens": copy.deepcopy(TOKENS),
+        "step_batches": [1, 8, 64][: len(step_ms)],
+        "step_ms": list(step_ms),
     }
 
 
@@ -119,8 +152,15 @@ HALF = {"qkv_proj": 131_072, "o_proj": 65_536, "gate_up_proj": 262_144, "down_pr
 
 def _cpu_receipt(**envelope):
     rows = [_row("tp1", 1, TINY_SIZES, WHOLE, 2, 512), _row("tp2", 2, TINY_SIZES, HALF, 1, 256)]
-    return make_receipt("tensor_parallel", rows, spec.SPEC.units, machine=CPU_MACHINE, dtype="float32",
-                        model=".cache/models/tiny-qwen2", **envelope)
+    return make_receipt(
+        "tensor_parallel",
+        rows,
+        spec.SPEC.units,
+        machine=CPU_MACHINE,
+        dtype="float32",
+        model=".cache/models/tiny-qwen2",
+        **envelope,
+    )
 
 
 def _results(receipt):
@@ -188,8 +228,15 @@ def test_gpu_step_claims_by_hand():
     ]
     receipt = make_receipt("tensor_parallel", rows, spec.SPEC.units, machine=GPU_MACHINE)
     for r in receipt["results"]:
-        r["sizes"] = {"layers": 28, "hidden_size": 3584, "heads": 28, "kv_heads": 4, "head_dim": 128,
-                      "intermediate_size": 18944, "vocab_size": 152064}
+        r["sizes"] = {
+            "layers": 28,
+            "hidden_size": 3584,
+            "heads": 28,
+            "kv_heads": 4,
+            "head_dim": 128,
+            "intermediate_size": 18944,
+            "vocab_size": 152064,
+        }
     assert spec.predicted_ratio("RTX 4090", registry.model().config, 1) == pytest.approx(0.5807, abs=1e-4)
     got = _results(receipt)
     assert got["tp2_speedup_in_range"].passed  # 9.5 / 14.5 = 0.655 <= 0.668
@@ -245,3 +292,17 @@ def test_page_model_that_does_not_fit_by_hand():
     assert _v("W_big") == 26_031_728_640
     assert _v("D_4090") == 25_757_220_864
     assert _v("W_big_rank2") == 13_015_864_320
+
+
+def test_snippet_split_mlp_equals_the_whole():
+    from infercourse import snippets
+
+    mlp = snippets.load("lesson_7a/megatron_mlp.py")
+    # d = 8, f = 12: the up and down matrices hold 2 * 8 * 12 = 192 weights; T = 3 gives 3 x (8 * 4 + 4 * 8) = 3 x 64
+    assert (mlp.D, mlp.F) == (8, 12)
+    x = [[1, -2, 3, 0, 1, 2, -1, 1]] * mlp.TOKENS
+    w_up = [[(i * 7 + j * 3) % 5 - 2 for j in range(12)] for i in range(8)]
+    w_down = [[(i * 5 + j) % 7 - 3 for j in range(8)] for i in range(12)]
+    out, elements = mlp.tensor_parallel_mlp(x, w_up, w_down, 3)
+    assert elements == [64, 64, 64]
+    assert out == mlp.mlp(x, w_up, w_down)

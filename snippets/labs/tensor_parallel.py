@@ -125,8 +125,12 @@ def rank_shapes(model) -> dict:
             rows[kind] = module.num_embeddings_per_partition
         elif kind == "self_attn" and hasattr(module, "num_kv_heads"):
             kv_heads.add(module.num_kv_heads)
-    return {"linear": linear, "embed_rows": rows.get("embed_tokens"), "lm_head_rows": rows.get("lm_head"),
-            "kv_heads": sorted(kv_heads)}
+    return {
+        "linear": linear,
+        "embed_rows": rows.get("embed_tokens"),
+        "lm_head_rows": rows.get("lm_head"),
+        "kv_heads": sorted(kv_heads),
+    }
 
 
 def shard_shape(hf_config):
@@ -233,9 +237,21 @@ def result_row(args, run: str, got: dict) -> dict:
     row, tp = got["row"], TENSOR_PARALLEL[run]
     empty = {f"{k}_elements": None for k in KINDS}
     if row is None:
-        return {"run": run, "tensor_parallel_size": tp, "outcome": "n/a", "reason": got["cause"][:400], "ranks": None,
-                **empty, "embed_rows": None, "lm_head_rows": None, "kv_heads": None, "sizes": None,
-                "greedy_tokens": None, "step_batches": None, "step_ms": None}
+        return {
+            "run": run,
+            "tensor_parallel_size": tp,
+            "outcome": "n/a",
+            "reason": got["cause"][:400],
+            "ranks": None,
+            **empty,
+            "embed_rows": None,
+            "lm_head_rows": None,
+            "kv_heads": None,
+            "sizes": None,
+            "greedy_tokens": None,
+            "step_batches": None,
+            "step_ms": None,
+        }
     ranks = row["ranks"]
     return {
         "run": run,
@@ -265,7 +281,14 @@ def main(argv=None) -> int:
     rows, starts = [], []
     for i, run in enumerate(args.runs, 1):
         progress(f"engine {i}/{len(args.runs)}: {run} (tensor_parallel_size={TENSOR_PARALLEL[run]})")
-        arguments = ["--model", args.model, "--load-format", args.load_format, "--max-model-len", str(args.max_model_len)]
+        arguments = [
+            "--model",
+            args.model,
+            "--load-format",
+            args.load_format,
+            "--max-model-len",
+            str(args.max_model_len),
+        ]
         arguments += ["--run", run, "--dtype", args.dtype]
         arguments += ["--step-batches", ",".join(map(str, args.step_batches)) or "none"]
         log = log_dir / f"{run}.log"
@@ -285,8 +308,11 @@ def main(argv=None) -> int:
             print(f"{r['run']:<9} {r['tensor_parallel_size']:>2} n/a: {r['reason'][:200]}")
             continue
         cells = [" + ".join(f"{n:,}" for n in r[f"{k}_elements"]) for k in KINDS]
-        print(f"{r['run']:<9} {r['tensor_parallel_size']:>2} " + " ".join(f"{c:>14}" for c in cells)
-              + f" {'/'.join(map(str, r['kv_heads'])):>9}")
+        print(
+            f"{r['run']:<9} {r['tensor_parallel_size']:>2} "
+            + " ".join(f"{c:>14}" for c in cells)
+            + f" {'/'.join(map(str, r['kv_heads'])):>9}"
+        )
     started = [r for r in rows if r["outcome"] == "started"]
     for r in started:
         print(f"{r['run']:<9} greedy tokens of prompt 1: {r['greedy_tokens'][0]}")

@@ -4,7 +4,7 @@ exactly the unsplit result. Integer weights keep every sum exact, so "equal" mea
 
 import random
 
-D, I, TOKENS = 8, 12, 3  # hidden size d, intermediate size I, tokens in the batch
+D, F, TOKENS = 8, 12, 3  # hidden size d, MLP width f, tokens in the batch
 
 
 def matmul(x, w):
@@ -21,14 +21,14 @@ def mlp(x, w_up, w_down):
 
 
 def tensor_parallel_mlp(x, w_up, w_down, ranks):
-    """Rank r holds columns r*I/T..(r+1)*I/T of w_up and the same rows of w_down; needs no
+    """Rank r holds columns r*F/T..(r+1)*F/T of w_up and the same rows of w_down; needs no
     communication until the end, where the ranks' partial outputs are summed (one all-reduce)."""
-    part = I // ranks
+    part = F // ranks
     partials, elements = [], []
     for r in range(ranks):
         cols = range(r * part, (r + 1) * part)
-        up_r = [[row[j] for j in cols] for row in w_up]  # column-parallel: d x I/T
-        down_r = [w_down[j] for j in cols]  # row-parallel: I/T x d
+        up_r = [[row[j] for j in cols] for row in w_up]  # column-parallel: d x F/T
+        down_r = [w_down[j] for j in cols]  # row-parallel: F/T x d
         partials.append(matmul(relu(matmul(x, up_r)), down_r))  # the nonlinearity stays rank-local
         elements.append(D * part + part * D)
     summed = [[sum(p[i][j] for p in partials) for j in range(D)] for i in range(TOKENS)]  # the all-reduce
@@ -38,10 +38,10 @@ def tensor_parallel_mlp(x, w_up, w_down, ranks):
 def main():
     rng = random.Random(0)
     x = [[rng.randint(-3, 3) for _ in range(D)] for _ in range(TOKENS)]
-    w_up = [[rng.randint(-3, 3) for _ in range(I)] for _ in range(D)]
-    w_down = [[rng.randint(-3, 3) for _ in range(D)] for _ in range(I)]
+    w_up = [[rng.randint(-3, 3) for _ in range(F)] for _ in range(D)]
+    w_down = [[rng.randint(-3, 3) for _ in range(D)] for _ in range(F)]
     whole = mlp(x, w_up, w_down)
-    print(f"d = {D}, f = {I}: the unsplit MLP holds {2 * D * I} weights")
+    print(f"d = {D}, f = {F}: the unsplit MLP holds {2 * D * F} weights")
     print(f"{'T':>2} {'weights per rank':>18} {'sum':>5} {'all-reduce bytes (fp16)':>24} {'equal':>6}")
     for ranks in (1, 2, 3, 4, 6):
         out, elements = tensor_parallel_mlp(x, w_up, w_down, ranks)

@@ -1037,8 +1037,7 @@ TP_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
             ),
             Fact(
                 "vllm-kv-head-replication",
-                "with more ranks than KV heads, vLLM's Qwen2 gives each rank one KV head, replicated on "
-                "T / h_kv ranks",
+                "with more ranks than KV heads, vLLM's Qwen2 gives each rank one KV head, replicated on T / h_kv ranks",
                 "max(1, h_kv / T) KV heads per rank",
                 vllm_source("vllm/model_executor/models/qwen2.py", 140, 148),
             ),

@@ -79,7 +79,9 @@ def rank_counts_exact(receipt: Receipt) -> ClaimResult:
         good &= r["ranks"] == r["tensor_parallel_size"]
         ok &= good
         details.append(
-            f"{r['run']}: {r['ranks']} rank(s) x (" + ", ".join(f"{k} {want[k]:,}" for k in KINDS) + f", KV heads {kv})"
+            f"{r['run']}: {r['ranks']} rank(s) x ("
+            + ", ".join(f"{k} {want[k]:,}" for k in KINDS)
+            + f", KV heads {kv})"
             + ("" if good else f" but got {got}, KV heads {r['kv_heads']}")
         )
     return ClaimResult(
@@ -111,7 +113,9 @@ def greedy_tokens_equal(receipt: Receipt) -> ClaimResult:
     """Exact in float32: T = 2 generates the T = 1 engine's greedy tokens."""
     whole = _run(receipt, "tp1")
     split = [r for r in (_run(receipt, "tp2"), _run(receipt, "tp2_nccl")) if r is not None]
-    statement = "in float32, the T = 2 engine's greedy tokens equal the T = 1 engine's (only the order of a sum changes)"
+    statement = (
+        "in float32, the T = 2 engine's greedy tokens equal the T = 1 engine's (only the order of a sum changes)"
+    )
     if whole is None or not split:
         return ClaimResult("greedy_tokens_equal", statement, None, "needs a tp1 and a tp2 run")
     same = [r["greedy_tokens"] == whole["greedy_tokens"] for r in split]
@@ -151,7 +155,7 @@ def tp2_speedup_in_range(receipt: Receipt) -> ClaimResult:
             ok &= 0.5 <= ratio <= bound
             details.append(f"B {b}: {ratio:.2f} (0.5-{bound:.2f})")
         else:
-            ok &= 0.5 <= ratio
+            ok &= ratio >= 0.5
             details.append(f"B {b}: {ratio:.2f} (>= 0.5; no link facts for {gpu_name or 'this machine'})")
     return ClaimResult("tp2_speedup_in_range", statement, ok, "; ".join(details))
 

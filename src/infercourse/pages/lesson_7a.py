@@ -79,8 +79,18 @@ for g, link, alpha in ((g4090, link_4090, alpha_4090), (h200, link_h200, alpha_h
     for batch in (1, 64):
         t1 = _step(g, link, alpha, batch, 1)[2]
         compute, comm, t2 = _step(g, link, alpha, batch, 2)
-        rows.append({"gpu": g.name, "B": batch, "t1": t1, "compute2": compute, "comm2": comm, "t2": t2,
-                     "speedup": t1 / t2, "eta": t1 / (2 * t2)})
+        rows.append(
+            {
+                "gpu": g.name,
+                "B": batch,
+                "t1": t1,
+                "compute2": compute,
+                "comm2": comm,
+                "t2": t2,
+                "speedup": t1 / t2,
+                "eta": t1 / (2 * t2),
+            }
+        )
 step_rows = P.add("step_rows", rows, "record")
 r4090_1 = step_rows[0]
 P.add("t1_4090", r4090_1["t1"], "s")
@@ -131,7 +141,7 @@ P.add("p2_kv_need_rank", 128 * S * kappa // 2, "B")
 # --- the snippet ---
 mlp = snippets.load("lesson_7a/megatron_mlp.py")
 P.add("snip_D", mlp.D, "count")
-P.add("snip_I", mlp.I, "count")
+P.add("snip_F", mlp.F, "count")
 
 # --- figure: scaling efficiency against T ---
 T_GRID = (1, 2, 4)  # the course model's 28 heads allow T = 1, 2, 4, 7, 14, 28; 4 = h_kv
@@ -154,8 +164,13 @@ def _efficiency_figure() -> str:
         (g4090, link_4090, alpha_4090, link_4090_name, "tab:blue"),
     ):
         for batch, style in ((1, "-o"), (64, "--s")):
-            ax.plot(T_GRID, [_eta(g, link, alpha, batch, t) for t in T_GRID], style, color=color,
-                    label=f"{g.name}, {name}, B = {batch}")
+            ax.plot(
+                T_GRID,
+                [_eta(g, link, alpha, batch, t) for t in T_GRID],
+                style,
+                color=color,
+                label=f"{g.name}, {name}, B = {batch}",
+            )
     ax.set_xticks(T_GRID)
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("tensor-parallel degree T")
@@ -166,8 +181,10 @@ def _efficiency_figure() -> str:
 
 
 P.add("fig_eta", _efficiency_figure(), "text")
-eta4 = {g.name: _eta(g, link, alpha, 1, 4) for g, link, alpha in
-        ((g4090, link_4090, alpha_4090), (h200, link_h200, alpha_h200))}
+eta4 = {
+    g.name: _eta(g, link, alpha, 1, 4)
+    for g, link, alpha in ((g4090, link_4090, alpha_4090), (h200, link_h200, alpha_h200))
+}
 P.add(
     "fig_eta_alt",
     "a line chart of scaling efficiency against T = 1, 2, 4, for both GPUs at batch 1 and 64. Efficiency "
@@ -178,36 +195,85 @@ P.add(
 )
 
 SYMBOLS: list[str | tuple[str, str]] = [
-    "T_tp", "L", "d", "h", "h_kv", "d_h", "f", "N", "b", "B", "S", "kappa", "m_ar", "alpha_ar", "beta_link", "t_ar", "tau", "eta",
+    "T_tp",
+    "L",
+    "d",
+    "h",
+    "h_kv",
+    "d_h",
+    "f",
+    "N",
+    "b",
+    "B",
+    "S",
+    "kappa",
+    "m_ar",
+    "alpha_ar",
+    "beta_link",
+    "t_ar",
+    "tau",
+    "eta",
 ]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 P.add("lab_box", labbox.lab_box("tensor_parallel.py"), "text")
 P.add(
     "facts_used",
     [
-        {"what": f"{MODEL} config", "value": f"L {L}, d {d:,}, h {h}, h_kv {h_kv}, I {I_:,}",
-         "source": fact_link(registry.model_fact_id(MODEL))},
-        {"what": f"{big} config", "value": f"L {big_cfg['num_hidden_layers']}, d {big_cfg['hidden_size']:,}",
-         "source": fact_link(registry.model_fact_id(big))},
-        {"what": f"{g4090.name} bandwidth and peak", "value": f"{g4090.bandwidth_gb_s:g} GB/s",
-         "source": fact_link(registry.gpu_fact_id("RTX 4090"))},
-        {"what": f"{h200.name} bandwidth and peak", "value": f"{h200.bandwidth_gb_s:g} GB/s",
-         "source": fact_link(registry.gpu_fact_id("H200"))},
-        {"what": f"{link_4090_name}, per direction", "value": f"{link_4090:g} GB/s",
-         "source": fact_link(registry.gpu_fact_id("RTX 4090") + "-link")},
-        {"what": f"{link_h200_name}, per direction", "value": f"{link_h200:g} GB/s",
-         "source": fact_link(registry.gpu_fact_id("H200") + "-link")},
-        {"what": "ring step latency α (assumption)",
-         "value": f"{registry.TP_HOP_LATENCY_US['RTX 4090']:g} / {registry.TP_HOP_LATENCY_US['H200']:g} µs",
-         "source": fact_link("tp-hop-latency")},
-        {"what": "row-parallel layers all-reduce", "value": "o_proj, down_proj",
-         "source": fact_link("vllm-row-parallel-all-reduce")},
-        {"what": "vocabulary-parallel embedding and logits", "value": "all-reduce + gather",
-         "source": fact_link("vllm-vocab-parallel")},
-        {"what": "KV heads replicated past h_kv", "value": "max(1, h_kv / T)",
-         "source": fact_link("vllm-kv-head-replication")},
-        {"what": "custom all-reduce needs P2P", "value": "else NCCL",
-         "source": fact_link("vllm-custom-all-reduce-needs-p2p")},
+        {
+            "what": f"{MODEL} config",
+            "value": f"L {L}, d {d:,}, h {h}, h_kv {h_kv}, I {I_:,}",
+            "source": fact_link(registry.model_fact_id(MODEL)),
+        },
+        {
+            "what": f"{big} config",
+            "value": f"L {big_cfg['num_hidden_layers']}, d {big_cfg['hidden_size']:,}",
+            "source": fact_link(registry.model_fact_id(big)),
+        },
+        {
+            "what": f"{g4090.name} bandwidth and peak",
+            "value": f"{g4090.bandwidth_gb_s:g} GB/s",
+            "source": fact_link(registry.gpu_fact_id("RTX 4090")),
+        },
+        {
+            "what": f"{h200.name} bandwidth and peak",
+            "value": f"{h200.bandwidth_gb_s:g} GB/s",
+            "source": fact_link(registry.gpu_fact_id("H200")),
+        },
+        {
+            "what": f"{link_4090_name}, per direction",
+            "value": f"{link_4090:g} GB/s",
+            "source": fact_link(registry.gpu_fact_id("RTX 4090") + "-link"),
+        },
+        {
+            "what": f"{link_h200_name}, per direction",
+            "value": f"{link_h200:g} GB/s",
+            "source": fact_link(registry.gpu_fact_id("H200") + "-link"),
+        },
+        {
+            "what": "ring step latency α (assumption)",
+            "value": f"{registry.TP_HOP_LATENCY_US['RTX 4090']:g} / {registry.TP_HOP_LATENCY_US['H200']:g} µs",
+            "source": fact_link("tp-hop-latency"),
+        },
+        {
+            "what": "row-parallel layers all-reduce",
+            "value": "o_proj, down_proj",
+            "source": fact_link("vllm-row-parallel-all-reduce"),
+        },
+        {
+            "what": "vocabulary-parallel embedding and logits",
+            "value": "all-reduce + gather",
+            "source": fact_link("vllm-vocab-parallel"),
+        },
+        {
+            "what": "KV heads replicated past h_kv",
+            "value": "max(1, h_kv / T)",
+            "source": fact_link("vllm-kv-head-replication"),
+        },
+        {
+            "what": "custom all-reduce needs P2P",
+            "value": "else NCCL",
+            "source": fact_link("vllm-custom-all-reduce-needs-p2p"),
+        },
         {"what": "GeForce cards have no P2P", "value": "no P2P", "source": fact_link("geforce-no-p2p")},
         {"what": "vLLM's Qwen2 derives head size", "value": "d / h", "source": fact_link("vllm-qwen2-head-dim")},
     ],
