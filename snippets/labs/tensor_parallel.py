@@ -17,13 +17,14 @@ sharded linear layers from vLLM's own shard sizes (``input_size_per_partition`` 
 ``output_size_per_partition`` of every ``LinearBase``: on vLLM's CPU build the weights are repacked
 into its GEMM kernels' buffers, so ``parameters()`` no longer shows them), the embedding and lm_head
 rows each rank holds and its KV heads. Then the greedy tokens of :data:`PROMPTS` (exactly equal
-between T = 1 and T = 2 in float32, where only the order of a sum changes) and the decode step time at
+between T = 1 and T = 2 in float32, where only the order of a sum changes; not with ``--load-format
+dummy``, whose random weights each rank draws for its own shard) and the decode step time at
 each batch of ``--step-batches`` (``labkit.decode_step_s``, the method of lab 2A).
 
 A run the machine cannot do (two ranks on one GPU) gets an ``n/a`` row with the reason; the lab goes on.
 
 Run (GPU, vLLM 0.26.0):   python snippets/labs/tensor_parallel.py --receipt tensor_parallel.json
-On two RTX 4090s also set NCCL_P2P_DISABLE=1 (GeForce cards have no peer-to-peer access).
+GeForce cards have no peer-to-peer access; the receipt records NCCL_P2P_DISABLE if it is set.
 No hub access:            python snippets/labs/tensor_parallel.py --model PATH --load-format dummy
 
 Imports the standard library and labkit (vLLM and torch only in the child).
