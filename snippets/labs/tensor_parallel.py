@@ -87,6 +87,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=",".join(map(str, STEP_BATCHES)),
         help="comma-separated batch sizes of the step-time sweep, or 'none' (CI on a CPU)",
     )
+    p.add_argument(
+        "--enforce-eager",
+        action="store_true",
+        help="no compilation or CUDA graphs: a faster start, slower steps (CI on a CPU; counts and tokens unchanged)",
+    )
     # internal: one engine in this process; prints its row after ROW_TAG
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--run", help=argparse.SUPPRESS)
@@ -201,6 +206,7 @@ def child(args) -> int:
             disable_log_stats=False,  # decode_step_s reads the per-request metrics
             hf_overrides=shard_shape if shard else None,
             disable_custom_all_reduce=args.run == "tp2_nccl",
+            enforce_eager=args.enforce_eager,
         )
     except Exception as exc:  # vLLM raises many kinds; the parent reads the reason from this output
         engine_failure(exc, args.model)
@@ -292,6 +298,7 @@ def main(argv=None) -> int:
         ]
         arguments += ["--run", run, "--dtype", args.dtype]
         arguments += ["--step-batches", ",".join(map(str, args.step_batches)) or "none"]
+        arguments += ["--enforce-eager"] if args.enforce_eager else []
         log = log_dir / f"{run}.log"
         got = child_run(__file__, arguments, log, ROW_TAG, CHILD_TIMEOUT_S)
         if got["row"] is None:
@@ -329,6 +336,7 @@ def main(argv=None) -> int:
             settings={
                 "runs": list(args.runs),
                 "seed": SEED,
+                "enforce_eager": args.enforce_eager,
                 "emulated_t": EMULATED_T,
                 "prompts": [list(p) for p in PROMPTS],
                 "greedy_tokens": GREEDY_TOKENS,

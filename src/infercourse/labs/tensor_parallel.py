@@ -245,7 +245,7 @@ SPEC = LabSpec(
         Column("down_proj_elements", "down_proj per rank", _per_rank),
         Column("step_ms", "step at B = 1 (ms)", lambda v: fmt.fixed(v[0], 2) if v else "-"),
     ),
-    cpu_args=("--runs", "tp1,tp2", "--dtype", "float32", "--step-batches", "none"),
+    cpu_args=("--runs", "tp1,tp2", "--dtype", "float32", "--step-batches", "none", "--enforce-eager"),
     work=LabWork(
         engines=len(RUNS),
         decode_steps=len(RUNS) * 2 * len(STEP_BATCHES) * STEP_OUTPUT_LEN,
