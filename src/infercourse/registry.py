@@ -937,7 +937,9 @@ def facts() -> list[Fact]:
             AUTODL_RTX_4090.source,
         ),
     ]
-    return items + list(BEHAVIOURS.values()) + _quant_facts() + _batching_facts() + _chunked_prefill_facts()
+    return (
+        items + list(BEHAVIOURS.values()) + _quant_facts() + _batching_facts() + _chunked_prefill_facts() + _tp_facts()
+    )
 
 
 # --- Lesson 3A: FP8 dense peaks (weight-and-activation quantisation) -------------------------------
@@ -1255,3 +1257,121 @@ def _chunked_prefill_facts() -> list[Fact]:
 
 
 # --- end of lesson 4B ---
+
+
+# --- lesson 7A: tensor parallelism ---
+
+TP_LINKS: Mapping[str, tuple[str, float]] = MappingProxyType(
+    {"H200": ("NVLink 4", 450.0), "RTX 4090": ("PCIe 4.0 x16", 31.5)}
+)
+"""GPU short name -> (the link two such GPUs talk over, GB/s per direction), sources in :data:`TP_LINK_SOURCES`.
+NVIDIA quotes NVLink as 900 GB/s counting both directions; a ring all-reduce step sends one way."""
+
+TP_LINK_SOURCES: Mapping[str, Source] = MappingProxyType(
+    {
+        "H200": Source(
+            "NVIDIA H200 Tensor Core GPU product page, specifications table (H200 SXM: NVIDIA NVLink 900GB/s)",
+            "https://www.nvidia.com/en-us/data-center/h200/",
+            "secondary",
+            _DATASHEET_NOTE + "; 900 GB/s is the sum of both directions, 450 GB/s each way",
+        ),
+        "RTX 4090": Source(
+            "PCI Express Base Specification 4.0: 16 GT/s per lane, 128b/130b encoding; x16 gives "
+            "16 x 16 x 128/130 / 8 = 31.5 GB/s per direction",
+            "https://pcisig.com/specifications",
+            "secondary",
+            "the RTX 4090 has no NVLink; the specification is members-only, the rate is widely quoted from it",
+        ),
+    }
+)
+
+TP_HOP_LATENCY_US: Mapping[str, float] = MappingProxyType({"H200": 2.5, "RTX 4090": 10.0})
+"""Course assumption: alpha, the fixed cost (µs) of one step of a ring all-reduce between two such GPUs
+(a T = 2 all-reduce has two steps: 5 µs over NVLink, 20 µs over PCIe through host memory). Not a
+measured figure; lab 7A's two-GPU run measures the step time it implies."""
+
+TP_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
+    {
+        f.id: f
+        for f in (
+            Fact(
+                "vllm-row-parallel-all-reduce",
+                "a row-parallel linear layer (o_proj, down_proj) sums its ranks' partial outputs with one "
+                "all-reduce; column-parallel layers (qkv_proj, gate_up_proj) need none",
+                "1 all-reduce per row-parallel layer",
+                vllm_source("vllm/model_executor/layers/linear.py", 1695),
+            ),
+            Fact(
+                "vllm-vocab-parallel",
+                "the embedding is split by vocabulary rows (one all-reduce after the lookup) and the "
+                "logits are gathered from the ranks' vocabulary slices",
+                "1 all-reduce + 1 gather per step",
+                vllm_source(
+                    "vllm/model_executor/layers/vocab_parallel_embedding.py",
+                    491,
+                    note="the gather: vllm/model_executor/layers/logits_processor.py:87-96",
+                ),
+            ),
+            Fact(
+                "vllm-kv-head-replication",
+                "with more ranks than KV heads, vLLM's Qwen2 gives each rank one KV head, replicated on T / h_kv ranks",
+                "max(1, h_kv / T) KV heads per rank",
+                vllm_source("vllm/model_executor/models/qwen2.py", 140, 148),
+            ),
+            Fact(
+                "vllm-qwen2-head-dim",
+                "vLLM's Qwen2 takes the head size as hidden_size / num_attention_heads and ignores a "
+                "`head_dim` in the config (its Llama class reads it)",
+                "d_h = d / h",
+                vllm_source("vllm/model_executor/models/qwen2.py", 149, note="Llama: llama.py:155-156"),
+            ),
+            Fact(
+                "vllm-custom-all-reduce-needs-p2p",
+                "vLLM disables its custom all-reduce (falls back to NCCL) when the GPUs lack "
+                "peer-to-peer access, and on more than two PCIe-only GPUs",
+                "disabled without P2P",
+                vllm_source(
+                    "vllm/distributed/device_communicators/custom_all_reduce.py",
+                    150,
+                    167,
+                    "world sizes 2, 4, 6, 8 only: line 52",
+                ),
+            ),
+            Fact(
+                "geforce-no-p2p",
+                "GeForce RTX 4090s have no peer-to-peer access: a custom all-reduce that needs it fails "
+                "with 'peer access is not supported between these two devices'",
+                "no P2P",
+                Source(
+                    "sgl-project/sglang issue #4814 (2025-03-27), 'CustomAllreduce can not work on 4090'",
+                    "https://github.com/sgl-project/sglang/issues/4814",
+                    "secondary",
+                    "a user report on 8 x RTX 4090, driver 550",
+                ),
+            ),
+        )
+    }
+)
+"""vLLM 0.26.0 behaviours and field facts lesson 7A relies on, each with its source."""
+
+
+def _tp_facts() -> list[Fact]:
+    links = [
+        Fact(
+            gpu_fact_id(key) + "-link",
+            f"{GPUS[key].name}: the link between two GPUs ({name}), per direction",
+            f"{gb_s:g} GB/s",
+            TP_LINK_SOURCES[key],
+        )
+        for key, (name, gb_s) in TP_LINKS.items()
+    ]
+    alpha = Fact(
+        "tp-hop-latency",
+        "ring all-reduce: fixed cost of one step between two GPUs (course assumption)",
+        ", ".join(f"{k}: {v:g} µs" for k, v in TP_HOP_LATENCY_US.items()),
+        Source("course assumption, to be replaced by lab 7A's two-GPU measurement", "", "assumption"),
+    )
+    return links + [alpha] + list(TP_BEHAVIOURS.values())
+
+
+# --- end of lesson 7A ---

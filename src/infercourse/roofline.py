@@ -409,3 +409,47 @@ def spec_decode_steps(output_tokens: int, k: int) -> int:
 
 
 # --- end of lesson 6A ---
+
+
+# --- lesson 7A: tensor parallelism ---
+
+
+def ring_allreduce_time(message_bytes: float, ranks: int, link_gb_s: float, hop_latency_s: float) -> float:
+    """Time (s) of one ring all-reduce of ``message_bytes`` (B) over ``ranks`` GPUs.
+
+    2 (T - 1) steps (reduce-scatter, then all-gather), each moving m / T bytes over a link of
+    ``link_gb_s`` (GB/s, 10^9 B/s, one direction) after a fixed ``hop_latency_s``:
+    t = 2 (T - 1) / T * m / beta + 2 (T - 1) alpha. Zero for T = 1.
+
+    Raises:
+        ValueError: a negative message or latency, a non-positive link, or T not a positive whole number.
+    """
+    if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1:
+        raise ValueError(f"ranks must be a positive whole number, got {ranks!r}")
+    if message_bytes < 0 or hop_latency_s < 0:
+        raise ValueError(f"message_bytes and hop_latency_s must be >= 0, got {message_bytes!r}, {hop_latency_s!r}")
+    _positive("link_gb_s", link_gb_s)
+    steps = 2 * (ranks - 1)
+    return steps / ranks * message_bytes / (link_gb_s * 1e9) + steps * hop_latency_s
+
+
+def tp_decode_step(
+    gpu: GPUFacts, config, context_len: int, batch: int, ranks: int, link_gb_s: float, hop_latency_s: float
+) -> tuple[float, float]:
+    """(compute, communication) floors (s) of one BF16 decode step at tensor-parallel degree ``ranks``.
+
+    compute: :func:`decode_kernel_floors` with the weight matmuls divided by T (every matmul, the
+    vocab-parallel output head included, is split) and attention by min(T, h_kv) (past h_kv the KV
+    heads are replicated); communication: 2 L ring all-reduces of the step's activations, m = B d 2
+    bytes (:func:`ring_allreduce_time`). The embedding's all-reduce and the logits gather are left out.
+
+    Raises:
+        ValueError: as :func:`decode_kernel_floors` and :func:`ring_allreduce_time`.
+    """
+    linear, attention = decode_kernel_floors(gpu, config, context_len, batch)
+    compute = linear / ranks + attention / min(ranks, config["num_key_value_heads"])
+    message = batch * config["hidden_size"] * 2
+    return compute, 2 * config["num_hidden_layers"] * ring_allreduce_time(message, ranks, link_gb_s, hop_latency_s)
+
+
+# --- end of lesson 7A ---

@@ -276,3 +276,41 @@ def forward_flops_per_token(config: Mapping[str, Any], context_len: int) -> int:
     much that over-counts. Raises ``ValueError`` as :func:`attention_flops_per_token`.
     """
     return 2 * param_count(config) + attention_flops_per_token(config, context_len)
+
+
+# --- lesson 7A: tensor parallelism ---
+
+
+def tp_rank_linear_elements(config: Mapping[str, Any], ranks: int) -> dict[str, int]:
+    """Weights of the sharded linear layers one rank holds under Megatron tensor parallelism, per kind,
+    summed over the layers (biases excluded; plain counts).
+
+    Column-parallel ``qkv_proj`` (d x (h/T + 2 k) d_h) and ``gate_up_proj`` (d x 2I/T), row-parallel
+    ``o_proj`` (h d_h/T x d) and ``down_proj`` (I/T x d), where k = h_kv / T KV heads per rank, or 1
+    when T > h_kv (vLLM then replicates each KV head on T / h_kv ranks:
+    vllm/model_executor/models/qwen2.py:140-148 at v0.26.0).
+
+    Raises:
+        ValueError: ``ranks`` is not a positive whole number, T does not divide the heads or the
+            intermediate size, T and h_kv do not divide one another, or a config key is missing.
+    """
+    if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1:
+        raise ValueError(f"ranks must be a positive whole number, got {ranks!r}")
+    hidden, d_h = _need(config, "hidden_size"), head_dim(config)
+    heads, kv_heads = _need(config, "num_attention_heads"), _need(config, "num_key_value_heads")
+    inter, layers = _need(config, "intermediate_size"), _need(config, "num_hidden_layers")
+    if heads % ranks or inter % ranks or (kv_heads % ranks and ranks % kv_heads):
+        raise ValueError(
+            f"T = {ranks} must divide num_attention_heads {heads} and intermediate_size {inter}, and T and "
+            f"num_key_value_heads {kv_heads} must divide one another; pick another T"
+        )
+    kv_per_rank = max(1, kv_heads // ranks)
+    return {
+        "qkv_proj": layers * hidden * (heads // ranks + 2 * kv_per_rank) * d_h,
+        "o_proj": layers * heads // ranks * d_h * hidden,
+        "gate_up_proj": layers * hidden * 2 * inter // ranks,
+        "down_proj": layers * inter // ranks * hidden,
+    }
+
+
+# --- end of lesson 7A ---

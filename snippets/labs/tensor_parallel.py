@@ -1,0 +1,364 @@
+"""Lab 7A: tensor parallelism, what each rank holds and what the split costs per decode step.
+
+One engine per run, each in a fresh Python process (this script with ``--child``):
+
+1. ``tp1``: the model on one device (``tensor_parallel_size=1``).
+2. ``shard``: one device holding the per-rank shape of T = 2 (the "shard-shape emulation"): the same
+   model with ``hf_overrides`` halving ``num_attention_heads``, ``num_key_value_heads`` and
+   ``intermediate_size``, with random weights (``load_format="dummy"``). Its linear layers are exactly a
+   TP = 2 rank's; its embedding and lm_head are *not* split (the lesson adds that analytically), and
+   it runs no all-reduce: its step time is the T = 2 step without the communication.
+3. ``tp2``: ``tensor_parallel_size=2`` (two GPUs, or vLLM's CPU build with two worker processes).
+4. ``tp2_nccl``: the same with ``disable_custom_all_reduce=True``: every all-reduce through NCCL
+   (on a GPU pair vLLM would otherwise use its own all-reduce kernel where peer-to-peer access works).
+
+Each child reads, on every rank (``LLM.apply_model`` returns one result per worker), the elements of the
+sharded linear layers from vLLM's own shard sizes (``input_size_per_partition`` x
+``output_size_per_partition`` of every ``LinearBase``: on vLLM's CPU build the weights are repacked
+into its GEMM kernels' buffers, so ``parameters()`` no longer shows them), the embedding and lm_head
+rows each rank holds and its KV heads. Then the greedy tokens of :data:`PROMPTS` (exactly equal
+between T = 1 and T = 2 in float32, where only the order of a sum changes; not with ``--load-format
+dummy``, whose random weights each rank draws for its own shard) and the decode step time at
+each batch of ``--step-batches`` (``labkit.decode_step_s``, the method of lab 2A).
+
+A run the machine cannot do (two ranks on one GPU) gets an ``n/a`` row with the reason; the lab goes on.
+
+Run (GPU, vLLM 0.26.0):   python snippets/labs/tensor_parallel.py --receipt tensor_parallel.json
+GeForce cards have no peer-to-peer access; the receipt records NCCL_P2P_DISABLE if it is set.
+No hub access:            python snippets/labs/tensor_parallel.py --model PATH --load-format dummy
+
+Imports the standard library and labkit (vLLM and torch only in the child).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from labkit import (
+    check_model_arg,
+    child_run,
+    decode_step_s,
+    engine_failure,
+    fail,
+    lab_parser,
+    prepare,
+    progress,
+    random_prompt,
+    write_receipt,
+)
+
+LAB = "tensor_parallel"
+SEED = 0
+MAX_MODEL_LEN = 1024
+RUNS = ("tp1", "shard", "tp2", "tp2_nccl")
+"""The engines, in order (``--runs`` picks a subset)."""
+TENSOR_PARALLEL = {"tp1": 1, "shard": 1, "tp2": 2, "tp2_nccl": 2}
+"""``LLM(tensor_parallel_size=...)`` per run."""
+EMULATED_T = 2
+"""The T whose per-rank shape the ``shard`` run loads: heads, KV heads and intermediate size divided by it."""
+KINDS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+"""The sharded linear layers of a Qwen2/Llama block, by vLLM module name: column-parallel QKV and
+gate/up, row-parallel o_proj and down_proj."""
+PROMPTS = ([5, 6, 7, 8], [40, 41, 42, 43, 44, 45, 46, 47])
+"""Token-id prompts of the greedy check (ids below every vocabulary's size)."""
+GREEDY_TOKENS = 16
+"""Greedy tokens generated per prompt for the T = 1 against T = 2 comparison."""
+STEP_BATCHES = (1, 8, 64)
+"""Batch sizes of the step-time sweep (``--step-batches``; ``none`` skips it)."""
+STEP_PROMPT_LEN = 128
+STEP_OUTPUT_LEN = 64
+"""Prompt and exact output tokens per request of the sweep."""
+ROW_TAG = "TENSOR_PARALLEL_ROW "  # the child's one line of results on stdout, JSON after the tag
+CHILD_TIMEOUT_S = 1800
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = lab_parser("What each tensor-parallel rank holds, greedy tokens at T = 1 and 2, step times.", MAX_MODEL_LEN)
+    p.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated subset of {','.join(RUNS)}")
+    p.add_argument("--dtype", default="auto", help="the engines' dtype ('float32' makes the greedy check exact)")
+    p.add_argument(
+        "--step-batches",
+        default=",".join(map(str, STEP_BATCHES)),
+        help="comma-separated batch sizes of the step-time sweep, or 'none' (CI on a CPU)",
+    )
+    p.add_argument(
+        "--enforce-eager",
+        action="store_true",
+        help="no compilation or CUDA graphs: a faster start, slower steps (CI on a CPU; counts and tokens unchanged)",
+    )
+    # internal: one engine in this process; prints its row after ROW_TAG
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--run", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
+    try:
+        text = args.step_batches.strip()
+        args.step_batches = () if text == "none" else tuple(int(b) for b in text.split(","))
+    except ValueError:
+        fail(f"--step-batches must be comma-separated whole numbers or 'none', got {args.step_batches!r}")
+    return args
+
+
+def check_input(args) -> None:
+    check_model_arg(args.model)
+    unknown = [r for r in args.runs if r not in RUNS]
+    if unknown or not args.runs:
+        fail(f"--runs {','.join(args.runs) or '(empty)'}: use a comma-separated subset of {','.join(RUNS)}")
+    need = max(STEP_PROMPT_LEN + STEP_OUTPUT_LEN, max(map(len, PROMPTS)) + GREEDY_TOKENS)
+    if args.max_model_len < need:
+        fail(f"--max-model-len must be at least {need}, got {args.max_model_len}")
+    if args.step_batches and (min(args.step_batches) < 1 or list(args.step_batches) != sorted(set(args.step_batches))):
+        fail(f"--step-batches must be increasing positive whole numbers, got {args.step_batches}")
+
+
+def rank_shapes(model) -> dict:
+    """What one rank holds: elements of its sharded linear layers per kind (summed over layers; from
+    vLLM's shard sizes, which stay set when the CPU build repacks the weights), embedding and lm_head
+    rows (vocabulary padded to vLLM's multiple of 64), and the KV heads of its attention layers."""
+    linear = dict.fromkeys(KINDS, 0)
+    rows, kv_heads = {}, set()
+    for name, module in model.named_modules():
+        kind = name.rsplit(".", 1)[-1]
+        if kind in linear and hasattr(module, "input_size_per_partition"):
+            linear[kind] += module.input_size_per_partition * module.output_size_per_partition
+        elif kind in ("embed_tokens", "lm_head"):
+            rows[kind] = module.num_embeddings_per_partition
+        elif kind == "self_attn" and hasattr(module, "num_kv_heads"):
+            kv_heads.add(module.num_kv_heads)
+    return {
+        "linear": linear,
+        "embed_rows": rows.get("embed_tokens"),
+        "lm_head_rows": rows.get("lm_head"),
+        "kv_heads": sorted(kv_heads),
+    }
+
+
+def shard_shape(hf_config):
+    """vLLM's ``hf_overrides`` callable: ``hf_config`` changed in place to one rank of T = :data:`EMULATED_T`
+    (heads, KV heads and intermediate size divided by T, ``head_dim`` kept); a config without those
+    sizes is returned as it is. Fails (exit 2) if T does not divide them.
+
+    vLLM's Qwen2 class derives the head size as hidden_size / heads (vllm/model_executor/models/qwen2.py:149
+    at v0.26.0), so halving the heads there would double the head size and leave QKV and o_proj whole.
+    The same layers are therefore loaded through vLLM's Llama class, which reads ``head_dim`` from the
+    config (llama.py:155-156) and, with ``qkv_bias``, gives QKV a bias and o_proj none (llama.py:264-271),
+    as Qwen2 has."""
+    cfg = getattr(hf_config, "text_config", hf_config)
+    keys = ("num_attention_heads", "num_key_value_heads", "intermediate_size")
+    if not all(hasattr(cfg, k) for k in (*keys, "hidden_size")):
+        return hf_config
+    d_h = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    sizes = {k: getattr(cfg, k) for k in keys}
+    if any(v % EMULATED_T for v in sizes.values()):
+        fail(f"T = {EMULATED_T} does not divide {sizes}; the shard run needs a model whose sizes it divides")
+    for k, v in sizes.items():
+        setattr(cfg, k, v // EMULATED_T)
+    cfg.head_dim, cfg.qkv_bias = d_h, True
+    hf_config.architectures = ["LlamaForCausalLM"]
+    return hf_config
+
+
+def model_sizes(hf_config) -> dict:
+    """The sizes the lesson's per-rank formulas take, read from a loaded model's config."""
+    cfg = getattr(hf_config, "text_config", hf_config)
+    return {
+        "layers": cfg.num_hidden_layers,
+        "hidden_size": cfg.hidden_size,
+        "heads": cfg.num_attention_heads,
+        "kv_heads": cfg.num_key_value_heads,
+        "head_dim": getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
+        "intermediate_size": cfg.intermediate_size,
+        "vocab_size": cfg.vocab_size,
+    }
+
+
+def child(args) -> int:
+    """Start one engine, print its row (``ROW_TAG`` + JSON) and exit; vLLM's errors end the process."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # apply_model needs the engine in this process
+    tp = TENSOR_PARALLEL[args.run]
+    if tp > 1 and os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto") == "auto":
+        # vLLM's CPU build binds each rank's threads to its own NUMA node and refuses with fewer nodes
+        # than ranks (vllm/utils/ompmultiprocessing.py); one core per rank instead (ignored on a GPU)
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(str(c) for c in sorted(os.sched_getaffinity(0))[:tp])
+    try:
+        from vllm import LLM, SamplingParams
+    except ImportError as exc:
+        fail(f"vLLM is not importable ({exc}); install vllm==0.26.0")
+    shard = args.run == "shard"  # random weights: the checkpoint's tensors have the full shapes
+    started = time.perf_counter()
+    try:
+        llm = LLM(
+            model=args.model,
+            load_format="dummy" if shard else args.load_format,
+            dtype=args.dtype,
+            max_model_len=args.max_model_len,
+            seed=SEED,
+            tensor_parallel_size=tp,
+            distributed_executor_backend="mp" if tp > 1 else None,
+            max_num_seqs=max(args.step_batches, default=len(PROMPTS)),
+            enable_prefix_caching=False,
+            disable_log_stats=False,  # decode_step_s reads the per-request metrics
+            hf_overrides=shard_shape if shard else None,
+            disable_custom_all_reduce=args.run == "tp2_nccl",
+            enforce_eager=args.enforce_eager,
+        )
+    except Exception as exc:  # vLLM raises many kinds; the parent reads the reason from this output
+        engine_failure(exc, args.model)
+    engine_start_s = time.perf_counter() - started
+    ranks = llm.apply_model(rank_shapes)
+    greedy = SamplingParams(max_tokens=GREEDY_TOKENS, ignore_eos=True, temperature=0.0, detokenize=False)
+    outs = llm.generate([{"prompt_token_ids": list(p)} for p in PROMPTS], greedy, use_tqdm=False)
+    tokenizer = llm.get_tokenizer()
+    vocab, special, rng = len(tokenizer), set(tokenizer.all_special_ids), random.Random(SEED)
+    step_params = SamplingParams(max_tokens=STEP_OUTPUT_LEN, ignore_eos=True, temperature=0, detokenize=False)
+    step_ms = []
+    for batch in args.step_batches:
+        for _ in range(2):  # an untimed warm-up batch, then the measured one
+            prompts = [random_prompt(rng, STEP_PROMPT_LEN, vocab, special) for _ in range(batch)]
+            outputs = llm.generate(prompts, step_params, use_tqdm=False)
+        step_ms.append(decode_step_s(outputs, STEP_OUTPUT_LEN) * 1e3)
+    print(
+        ROW_TAG
+        + json.dumps(
+            {
+                "engine_start_s": engine_start_s,
+                "sizes": model_sizes(llm.llm_engine.vllm_config.model_config.hf_config),
+                "ranks": ranks,
+                "tokens": [list(o.outputs[0].token_ids) for o in outs],
+                "step_ms": step_ms,
+            }
+        ),
+        flush=True,
+    )
+    return 0
+
+
+def result_row(args, run: str, got: dict) -> dict:
+    """One receipt row: what a started engine's ranks hold, or ``n/a`` with the reason."""
+    row, tp = got["row"], TENSOR_PARALLEL[run]
+    empty = {f"{k}_elements": None for k in KINDS}
+    if row is None:
+        return {
+            "run": run,
+            "tensor_parallel_size": tp,
+            "outcome": "n/a",
+            "reason": got["cause"][:400],
+            "ranks": None,
+            **empty,
+            "embed_rows": None,
+            "lm_head_rows": None,
+            "kv_heads": None,
+            "sizes": None,
+            "greedy_tokens": None,
+            "step_batches": None,
+            "step_ms": None,
+        }
+    ranks = row["ranks"]
+    return {
+        "run": run,
+        "tensor_parallel_size": tp,
+        "outcome": "started",
+        "reason": None,
+        "ranks": len(ranks),
+        **{f"{k}_elements": [r["linear"][k] for r in ranks] for k in KINDS},
+        "embed_rows": [r["embed_rows"] for r in ranks],
+        "lm_head_rows": [r["lm_head_rows"] for r in ranks],
+        "kv_heads": [min(r["kv_heads"]) for r in ranks],
+        "sizes": row["sizes"],
+        "greedy_tokens": row["tokens"],
+        "step_batches": list(args.step_batches),
+        "step_ms": [round(ms, 4) for ms in row["step_ms"]],
+    }
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    check_input(args)
+    if args.child:
+        return child(args)
+    prepare(args, LAB)
+    log_dir = Path(tempfile.mkdtemp(prefix="tensor_parallel_"))
+    progress(f"each engine's log: {log_dir}/<run>.log")
+    rows, starts = [], []
+    for i, run in enumerate(args.runs, 1):
+        progress(f"engine {i}/{len(args.runs)}: {run} (tensor_parallel_size={TENSOR_PARALLEL[run]})")
+        arguments = [
+            "--model",
+            args.model,
+            "--load-format",
+            args.load_format,
+            "--max-model-len",
+            str(args.max_model_len),
+        ]
+        arguments += ["--run", run, "--dtype", args.dtype]
+        arguments += ["--step-batches", ",".join(map(str, args.step_batches)) or "none"]
+        arguments += ["--enforce-eager"] if args.enforce_eager else []
+        log = log_dir / f"{run}.log"
+        got = child_run(__file__, arguments, log, ROW_TAG, CHILD_TIMEOUT_S)
+        if got["row"] is None:
+            progress(f"{run}: n/a ({got['cause'][:300]}; log: {log})")
+        else:
+            starts.append(got["row"]["engine_start_s"])
+        rows.append(result_row(args, run, got))
+    if not starts:
+        fail(f"no engine started; the first reason: {rows[0]['reason']} (logs: {log_dir})")
+
+    print(f"{args.model} ({args.load_format} weights, dtype {args.dtype}); linear elements per rank")
+    print(f"{'run':<9} {'T':>2} {'qkv_proj':>14} {'o_proj':>14} {'gate_up_proj':>14} {'down_proj':>14} {'KV heads':>9}")
+    for r in rows:
+        if r["outcome"] != "started":
+            print(f"{r['run']:<9} {r['tensor_parallel_size']:>2} n/a: {r['reason'][:200]}")
+            continue
+        cells = [" + ".join(f"{n:,}" for n in r[f"{k}_elements"]) for k in KINDS]
+        print(
+            f"{r['run']:<9} {r['tensor_parallel_size']:>2} "
+            + " ".join(f"{c:>14}" for c in cells)
+            + f" {'/'.join(map(str, r['kv_heads'])):>9}"
+        )
+    started = [r for r in rows if r["outcome"] == "started"]
+    for r in started:
+        print(f"{r['run']:<9} greedy tokens of prompt 1: {r['greedy_tokens'][0]}")
+    if args.step_batches:
+        print(f"decode step (ms) at batch {', '.join(map(str, args.step_batches))}:")
+        for r in started:
+            print(f"{r['run']:<9} " + " ".join(f"{ms:>9.3f}" for ms in r["step_ms"]))
+    if args.receipt:
+        write_receipt(
+            args.receipt,
+            LAB,
+            args,
+            settings={
+                "runs": list(args.runs),
+                "seed": SEED,
+                "enforce_eager": args.enforce_eager,
+                "emulated_t": EMULATED_T,
+                "prompts": [list(p) for p in PROMPTS],
+                "greedy_tokens": GREEDY_TOKENS,
+                "step_prompt_len": STEP_PROMPT_LEN,
+                "step_output_len": STEP_OUTPUT_LEN,
+                "statistic": "step: all-decoding window / (n - 1 - d), labkit.decode_step_s",
+                "nccl_p2p_disable": os.environ.get("NCCL_P2P_DISABLE") or None,
+                "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None,
+            },
+            units={
+                **{f"{k}_elements": "elements" for k in KINDS},
+                "embed_rows": "rows",
+                "lm_head_rows": "rows",
+                "kv_heads": "heads",
+                "greedy_tokens": "token ids",
+                "step_ms": "ms",
+            },
+            results=rows,
+            engine_start_s=starts[0],
+        )
+    return 0
+
+
+if __name__ == "__main__":  # the TP = 2 engine spawns its workers, which re-import this file: the guard is required
+    raise SystemExit(main())

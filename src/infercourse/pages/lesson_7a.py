@@ -1,0 +1,281 @@
+"""Values of lesson 7A (tensor parallelism): what each rank holds, the all-reduces a decode step pays,
+the step model t(T) on two RTX 4090s (PCIe) and two H200s (NVLink), and the scaling-efficiency figure.
+
+Every number the page shows is bound here once, with its unit, from the registry and the formula
+modules; the page only looks the names up and formats them.
+"""
+
+from __future__ import annotations
+
+from infercourse import fmt, labbox, memory, notation, registry, roofline, snippets, transformer
+from infercourse.figures import svg_text
+from infercourse.pages import baseline, fact_link
+
+P = baseline("lessons/7a-tensor-parallelism.md")
+
+MODEL = registry.COURSE_MODEL
+cfg = registry.model(MODEL).config
+L = P.add("L", cfg["num_hidden_layers"], "count")
+d = P.add("d", cfg["hidden_size"], "count")
+h = P.add("h", cfg["num_attention_heads"], "count")
+h_kv = P.add("h_kv", cfg["num_key_value_heads"], "count")
+I_ = P.add("I", cfg["intermediate_size"], "count")
+g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
+h200 = P.add("h200", registry.gpu("H200"), "record")
+link_4090_name, link_4090 = registry.TP_LINKS["RTX 4090"]
+link_h200_name, link_h200 = registry.TP_LINKS["H200"]
+P.add("link_4090_name", link_4090_name, "text")
+P.add("link_h200_name", link_h200_name, "text")
+P.add("beta_4090", f"{link_4090:g} GB/s", "text")  # the registry's figure, as the page writes it
+P.add("beta_h200", f"{link_h200:g} GB/s", "text")
+P.add("beta_h200_both", f"{2 * link_h200:g} GB/s", "text")
+alpha_4090 = registry.TP_HOP_LATENCY_US["RTX 4090"] * 1e-6
+alpha_h200 = registry.TP_HOP_LATENCY_US["H200"] * 1e-6
+P.add("alpha_4090", alpha_4090, "s")
+P.add("alpha_h200", alpha_h200, "s")
+P.add("hbm_4090", f"{g4090.bandwidth_gb_s:g} GB/s", "text")
+
+# --- the split: per-rank linear weights at T = 2, all-reduces per step ---
+rank2 = transformer.tp_rank_linear_elements(cfg, 2)
+whole = transformer.tp_rank_linear_elements(cfg, 1)
+P.add("qkv_rank2", rank2["qkv_proj"], "params")
+P.add("down_rank2", rank2["down_proj"], "params")
+P.add("linear_whole", sum(whole.values()), "params")
+P.add("linear_rank2", sum(rank2.values()), "params")
+n_ar = P.add("n_ar", 2 * L, "count")
+P.add("vocab", cfg["vocab_size"], "count")
+
+# --- what TP buys: weights and KV per GPU ---
+W = transformer.weight_bytes(cfg, 2)
+P.add("W", W, "B")
+P.add("W_rank2", W / 2, "B")
+kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
+P.add("kappa_rank2", kappa // 2, "B/token")
+P.add("kappa_rank4", kappa // 4, "B/token")
+P.add("kappa_rank8", kappa // min(8, h_kv), "B/token")  # T = 8 > h_kv: one KV head per rank, replicated
+
+# --- what TP costs: messages and one all-reduce ---
+m1 = P.add("m1", 1 * d * 2, "B")
+m64 = P.add("m64", 64 * d * 2, "B")
+ar1_4090 = P.add("ar1_4090", roofline.ring_allreduce_time(m1, 2, link_4090, alpha_4090), "s")
+ar64_4090 = P.add("ar64_4090", roofline.ring_allreduce_time(m64, 2, link_4090, alpha_4090), "s")
+P.add("ar1_h200", roofline.ring_allreduce_time(m1, 2, link_h200, alpha_h200), "s")
+P.add("ar64_h200", roofline.ring_allreduce_time(m64, 2, link_h200, alpha_h200), "s")
+# the batch where T = 2's bandwidth term m / beta equals its latency term 2 alpha: B = 2 alpha beta / (2 d)
+P.add("B_cross_4090", 2 * alpha_4090 * link_4090 * 1e9 / (2 * d), "sequences")
+P.add("B_cross_h200", 2 * alpha_h200 * link_h200 * 1e9 / (2 * d), "sequences")
+
+# --- the step model t(T) at context S ---
+S = P.add("S", 1024, "tokens")
+
+
+def _step(g, link, alpha, batch, ranks, config=cfg):
+    compute, comm = roofline.tp_decode_step(g, config, S, batch, ranks, link, alpha)
+    return compute, comm, compute + comm
+
+
+rows = []
+for g, link, alpha in ((g4090, link_4090, alpha_4090), (h200, link_h200, alpha_h200)):
+    for batch in (1, 64):
+        t1 = _step(g, link, alpha, batch, 1)[2]
+        compute, comm, t2 = _step(g, link, alpha, batch, 2)
+        rows.append(
+            {
+                "gpu": g.name,
+                "B": batch,
+                "t1": t1,
+                "compute2": compute,
+                "comm2": comm,
+                "t2": t2,
+                "speedup": t1 / t2,
+                "eta": t1 / (2 * t2),
+            }
+        )
+step_rows = P.add("step_rows", rows, "record")
+r4090_1 = step_rows[0]
+P.add("t1_4090", r4090_1["t1"], "s")
+P.add("compute2_4090", r4090_1["compute2"], "s")
+P.add("comm2_4090", r4090_1["comm2"], "s")
+P.add("t2_4090", r4090_1["t2"], "s")
+P.add("speedup_4090", r4090_1["speedup"], "1")
+P.add("eta_4090", r4090_1["eta"], "1")
+P.add("comm_share_4090", r4090_1["comm2"] / r4090_1["t2"], "1")
+
+# --- a model that does not fit one RTX 4090: Llama-2-13B in BF16 ---
+big = "meta-llama/Llama-2-13b-hf"
+P.add("big", big, "text")
+big_cfg = registry.model(big).config
+W_big = P.add("W_big", transformer.weight_bytes(big_cfg, 2), "B")
+P.add("D_4090", memory.device_total_bytes("RTX 4090"), "B")
+P.add("W_big_rank2", W_big / 2, "B")
+big_t2 = _step(g4090, link_4090, alpha_4090, 1, 2, big_cfg)
+P.add("big_compute2", big_t2[0], "s")
+P.add("big_comm2", big_t2[1], "s")
+P.add("big_t2", big_t2[2], "s")
+P.add("big_n_ar", 2 * big_cfg["num_hidden_layers"], "count")
+
+# --- problems ---
+# P1: efficiency at T = 4 on PCIe (B = 1) for the course model
+p1 = _step(g4090, link_4090, alpha_4090, 1, 4)
+P.add("p1_compute", p1[0], "s")
+P.add("p1_comm", p1[1], "s")
+P.add("p1_t4", p1[2], "s")
+P.add("p1_eta", r4090_1["t1"] / (4 * p1[2]), "1")
+P.add("p1_ar", roofline.ring_allreduce_time(m1, 4, link_4090, alpha_4090), "s")
+# P2: replicas vs TP on two RTX 4090s at B = 64 per engine: tokens/s
+r4090_64 = step_rows[1]
+P.add("p2_t1", r4090_64["t1"], "s")
+P.add("p2_t2", r4090_64["t2"], "s")
+P.add("p2_dp_tps", 2 * 64 / r4090_64["t1"], "tokens/s")
+P.add("p2_tp_tps", 64 / r4090_64["t2"], "tokens/s")
+P.add("p2_tp128_t2", _step(g4090, link_4090, alpha_4090, 128, 2)[2], "s")
+P.add("p2_tp128_tps", 128 / _step(g4090, link_4090, alpha_4090, 128, 2)[2], "tokens/s")
+# KV room per card: one replica holds all weights, a TP = 2 rank half of them (lesson 1A's budget and reserve)
+reserve = registry.VLLM_NON_KV_RESERVE_GIB * 2**30
+D4090 = memory.device_total_bytes("RTX 4090")
+P.add("p2_kv_replica", memory.kv_budget_bytes(D4090, W, reserve), "B")
+P.add("p2_kv_rank", memory.kv_budget_bytes(D4090, W / 2, reserve), "B")
+P.add("p2_kv_need", 64 * S * kappa, "B")
+P.add("p2_kv_need_rank", 128 * S * kappa // 2, "B")
+
+# --- the snippet ---
+mlp = snippets.load("lesson_7a/megatron_mlp.py")
+P.add("snip_D", mlp.D, "count")
+P.add("snip_F", mlp.F, "count")
+
+# --- figure: scaling efficiency against T ---
+T_GRID = (1, 2, 4)  # the course model's 28 heads allow T = 1, 2, 4, 7, 14, 28; 4 = h_kv
+
+
+def _eta(g, link, alpha, batch, ranks):
+    return _step(g, link, alpha, batch, 1)[2] / (ranks * _step(g, link, alpha, batch, ranks)[2])
+
+
+def _efficiency_figure() -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "lesson-7a-efficiency"
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for g, link, alpha, name, color in (
+        (h200, link_h200, alpha_h200, link_h200_name, "tab:red"),
+        (g4090, link_4090, alpha_4090, link_4090_name, "tab:blue"),
+    ):
+        for batch, style in ((1, "-o"), (64, "--s")):
+            ax.plot(
+                T_GRID,
+                [_eta(g, link, alpha, batch, t) for t in T_GRID],
+                style,
+                color=color,
+                label=f"{g.name}, {name}, B = {batch}",
+            )
+    ax.set_xticks(T_GRID)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("tensor-parallel degree T")
+    ax.set_ylabel("scaling efficiency t(1) / (T t(T))")
+    ax.set_title(f"{MODEL}, decode at S = {S:,}: floors plus assumed all-reduce latency")
+    ax.legend(fontsize=8)
+    return svg_text(fig)
+
+
+P.add("fig_eta", _efficiency_figure(), "text")
+eta4 = {
+    g.name: _eta(g, link, alpha, 1, 4)
+    for g, link, alpha in ((g4090, link_4090, alpha_4090), (h200, link_h200, alpha_h200))
+}
+P.add(
+    "fig_eta_alt",
+    "a line chart of scaling efficiency against T = 1, 2, 4, for both GPUs at batch 1 and 64. Efficiency "
+    f"falls as T grows on both links, because the {2 * L} all-reduces per step cost about the same while the "
+    f"compute shrinks as 1/T: at batch 1 and T = 4 it is {fmt.pct(eta4[g4090.name])} on the {g4090.name}s "
+    f"and {fmt.pct(eta4[h200.name])} on the {h200.name}s. The lines rest on assumed all-reduce latencies.",
+    "text",
+)
+
+SYMBOLS: list[str | tuple[str, str]] = [
+    "T_tp",
+    "L",
+    "d",
+    "h",
+    "h_kv",
+    "d_h",
+    "f",
+    "N",
+    "b",
+    "B",
+    "S",
+    "kappa",
+    "m_ar",
+    "alpha_ar",
+    "beta_link",
+    "t_ar",
+    "tau",
+    "eta",
+]
+P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+P.add("lab_box", labbox.lab_box("tensor_parallel.py"), "text")
+P.add(
+    "facts_used",
+    [
+        {
+            "what": f"{MODEL} config",
+            "value": f"L {L}, d {d:,}, h {h}, h_kv {h_kv}, I {I_:,}",
+            "source": fact_link(registry.model_fact_id(MODEL)),
+        },
+        {
+            "what": f"{big} config",
+            "value": f"L {big_cfg['num_hidden_layers']}, d {big_cfg['hidden_size']:,}",
+            "source": fact_link(registry.model_fact_id(big)),
+        },
+        {
+            "what": f"{g4090.name} bandwidth and peak",
+            "value": f"{g4090.bandwidth_gb_s:g} GB/s",
+            "source": fact_link(registry.gpu_fact_id("RTX 4090")),
+        },
+        {
+            "what": f"{h200.name} bandwidth and peak",
+            "value": f"{h200.bandwidth_gb_s:g} GB/s",
+            "source": fact_link(registry.gpu_fact_id("H200")),
+        },
+        {
+            "what": f"{link_4090_name}, per direction",
+            "value": f"{link_4090:g} GB/s",
+            "source": fact_link(registry.gpu_fact_id("RTX 4090") + "-link"),
+        },
+        {
+            "what": f"{link_h200_name}, per direction",
+            "value": f"{link_h200:g} GB/s",
+            "source": fact_link(registry.gpu_fact_id("H200") + "-link"),
+        },
+        {
+            "what": "ring step latency α (assumption)",
+            "value": f"{registry.TP_HOP_LATENCY_US['RTX 4090']:g} / {registry.TP_HOP_LATENCY_US['H200']:g} µs",
+            "source": fact_link("tp-hop-latency"),
+        },
+        {
+            "what": "row-parallel layers all-reduce",
+            "value": "o_proj, down_proj",
+            "source": fact_link("vllm-row-parallel-all-reduce"),
+        },
+        {
+            "what": "vocabulary-parallel embedding and logits",
+            "value": "all-reduce + gather",
+            "source": fact_link("vllm-vocab-parallel"),
+        },
+        {
+            "what": "KV heads replicated past h_kv",
+            "value": "max(1, h_kv / T)",
+            "source": fact_link("vllm-kv-head-replication"),
+        },
+        {
+            "what": "custom all-reduce needs P2P",
+            "value": "else NCCL",
+            "source": fact_link("vllm-custom-all-reduce-needs-p2p"),
+        },
+        {"what": "GeForce cards have no P2P", "value": "no P2P", "source": fact_link("geforce-no-p2p")},
+        {"what": "vLLM's Qwen2 derives head size", "value": "d / h", "source": fact_link("vllm-qwen2-head-dim")},
+    ],
+    "record",
+)
