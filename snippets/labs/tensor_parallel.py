@@ -78,6 +78,20 @@ ROW_TAG = "TENSOR_PARALLEL_ROW "  # the child's one line of results on stdout, J
 CHILD_TIMEOUT_S = 1800
 
 
+UNITS = {
+    "qkv_proj_elements": "elements",
+    "o_proj_elements": "elements",
+    "gate_up_proj_elements": "elements",
+    "down_proj_elements": "elements",
+    "embed_rows": "rows",
+    "lm_head_rows": "rows",
+    "kv_heads": "heads",
+    "greedy_tokens": "token ids",
+    "step_ms": "ms",
+}
+"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = lab_parser("What each tensor-parallel rank holds, greedy tokens at T = 1 and 2, step times.", MAX_MODEL_LEN)
     p.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated subset of {','.join(RUNS)}")
@@ -346,14 +360,7 @@ def main(argv=None) -> int:
                 "nccl_p2p_disable": os.environ.get("NCCL_P2P_DISABLE") or None,
                 "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None,
             },
-            units={
-                **{f"{k}_elements": "elements" for k in KINDS},
-                "embed_rows": "rows",
-                "lm_head_rows": "rows",
-                "kv_heads": "heads",
-                "greedy_tokens": "token ids",
-                "step_ms": "ms",
-            },
+            units=UNITS,
             results=rows,
             engine_start_s=starts[0],
         )
