@@ -307,9 +307,9 @@ PLANTED = {  # kind of mistake: (lab, text in it, the mistake, what the report m
         "LLMEngine.model_executor exists only when `not multiprocess_mode`",
     ),
     "env-var": (
-        "weights.py",
-        'os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"',
-        'os.environ["VLLM_ENABLE_V1_MULTIPROCESS"] = "0"',
+        "labkit.py",
+        'ENGINE_IN_PROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"',
+        'ENGINE_IN_PROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESS"',
         "environment variable VLLM_ENABLE_V1_MULTIPROCESS is not in",
     ),
     "kv_cache_dtype": (

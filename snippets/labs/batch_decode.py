@@ -45,6 +45,7 @@ from labkit import (
     cache_config,
     check_model_arg,
     decode_step_s,
+    engine_core_in_process,
     engine_failure,
     fail,
     kv_bytes_per_token,
@@ -125,6 +126,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     batches = check_input(args)
     prepare(args, LAB)
+    if machine()["kind"] == "cpu":  # a busy shared CPU can hold a request back past the batch's first steps
+        engine_core_in_process()
     bandwidth = args.bandwidth_gb_s
     if bandwidth is None and machine()["kind"] == "gpu":
         bandwidth = registry_bandwidth_gb_s(machine()["name"])

@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import random
 import shutil
 import tempfile
@@ -55,6 +54,7 @@ from labkit import (
     cache_config,
     check_model_arg,
     child_run,
+    engine_core_in_process,
     engine_failure,
     fail,
     kv_bytes_per_token,
@@ -97,7 +97,6 @@ EXTERNAL_HITS_METRIC = "vllm:external_prefix_cache_hits"
 """vLLM's counter of prompt tokens found by a KV connector (loaded, not computed)."""
 CONNECTOR = "ExampleConnector"
 """vLLM's KV connector that stores each prompt's KV cache in files under ``shared_storage_path``."""
-ENGINE_CORE_IN_PROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 """vLLM's switch for an engine core in its own process ("1", the default); "0" runs it in this one."""
 
 
@@ -181,7 +180,7 @@ def check_input(args) -> None:
 
 def child(args) -> int:
     """One engine (args.chunks holds one setting): run every row, print them after ROW_TAG."""
-    os.environ[ENGINE_CORE_IN_PROCESS_ENV] = "0"  # steps are counted in this process
+    engine_core_in_process()  # steps are counted in this process
     try:
         from vllm import LLM, SamplingParams
     except ImportError as exc:

@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import random
 import statistics
 import tempfile
@@ -48,11 +47,13 @@ import time
 from pathlib import Path
 
 from labkit import (
+    ENGINE_IN_PROCESS_ENV,
     PREEMPTIONS_METRIC,
     STEP_TOKENS_METRIC,
     cache_config,
     check_model_arg,
     child_run,
+    engine_core_in_process,
     engine_failure,
     fail,
     lab_parser,
@@ -77,7 +78,6 @@ MAX_NUM_BATCHED_TOKENS = 8192
 MAX_MODEL_LEN = 1024
 """Default context length: PROMPT_TOKENS + OUTPUT_MAX fits."""
 SEED = 0
-INPROC_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 """vLLM's switch for a separate engine-core process; the child sets it to 0 (see Method)."""
 ROW_TAG = "CONTINUOUS_BATCHING_ROWS "
 """The child's one line of results on stdout, JSON after the tag."""
@@ -180,7 +180,7 @@ def run(llm, prompts: list[dict], params: list, chunk: int, lengths: list[int], 
 def child(args) -> int:
     """One engine with ``max_num_seqs`` = the one batch size given; print both rows after ROW_TAG."""
     (batch,) = args.batch_sizes
-    os.environ[INPROC_ENV] = "0"  # before vLLM is imported: the engine core in this process
+    engine_core_in_process()  # before vLLM is imported
     try:
         from vllm import LLM, SamplingParams
     except ImportError as exc:
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                 "kv_tokens": min(kv_tokens),
                 "enable_prefix_caching": False,
                 "async_scheduling": False,
-                INPROC_ENV: "0",
+                ENGINE_IN_PROCESS_ENV: "0",
                 "statistic": "TPOT, wait: nearest-rank percentiles over the requests; wait from the workload start",
             },
             units=UNITS,

@@ -47,6 +47,8 @@ small machine may not have; :func:`prepare` sets :data:`CPU_KV_DEFAULT_GIB` when
 CPU_KV_DEFAULT_GIB = "1"
 """GiB of KV cache on vLLM's CPU build unless the user set ``VLLM_CPU_KVCACHE_SPACE``: the labs' largest
 CPU need is 8,192 tokens of Qwen2.5-7B's 57,344 B (0.44 GiB); the tiny test model needs far less."""
+ENGINE_IN_PROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+"""vLLM's switch: "0" runs the engine core in the calling process (:func:`engine_core_in_process`)."""
 HUB_ENV = "VLLM_USE_MODELSCOPE"
 """vLLM's switch from Hugging Face to ModelScope. The labs read every model file (config, tokenizer,
 weights) through vLLM, so this one switch covers them all."""
@@ -77,6 +79,14 @@ def fail(message: str, code: int = 2) -> None:
     """Print ``error: <message>`` as one line on stderr and exit with ``code`` (2: bad input; 3: a vLLM surprise)."""
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+def engine_core_in_process() -> None:
+    """Run vLLM's engine core in this process, whatever the user's environment says (call it before vLLM
+    is imported). ``LLM.generate`` then adds every request of a call before it drives the first step, so
+    a busy machine cannot split one batch's arrival over several steps, and ``LLM.apply_model`` sees the
+    model. By default the engine core is a separate process that starts stepping as requests arrive."""
+    os.environ[ENGINE_IN_PROCESS_ENV] = "0"
 
 
 def check_model_arg(model: str) -> None:

@@ -49,6 +49,7 @@ from labkit import (
     check_model_arg,
     child_run,
     decode_step_s,
+    engine_core_in_process,
     engine_failure,
     fail,
     kv_bytes_per_token,
@@ -170,7 +171,7 @@ def token_nll(output) -> tuple[list[int], list[float]]:
 
 def child(args) -> int:
     """Start one engine, print its row (``ROW_TAG`` + JSON) and exit; vLLM's errors end the process."""
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # apply_model needs the model in this process
+    engine_core_in_process()  # apply_model needs the model in this process
     try:
         from vllm import LLM, SamplingParams
     except ImportError as exc:

@@ -44,6 +44,7 @@ from labkit import (
     check_model_arg,
     child_run,
     decode_step_s,
+    engine_core_in_process,
     engine_failure,
     fail,
     lab_parser,
@@ -194,7 +195,7 @@ def model_sizes(hf_config) -> dict:
 
 def child(args) -> int:
     """Start one engine, print its row (``ROW_TAG`` + JSON) and exit; vLLM's errors end the process."""
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # apply_model needs the engine in this process
+    engine_core_in_process()  # apply_model needs the engine in this process
     tp = TENSOR_PARALLEL[args.run]
     if tp > 1 and os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto") == "auto":
         # vLLM's CPU build binds each rank's threads to its own NUMA node and refuses with fewer nodes

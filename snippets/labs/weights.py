@@ -26,10 +26,18 @@ Imports the standard library, ``labkit`` (this folder) and vLLM (inside ``main``
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
-from labkit import check_model_arg, engine_failure, fail, lab_parser, prepare, progress, write_receipt
+from labkit import (
+    check_model_arg,
+    engine_core_in_process,
+    engine_failure,
+    fail,
+    lab_parser,
+    prepare,
+    progress,
+    write_receipt,
+)
 
 LAB = "weights"
 MAX_MODEL_LEN = 4096
@@ -64,8 +72,7 @@ def parameter_bytes(model) -> dict:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     prepare(args, LAB)
-    # engine in this process, whatever the user's environment says: apply_model needs the model here
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    engine_core_in_process()  # apply_model needs the model here
     try:
         from vllm import LLM
     except ImportError as exc:
