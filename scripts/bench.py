@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-PROJECT = ("docs", "snippets", "hooks", "src", "mkdocs.yml")
+PROJECT = ("docs", "snippets", "hooks", "overrides", "src", "receipts", "mkdocs.yml")
 ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
 
 

@@ -142,6 +142,8 @@ def _open(browser, width: int, height: int, scheme: str = "light"):
 
 
 def _wait_ready(page) -> str | None:
+    # Mermaid loads when a diagram first enters the viewport (mermaid-loader.js): scroll to it, as a reader would.
+    page.evaluate("document.querySelector('.md-content pre.mermaid')?.scrollIntoView()")
     try:
         page.wait_for_function(READY, timeout=20_000)
     except PlaywrightTimeout:
