@@ -74,6 +74,17 @@ def test_no_script_holds_up_the_first_paint_and_figures_draw_text_as_text(site):
     assert "<text " in figure and 'id="DejaVuSans-' not in figure, "figure text drawn as glyph paths"
 
 
+def test_formula_fonts_are_preloaded_where_formulas_are(site):
+    """KaTeX's fonts block their text until loaded: a page with formulas preloads its two main faces
+    before the style sheets (hooks/math.py), so its formulas show at first paint; a page without none."""
+    for page, expected in (("lessons/1a-kv-cache", 2), ("glossary", 0)):
+        html = (site / page / "index.html").read_text(encoding="utf-8")
+        head = html[: html.index('<link rel="stylesheet"')]
+        fonts = re.findall(r'<link rel="preload" href="([^"]+\.woff2)" as="font" type="font/woff2" crossorigin>', head)
+        assert len(fonts) == expected, f"{page}: preloaded before the style sheets: {fonts}"
+        assert all((site / page / font).resolve().is_file() for font in fonts), fonts
+
+
 @pytest.mark.build  # a real build of a copy of the site
 def test_a_formula_katex_cannot_parse_fails_the_build(tmp_path):
     project = copy_project(tmp_path / "project")
