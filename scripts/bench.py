@@ -57,7 +57,7 @@ def _copy_project(dest: Path, *, exec_on: bool = True) -> Path:
             shutil.copy(src, dest / name)
     if not exec_on:  # markdown-exec out: its blocks stay plain code blocks (and anchors they print go missing)
         config = dest / "mkdocs.yml"
-        text = re.sub(r"\n  - markdown-exec\n", "\n", config.read_text(encoding="utf-8"))
+        text = re.sub(r"\n  - markdown-exec\b.*\n(?:      .*\n)*", "\n", config.read_text(encoding="utf-8"))
         config.write_text(text.replace("\nstrict: true\n", "\nstrict: false\n"), encoding="utf-8")
     cache = ROOT / ".cache" / "katex.json"  # formulas already typeset: measure what an edit costs
     if cache.is_file():

@@ -68,6 +68,9 @@ def test_no_script_holds_up_the_first_paint_and_figures_draw_text_as_text(site):
             tag for tag in re.findall(r"<script\b[^>]*\bsrc=[^>]*>", html) if not re.search(r"\b(defer|async)\b", tag)
         ]
         assert not blocking, f"{page.relative_to(site)}: scripts that block the first paint: {blocking}"
+        assert "_markdown_exec_pyodide" not in html, (
+            f"{page.relative_to(site)}: loads markdown-exec's unused pyodide assets"
+        )
     html = (site / "lessons" / "2a-roofline" / "index.html").read_text(encoding="utf-8")
     figure = html[html.index('<div class="course-figure">') :]
     figure = figure[: figure.index("</svg>")]
