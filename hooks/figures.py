@@ -6,7 +6,10 @@ readable by screen readers and keep their machinery out of the search index.
   paragraph. Write that sentence to say what the figure shows; a figure with no paragraph before it
   fails the build.
 - matplotlib's ``<metadata>`` (creator "Matplotlib v3..., https://matplotlib.org/") is removed, and
-  the drawing is excluded from search (its glyphs are paths; labels would be noise in previews).
+  the drawing is excluded from search (labels would be noise in previews).
+- Text in the figures drawn during the build (``svg.fonttype: none``) is SVG ``<text>`` in the
+  reader's sans-serif font, not each glyph as a path: a figure is about half the bytes and a third of
+  the elements, and its labels stay sharp and selectable.
 """
 
 from __future__ import annotations
@@ -17,6 +20,13 @@ from mkdocs.exceptions import PluginError
 
 FIGURE = re.compile(r'(<p>(?:(?!</p>).)*</p>)?(\s*<div class="course-figure">\s*(?:<p>)?)<svg\b', re.DOTALL)
 METADATA = re.compile(r"\s*<metadata>.*?</metadata>", re.DOTALL)
+
+
+def on_config(config):
+    import matplotlib
+
+    matplotlib.rcParams["svg.fonttype"] = "none"
+    return config
 
 
 def on_page_content(content, page, config, files):

@@ -1,5 +1,6 @@
 """MkDocs hook: typeset every formula at build time with KaTeX, so a page shows its math at first paint
-with no script (readers download KaTeX's style sheet and the few fonts a page uses, nothing else).
+with no script (readers download KaTeX's style sheet and the few fonts a page uses, nothing else; the
+two most used are preloaded).
 
 pymdownx.arithmatex (generic mode) leaves ``<span class="arithmatex">\\(...\\)</span>`` and
 ``<div class="arithmatex">\\[...\\]</div>`` in the page; this hook replaces their TeX with KaTeX's
@@ -23,6 +24,7 @@ import subprocess
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
+from mkdocs.utils import get_relative_url
 
 FORMULA = re.compile(r'<(span|div) class="arithmatex">(.*?)</\1>', re.DOTALL)
 DELIMITERS = {"\\(": "\\)", "\\[": "\\]"}
@@ -39,6 +41,13 @@ process.stdin.on("data", d => { input += d; }).on("end", () => {
   process.stdout.write(JSON.stringify(out));
 });
 """
+
+# KaTeX's fonts are `font-display: block`: a formula is blank until its font arrives, and the browser asks
+# for a font only after the style sheets are in and the page is laid out. A page with formulas preloads
+# the two faces nearly every formula draws with (roman text and numbers; italic variables, class
+# mathnormal), so they arrive with the style sheets and the formulas show at first paint; rarer faces
+# (bold, big delimiters) still load on use. Font file -> what in the page shows it is used.
+PRELOADED_FONTS = {"KaTeX_Main-Regular.woff2": 'class="katex"', "KaTeX_Math-Italic.woff2": "mathnormal"}
 
 _cache: dict[str, str] = {}
 _state: dict = {}
@@ -140,6 +149,17 @@ def on_page_content(content, page, config, files):
     return FORMULA.sub(
         lambda m: f'<{m.group(1)} class="arithmatex">{_cache[_key(*_formula(m))]}</{m.group(1)}>', content
     )
+
+
+def on_post_page(output, page, config):
+    """Preload PRELOADED_FONTS on a page that uses them, ahead of its first style sheet."""
+    links = "".join(
+        f'<link rel="preload" href="{get_relative_url("assets/vendor/katex/fonts/" + name, page.url)}" '
+        'as="font" type="font/woff2" crossorigin>'
+        for name, used in PRELOADED_FONTS.items()
+        if used in output
+    )
+    return output.replace('<link rel="stylesheet"', links + '<link rel="stylesheet"', 1) if links else output
 
 
 def on_post_build(config):

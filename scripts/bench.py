@@ -8,8 +8,9 @@ Prints:
 - bytes: for every page of the sitemap loaded in headless chromium (desktop), what it requests,
   gzip-compressed (what a server with compression transfers), and raw;
 - Lighthouse (optional, `--lighthouse PATH` to its CLI, e.g. node_modules/.bin/lighthouse):
-  performance, accessibility, best practices and SEO for each lesson, mobile and desktop,
-  against a local static server that gzips like any web host, offline.
+  performance, accessibility, best practices and SEO for each lesson, mobile and desktop, the median
+  of --runs runs, against a local static server that gzips like any web host, offline; with the load
+  average, since the performance score drops when other work shares the machine.
 
 Usage: .venv/bin/python scripts/bench.py [--lighthouse PATH] [--runs N]   (or `make bench`)
 """
@@ -37,7 +38,7 @@ from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-PROJECT = ("docs", "snippets", "hooks", "src", "mkdocs.yml")
+PROJECT = ("docs", "snippets", "hooks", "overrides", "src", "receipts", "mkdocs.yml")
 ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
 
 
@@ -56,7 +57,7 @@ def _copy_project(dest: Path, *, exec_on: bool = True) -> Path:
             shutil.copy(src, dest / name)
     if not exec_on:  # markdown-exec out: its blocks stay plain code blocks (and anchors they print go missing)
         config = dest / "mkdocs.yml"
-        text = re.sub(r"\n  - markdown-exec\n", "\n", config.read_text(encoding="utf-8"))
+        text = re.sub(r"\n  - markdown-exec\b.*\n(?:      .*\n)*", "\n", config.read_text(encoding="utf-8"))
         config.write_text(text.replace("\nstrict: true\n", "\nstrict: false\n"), encoding="utf-8")
     cache = ROOT / ".cache" / "katex.json"  # formulas already typeset: measure what an edit costs
     if cache.is_file():
@@ -208,41 +209,56 @@ def bench_bytes(tmp: Path) -> tuple[Path, str, http.server.ThreadingHTTPServer]:
     return site, base, port_probe
 
 
-def bench_lighthouse(cli: str, site: Path, base: str) -> None:
+def _lighthouse_scores(cli: str, url: str, preset: str) -> list[int] | str:
+    """One Lighthouse run: [performance, accessibility, best practices, SEO] as 0-100, or why it failed."""
+    args = [
+        cli,
+        url,
+        "--quiet",
+        "--output=json",
+        "--output-path=stdout",
+        f"--chrome-path={CHROMIUM}",
+        "--chrome-flags=--headless --no-sandbox --disable-gpu",
+        "--only-categories=performance,accessibility,best-practices,seo",
+    ]
+    if preset == "desktop":
+        args.append("--preset=desktop")
+    result = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        return f"failed ({result.stderr.strip().splitlines()[-1:]})"
+    cats = json.loads(result.stdout)["categories"]
+    return [round(100 * cats[c]["score"]) for c in ("performance", "accessibility", "best-practices", "seo")]
+
+
+def bench_lighthouse(cli: str, site: Path, base: str, runs: int) -> None:
     lessons = [
         urlsplit(u).path
         for u in re.findall(r"<loc>([^<]+)</loc>", (site / "sitemap.xml").read_text())
         if "/lessons/" in u
     ]
-    print("Lighthouse (performance / accessibility / best practices / SEO):")
+    print(
+        f"Lighthouse (performance / accessibility / best practices / SEO, each the median of {runs} runs; "
+        "the performance score follows this machine's load, given as the 1-minute load average):"
+    )
     for path in lessons:
         row = []
         for preset in ("mobile", "desktop"):
-            args = [
-                cli,
-                base + path,
-                "--quiet",
-                "--output=json",
-                "--output-path=stdout",
-                f"--chrome-path={CHROMIUM}",
-                "--chrome-flags=--headless --no-sandbox --disable-gpu",
-                "--only-categories=performance,accessibility,best-practices,seo",
-            ]
-            if preset == "desktop":
-                args.append("--preset=desktop")
-            result = subprocess.run(args, capture_output=True, text=True, timeout=300)
-            if result.returncode != 0:
-                row.append(f"{preset}: failed ({result.stderr.strip().splitlines()[-1:]})")
+            results = [_lighthouse_scores(cli, base + path, preset) for _ in range(runs)]
+            failed = [r for r in results if isinstance(r, str)]
+            if failed:
+                row.append(f"{preset}: {failed[0]}")
                 continue
-            cats = json.loads(result.stdout)["categories"]
-            scores = [round(100 * cats[c]["score"]) for c in ("performance", "accessibility", "best-practices", "seo")]
-            row.append(f"{preset} {'/'.join(map(str, scores))}")
-        print(f"  {path:45} {'   '.join(row)}")
+            medians = [sorted(column)[len(column) // 2] for column in zip(*results, strict=True)]
+            row.append(f"{preset} {'/'.join(map(str, medians))}")
+        load = os.getloadavg()[0]
+        print(f"  {path:45} {'   '.join(row)}   (load {load:.1f})")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3, help="repeats for build and reload (best is reported)")
+    parser.add_argument(
+        "--runs", type=int, default=3, help="repeats for build and reload (best is reported) and Lighthouse (median)"
+    )
     parser.add_argument("--lighthouse", help="path to the lighthouse CLI (npm package 'lighthouse'); skipped if absent")
     args = parser.parse_args()
     if args.runs < 1:
@@ -253,7 +269,7 @@ def main() -> int:
         bench_reload(tmp, args.runs)
         site, base, httpd = bench_bytes(tmp)
         if args.lighthouse:
-            bench_lighthouse(args.lighthouse, site, base)
+            bench_lighthouse(args.lighthouse, site, base, args.runs)
         httpd.shutdown()
     return 0
 

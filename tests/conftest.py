@@ -33,7 +33,7 @@ def pytest_collection_modifyitems(items):
 
 
 # What `mkdocs build` reads: a copy of these builds the site elsewhere (tests that plant a fault in a copy).
-SITE_SOURCES = ("docs", "snippets", "hooks", "src", "receipts", "mkdocs.yml")
+SITE_SOURCES = ("docs", "snippets", "hooks", "overrides", "src", "receipts", "mkdocs.yml")
 
 
 def copy_project(project: Path, extra: tuple[str, ...] = ()) -> Path:

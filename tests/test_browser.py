@@ -149,6 +149,8 @@ def _open(browser, width: int, height: int, scheme: str = "light"):
 
 
 def _wait_ready(page) -> str | None:
+    # Mermaid loads when a diagram first enters the viewport (mermaid-loader.js): scroll to it, as a reader would.
+    page.evaluate("document.querySelector('.md-content pre.mermaid')?.scrollIntoView()")
     try:
         page.wait_for_function(READY, timeout=20_000)
     except PlaywrightTimeout:
@@ -240,6 +242,25 @@ def test_instant_navigation_keeps_the_page(browser, server, pages):
             d for d in state["diagrams"] if d["w"] < 50
         ]
         assert not flat and not state["pendingDiagrams"], f"{path} after instant navigation: {flat}"
+    errors, outside = watch.take()
+    assert not errors and not outside, (errors, outside)
+    context.close()
+
+
+def test_mermaid_loads_only_when_a_diagram_is_on_screen(browser, server, pages):
+    """A lesson whose first diagram is below the first screen downloads none of mermaid (~0.3 MB
+    compressed) until the reader scrolls to it; then the diagram is drawn (mermaid-loader.js)."""
+    context, page, watch = _open(browser, 390, 600)
+    fetched = []
+    page.on("request", lambda r: fetched.append(r.url) if "/vendor/mermaid/" in r.url else None)
+    lesson = next(p for p in pages if p.startswith("/lessons/"))
+    page.goto(server + lesson, wait_until="networkidle")
+    top = page.evaluate("document.querySelector('.md-content .mermaid').getBoundingClientRect().top")  # pre or drawn
+    assert top > 600, f"{lesson}: its first diagram starts {top:.0f} px down, on the first 600 px screen"
+    assert not fetched, f"{lesson}: mermaid fetched before any diagram was on screen: {fetched[:3]}"
+    late = _wait_ready(page)  # scrolls to the first diagram
+    assert late is None, f"{lesson}: {late}"
+    assert fetched, f"{lesson}: the diagram was drawn without mermaid?"
     errors, outside = watch.take()
     assert not errors and not outside, (errors, outside)
     context.close()

@@ -57,6 +57,37 @@ def test_formulas_are_typeset_at_build_time_and_no_math_script_ships(site):
     assert not (site / "assets" / "vendor" / "katex" / "katex.min.js").exists()  # build-time only
 
 
+def test_no_script_holds_up_the_first_paint_and_figures_draw_text_as_text(site):
+    """Every page's scripts are deferred (overrides/main.html), so the browser draws before running them;
+    figure labels are SVG <text> (hooks/figures.py: svg.fonttype none), not one path per glyph."""
+    pages = sorted(site.glob("**/index.html"))
+    assert len(pages) > 5
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        blocking = [
+            tag for tag in re.findall(r"<script\b[^>]*\bsrc=[^>]*>", html) if not re.search(r"\b(defer|async)\b", tag)
+        ]
+        assert not blocking, f"{page.relative_to(site)}: scripts that block the first paint: {blocking}"
+        assert "_markdown_exec_pyodide" not in html, (
+            f"{page.relative_to(site)}: loads markdown-exec's unused pyodide assets"
+        )
+    html = (site / "lessons" / "2a-roofline" / "index.html").read_text(encoding="utf-8")
+    figure = html[html.index('<div class="course-figure">') :]
+    figure = figure[: figure.index("</svg>")]
+    assert "<text " in figure and 'id="DejaVuSans-' not in figure, "figure text drawn as glyph paths"
+
+
+def test_formula_fonts_are_preloaded_where_formulas_are(site):
+    """KaTeX's fonts block their text until loaded: a page with formulas preloads its two main faces
+    before the style sheets (hooks/math.py), so its formulas show at first paint; a page without none."""
+    for page, expected in (("lessons/1a-kv-cache", 2), ("glossary", 0)):
+        html = (site / page / "index.html").read_text(encoding="utf-8")
+        head = html[: html.index('<link rel="stylesheet"')]
+        fonts = re.findall(r'<link rel="preload" href="([^"]+\.woff2)" as="font" type="font/woff2" crossorigin>', head)
+        assert len(fonts) == expected, f"{page}: preloaded before the style sheets: {fonts}"
+        assert all((site / page / font).resolve().is_file() for font in fonts), fonts
+
+
 @pytest.mark.build  # a real build of a copy of the site
 def test_a_formula_katex_cannot_parse_fails_the_build(tmp_path):
     project = copy_project(tmp_path / "project")
