@@ -118,7 +118,7 @@ def test_tp_step_of_qwen_7b_on_two_rtx_4090s_by_hand():
 
 def test_registry_links_and_assumed_latencies():
     # NVLink 900 GB/s both ways = 450 each way; PCIe 4.0 x16: 16 GT/s * 16 * 128/130 / 8 = 31.51 GB/s
-    assert registry.TP_LINKS == {"H200": ("NVLink 4", 450.0), "RTX 4090": ("PCIe 4.0 x16", 31.5)}
+    assert registry.TP_LINKS == {"H200": ("H200 NVLink", 450.0), "RTX 4090": ("PCIe 4.0 x16", 31.5)}
     assert round(16 * 16 * 128 / 130 / 8, 1) == registry.TP_LINKS["RTX 4090"][1]
     ids = {f.id: f for f in registry.facts()}
     assert ids["tp-hop-latency"].source.kind == "assumption"

@@ -1122,20 +1122,21 @@ def _batching_facts() -> list[Fact]:
 
 
 # --- lesson 4B: chunked prefill and PD disaggregation ---
-LINK_GB_S: Mapping[str, float] = MappingProxyType({"PCIe 4.0 x16": 25.0, "NVLink (H200)": 450.0, "400 Gb/s NIC": 50.0})
-"""Bandwidth (GB/s, one direction) of the links a KV cache can cross between a prefill and a decode
-instance, as lesson 4B uses them; each with its source in :data:`LINK_SOURCES`."""
+LINK_GB_S: Mapping[str, float] = MappingProxyType({"PCIe 4.0 x16": 31.5, "H200 NVLink": 450.0, "400 Gb/s NIC": 50.0})
+"""Bandwidth (GB/s, one direction, the line rate) of the links a KV cache (lesson 4B) or an all-reduce
+(lesson 7A, :data:`TP_LINKS`) can cross; each with its source in :data:`LINK_SOURCES`. A real copy
+achieves less; the pages say so."""
 
 LINK_SOURCES: Mapping[str, Source] = MappingProxyType(
     {
         "PCIe 4.0 x16": Source(
-            "PCI-SIG, PCI Express Base Specification 4.0: 16 GT/s per lane, 128b/130b encoding, so x16 carries "
-            "31.5 GB/s per direction; 25 GB/s is the course's assumption for what a copy achieves",
+            "PCI Express Base Specification 4.0: 16 GT/s per lane, 128b/130b encoding; x16 gives "
+            "16 x 16 x 128/130 / 8 = 31.5 GB/s per direction",
             "https://pcisig.com/specifications",
-            "assumption",
-            "the 25 GB/s is assumed (about 80 % of the 31.5 GB/s line rate), not measured",
+            "secondary",
+            "the line rate; the specification is members-only, the rate is widely quoted from it; a copy achieves less",
         ),
-        "NVLink (H200)": Source(
+        "H200 NVLink": Source(
             "NVIDIA H200 Tensor Core GPU datasheet, NVLink: 900 GB/s (both directions together), so 450 GB/s "
             "per direction",
             "https://www.nvidia.com/en-us/data-center/h200/",
@@ -1262,28 +1263,11 @@ def _chunked_prefill_facts() -> list[Fact]:
 # --- lesson 7A: tensor parallelism ---
 
 TP_LINKS: Mapping[str, tuple[str, float]] = MappingProxyType(
-    {"H200": ("NVLink 4", 450.0), "RTX 4090": ("PCIe 4.0 x16", 31.5)}
+    {"H200": ("H200 NVLink", LINK_GB_S["H200 NVLink"]), "RTX 4090": ("PCIe 4.0 x16", LINK_GB_S["PCIe 4.0 x16"])}
 )
-"""GPU short name -> (the link two such GPUs talk over, GB/s per direction), sources in :data:`TP_LINK_SOURCES`.
-NVIDIA quotes NVLink as 900 GB/s counting both directions; a ring all-reduce step sends one way."""
-
-TP_LINK_SOURCES: Mapping[str, Source] = MappingProxyType(
-    {
-        "H200": Source(
-            "NVIDIA H200 Tensor Core GPU product page, specifications table (H200 SXM: NVIDIA NVLink 900GB/s)",
-            "https://www.nvidia.com/en-us/data-center/h200/",
-            "secondary",
-            _DATASHEET_NOTE + "; 900 GB/s is the sum of both directions, 450 GB/s each way",
-        ),
-        "RTX 4090": Source(
-            "PCI Express Base Specification 4.0: 16 GT/s per lane, 128b/130b encoding; x16 gives "
-            "16 x 16 x 128/130 / 8 = 31.5 GB/s per direction",
-            "https://pcisig.com/specifications",
-            "secondary",
-            "the RTX 4090 has no NVLink; the specification is members-only, the rate is widely quoted from it",
-        ),
-    }
-)
+"""GPU short name -> (the link two such GPUs talk over, GB/s per direction), from :data:`LINK_GB_S` (the RTX
+4090 has no NVLink). NVIDIA quotes NVLink as 900 GB/s counting both directions; a ring all-reduce step sends
+one way."""
 
 TP_HOP_LATENCY_US: Mapping[str, float] = MappingProxyType({"H200": 2.5, "RTX 4090": 10.0})
 """Course assumption: alpha, the fixed cost (µs) of one step of a ring all-reduce between two such GPUs
@@ -1356,22 +1340,13 @@ TP_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
 
 
 def _tp_facts() -> list[Fact]:
-    links = [
-        Fact(
-            gpu_fact_id(key) + "-link",
-            f"{GPUS[key].name}: the link between two GPUs ({name}), per direction",
-            f"{gb_s:g} GB/s",
-            TP_LINK_SOURCES[key],
-        )
-        for key, (name, gb_s) in TP_LINKS.items()
-    ]
     alpha = Fact(
         "tp-hop-latency",
         "ring all-reduce: fixed cost of one step between two GPUs (course assumption)",
         ", ".join(f"{k}: {v:g} µs" for k, v in TP_HOP_LATENCY_US.items()),
         Source("course assumption, to be replaced by lab 7A's two-GPU measurement", "", "assumption"),
     )
-    return links + [alpha] + list(TP_BEHAVIOURS.values())
+    return [alpha] + list(TP_BEHAVIOURS.values())
 
 
 # --- end of lesson 7A ---

@@ -242,12 +242,12 @@ P.add(
         {
             "what": f"{link_4090_name}, per direction",
             "value": f"{link_4090:g} GB/s",
-            "source": fact_link(registry.gpu_fact_id("RTX 4090") + "-link"),
+            "source": fact_link(registry.link_fact_id(link_4090_name)),
         },
         {
             "what": f"{link_h200_name}, per direction",
             "value": f"{link_h200:g} GB/s",
-            "source": fact_link(registry.gpu_fact_id("H200") + "-link"),
+            "source": fact_link(registry.link_fact_id(link_h200_name)),
         },
         {
             "what": "ring step latency α (assumption)",
