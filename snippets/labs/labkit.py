@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import platform
+import random
 import re
 import shlex
 import subprocess
@@ -421,6 +422,24 @@ def decode_step_s(outputs, output_len: int) -> float:
             3,
         )
     return window_s / steps
+
+
+def decode_step_sweep(llm, params, batches, prompt_len: int, output_len: int, seed: int) -> list[float]:
+    """Decode step time (ms) at each batch size of ``batches``: per batch an untimed warm-up ``generate``,
+    then a measured one of fresh random ``prompt_len``-token prompts, timed by :func:`decode_step_s`.
+
+    ``params``: the lab's ``SamplingParams`` asking exactly ``output_len`` tokens (``ignore_eos=True``);
+    the engine needs ``max_num_seqs`` >= the largest batch. Exits (code 3) as :func:`decode_step_s` does.
+    """
+    tokenizer = llm.get_tokenizer()
+    vocab, special, rng = len(tokenizer), set(tokenizer.all_special_ids), random.Random(seed)
+    step_ms = []
+    for batch in batches:
+        for _ in range(2):  # an untimed warm-up batch, then the measured one
+            prompts = [random_prompt(rng, prompt_len, vocab, special) for _ in range(batch)]
+            outputs = llm.generate(prompts, params, use_tqdm=False)
+        step_ms.append(decode_step_s(outputs, output_len) * 1e3)
+    return step_ms
 
 
 def cache_config(llm) -> dict:

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import re
 import tempfile
 import time
@@ -48,7 +47,7 @@ from labkit import (
     cache_config,
     check_model_arg,
     child_run,
-    decode_step_s,
+    decode_step_sweep,
     engine_core_in_process,
     engine_failure,
     fail,
@@ -56,7 +55,6 @@ from labkit import (
     lab_parser,
     prepare,
     progress,
-    random_prompt,
     write_receipt,
 )
 
@@ -200,15 +198,8 @@ def child(args) -> int:
     params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0)
     scored = [token_nll(llm.generate([TEXT], params, use_tqdm=False)[0]) for _ in range(2)]
     ids, nll = scored[0]
-    tokenizer = llm.get_tokenizer()
-    vocab, special, rng = len(tokenizer), set(tokenizer.all_special_ids), random.Random(SEED)
     step_params = SamplingParams(max_tokens=STEP_OUTPUT_LEN, ignore_eos=True, temperature=0, detokenize=False)
-    step_ms = []
-    for batch in args.step_batches:
-        for _ in range(2):  # an untimed warm-up batch, then the measured one
-            prompts = [random_prompt(rng, STEP_PROMPT_LEN, vocab, special) for _ in range(batch)]
-            outputs = llm.generate(prompts, step_params, use_tqdm=False)
-        step_ms.append(decode_step_s(outputs, STEP_OUTPUT_LEN) * 1e3)
+    step_ms = decode_step_sweep(llm, step_params, args.step_batches, STEP_PROMPT_LEN, STEP_OUTPUT_LEN, SEED)
     print(
         ROW_TAG
         + json.dumps(
