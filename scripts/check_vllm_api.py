@@ -721,6 +721,10 @@ class _Lab(ast.NodeVisitor):
         return None
 
     # bindings ----------------------------------------------------------------------------------
+    def visit_arg(self, node: ast.arg) -> None:
+        if node.arg == "llm":  # a helper's engine parameter (labkit's and the labs' one name for it)
+            self.llms.add(node.arg)
+
     def _bind(self, target: ast.expr, kind: str) -> None:
         if isinstance(target, ast.Name):
             getattr(self, kind).add(target.id)

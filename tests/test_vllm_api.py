@@ -306,6 +306,12 @@ PLANTED = {  # kind of mistake: (lab, text in it, the mistake, what the report m
         "llm.llm_engine.model_executor.driver_worker.model_runner.model_config",
         "LLMEngine.model_executor exists only when `not multiprocess_mode`",
     ),
+    "helper-engine-keyword": (  # an engine passed to a labkit helper as `llm` is checked like a lab's
+        "labkit.py",
+        "outputs = llm.generate(prompts, params, use_tqdm=False)",
+        "outputs = llm.generate(prompts, params, use_tqdmm=False)",
+        "no keyword argument 'use_tqdmm'",
+    ),
     "env-var": (
         "labkit.py",
         'ENGINE_IN_PROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"',
