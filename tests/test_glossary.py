@@ -1,11 +1,11 @@
 """The glossary in two languages: glossary.yml through the Markdown extension ``infercourse.glossary``
-(tooltips), the glossary page, and Chinese words in the built search index and in the browser's search."""
+(tooltips), the glossary page, and Chinese words in the built search index (the browser's search for a
+Chinese term: tests/test_browser.py)."""
 
 from __future__ import annotations
 
 import json
 import re
-from urllib.parse import quote
 
 import markdown
 import pytest
@@ -93,13 +93,3 @@ def test_search_index_keeps_every_chinese_term_a_whole_token(site):
     missing = [w for w in glossary.chinese_words() if w not in tokens]
     assert not missing, f"Chinese glossary words not whole tokens of the search index: {missing}"
 
-
-@pytest.mark.parametrize("query, anchor", [("预填充", "prefill"), ("分页注意力", "pagedattention"), ("Prefill", "prefill")])
-def test_search_in_either_language_finds_the_glossary_entry(browser, server, query, anchor):
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
-    page.goto(f"{server}/?q={quote(query)}", wait_until="load")  # Material's search deep link
-    page.wait_for_selector(".md-search-result__item", timeout=15_000)
-    hrefs = page.eval_on_selector_all(".md-search-result__link", "links => links.map(a => a.href)")
-    context.close()
-    assert any(h.endswith(f"/glossary/#{anchor}") for h in hrefs), (query, hrefs[:10])
