@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import re
 import shlex
 import subprocess
 import sys
@@ -31,7 +30,9 @@ BLOCKS = {
     **{f"failure {k}": v for k, v in autodl.FAILURE_COMMANDS.items()},
 }
 LAB_CARD_FOLDER = labs.machine_slug({"kind": "gpu", "name": autodl.LAB_CARD_DEVICE_NAME})
-MODELSCOPE_HUB_WHEEL = next((ROOT / ".cache" / "wheels").glob(f"modelscope_hub-{autodl.MODELSCOPE_HUB_VERSION}-*.whl"), None)
+MODELSCOPE_HUB_WHEEL = next(
+    (ROOT / ".cache" / "wheels").glob(f"modelscope_hub-{autodl.MODELSCOPE_HUB_VERSION}-*.whl"), None
+)
 
 
 def _script(name: str):
@@ -64,7 +65,10 @@ def test_modelscope_commands_use_the_pinned_client_s_flags_and_the_labs_model():
     for words in commands:
         assert words[1] == "download", words
         options = [w for w in words if w.startswith("-")]
-        assert set(options) <= autodl.MODELSCOPE_DOWNLOAD_OPTIONS, (words, set(options) - autodl.MODELSCOPE_DOWNLOAD_OPTIONS)
+        assert set(options) <= autodl.MODELSCOPE_DOWNLOAD_OPTIONS, (
+            words,
+            set(options) - autodl.MODELSCOPE_DOWNLOAD_OPTIONS,
+        )
         assert words[2] == autodl.COURSE_MODEL, words  # positional id: `--model` is the deprecated spelling
     pins = (ROOT / "requirements-labs-gpu.txt").read_text()
     assert f"modelscope-hub=={autodl.MODELSCOPE_HUB_VERSION}\n" in pins
@@ -113,7 +117,9 @@ def test_paths_and_scripts_are_the_labs_own():
     run_labs_help = subprocess.run(
         [sys.executable, "scripts/run_labs.py", "--help"], cwd=ROOT, capture_output=True, text=True
     ).stdout
-    assert all(w in run_labs_help for words in _commands("python scripts/run_labs.py") for w in words[2:] if w.startswith("-"))
+    assert all(
+        w in run_labs_help for words in _commands("python scripts/run_labs.py") for w in words[2:] if w.startswith("-")
+    )
     phases_help = subprocess.run(
         [sys.executable, "snippets/labs/phases.py", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
     ).stdout
@@ -126,7 +132,10 @@ def test_paths_and_scripts_are_the_labs_own():
     for name, (path, _) in autodl.CACHE_ENV.items():
         assert f"export {name}={path}\n" in autodl.ENV_BLOCK
     # the clone is where the run block looks for it
-    assert f"cd {autodl.DATA_DISK}\n" in autodl.INSTALL_BLOCK and "git clone \"$COURSE_REPO\" infercourse" in autodl.INSTALL_BLOCK
+    assert (
+        f"cd {autodl.DATA_DISK}\n" in autodl.INSTALL_BLOCK
+        and 'git clone "$COURSE_REPO" infercourse' in autodl.INSTALL_BLOCK
+    )
     assert f"cd {autodl.DATA_DISK}/infercourse\n" in autodl.RUN_BLOCK
     # the receipts folder of the lab card is the one every lesson's lab box writes to
     assert f"--receipt receipts/{LAB_CARD_FOLDER}/phases.json" in labbox.lab_box("phases.py")
@@ -146,7 +155,9 @@ def test_time_and_cost_are_the_runner_s_estimate():
     total = sum(r["minutes"] for r in v["lab_rows"]) + v["first_download_min"] + v["extra_download_min"]
     assert v["total_min"] == pytest.approx(total)
     assert v["total_cny"] == pytest.approx(total / 60 * 2.0)  # at 2 yuan/h, the registry's assumption
-    assert registry.AUTODL_RTX_4090.source.kind == "assumption" and "2026-12-01" in registry.AUTODL_RTX_4090.source.where
+    assert (
+        registry.AUTODL_RTX_4090.source.kind == "assumption" and "2026-12-01" in registry.AUTODL_RTX_4090.source.where
+    )
 
 
 def _code_blocks(site, page: str) -> list[str]:

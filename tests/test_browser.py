@@ -307,7 +307,9 @@ def test_search_finds_symbols_and_shows_no_raw_tex(browser, server, query, expec
     context.close()
 
 
-@pytest.mark.parametrize("query, anchor", [("预填充", "prefill"), ("分页注意力", "pagedattention"), ("Goodput", "goodput")])
+@pytest.mark.parametrize(
+    "query, anchor", [("预填充", "prefill"), ("分页注意力", "pagedattention"), ("Goodput", "goodput")]
+)
 def test_search_in_either_language_finds_the_glossary_entry(browser, server, query, anchor):
     """A glossary term found by its Chinese or its English name (mkdocs.yml's search separator, jieba at build time)."""
     context, page, watch = _open(browser, 1280, 800)

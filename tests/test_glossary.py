@@ -41,7 +41,12 @@ def test_every_term_has_a_chinese_term_and_says_where_it_comes_from():
         assert e["zh_source"] is None or e["zh_source"].startswith(("https://", "http://")), e["id"]
     # the field's standard renderings of the headline terms (issue 15's examples)
     zh = {e["id"]: e["zh"] for e in glossary.entries()}
-    assert (zh["prefill"], zh["decode"], zh["ttft"], zh["arithmetic-intensity"]) == ("预填充", "解码", "首 token 时延", "算术强度")
+    assert (zh["prefill"], zh["decode"], zh["ttft"], zh["arithmetic-intensity"]) == (
+        "预填充",
+        "解码",
+        "首 token 时延",
+        "算术强度",
+    )
     assert "键值缓存" in zh["kv-cache"] and "屋顶线模型" in zh["roofline"]
 
 
@@ -92,4 +97,3 @@ def test_search_index_keeps_every_chinese_term_a_whole_token(site):
     tokens = {t for d in docs for field in (d["title"], d["text"]) for t in separator.split(field) if t}
     missing = [w for w in glossary.chinese_words() if w not in tokens]
     assert not missing, f"Chinese glossary words not whole tokens of the search index: {missing}"
-

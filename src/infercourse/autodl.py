@@ -27,12 +27,16 @@ DOCS_ENV = registry.Source(
 )
 
 CACHE_ENV: dict[str, tuple[str, str]] = {
-    "MODELSCOPE_CACHE": (f"{DATA_DISK}/cache/modelscope", "the models (vLLM's ModelScope downloads and `modelscope download`)"),
+    "MODELSCOPE_CACHE": (
+        f"{DATA_DISK}/cache/modelscope",
+        "the models (vLLM's ModelScope downloads and `modelscope download`)",
+    ),
     "HF_HOME": (f"{DATA_DISK}/cache/huggingface", "anything fetched from Hugging Face"),
     "VLLM_CACHE_ROOT": (f"{DATA_DISK}/cache/vllm", "vLLM's compile caches"),
     "PIP_CACHE_DIR": (f"{DATA_DISK}/cache/pip", "pip's wheel cache (the CUDA 13 torch is large)"),
 }
-"""Every cache a lab run fills, moved to the data disk: ``{variable: (path, what lands there)}``. ``MODELSCOPE_CACHE``: where ModelScope's client
+"""Every cache a lab run fills, moved to the data disk: ``{variable: (path, what lands there)}``.
+``MODELSCOPE_CACHE``: where ModelScope's client
 (``modelscope_hub/constants.py:562`` at modelscope-hub 0.5.1) and so vLLM's ModelScope downloads
 (``vllm/model_executor/model_loader/weight_utils.py:167-181`` at v0.26.0: ``snapshot_download`` with the
 client's default cache) put models; ``HF_HOME``: Hugging Face's cache (huggingface_hub's environment
@@ -82,7 +86,7 @@ ENV_BLOCK = "\n".join(
 )
 """Once per instance: every cache on the data disk, and vLLM's downloads through ModelScope."""
 
-CHECK_BLOCK = f"""nvidia-smi                      # "CUDA Version: 13.0" or newer = driver {labbox.LABKIT_MIN_DRIVER} or newer
+CHECK_BLOCK = f"""nvidia-smi                      # "CUDA Version: 13.0" or newer: driver {labbox.LABKIT_MIN_DRIVER}+
 python --version                # 3.10, 3.11 or 3.12
 df -h / {DATA_DISK}       # the small system disk, and the data disk"""
 """First look at a new instance: driver, Python, disks."""
@@ -90,8 +94,8 @@ df -h / {DATA_DISK}       # the small system disk, and the data disk"""
 INSTALL_BLOCK = f"""cd {DATA_DISK}
 COURSE_REPO=https://github.com/OWNER/REPO.git              # this course's git address (or upload a copy instead)
 git clone "$COURSE_REPO" infercourse && cd infercourse
-pip install -r requirements-labs-gpu.txt                  # vLLM {registry.VLLM_GPU_VERSION}, its CUDA 13 torch, ModelScope's client
-python scripts/run_labs.py --check                        # driver, GPU, free memory, versions: one line if something is wrong"""
+pip install -r requirements-labs-gpu.txt                  # vLLM {registry.VLLM_GPU_VERSION}, CUDA 13 torch, ModelScope
+python scripts/run_labs.py --check                        # driver, GPU, memory, versions: what is wrong"""
 """Clone, install and preflight."""
 
 PIP_MIRROR = "https://mirrors.aliyun.com/pypi/simple/"
@@ -129,9 +133,9 @@ make serve                                                  # locally: your rece
 
 
 FAILURE_COMMANDS: dict[str, str] = {
-    "oom": f"""nvidia-smi --query-compute-apps=pid,used_memory --format=csv   # who else holds GPU memory: stop it
+    "oom": """nvidia-smi --query-compute-apps=pid,used_memory --format=csv   # who else holds GPU memory: stop it
 python snippets/labs/phases.py -v                              # one lab, vLLM's own log on screen""",
-    "driver": f"""nvidia-smi --query-gpu=name,driver_version --format=csv,noheader   # below {labbox.LABKIT_MIN_DRIVER}: another host""",
+    "driver": f"""nvidia-smi --query-gpu=name,driver_version --format=csv  # < {labbox.LABKIT_MIN_DRIVER}: new host""",
     "download": f"""modelscope download {COURSE_MODEL}                   # again: it resumes, finished files stay
 modelscope download {COURSE_MODEL} --max-workers 1   # one stream at a time on a flaky link""",
     "disk": f"""df -h / {DATA_DISK}

@@ -37,10 +37,7 @@ downloads = [
 ]
 P.add(
     "downloads",
-    [
-        {"model": m, "who": who, "bytes": b, "minutes": b / (rent.download_mb_s * 1e6) / 60}
-        for m, who, b in downloads
-    ],
+    [{"model": m, "who": who, "bytes": b, "minutes": b / (rent.download_mb_s * 1e6) / 60} for m, who, b in downloads],
     "record",
 )
 P.add("model_bytes", downloads[0][2], "B")
@@ -54,7 +51,15 @@ for lab in names:
     m = labbox.lab_minutes(lab)
     page = {lesson["code"]: lesson["page"] for lesson in course.live_lessons()}[labs.spec(lab).lesson]
     run_min = m["engines"] + m["decode"]
-    rows.append({"lab": lab, "lesson": course.lesson_label(page), "page": page, "minutes": run_min, "cny": run_min / 60 * rent.cny_per_hour})
+    rows.append(
+        {
+            "lab": lab,
+            "lesson": course.lesson_label(page),
+            "page": page,
+            "minutes": run_min,
+            "cny": run_min / 60 * rent.cny_per_hour,
+        }
+    )
 P.add("lab_rows", rows, "record")
 first_download_min = P.add("first_download_min", labbox.lab_minutes(names[0])["download"], "min")
 P.add("extra_download_min", extra_download_min, "min")
@@ -83,5 +88,9 @@ P.add("install_block", _fence(autodl.INSTALL_BLOCK), "text")
 P.add("download_block", _fence(autodl.DOWNLOAD_BLOCK), "text")
 P.add("tmux_install", _fence(autodl.TMUX_INSTALL), "text")
 P.add("run_block", _fence(autodl.RUN_BLOCK), "text")
-P.add("contribute_block", _fence(autodl.contribute_block(labs.machine_slug({"kind": "gpu", "name": autodl.LAB_CARD_DEVICE_NAME}))), "text")
+P.add(
+    "contribute_block",
+    _fence(autodl.contribute_block(labs.machine_slug({"kind": "gpu", "name": autodl.LAB_CARD_DEVICE_NAME}))),
+    "text",
+)
 P.add("failure_blocks", {k: _fence(v) for k, v in autodl.FAILURE_COMMANDS.items()}, "record")

@@ -40,7 +40,12 @@ for r in receipts:
 P.add(
     "machines",
     [
-        {**m, "vllm": ", ".join(sorted(m["vllm"])), "torch": ", ".join(sorted(m["torch"])), "dates": ", ".join(sorted(m["dates"]))}
+        {
+            **m,
+            "vllm": ", ".join(sorted(m["vllm"])),
+            "torch": ", ".join(sorted(m["torch"])),
+            "dates": ", ".join(sorted(m["dates"])),
+        }
         for m in machines.values()
     ],
     "record",
