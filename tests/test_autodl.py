@@ -155,6 +155,7 @@ def test_time_and_cost_are_the_runner_s_estimate():
     total = sum(r["minutes"] for r in v["lab_rows"]) + v["first_download_min"] + v["extra_download_min"]
     assert v["total_min"] == pytest.approx(total)
     assert v["total_cny"] == pytest.approx(total / 60 * 2.0)  # at 2 yuan/h, the registry's assumption
+    assert v["first_download_cny"] == pytest.approx(5.0771 / 30, abs=1e-4)  # 5.0771 min at 2 yuan/h = 0.1692
     assert (
         registry.AUTODL_RTX_4090.source.kind == "assumption" and "2026-12-01" in registry.AUTODL_RTX_4090.source.where
     )

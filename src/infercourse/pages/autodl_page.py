@@ -63,6 +63,8 @@ for lab in names:
 P.add("lab_rows", rows, "record")
 first_download_min = P.add("first_download_min", labbox.lab_minutes(names[0])["download"], "min")
 P.add("extra_download_min", extra_download_min, "min")
+P.add("first_download_cny", first_download_min / 60 * rent.cny_per_hour, "CNY")
+P.add("extra_download_cny", extra_download_min / 60 * rent.cny_per_hour, "CNY")
 total_min = P.add("total_min", sum(r["minutes"] for r in rows) + first_download_min + extra_download_min, "min")
 P.add("total_cny", total_min / 60 * rent.cny_per_hour, "CNY")
 P.add("cny_per_hour", rent.cny_per_hour, "CNY")
