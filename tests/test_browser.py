@@ -305,3 +305,25 @@ def test_search_finds_symbols_and_shows_no_raw_tex(browser, server, query, expec
     errors, outside = watch.take()
     assert not errors and not outside, (errors, outside)
     context.close()
+
+
+@pytest.mark.parametrize(
+    "query, anchor", [("预填充", "prefill"), ("分页注意力", "pagedattention"), ("Goodput", "goodput")]
+)
+def test_search_in_either_language_finds_the_glossary_entry(browser, server, query, anchor):
+    """A glossary term found by its Chinese or its English name (mkdocs.yml's search separator, jieba at build time)."""
+    context, page, watch = _open(browser, 1280, 800)
+    page.goto(f"{server}/?q={quote(query)}", wait_until="load")  # Material's search deep link
+    try:
+        page.wait_for_selector(".md-search-result__item", timeout=15_000)
+    except PlaywrightTimeout:
+        pytest.fail(f"search for {query!r} found nothing ({page.inner_text('.md-search-result__meta')!r})")
+    for _ in range(5):  # Material renders 10 results and more as the list is scrolled
+        page.eval_on_selector(".md-search__scrollwrap", "w => w.scrollTo(0, w.scrollHeight)")
+        page.wait_for_timeout(200)
+    hrefs = page.eval_on_selector_all(".md-search-result__link", "links => links.map(a => a.href)")
+    errors, outside = watch.take()
+    context.close()
+    found = [(urlsplit(h).path, urlsplit(h).fragment) for h in hrefs]
+    assert ("/glossary/", anchor) in found, (query, found[:20])
+    assert not errors and not outside, (errors, outside)

@@ -139,8 +139,9 @@ def test_every_live_lesson_is_built_and_in_the_nav(site):
 
 
 def test_tooltips_on_every_lesson_equal_the_glossary_definitions(site):
-    """One source: every <abbr title> on a lesson is, word for word, the glossary.yml definition of its term."""
-    definition = {word: " ".join(e["definition"].split()) for e in glossary.entries() for word in e["abbr"]}
+    """One source: every <abbr title> on a lesson is, word for word, the glossary.yml tooltip of its term
+    (term, Chinese term, definition)."""
+    definition = {word: glossary.tooltip(e) for e in glossary.entries() for word in e["abbr"]}
     for page in LIVE_LESSONS:
         soup = BeautifulSoup(_built(site, page).read_text(encoding="utf-8"), "html.parser")
         abbrs = soup.select(".md-content abbr")

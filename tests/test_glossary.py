@@ -1,10 +1,18 @@
-"""The tooltips: glossary.yml through the Markdown extension ``infercourse.glossary`` (mkdocs.yml)."""
+"""The glossary in two languages: glossary.yml through the Markdown extension ``infercourse.glossary``
+(tooltips), the glossary page, and Chinese words in the built search index (the browser's search for a
+Chinese term: tests/test_browser.py)."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import markdown
+import pytest
+import yaml
 from bs4 import BeautifulSoup
 
+from conftest import ROOT
 from infercourse import glossary
 
 
@@ -20,3 +28,72 @@ def test_every_tooltip_word_gets_its_glossary_definition_as_title():
 def test_a_page_can_still_define_its_own_abbreviation():
     html = markdown.markdown("XYZ here\n\n*[XYZ]: a page's own term", extensions=["infercourse.glossary"])
     assert '<abbr title="a page\'s own term">XYZ</abbr>' in html
+
+
+def test_tooltip_shows_both_languages():
+    # written out from glossary.yml's TTFT entry: term, middle dot, its zh, colon, the definition's first words
+    assert glossary.tooltips()["TTFT"].startswith("TTFT · 首 token 时延: Time to first token")
+
+
+def test_every_term_has_a_chinese_term_and_says_where_it_comes_from():
+    for e in glossary.entries():
+        assert re.search(r"[\u3400-\u9fff]", e["zh"]), e["id"]
+        assert e["zh_source"] is None or e["zh_source"].startswith(("https://", "http://")), e["id"]
+    # the field's standard renderings of the headline terms (issue 15's examples)
+    zh = {e["id"]: e["zh"] for e in glossary.entries()}
+    assert (zh["prefill"], zh["decode"], zh["ttft"], zh["arithmetic-intensity"]) == (
+        "预填充",
+        "解码",
+        "首 token 时延",
+        "算术强度",
+    )
+    assert "键值缓存" in zh["kv-cache"] and "屋顶线模型" in zh["roofline"]
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda e: e.pop("zh"), "missing ['zh']"),
+        (lambda e: e.update(zh="prefill"), "no Chinese characters"),
+        (lambda e: e.update(zh_source="a blog"), "zh_source must be an http(s) address or null"),
+    ],
+)
+def test_an_entry_without_a_proper_chinese_term_is_refused(tmp_path, monkeypatch, change, message):
+    items = yaml.safe_load(glossary.SOURCE.read_text(encoding="utf-8"))
+    change(items[1])
+    bad = tmp_path / "glossary.yml"
+    bad.write_text(yaml.safe_dump(items, allow_unicode=True), encoding="utf-8")
+    monkeypatch.setattr(glossary, "SOURCE", bad)
+    glossary.entries.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            glossary.entries()
+    finally:
+        glossary.entries.cache_clear()
+
+
+def test_glossary_page_shows_each_chinese_term_and_its_source(site):
+    soup = BeautifulSoup((site / "glossary" / "index.html").read_text(encoding="utf-8"), "html.parser")
+    for e in glossary.entries():
+        heading = soup.find(id=e["id"])
+        assert e["zh"] in heading.get_text(), e["id"]
+        line = heading.find_next("p").find_next("p")
+        assert line.get_text().startswith(f"中文: {e['zh']}"), (e["id"], line.get_text())
+        links = [a["href"] for a in line.find_all("a")]
+        assert links == ([e["zh_source"]] if e["zh_source"] else []), e["id"]
+
+
+def _search_separator() -> re.Pattern:
+    """The search plugin's ``separator`` of mkdocs.yml (a JavaScript regex; this one reads the same in Python)."""
+    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    return re.compile(re.search(r"^\s+separator: '(.*)'$", text, re.M).group(1))
+
+
+def test_search_index_keeps_every_chinese_term_a_whole_token(site):
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    separator = re.compile(index["config"]["separator"])
+    assert separator.pattern == _search_separator().pattern
+    docs = [d for d in index["docs"] if d["location"].startswith("glossary/")]
+    tokens = {t for d in docs for field in (d["title"], d["text"]) for t in separator.split(field) if t}
+    missing = [w for w in glossary.chinese_words() if w not in tokens]
+    assert not missing, f"Chinese glossary words not whole tokens of the search index: {missing}"

@@ -269,6 +269,33 @@ def test_machine_slug():
         labs.machine_slug({"kind": "cpu"})
 
 
+@pytest.mark.parametrize(
+    "kind, name, slug",
+    [
+        ("gpu", "NVIDIA GeForce RTX 4090 D", "rtx-4090-d"),  # China's 4090 D (fewer SMs): never rtx-4090/
+        ("gpu", "NVIDIA GeForce RTX 4090D", "rtx-4090d"),
+        ("gpu", "NVIDIA GeForce RTX 4090 Laptop GPU", "rtx-4090-laptop-gpu"),
+        ("gpu", "NVIDIA H100 PCIe", "h100-pcie"),
+        ("gpu", "NVIDIA H100 80GB HBM3", "h100-80gb-hbm3"),
+        ("gpu", "Tesla V100-SXM2-32GB", "v100-sxm2-32gb"),
+        ("cpu", "Intel(R) Xeon(R) Processor", "cpu-intel-xeon-processor"),  # trademark marks dropped
+    ],
+)
+def test_machine_slug_keeps_every_word_that_tells_variants_apart(kind, name, slug):
+    assert labs.machine_slug({"kind": kind, "name": name}) == slug
+
+
+def test_a_4090_d_receipt_is_refused_in_the_4090_folder(capsys):
+    sys.path.insert(0, str(labs.LABS_DIR))
+    import labkit
+
+    d = {"kind": "gpu", "name": "NVIDIA GeForce RTX 4090 D"}
+    labkit.check_receipt_folder(Path("receipts/rtx-4090-d/phases.json"), d)  # its own folder: accepted
+    with pytest.raises(SystemExit):
+        labkit.check_receipt_folder(Path("receipts/rtx-4090/phases.json"), d)
+    assert "this machine's is receipts/rtx-4090-d/" in capsys.readouterr().err
+
+
 def test_phases_floors_by_hand():
     f = labs.phases.floors(gpu("RTX 4090"), CFG, 128, 32)
     # TTFT = prefill_floor(128). Matmuls: compute (2 (M - H) 128 + 2 H) = 1,671,649,165,312 FLOP

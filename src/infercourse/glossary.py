@@ -3,7 +3,9 @@
 The tooltips come from this module used as a Markdown extension (:func:`makeExtension`).
 
 Each entry has ``term`` (as written in prose), ``id`` (the anchor on the glossary page),
-``definition`` (plain text: it is also the tooltip), and optionally ``abbr`` (the exact words
+``definition`` (plain text: it is also the tooltip), ``zh`` (the term Chinese engineering writing uses for
+it) with ``zh_source`` (the address of a Chinese text that uses it, or null where none was found and the
+rendering is the course's own), and optionally ``abbr`` (the exact words
 that get the tooltip; none means no tooltip), ``vllm`` (the vLLM parameter or metric name),
 ``lesson`` (a docs-relative link to the lesson that teaches it) and ``fact`` (the id of the registry
 fact, :func:`infercourse.registry.facts`, that backs the definition).
@@ -19,7 +21,9 @@ import yaml
 
 SOURCE = Path(__file__).with_name("glossary.yml")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-_FIELDS = {"term", "id", "definition", "abbr", "vllm", "lesson", "fact"}
+_FIELDS = {"term", "id", "zh", "zh_source", "definition", "abbr", "vllm", "lesson", "fact"}
+_REQUIRED = {"term", "id", "zh", "zh_source", "definition"}
+_HAN = re.compile(r"[\u3400-\u9fff]+")
 
 
 @cache
@@ -27,15 +31,16 @@ def entries() -> list[dict]:
     """All glossary entries, in file order, validated; absent optional fields are None ([] for ``abbr``).
 
     Raises:
-        ValueError: an entry lacks ``term``/``id``/``definition``, has an unknown field, a
-            malformed or repeated ``id``, or two entries claim the same tooltip word.
+        ValueError: an entry lacks ``term``/``id``/``zh``/``zh_source``/``definition``, has an unknown
+            field, a ``zh`` without Chinese characters, a ``zh_source`` that is neither null nor an
+            http(s) address, a malformed or repeated ``id``, or two entries claim the same tooltip word.
     """
     items = yaml.safe_load(SOURCE.read_text(encoding="utf-8"))
     seen_ids: set[str] = set()
     seen_abbr: set[str] = set()
     for item in items:
         where = f"{SOURCE.name}, entry {item.get('term', item)!r}"
-        missing = {"term", "id", "definition"} - item.keys()
+        missing = _REQUIRED - item.keys()
         if missing:
             raise ValueError(f"{where}: missing {sorted(missing)}")
         if item.keys() - _FIELDS:
@@ -43,6 +48,10 @@ def entries() -> list[dict]:
         if not _ID.match(item["id"]) or item["id"] in seen_ids:
             raise ValueError(f"{where}: id {item['id']!r} must be unique, lowercase letters, digits and '-'")
         seen_ids.add(item["id"])
+        if not _HAN.search(str(item["zh"])):
+            raise ValueError(f"{where}: zh {item['zh']!r} has no Chinese characters; give the Chinese term")
+        if item["zh_source"] is not None and not str(item["zh_source"]).startswith(("https://", "http://")):
+            raise ValueError(f"{where}: zh_source must be an http(s) address or null, got {item['zh_source']!r}")
         for word in item.get("abbr", []):
             if word in seen_abbr:
                 raise ValueError(f"{where}: tooltip word {word!r} is claimed twice")
@@ -54,9 +63,21 @@ def entries() -> list[dict]:
     return items
 
 
+def tooltip(item: dict) -> str:
+    """The tooltip of an entry, in both languages on one line: ``"KV cache · 键值缓存（KV 缓存）: The keys ..."``."""
+    return f"{item['term']} · {item['zh']}: {' '.join(item['definition'].split())}"
+
+
 def tooltips() -> dict[str, str]:
-    """``{word: definition}`` for every tooltip word (``abbr``), the definition on one line."""
-    return {word: " ".join(item["definition"].split()) for item in entries() for word in item["abbr"]}
+    """``{word: tooltip}`` for every tooltip word (``abbr``): :func:`tooltip` of its entry."""
+    return {word: tooltip(item) for item in entries() for word in item["abbr"]}
+
+
+def chinese_words() -> list[str]:
+    """Every run of Chinese characters in the entries' ``zh`` terms, in file order, each once
+    (``"键值缓存（KV 缓存）"`` gives ``"键值缓存"`` and ``"缓存"``): the words the search index must keep
+    whole (``hooks/search_zh.py`` adds them to jieba's dictionary)."""
+    return list(dict.fromkeys(run for item in entries() for run in _HAN.findall(item["zh"])))
 
 
 def makeExtension(**kwargs):  # noqa: N802 (the name Python-Markdown looks for)

@@ -461,11 +461,12 @@ AUTODL_RTX_4090 = RentalFacts(
     download_mb_s=50,
     engine_start_min=2,
     source=Source(
-        "AutoDL console, on-demand RTX 4090 price as commonly quoted, about 2 yuan/h (check the console: prices vary "
-        "by region and time); download speed and start-up time are the course's assumptions, not measurements",
+        "the course's assumption, dated 2026-12-01: about 2 yuan/h for an on-demand RTX 4090 on AutoDL (AutoDL's "
+        "price list could not be opened from the machine that built this page; prices vary by region and time: "
+        "check the console); download speed and start-up time are the course's assumptions too, not measurements",
         "https://www.autodl.com/",
-        "secondary",
-        "unverified: not read on the console by this course",
+        "assumption",
+        "not read on AutoDL's console by this course",
     ),
 )
 """The lab card the cost estimates in lab boxes use."""

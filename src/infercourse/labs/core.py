@@ -308,13 +308,18 @@ def machine_slug(machine: Mapping[str, Any]) -> str:
     """The receipts folder name of a machine: ``"NVIDIA GeForce RTX 4090"`` -> ``"rtx-4090"``;
     a CPU gets ``"cpu-"`` plus its model, e.g. ``"cpu-amd-epyc"``.
 
+    Every word of the name but the vendor and brand ("NVIDIA", "GeForce", "Tesla") and the trademark
+    marks "(R)"/"(TM)" is kept, so a variant never lands in its sibling's folder: ``"NVIDIA GeForce RTX
+    4090 D"`` -> ``"rtx-4090-d"``, ``"NVIDIA H100 PCIe"`` -> ``"h100-pcie"``, not ``"rtx-4090"``/``"h100"``.
+
     Raises:
         ValueError: ``machine`` has no ``name``.
     """
     name = machine.get("name")
     if not name:
         raise ValueError(f"machine has no name: {dict(machine)!r}")
-    words = [w for w in re.split(r"[^a-z0-9]+", str(name).lower()) if w and w not in ("nvidia", "geforce", "tesla")]
+    plain = re.sub(r"\((r|tm)\)", " ", str(name).lower())
+    words = [w for w in re.split(r"[^a-z0-9]+", plain) if w and w not in ("nvidia", "geforce", "tesla")]
     slug = "-".join(words)
     return f"cpu-{slug}" if machine.get("kind") == "cpu" else slug
 

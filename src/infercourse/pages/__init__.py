@@ -38,6 +38,8 @@ UNITS = {
     "count": "any other whole count (layers, heads, steps, blocks)",
     "text": "words, a name or a Markdown fragment",
     "record": "a registry record or a list of them (a page reads its fields)",
+    "min": "minutes (a time estimate)",
+    "CNY": "Chinese yuan (the page writes ¥)",
 }
 """The units a page value may carry. The template test allows ``gb``/``gib`` only on ``B``, ``ms``
 only on ``s`` and ``pct`` only on ``1``, so a token count can never be printed as gigabytes."""
@@ -91,6 +93,8 @@ def _pages() -> Mapping[str, str]:
         "glossary.md": "glossary_page",
         "notation.md": "notation_page",
         "facts.md": "facts_page",
+        "autodl.md": "autodl_page",
+        "receipts.md": "receipts_page",
     }
     for part in course.parts():
         for lesson in part["lessons"]:
@@ -100,7 +104,7 @@ def _pages() -> Mapping[str, str]:
 
 
 PAGES: Mapping[str, str] = _pages()
-"""Each page (path under ``docs/``) that shows values, and its module in this package: the four reference
+"""Each page (path under ``docs/``) that shows values, and its module in this package: the reference
 pages by name, and every live lesson of ``course.yml`` as ``lesson_<code>`` (lesson 2A: ``lesson_2a``)."""
 
 

@@ -1,0 +1,201 @@
+"""The AutoDL quickstart (docs/autodl.md): every command it shows is bash, uses only flags the pinned
+vLLM and ModelScope client have, and names the paths the labs use; its time and cost are the runner's
+estimate; and the receipts page shows the committed receipts, the CPU ones labelled."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import shlex
+import subprocess
+import sys
+import zipfile
+
+import pytest
+from bs4 import BeautifulSoup
+
+from conftest import ROOT
+from infercourse import autodl, labbox, labs, registry
+from infercourse.pages import values_for
+
+BLOCKS = {
+    "check": autodl.CHECK_BLOCK,
+    "env": autodl.ENV_BLOCK,
+    "pip": autodl.PIP_BLOCK,
+    "install": autodl.INSTALL_BLOCK,
+    "download": autodl.DOWNLOAD_BLOCK,
+    "tmux": autodl.TMUX_INSTALL,
+    "run": autodl.RUN_BLOCK,
+    "contribute": autodl.contribute_block("rtx-4090"),
+    **{f"failure {k}": v for k, v in autodl.FAILURE_COMMANDS.items()},
+}
+LAB_CARD_FOLDER = labs.machine_slug({"kind": "gpu", "name": autodl.LAB_CARD_DEVICE_NAME})
+MODELSCOPE_HUB_WHEEL = next(
+    (ROOT / ".cache" / "wheels").glob(f"modelscope_hub-{autodl.MODELSCOPE_HUB_VERSION}-*.whl"), None
+)
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _commands(prefix: str) -> list[list[str]]:
+    """Every command line of the page's blocks that starts with ``prefix``, as words (comments dropped)."""
+    found = []
+    for text in BLOCKS.values():
+        for line in text.splitlines():
+            words = shlex.split(line, comments=True)
+            if words[: len(prefix.split())] == prefix.split():
+                found.append(words)
+    return found
+
+
+@pytest.mark.parametrize("name", BLOCKS)
+def test_every_block_is_valid_bash(name):
+    done = subprocess.run(["bash", "-n"], input=BLOCKS[name], capture_output=True, text=True)
+    assert done.returncode == 0, f"{name}: {done.stderr}"
+
+
+def test_modelscope_commands_use_the_pinned_client_s_flags_and_the_labs_model():
+    commands = _commands("modelscope")
+    assert len(commands) >= 3, commands
+    for words in commands:
+        assert words[1] == "download", words
+        options = [w for w in words if w.startswith("-")]
+        assert set(options) <= autodl.MODELSCOPE_DOWNLOAD_OPTIONS, (
+            words,
+            set(options) - autodl.MODELSCOPE_DOWNLOAD_OPTIONS,
+        )
+        assert words[2] == autodl.COURSE_MODEL, words  # positional id: `--model` is the deprecated spelling
+    pins = (ROOT / "requirements-labs-gpu.txt").read_text()
+    assert f"modelscope-hub=={autodl.MODELSCOPE_HUB_VERSION}\n" in pins
+
+
+def _visible_options(tree: ast.Module, function: str) -> list[str]:
+    """First option string of each ``add_argument`` in ``function`` of ``tree`` without ``help=SUPPRESS``."""
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function)
+    found = []
+    for call in ast.walk(fn):
+        if isinstance(call, ast.Call) and getattr(call.func, "attr", None) == "add_argument":
+            hidden = any(k.arg == "help" and getattr(k.value, "id", None) == "SUPPRESS" for k in call.keywords)
+            first = call.args[0].value if call.args and isinstance(call.args[0], ast.Constant) else ""
+            if first.startswith("--") and not hidden:
+                found.append(first)
+    return found
+
+
+@pytest.mark.skipif(
+    MODELSCOPE_HUB_WHEEL is None,
+    reason=f"no modelscope_hub-{autodl.MODELSCOPE_HUB_VERSION} wheel in .cache/wheels/ "
+    f"(pip download --no-deps modelscope-hub=={autodl.MODELSCOPE_HUB_VERSION} -d .cache/wheels)",
+)
+def test_download_options_are_the_pinned_wheel_s():
+    with zipfile.ZipFile(MODELSCOPE_HUB_WHEEL) as wheel:
+        download = ast.parse(wheel.read("modelscope_hub/cli/download.py"))
+        base = ast.parse(wheel.read("modelscope_hub/cli/base.py"))
+    found = set(_visible_options(download, "register")) | set(_visible_options(base, "add_repo_type_arg"))
+    assert found == autodl.MODELSCOPE_DOWNLOAD_OPTIONS
+
+
+def test_vllm_names_and_install_text_pass_the_vllm_api_check():
+    check = _script("check_vllm_api")
+    text = "\n".join(BLOCKS.values())
+    surface = check.gpu_surface()
+    problems = check.check_text(text, surface, "autodl") + check.token_problems(text, surface, "autodl")
+    problems += check.install_doc_problems({"autodl": text}, surface["build"]["cudart_majors"][-1])
+    assert not problems, problems
+
+
+def test_paths_and_scripts_are_the_labs_own():
+    # every script the page runs exists and has the flag it is given
+    for words in _commands("python"):
+        if words[1].endswith(".py"):
+            assert (ROOT / words[1]).is_file(), words
+    run_labs_help = subprocess.run(
+        [sys.executable, "scripts/run_labs.py", "--help"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
+    assert all(
+        w in run_labs_help for words in _commands("python scripts/run_labs.py") for w in words[2:] if w.startswith("-")
+    )
+    phases_help = subprocess.run(
+        [sys.executable, "snippets/labs/phases.py", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    ).stdout
+    assert all(w in phases_help for words in _commands("python snippets/labs/phases.py") for w in words[2:])
+    assert (ROOT / "requirements-labs-gpu.txt").is_file()
+    # the model the page downloads is the labs' default --model; every cache is on the data disk
+    labkit = (ROOT / "snippets" / "labs" / "labkit.py").read_text()
+    assert f'p.add_argument("--model", default="{autodl.COURSE_MODEL}"' in labkit
+    assert all(path.startswith(autodl.DATA_DISK + "/") for path, _ in autodl.CACHE_ENV.values())
+    for name, (path, _) in autodl.CACHE_ENV.items():
+        assert f"export {name}={path}\n" in autodl.ENV_BLOCK
+    # the clone is where the run block looks for it
+    assert (
+        f"cd {autodl.DATA_DISK}\n" in autodl.INSTALL_BLOCK
+        and 'git clone "$COURSE_REPO" infercourse' in autodl.INSTALL_BLOCK
+    )
+    assert f"cd {autodl.DATA_DISK}/infercourse\n" in autodl.RUN_BLOCK
+    # the receipts folder of the lab card is the one every lesson's lab box writes to
+    assert f"--receipt receipts/{LAB_CARD_FOLDER}/phases.json" in labbox.lab_box("phases.py")
+
+
+def test_time_and_cost_are_the_runner_s_estimate():
+    v = {k: x.value for k, x in values_for("autodl.md").items()}
+    # the first download: 15,231,233,024 B (Qwen2.5-7B in BF16) / 50e6 B/s = 304.62 s = 5.077 min
+    assert v["first_download_min"] == pytest.approx(15_231_233_024 / 50e6 / 60)
+    assert v["first_download_min"] == pytest.approx(5.0771, abs=1e-4)
+    # each lab: its engines and decode steps from labbox.lab_minutes, as run_labs.py's estimate prints them
+    for row in v["lab_rows"]:
+        m = labbox.lab_minutes(row["lab"])
+        assert row["minutes"] == pytest.approx(m["engines"] + m["decode"])
+        assert row["cny"] == pytest.approx(row["minutes"] / 60 * registry.AUTODL_RTX_4090.cny_per_hour)
+    assert [r["lab"] for r in v["lab_rows"]] == labs.wired()
+    total = sum(r["minutes"] for r in v["lab_rows"]) + v["first_download_min"] + v["extra_download_min"]
+    assert v["total_min"] == pytest.approx(total)
+    assert v["total_cny"] == pytest.approx(total / 60 * 2.0)  # at 2 yuan/h, the registry's assumption
+    assert v["first_download_cny"] == pytest.approx(5.0771 / 30, abs=1e-4)  # 5.0771 min at 2 yuan/h = 0.1692
+    assert (
+        registry.AUTODL_RTX_4090.source.kind == "assumption" and "2026-12-01" in registry.AUTODL_RTX_4090.source.where
+    )
+
+
+def _code_blocks(site, page: str) -> list[str]:
+    soup = BeautifulSoup((site / page / "index.html").read_text(encoding="utf-8"), "html.parser")
+    return [pre.get_text().strip("\n") for pre in soup.select(".md-content pre")]
+
+
+def test_the_page_shows_exactly_the_checked_commands(site):
+    shown = _code_blocks(site, "autodl")
+    assert sorted(shown) == sorted(BLOCKS.values())
+    text = BeautifulSoup((site / "autodl" / "index.html").read_text(encoding="utf-8"), "html.parser")
+    prose = " ".join(text.select_one(".md-content").get_text().split())
+    check = _script("check_vllm_api")
+    surface = check.gpu_surface()
+    assert not check.install_doc_problems({"autodl page": prose}, surface["build"]["cudart_majors"][-1])
+    assert "receipts/rtx-4090-d/" in prose  # the RTX 4090 D has a folder of its own
+
+
+def test_receipts_page_shows_every_committed_receipt_and_labels_the_cpu_ones(site):
+    soup = BeautifulSoup((site / "receipts" / "index.html").read_text(encoding="utf-8"), "html.parser")
+    committed = sorted((ROOT / "receipts").glob("*/*.json"))
+    assert committed, "no committed receipt"
+    text = soup.select_one(".md-content").get_text(" ")
+    for lab in labs.wired():
+        section = soup.find(id=lab)
+        assert section is not None, lab
+        # the lab's section: its prediction, then a table per kind of machine, until the next lab
+        body = []
+        for el in section.find_all_next():
+            if el.name == "h2":
+                break
+            body.append(el)
+        words = " ".join(" ".join(e.get_text(" ").split()) for e in body if e.name in ("p", "table"))
+        assert "Prediction for the RTX 4090" in words, lab
+        cpu = [p for p in committed if p.stem == lab and p.parent.name.startswith("cpu-")]
+        if cpu:
+            assert "CPU run of the tiny model: shape, not GPU numbers." in words, lab
+            rows = [e for e in body if e.name == "table"][-1].select("tbody tr")
+            assert len(rows) == sum(len(labs.load_receipt(p)["results"]) for p in cpu), lab
+    assert "python scripts/check_receipts.py" in text and "pull request" in text
