@@ -52,8 +52,10 @@ def main() -> int:
         subprocess.run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=tmp, check=True)
         shutil.rmtree(VENDOR, ignore_errors=True)
         shutil.rmtree(TEST_VENDOR, ignore_errors=True)
-        for pattern, target_folder in [*((p, VENDOR / f) for p, f in FILES.items()),
-                                       *((p, TEST_VENDOR / f) for p, f in TEST_FILES.items())]:
+        for pattern, target_folder in [
+            *((p, VENDOR / f) for p, f in FILES.items()),
+            *((p, TEST_VENDOR / f) for p, f in TEST_FILES.items()),
+        ]:
             sources = sorted((Path(tmp) / "node_modules").glob(pattern))
             if not sources:
                 print(f"error: {pattern} is not in the npm package; update FILES in {__file__}", file=sys.stderr)

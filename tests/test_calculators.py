@@ -50,7 +50,9 @@ PASTED = [  # every layout the registry covers, and each way a config can be wro
     _cfg(num_key_value_heads=28),  # MHA
     _cfg(head_dim=256),  # explicit head_dim, not hidden / heads
     _cfg(tie_word_embeddings=True),
-    _cfg(sliding_window=4096, use_sliding_window=True, layer_types=["sliding_attention"] * 14 + ["full_attention"] * 14),
+    _cfg(
+        sliding_window=4096, use_sliding_window=True, layer_types=["sliding_attention"] * 14 + ["full_attention"] * 14
+    ),
     _cfg(max_position_embeddings=None),  # max_model_len must then be given
     _cfg(hidden_size=None),  # missing field
     _cfg(num_hidden_layers=0),  # non-positive size
@@ -132,7 +134,14 @@ def _roofline_cases() -> list[dict]:
             )
         )
     base = dict(config=dict(registry.model().config), gpu="RTX 4090", weights="bf16", kv="bf16", batch=1, context=1024)
-    for bad in (dict(batch=0), dict(batch=-3), dict(batch=2.5), dict(context=0), dict(context=1.5), dict(batch=0, context=0)):
+    for bad in (
+        dict(batch=0),
+        dict(batch=-3),
+        dict(batch=2.5),
+        dict(context=0),
+        dict(context=1.5),
+        dict(batch=0, context=0),
+    ):
         cases.append(base | bad)
     for config in PASTED:
         cases.append(base | dict(config=config))
@@ -251,12 +260,18 @@ def test_the_form_shows_python_s_numbers_and_messages_beside_the_fields(browser,
     for config, message in (
         ("{", "config.json is not valid JSON"),
         ('{"hidden_size": 3584}', "config has no 'num_attention_heads'"),
-        ('{"hidden_size": 3584, "num_hidden_layers": 0, "num_attention_heads": 28, "num_key_value_heads": 4}',
-         "config['num_hidden_layers'] must be a positive integer, got 0"),
-        ('{"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 27, "num_key_value_heads": 3}',
-         "hidden_size 3584 is not divisible by num_attention_heads 27; set head_dim"),
-        ('{"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 3}',
-         "num_attention_heads 28 is not a multiple of num_key_value_heads 3"),
+        (
+            '{"hidden_size": 3584, "num_hidden_layers": 0, "num_attention_heads": 28, "num_key_value_heads": 4}',
+            "config['num_hidden_layers'] must be a positive integer, got 0",
+        ),
+        (
+            '{"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 27, "num_key_value_heads": 3}',
+            "hidden_size 3584 is not divisible by num_attention_heads 27; set head_dim",
+        ),
+        (
+            '{"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 3}',
+            "num_attention_heads 28 is not a multiple of num_key_value_heads 3",
+        ),
     ):
         page.fill("#ic-m-config", config)
         assert page.inner_text("#ic-m-config-msg").startswith(message), (config, page.inner_text("#ic-m-config-msg"))
@@ -275,7 +290,10 @@ def test_the_form_shows_python_s_numbers_and_messages_beside_the_fields(browser,
     again = context.new_page()
     again.goto(url, wait_until="load")
     _ready(again, "memory")
-    assert again.input_value("#ic-m-kv") == "fp8" and again.locator(".ic-calc[data-calc=memory] .ic-out").inner_text() == shown
+    assert (
+        again.input_value("#ic-m-kv") == "fp8"
+        and again.locator(".ic-calc[data-calc=memory] .ic-out").inner_text() == shown
+    )
     errors, outside = watch.take()
     assert not errors and not outside, (errors, outside)
     context.close()
@@ -320,8 +338,13 @@ def test_instant_navigation_mounts_the_calculators(browser, server):  # noqa: F8
 
 @pytest.mark.parametrize(
     "path, scheme",
-    [(PAGE, "light"), (PAGE, "dark"), (LESSON_1A, "dark"), ("/lessons/2a-roofline/", "dark"),
-     ("/lessons/6a-speculative-decoding/", "light")],
+    [
+        (PAGE, "light"),
+        (PAGE, "dark"),
+        (LESSON_1A, "dark"),
+        ("/lessons/2a-roofline/", "dark"),
+        ("/lessons/6a-speculative-decoding/", "light"),
+    ],
 )
 def test_axe_finds_no_violation_and_a_phone_fits(browser, server, path, scheme):  # noqa: F811
     """axe-core checks the whole calculators page, and the calculators on a lesson (the lessons' other

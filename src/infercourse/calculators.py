@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from infercourse import fmt, memory, registry, roofline, transformer
 
@@ -117,12 +117,11 @@ def memory_calc(
         errors["utilization"] = f"gpu_memory_utilization must be in (0, 1], got {utilization!r}"
     if isinstance(reserve_gib, bool) or not isinstance(reserve_gib, (int, float)) or not reserve_gib >= 0:
         errors["reserve_gib"] = f"reserve must be a non-negative number of GiB, got {reserve_gib!r}"
-    if max_model_len is None:
-        max_model_len = config.get("max_position_embeddings")
+    mml = cast(int, config.get("max_position_embeddings") if max_model_len is None else max_model_len)  # checked next
     try:
-        _whole("max_model_len", max_model_len)
+        _whole("max_model_len", mml)
     except ValueError as e:
-        errors["max_model_len"] = str(e) + ("" if max_model_len is not None else " (the config has no max_position_embeddings)")
+        errors["max_model_len"] = str(e) + ("" if mml is not None else " (the config has no max_position_embeddings)")
     if errors:
         return out
     budget = out["total_bytes"] * utilization - out["weight_bytes"] - reserve_gib * fmt.GIB
@@ -136,18 +135,18 @@ def memory_calc(
         return out
     tokens = memory.kv_capacity_tokens(budget, out["kappa"])
     out["tokens"] = tokens
-    out["concurrency"] = memory.max_concurrency(tokens, max_model_len) if tokens else 0.0
-    out["sequences"] = memory.max_sequences(budget, out["kappa"], max_model_len)
+    out["concurrency"] = memory.max_concurrency(tokens, mml) if tokens else 0.0
+    out["sequences"] = memory.max_sequences(budget, out["kappa"], mml)
     limit = config.get("max_position_embeddings")
-    if limit is not None and max_model_len > limit:
+    if limit is not None and mml > limit:
         out["starts"] = False
         out["reason"] = (
-            f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
+            f"User-specified max_model_len ({mml}) is greater than the derived max_model_len "
             f"(max_position_embeddings={limit})"
         )
     elif out["sequences"] < 1:
         out["starts"] = False
-        out["reason"] = f"the KV cache cannot hold one request of max_model_len ({max_model_len}) tokens"
+        out["reason"] = f"the KV cache cannot hold one request of max_model_len ({mml}) tokens"
     else:
         out["starts"] = True
     return out
