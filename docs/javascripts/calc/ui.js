@@ -166,13 +166,17 @@ function rooflineFigure(o, v, reg) {
     return `<circle class="${cls}" cx="${cx}" cy="${py(y)}" r="5"/>`
       + `<text x="${cx + 8}" y="${py(y) + 16}">${label}</text>`;
   };
-  const ticksX = [0, 1, 2, 3, 4].map((e) => `<text x="${px(10 ** e)}" y="${H - B + 18}" text-anchor="middle">${10 ** e}</text>`).join("");
+  const ticksX = [0, 1, 2, 3, 4].map((e) => `<text x="${px(10 ** e)}" y="${H - B + 18}" `
+    + `text-anchor="${e === x1 ? "end" : "middle"}">${count(10 ** e)}</text>`).join("");
+  const peakLabel = (peak, what) => `<text x="${W - R}" y="${py(peak * 1e12) - 6}" text-anchor="end">${what} ${count(peak)} TFLOP/s</text>`;
   const ticksY = [0, 1, 2, 3, 4].map((k) => y0 + k).map((e) => `<text x="${L - 6}" y="${py(10 ** e) + 4}" text-anchor="end">${fixed(10 ** e / 1e12, e >= 12 ? 0 : 2)}</text>`).join("");
-  const dashed = o.peak_tflops !== g.bf16_dense_tflops ? `<path class="ic-roof ic-roof--bf16" d="${roof(g.bf16_dense_tflops)}"/>` : "";
+  const fp8 = o.peak_tflops !== g.bf16_dense_tflops;
+  const dashed = fp8 ? `<path class="ic-roof ic-roof--bf16" d="${roof(g.bf16_dense_tflops)}"/>` + peakLabel(g.bf16_dense_tflops, "BF16") : "";
   const desc = `Roofline of the ${g.name}: ridge point ${fixed(o.ridge, 1)} FLOP/B; the weight matmuls at `
     + `${fixed(o.linear_intensity, 1)} FLOP/B are ${o.linear_bound}-bound, attention at ${fixed(o.attention_intensity, 1)} FLOP/B is ${o.attention_bound}-bound.`;
   return `<svg viewBox="0 0 ${W} ${H}" role="img" aria-label="${desc}" class="ic-roofline">`
     + `<path class="ic-axis" d="M${L},${T} V${H - B} H${W - R}"/>${dashed}<path class="ic-roof" d="${roof(o.peak_tflops)}"/>`
+    + peakLabel(o.peak_tflops, fp8 ? "FP8" : "BF16")
     + point(o.linear_intensity, "matmuls", "ic-pt ic-pt--lin", o.peak_tflops)
     + point(o.attention_intensity, "attention", "ic-pt ic-pt--att", g.bf16_dense_tflops)
     + ticksX + ticksY
