@@ -11,6 +11,7 @@ tests/vendor/ for this test only) finding no accessibility violation.
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import math
 from pathlib import Path
@@ -300,11 +301,17 @@ def test_the_form_shows_python_s_numbers_and_messages_beside_the_fields(browser,
 
 
 def test_the_code_loads_only_when_a_calculator_comes_near(browser, server):  # noqa: F811
+    """Before the reader comes near, a lesson with a calculator fetches none of its code and stays within
+    the lesson page-weight budget (0.5 MB, gzip -6 of each file, as `make bench` counts)."""
     context, page, watch = _open(browser, 390, 600)
-    fetched = []
+    fetched, responses = [], []
     page.on("request", lambda r: fetched.append(r.url) if "/calc/" in r.url else None)
+    page.on("response", lambda r: responses.append(r))
     page.goto(server + LESSON_1A, wait_until="networkidle")
     assert not fetched, f"calculator code fetched before the reader came near: {fetched}"
+    packed = sum(len(gzip.compress(r.body(), 6)) for r in responses if r.status == 200)
+    print(f"\n{LESSON_1A} before any interaction: {packed / 1e6:.3f} MB compressed, {len(responses)} responses")
+    assert packed <= 0.5e6, f"{LESSON_1A} weighs {packed / 1e6:.3f} MB compressed before any interaction"
     _ready(page, "memory")
     assert any(u.endswith("/calc/ui.js") for u in fetched) and any(u.endswith("registry.json") for u in fetched)
     # From the keyboard: the load button takes focus in the tab order and the fields follow it.
