@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import json
 import math
 from pathlib import Path
 
@@ -234,6 +235,12 @@ def test_the_port_computes_what_the_python_computes(page, fn, cases):
     assert not problems, f"{len(problems)} of {len(cases)} cases differ:\n" + "\n".join(problems[:15])
 
 
+def test_the_site_serves_the_registry_s_facts(page):
+    served = page.evaluate("fetch('/assets/calc/registry.json').then(r => r.json())")
+    assert served == json.loads(json.dumps(calculators.registry_export()))
+    assert served["gpus"]["RTX 4090"]["total_bytes"] == 24_564 * 2**20 and len(served["models"]) == len(MODELS)
+
+
 def _ready(page, kind: str):
     page.locator(f".ic-calc[data-calc={kind}]").scroll_into_view_if_needed()
     page.wait_for_function(f"document.querySelector('.ic-calc[data-calc={kind}]').dataset.state === 'ready'")
@@ -375,3 +382,44 @@ def test_axe_finds_no_violation_and_a_phone_fits(browser, server, path, scheme):
     errors, outside = watch.take()
     assert not errors and not outside, (errors, outside)
     context.close()
+
+
+# --- the Python reference itself, against hand arithmetic (no browser: these run in `make check`) ---
+
+
+def test_memory_reference_matches_hand_arithmetic():
+    got = calculators.memory_calc(registry.model().config)
+    # 24,564 MiB = 25,757,220,864 B; x 0.92 - 2 x 7,615,616,512 B - 2 GiB = 6,317,926,522.88 B
+    assert got["total_bytes"] == 25_757_220_864 and got["weight_bytes"] == 15_231_233_024
+    assert math.isclose(got["budget"], 6_317_926_522.88, rel_tol=1e-15)
+    # kappa = 2 x 28 layers x 4 KV heads x 128 x 2 B = 57,344; floor(budget / (57,344 x 16)) = 6,885 blocks
+    assert got["kappa"] == 57_344 and got["tokens"] == 6_885 * 16 == 110_160
+    # max_model_len defaults to 32,768: 110,160 / 32,768 = 3.3618...; 6,885 // 2,048 blocks = 3 requests
+    assert got["concurrency"] == 110_160 / 32_768 and got["sequences"] == 3 and got["starts"] is True
+    llama = calculators.memory_calc(registry.model("meta-llama/Llama-2-13b-hf").config)
+    # 2 x 13,015,864,320 = 26.03 GB of weights > 0.92 x 25.76 GB: no cache at all
+    assert llama["starts"] is False and llama["reason"].startswith("No available memory for the cache blocks")
+    beyond = calculators.memory_calc(registry.model().config, max_model_len=32_769)
+    assert beyond["starts"] is False and "max_position_embeddings=32768" in beyond["reason"]
+
+
+def test_memory_reference_puts_each_message_on_its_field():
+    mla = calculators.memory_calc(registry.model("deepseek-ai/DeepSeek-V3").config, max_model_len=4096)
+    assert mla["kappa"] == 61 * (512 + 64) * 2 and mla["params"] is None  # MLA: latent + RoPE key per layer
+    assert set(mla["errors"]) == {"weights"}
+    bad = calculators.memory_calc(registry.model().config, utilization=0, reserve_gib=-1, max_model_len=0)
+    assert set(bad["errors"]) == {"utilization", "reserve_gib", "max_model_len"} and bad["starts"] is None
+
+
+def test_roofline_and_spec_references_match_hand_arithmetic():
+    cfg = registry.model().config
+    bf16 = calculators.roofline_calc(cfg, "RTX 4090")
+    # untied: (2 N - 2 V d) / (N - V d) = 2 B per matmul weight; ridge 165.2e12 / 1008e9 = 163.89 FLOP/B
+    assert bf16["b"] == 2.0 and math.isclose(bf16["ridge"], 165.2e12 / 1008e9)
+    assert bf16["linear_intensity"] == 1.0 and bf16["attention_intensity"] == 7.0  # 2 x (28 / 4) / 2
+    fp8 = calculators.roofline_calc(cfg, "RTX 4090", weights="fp8")
+    assert math.isclose(fp8["ridge"], 330.3e12 / 1008e9) and fp8["peak_tflops"] == 330.3
+    a100 = calculators.roofline_calc(cfg, "A100", weights="fp8")
+    assert a100["peak_tflops"] == 312  # no FP8 tensor cores: weight-only FP8 runs BF16 math
+    assert calculators.spec_calc(cfg, "RTX 4090", alpha=0)["expected"] == 1.0
+    assert calculators.spec_calc(cfg, "RTX 4090", alpha=1, k=4)["expected"] == 5.0
