@@ -325,6 +325,7 @@ def test_the_code_loads_only_when_a_calculator_comes_near(browser, server):  # n
     page.goto(server + PAGE, wait_until="load")
     page.focus(".ic-calc[data-calc=spec] button")
     page.wait_for_function("document.querySelector('.ic-calc[data-calc=spec]').dataset.state === 'ready'")
+    assert page.evaluate("document.activeElement.id") == "ic-s-model"  # focus moves from the button to the form
     page.focus("#ic-s-alpha")
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.id") == "ic-s-k"

@@ -208,6 +208,7 @@ export function mount(el, reg) {
     if (f.type === "textarea") return `<textarea ${common} rows="6" spellcheck="false">${esc(values[f.key])}</textarea>`;
     return `<input ${common} type="text" inputmode="decimal" autocomplete="off" value="${esc(values[f.key])}">`;
   };
+  const hadFocus = el.contains(document.activeElement); // the load button: focus moves on to the first field
   el.innerHTML = `<form class="ic-form" novalidate aria-label="${esc(calc.title)}">`
     + fields.map((f) => `<div class="ic-field" data-key="${f.key}"><label for="${id(f.key)}">${esc(f.label)}</label>`
       + `${control(f)}<p class="ic-msg" id="${id(f.key)}-msg"></p></div>`).join("")
@@ -250,4 +251,5 @@ export function mount(el, reg) {
   form.addEventListener("change", update);
   form.addEventListener("submit", (e) => e.preventDefault());
   update();
+  if (hadFocus) form.elements[0].focus();
 }
