@@ -400,6 +400,8 @@ def test_memory_reference_matches_hand_arithmetic():
     llama = calculators.memory_calc(registry.model("meta-llama/Llama-2-13b-hf").config)
     # 2 x 13,015,864,320 = 26.03 GB of weights > 0.92 x 25.76 GB: no cache at all
     assert llama["starts"] is False and llama["reason"].startswith("No available memory for the cache blocks")
+    mistral = calculators.memory_calc(registry.model("mistralai/Mistral-7B-v0.1").config)
+    assert mistral["note"].startswith("32 of 32 layers use a sliding window") and not got["note"]
     beyond = calculators.memory_calc(registry.model().config, max_model_len=32_769)
     assert beyond["starts"] is False and "max_position_embeddings=32768" in beyond["reason"]
 

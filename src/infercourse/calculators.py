@@ -90,12 +90,13 @@ def memory_calc(
         ``attention`` (MHA/GQA/MQA/MLA), ``params`` (count), ``weight_bytes`` (B), ``kappa`` (B/token),
         ``total_bytes``, ``budget`` (B), ``tokens`` (KV capacity, whole blocks), ``concurrency`` (capacity /
         max_model_len, vLLM's "maximum concurrency"), ``sequences`` (whole requests of max_model_len),
-        ``starts`` (bool, None when inputs are bad), ``reason`` (why it would not), ``errors``.
+        ``starts`` (bool, None when inputs are bad), ``reason`` (why it would not), ``note`` (what the
+        counts leave out for this config, else empty), ``errors``.
     """
     out: dict[str, Any] = dict.fromkeys(
         ("attention", "params", "weight_bytes", "kappa", "total_bytes", "budget", "tokens", "concurrency", "sequences")
     )
-    out.update(starts=None, reason="", errors={})
+    out.update(starts=None, reason="", note="", errors={})
     errors = out["errors"]
     try:
         out["attention"] = transformer.attention_kind(config)
@@ -133,6 +134,13 @@ def memory_calc(
             "total × gpu_memory_utilization"
         )
         return out
+    windowed = transformer.sliding_window_layers(config)
+    if windowed:
+        out["note"] = (
+            f"{windowed} of {config['num_hidden_layers']} layers use a sliding window: these counts treat every "
+            "layer as full attention, so the capacity is a lower bound and a refusal may not happen in vLLM, "
+            "which frees the blocks that leave the window"
+        )
     tokens = memory.kv_capacity_tokens(budget, out["kappa"])
     out["tokens"] = tokens
     out["concurrency"] = memory.max_concurrency(tokens, mml) if tokens else 0.0

@@ -192,7 +192,7 @@ const attempt = (errors, field, fn) => {
 export function memoryCalc(inp, reg) {
   const c = inp.config;
   const out = { attention: null, params: null, weight_bytes: null, kappa: null, total_bytes: null, budget: null,
-    tokens: null, concurrency: null, sequences: null, starts: null, reason: "", errors: {} };
+    tokens: null, concurrency: null, sequences: null, starts: null, reason: "", note: "", errors: {} };
   const errors = out.errors;
   const configOk = attempt(errors, "config", () => {
     out.attention = attentionKind(c);
@@ -232,6 +232,12 @@ export function memoryCalc(inp, reg) {
     out.reason = "No available memory for the cache blocks: the weights and the reserve take all of "
       + "total × gpu_memory_utilization";
     return out;
+  }
+  const windowed = slidingWindowLayers(c);
+  if (windowed) {
+    out.note = `${windowed} of ${c.num_hidden_layers} layers use a sliding window: these counts treat every `
+      + "layer as full attention, so the capacity is a lower bound and a refusal may not happen in vLLM, "
+      + "which frees the blocks that leave the window";
   }
   const block = reg.defaults.block_size;
   const tokens = kvCapacityTokens(budget, out.kappa, block);

@@ -62,6 +62,7 @@ const CALCS = {
       ["Maximum concurrency", o.concurrency === null ? null : `${fixed(o.concurrency, 2)}×`],
       ["Whole requests of max_model_len", o.sequences === null ? null : count(o.sequences)],
       ["Would vLLM start?", o.starts === null ? null : o.starts ? "yes" : `no: ${o.reason}`],
+      ["Note", o.note || null],
     ],
   },
   roofline: {
