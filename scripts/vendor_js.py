@@ -30,6 +30,11 @@ FILES = {  # path inside node_modules (a glob) -> folder under docs/assets/vendo
     "katex/dist/fonts/*.woff2": "katex/fonts",
     "katex/LICENSE": "katex",
 }
+TEST_VENDOR = ROOT / "tests" / "vendor"
+TEST_FILES = {  # for the browser test only, never served: the accessibility checker (tests/test_calculators.py)
+    "axe-core/axe.min.js": "axe-core",
+    "axe-core/LICENSE": "axe-core",
+}
 
 
 def woff2_only(css: str) -> str:
@@ -46,13 +51,17 @@ def main() -> int:
             shutil.copy(ROOT / name, tmp)
         subprocess.run(["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=tmp, check=True)
         shutil.rmtree(VENDOR, ignore_errors=True)
-        for pattern, folder in FILES.items():
+        shutil.rmtree(TEST_VENDOR, ignore_errors=True)
+        for pattern, target_folder in [
+            *((p, VENDOR / f) for p, f in FILES.items()),
+            *((p, TEST_VENDOR / f) for p, f in TEST_FILES.items()),
+        ]:
             sources = sorted((Path(tmp) / "node_modules").glob(pattern))
             if not sources:
                 print(f"error: {pattern} is not in the npm package; update FILES in {__file__}", file=sys.stderr)
                 return 1
             for source in sources:
-                target = VENDOR / folder / source.name
+                target = target_folder / source.name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(source, target)
                 if target.name == "katex.min.css":

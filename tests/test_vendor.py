@@ -28,6 +28,10 @@ def test_vendored_versions_match_the_pins():
     css = (VENDOR / "katex" / "katex.min.css").read_text(encoding="utf-8")
     fonts = set(re.findall(r"url\((fonts/[^)]+)\)", css))
     assert fonts and all(f.endswith(".woff2") and (VENDOR / "katex" / f).is_file() for f in fonts), fonts
+    axe_pin = json.loads((ROOT / "package.json").read_text())["devDependencies"]["axe-core"]  # the browser test's
+    assert lock["node_modules/axe-core"]["version"] == axe_pin
+    axe = (ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js").read_text(encoding="utf-8")
+    assert f"axe v{axe_pin}" in axe[:200]
 
 
 def test_mkdocs_loads_no_remote_script_and_no_math_runtime():
@@ -38,6 +42,7 @@ def test_mkdocs_loads_no_remote_script_and_no_math_runtime():
     Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
     config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)
     scripts = config["extra_javascript"]
-    assert scripts == ["javascripts/mermaid-loader.js"]  # formulas are typeset at build time (hooks/math.py)
+    # formulas are typeset at build time (hooks/math.py); the loaders fetch mermaid and the calculators on approach
+    assert scripts == ["javascripts/mermaid-loader.js", "javascripts/calc-loader.js"]
     assert not [s for s in scripts + config.get("extra_css", []) if re.match(r"(https?:)?//", s)]
     assert config["theme"]["font"] is False

@@ -118,11 +118,17 @@ def attention_kind(config: Mapping[str, Any]) -> str:
     """``"MHA"``, ``"MQA"``, ``"GQA"`` or ``"MLA"``, read from the KV-head count (or ``kv_lora_rank``).
 
     Raises:
-        ValueError: a required key is missing or not a positive integer.
+        ValueError: a required key is missing or not a positive integer, or the KV heads do not divide
+            the attention heads.
     """
     if is_mla(config):
         return "MLA"
     heads, kv = _need(config, "num_attention_heads"), _need(config, "num_key_value_heads")
+    if heads % kv:
+        raise ValueError(
+            f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}; "
+            "each KV head must serve a whole group of query heads"
+        )
     if kv == heads:
         return "MHA"
     return "MQA" if kv == 1 else "GQA"

@@ -1,0 +1,327 @@
+// The calculators' arithmetic: a line-for-line port of the course's Python formulas (ADR-0008).
+// Reference: src/infercourse/calculators.py, which composes transformer.py, memory.py and roofline.py.
+// Each function below names the Python function it mirrors; keep the order of operations the same
+// (floating-point results then agree bit for bit) and the error messages the same (tests compare both:
+// tests/test_calculators.py). Facts (model configs, GPU figures, vLLM defaults) are not here: they come
+// from the registry, exported at build time to assets/calc/registry.json (hooks/calculators.py).
+
+const GIB = 2 ** 30;
+export const KV_DTYPE_BYTES = { bf16: 2, fp8: 1 };
+export const WEIGHT_DTYPES = ["bf16", "fp8", "awq"];
+
+// Python's repr() of the values a config or a form can hold, for error messages.
+export function repr(v) {
+  if (v === undefined || v === null) return "None";
+  if (v === true) return "True";
+  if (v === false) return "False";
+  if (typeof v === "string") return `'${v}'`;
+  if (typeof v === "number") {
+    if (Number.isNaN(v)) return "nan";
+    if (!Number.isFinite(v)) return v > 0 ? "inf" : "-inf";
+    return String(v);
+  }
+  return JSON.stringify(v);
+}
+
+const isInt = (v) => typeof v === "number" && Number.isInteger(v);
+const isNum = (v) => typeof v === "number" && !Number.isNaN(v);
+const has = (c, k) => c[k] !== undefined && c[k] !== null;
+
+// CPython's float floor division (float_floor_div): Math.floor(a / b) can differ when a / b rounds up.
+function floorDiv(a, b) {
+  const mod = a % b;
+  let div = (a - mod) / b;
+  if (mod && (b < 0) !== (mod < 0)) div -= 1;
+  if (!div) return 0;
+  let floordiv = Math.floor(div);
+  if (div - floordiv > 0.5) floordiv += 1;
+  return floordiv;
+}
+const intDiv = (a, b) => Math.floor(a / b); // both whole and far below 2^53
+const ceilDiv = (a, b) => -intDiv(-a, b);
+
+// --- transformer.py ---------------------------------------------------------------------------
+function need(c, key) { // _need
+  if (!(key in c)) throw new Error(`config has no '${key}'; pass the model's config.json as a dict`);
+  const v = c[key];
+  if (!isInt(v) || v <= 0) throw new Error(`config['${key}'] must be a positive integer, got ${repr(v)}`);
+  return v;
+}
+
+export function headDim(c) { // head_dim
+  if (has(c, "head_dim")) return need(c, "head_dim");
+  const hidden = need(c, "hidden_size"), heads = need(c, "num_attention_heads");
+  if (hidden % heads) throw new Error(`hidden_size ${hidden} is not divisible by num_attention_heads ${heads}; set head_dim`);
+  return intDiv(hidden, heads);
+}
+
+export function paramBreakdown(c) { // param_breakdown
+  for (const key of ["kv_lora_rank", "n_routed_experts", "num_experts"]) {
+    if (has(c, key)) {
+      throw new Error(`config sets '${key}': MLA and mixture-of-experts models are not covered by this dense count`);
+    }
+  }
+  const hidden = need(c, "hidden_size"), layers = need(c, "num_hidden_layers");
+  const vocab = need(c, "vocab_size"), inter = need(c, "intermediate_size");
+  const dh = headDim(c);
+  const qOut = need(c, "num_attention_heads") * dh, kvOut = need(c, "num_key_value_heads") * dh;
+  const arch = c.model_type;
+  const qkvBias = arch === "qwen2" || Boolean(c.attention_bias ?? false);
+  let attention = hidden * qOut + 2 * hidden * kvOut + qOut * hidden;
+  if (qkvBias) attention += qOut + 2 * kvOut;
+  const normsPerLayer = 2 * hidden + (arch === "qwen3" ? 2 * dh : 0);
+  const embedding = vocab * hidden;
+  return {
+    embedding,
+    attention: layers * attention,
+    mlp: layers * 3 * hidden * inter,
+    norms: layers * normsPerLayer + hidden,
+    lm_head: c.tie_word_embeddings ? 0 : embedding,
+  };
+}
+
+export function paramCount(c) { // param_count
+  const p = paramBreakdown(c);
+  return p.embedding + p.attention + p.mlp + p.norms + p.lm_head;
+}
+
+function linearWeightCount(c) { // linear_weight_count
+  const hidden = need(c, "hidden_size"), dh = headDim(c);
+  const qOut = need(c, "num_attention_heads") * dh, kvOut = need(c, "num_key_value_heads") * dh;
+  const perLayer = 2 * hidden * qOut + 2 * hidden * kvOut + 3 * hidden * need(c, "intermediate_size");
+  return need(c, "num_hidden_layers") * perLayer;
+}
+
+const isMla = (c) => has(c, "kv_lora_rank");
+
+export function attentionKind(c) { // attention_kind
+  if (isMla(c)) return "MLA";
+  const heads = need(c, "num_attention_heads"), kv = need(c, "num_key_value_heads");
+  if (heads % kv) {
+    throw new Error(`num_attention_heads ${heads} is not a multiple of num_key_value_heads ${kv}; `
+      + "each KV head must serve a whole group of query heads");
+  }
+  if (kv === heads) return "MHA";
+  return kv === 1 ? "MQA" : "GQA";
+}
+
+function kvBytesPerLayerToken(c, b) { // kv_bytes_per_layer_token
+  if (isMla(c)) return (need(c, "kv_lora_rank") + need(c, "qk_rope_head_dim")) * b;
+  return 2 * need(c, "num_key_value_heads") * headDim(c) * b;
+}
+
+export function kvBytesPerToken(c, b = 2) { // kv_bytes_per_token
+  return need(c, "num_hidden_layers") * kvBytesPerLayerToken(c, b);
+}
+
+export function slidingWindowLayers(c) { // sliding_window_layers
+  if (!has(c, "sliding_window") || c.use_sliding_window === false) return 0;
+  need(c, "sliding_window");
+  if (has(c, "layer_types")) return c.layer_types.filter((k) => k === "sliding_attention").length;
+  return need(c, "num_hidden_layers");
+}
+
+function quantisedBytes(c, perLinear) { // _bytes_with_quantised_linears
+  const q = linearWeightCount(c);
+  return q * perLinear + 2 * (paramCount(c) - q);
+}
+
+export function weightBytes(c, dtype, awqGroup) { // calculators.weight_bytes
+  if (dtype === "bf16") return paramCount(c) * 2;
+  if (dtype === "fp8") return Math.trunc(quantisedBytes(c, 1));
+  if (dtype === "awq") return quantisedBytes(c, 0.5 + (2 + 0.5) / awqGroup);
+  throw new Error(`weight dtype must be one of ${WEIGHT_DTYPES.join(", ")}, got ${repr(dtype)}`);
+}
+
+function attentionFlopsPerToken(c, ctx) { // attention_flops_per_token
+  if (!isInt(ctx) || ctx <= 0) throw new Error(`context_len must be a positive whole number of tokens, got ${repr(ctx)}`);
+  if (isMla(c)) {
+    throw new Error("config sets 'kv_lora_rank': MLA's attention products (over the shared latent, key size "
+      + "qk_nope_head_dim + qk_rope_head_dim) are not modelled by this count");
+  }
+  return 4 * need(c, "num_hidden_layers") * need(c, "num_attention_heads") * headDim(c) * ctx;
+}
+
+// --- memory.py --------------------------------------------------------------------------------
+function kvCapacityTokens(budget, kappa, block) { // kv_capacity_tokens
+  return floorDiv(budget, kappa * block) * block;
+}
+
+function maxSequences(budget, kappa, ctx, block) { // max_sequences
+  return intDiv(intDiv(kvCapacityTokens(budget, kappa, block), block), ceilDiv(ctx, block));
+}
+
+// --- roofline.py ------------------------------------------------------------------------------
+const ridgePoint = (g, peak) => (peak ?? g.bf16_dense_tflops) * 1e12 / (g.bandwidth_gb_s * 1e9);
+const timeFloor = (g, flops, bytes, peak) =>
+  Math.max(flops / ((peak ?? g.bf16_dense_tflops) * 1e12), bytes / (g.bandwidth_gb_s * 1e9));
+
+function matmulParams(c) { // matmul_params
+  const p = paramBreakdown(c);
+  return p.embedding + p.attention + p.mlp + p.norms + p.lm_head - p.embedding - p.lm_head + c.vocab_size * c.hidden_size;
+}
+
+function decodeKernelFloors(g, c, ctx, batch, b = 2, kvB = 2, peak = null) { // decode_kernel_floors
+  const m = matmulParams(c);
+  const linear = timeFloor(g, 2 * m * batch, m * b, peak);
+  const attention = timeFloor(g, batch * attentionFlopsPerToken(c, ctx), batch * kvBytesPerToken(c, kvB) * ctx);
+  return [linear, attention];
+}
+
+function expectedTokensPerStep(alpha, k) { // expected_tokens_per_step
+  if (!isNum(alpha) || !(alpha >= 0 && alpha <= 1)) {
+    throw new Error(`alpha (acceptance rate) must be a number from 0 to 1, got ${repr(alpha)}`);
+  }
+  if (!isInt(k) || k < 1) throw new Error(`k (draft tokens per step) must be a whole number >= 1, got ${repr(k)}`);
+  return alpha === 1 ? k + 1 : (1 - alpha ** (k + 1)) / (1 - alpha);
+}
+
+// --- calculators.py ---------------------------------------------------------------------------
+function positiveNumber(name, v) { // _positive_number
+  if (!isNum(v) || !Number.isFinite(v) || v <= 0) throw new Error(`${name} must be a positive number, got ${repr(v)}`);
+}
+function whole(name, v) { // _whole
+  if (!isInt(v) || v <= 0) throw new Error(`${name} must be a positive whole number, got ${repr(v)}`);
+}
+const attempt = (errors, field, fn) => {
+  try { fn(); return true; } catch (e) { errors[field] = e.message; return false; }
+};
+
+// memory_calc. `inp`: {config, weights, kv, gpu, memory_gib (null: the GPU's), utilization, max_model_len
+// (null: max_position_embeddings), reserve_gib}; `reg`: the exported registry.
+export function memoryCalc(inp, reg) {
+  const c = inp.config;
+  const out = { attention: null, params: null, weight_bytes: null, kappa: null, total_bytes: null, budget: null,
+    tokens: null, concurrency: null, sequences: null, starts: null, reason: "", note: "", errors: {} };
+  const errors = out.errors;
+  const configOk = attempt(errors, "config", () => {
+    out.attention = attentionKind(c);
+    out.kappa = kvBytesPerToken(c, KV_DTYPE_BYTES[inp.kv]);
+    slidingWindowLayers(c);
+  });
+  if (configOk) {
+    attempt(errors, "weights", () => {
+      out.params = paramCount(c);
+      out.weight_bytes = weightBytes(c, inp.weights, reg.defaults.awq_group_size);
+    });
+  }
+  attempt(errors, "memory_gib", () => {
+    if (inp.memory_gib !== null && inp.memory_gib !== undefined) {
+      positiveNumber("memory_gib", inp.memory_gib);
+      out.total_bytes = inp.memory_gib * GIB;
+    } else {
+      out.total_bytes = reg.gpus[inp.gpu ?? reg.defaults.gpu].total_bytes;
+    }
+  });
+  const u = inp.utilization;
+  if (!(isNum(u) && u > 0 && u <= 1)) errors.utilization = `gpu_memory_utilization must be in (0, 1], got ${repr(u)}`;
+  const reserve = inp.reserve_gib;
+  if (!(isNum(reserve) && reserve >= 0)) errors.reserve_gib = `reserve must be a non-negative number of GiB, got ${repr(reserve)}`;
+  let mml = inp.max_model_len;
+  if (mml === null || mml === undefined) mml = c.max_position_embeddings ?? null;
+  attempt(errors, "max_model_len", () => {
+    try { whole("max_model_len", mml); } catch (e) {
+      throw new Error(e.message + (mml !== null ? "" : " (the config has no max_position_embeddings)"));
+    }
+  });
+  if (Object.keys(errors).length) return out;
+  const budget = out.total_bytes * u - out.weight_bytes - reserve * GIB;
+  out.budget = budget;
+  if (budget <= 0) {
+    Object.assign(out, { tokens: 0, concurrency: 0, sequences: 0, starts: false });
+    out.reason = "No available memory for the cache blocks: the weights and the reserve take all of "
+      + "total × gpu_memory_utilization";
+    return out;
+  }
+  const windowed = slidingWindowLayers(c);
+  if (windowed) {
+    out.note = `${windowed} of ${c.num_hidden_layers} layers use a sliding window: these counts treat every `
+      + "layer as full attention, so the capacity is a lower bound and a refusal may not happen in vLLM, "
+      + "which frees the blocks that leave the window";
+  }
+  const block = reg.defaults.block_size;
+  const tokens = kvCapacityTokens(budget, out.kappa, block);
+  out.tokens = tokens;
+  out.concurrency = tokens ? tokens / mml : 0;
+  out.sequences = maxSequences(budget, out.kappa, mml, block);
+  const limit = c.max_position_embeddings ?? null;
+  if (limit !== null && mml > limit) {
+    out.starts = false;
+    out.reason = `User-specified max_model_len (${mml}) is greater than the derived max_model_len `
+      + `(max_position_embeddings=${limit})`;
+  } else if (out.sequences < 1) {
+    out.starts = false;
+    out.reason = `the KV cache cannot hold one request of max_model_len (${mml}) tokens`;
+  } else {
+    out.starts = true;
+  }
+  return out;
+}
+
+// roofline_calc. `inp`: {config, gpu, weights, kv, batch, context}.
+export function rooflineCalc(inp, reg) {
+  const c = inp.config;
+  const out = { b: null, ridge: null, ridge_bf16: null, peak_tflops: null, linear_intensity: null,
+    attention_intensity: null, linear_s: null, attention_s: null, step_s: null, linear_bound: null,
+    attention_bound: null, tokens_per_s: null, bstar: null, errors: {} };
+  const errors = out.errors;
+  attempt(errors, "batch", () => whole("batch", inp.batch));
+  attempt(errors, "context", () => whole("context", inp.context));
+  let b;
+  attempt(errors, "config", () => {
+    attentionFlopsPerToken(c, 1);
+    const checkpoint = weightBytes(c, inp.weights, reg.defaults.awq_group_size); // validates the config first
+    const table = c.tie_word_embeddings ? 0 : 2 * c.vocab_size * c.hidden_size;
+    b = (checkpoint - table) / matmulParams(c);
+  });
+  if (Object.keys(errors).length) return out;
+  const g = reg.gpus[inp.gpu];
+  const peak = inp.weights === "fp8" && g.fp8_dense_tflops !== null ? g.fp8_dense_tflops : null;
+  const kvB = KV_DTYPE_BYTES[inp.kv];
+  const [linear, attention] = decodeKernelFloors(g, c, inp.context, inp.batch, b, kvB, peak);
+  const ridge = ridgePoint(g, peak), ridgeBf16 = ridgePoint(g, null);
+  const iLin = 2 * inp.batch / b;
+  const iAtt = attentionFlopsPerToken(c, 1) / kvBytesPerToken(c, kvB);
+  Object.assign(out, {
+    b, ridge, ridge_bf16: ridgeBf16, peak_tflops: peak ?? g.bf16_dense_tflops,
+    linear_intensity: iLin, attention_intensity: iAtt, linear_s: linear, attention_s: attention,
+    step_s: linear + attention, linear_bound: iLin > ridge ? "compute" : "memory",
+    attention_bound: iAtt > ridgeBf16 ? "compute" : "memory",
+    tokens_per_s: inp.batch / (linear + attention), bstar: ridgePoint(g, peak) * b / 2,
+  });
+  return out;
+}
+
+// spec_calc. `inp`: {config, gpu, alpha, k, rho, batch, context}.
+export function specCalc(inp, reg) {
+  const c = inp.config;
+  const out = { expected: null, tau: null, tau_d: null, tau_v: null, step_s: null, tpot: null, speedup: null, errors: {} };
+  const errors = out.errors;
+  attempt(errors, "alpha", () => expectedTokensPerStep(inp.alpha, 1));
+  attempt(errors, "k", () => expectedTokensPerStep(0.5, inp.k));
+  attempt(errors, "rho", () => positiveNumber("draft-cost ratio", inp.rho));
+  attempt(errors, "batch", () => whole("batch", inp.batch));
+  attempt(errors, "context", () => whole("context", inp.context));
+  const g = reg.gpus[inp.gpu];
+  let tau, tauV;
+  if (!Object.keys(errors).length) {
+    attempt(errors, "config", () => { // spec_step_floors(g, c, c, context, batch, k): the plain and verify steps
+      const tokens = inp.batch * (inp.k + 1);
+      const [linear] = decodeKernelFloors(g, c, inp.context, tokens);
+      const attention = timeFloor(g, tokens * attentionFlopsPerToken(c, inp.context),
+        inp.batch * kvBytesPerToken(c, 2) * inp.context, null);
+      const [l1, a1] = decodeKernelFloors(g, c, inp.context, inp.batch);
+      tau = l1 + a1;
+      tauV = linear + attention;
+    });
+  }
+  if (Object.keys(errors).length) return out;
+  const tauD = inp.rho * tau;
+  const expected = expectedTokensPerStep(inp.alpha, inp.k);
+  const step = inp.k * tauD + tauV;
+  Object.assign(out, {
+    expected, tau, tau_d: tauD, tau_v: tauV, step_s: step, tpot: step / expected,
+    speedup: expected * tau / (inp.k * tauD + tauV),
+  });
+  return out;
+}

@@ -1,0 +1,307 @@
+"""What the site's interactive calculators show, composed from the course's formula modules.
+
+The calculators run in the reader's browser as a JavaScript port (docs/javascripts/calc/formulas.js,
+ADR-0008). These functions are the reference that port must equal: tests/test_calculators.py feeds
+the same inputs to both and compares every output. Each function returns a dict of plain values
+(``None`` where an input error stops the computation) and ``errors``, a dict from the input field to
+its one-line message (the message the formula modules raise, where they raise one). Nothing here
+raises on bad input: a reader's typo is a message, not a traceback.
+
+Units: bytes (B), seconds (s), tokens, FLOP/byte; GiB only in the inputs named ``*_gib``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, cast
+
+from infercourse import fmt, memory, registry, roofline, transformer
+
+KV_DTYPE_BYTES = {"bf16": 2, "fp8": 1}
+"""Bytes per cached element b_kv by the calculators' KV dtype choice."""
+
+WEIGHT_DTYPES = ("bf16", "fp8", "awq")
+"""Weight formats: BF16 (2 B each), FP8 (W8: 1 B per linear weight), AWQ 4-bit (group size 128)."""
+
+
+def weight_bytes(config: Mapping[str, Any], dtype: str) -> float:
+    """Bytes of the checkpoint's weights in ``dtype`` (``"bf16"``, ``"fp8"`` or ``"awq"``), B.
+
+    Raises:
+        ValueError: an unknown dtype, or a config the dense count does not cover (:mod:`infercourse.transformer`).
+    """
+    if dtype == "bf16":
+        return transformer.weight_bytes(config, 2)
+    if dtype == "fp8":
+        return transformer.fp8_weight_bytes(config)
+    if dtype == "awq":
+        return transformer.awq_weight_bytes(config, registry.AWQ_GROUP_SIZE)
+    raise ValueError(f"weight dtype must be one of {', '.join(WEIGHT_DTYPES)}, got {dtype!r}")
+
+
+def gpu_total_bytes(gpu_name: str | None, memory_gib: float | None) -> float:
+    """Device memory (B) the calculators use: ``memory_gib`` * 2^30 when given, else the registry GPU's
+    :func:`infercourse.memory.device_total_upper_bytes` (CUDA's figure for the RTX 4090; elsewhere the
+    datasheet's "GB" read as GiB, an upper bound).
+
+    Raises:
+        ValueError: ``memory_gib`` is not a positive finite number. KeyError: an unknown GPU.
+    """
+    if memory_gib is not None:
+        _positive_number("memory_gib", memory_gib)
+        return memory_gib * fmt.GIB
+    return memory.device_total_upper_bytes(gpu_name or registry.LAB_GPU)
+
+
+def _positive_number(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+def _whole(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+
+
+def memory_calc(
+    config: Mapping[str, Any],
+    weights: str = "bf16",
+    kv: str = "bf16",
+    gpu: str | None = registry.LAB_GPU,
+    memory_gib: float | None = None,
+    utilization: float = registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
+    max_model_len: int | None = None,
+    reserve_gib: float = registry.VLLM_NON_KV_RESERVE_GIB,
+) -> dict[str, Any]:
+    """Lesson 1A's calculator: weights, kappa, KV budget, capacity and whether vLLM would start.
+
+    Args:
+        config: the model's config.json as a mapping.
+        weights: weight format, one of :data:`WEIGHT_DTYPES`.
+        kv: KV-cache dtype, a key of :data:`KV_DTYPE_BYTES`.
+        gpu: a registry GPU short name, used when ``memory_gib`` is None.
+        memory_gib: a custom device memory, GiB.
+        utilization: vLLM's ``gpu_memory_utilization``, in (0, 1].
+        max_model_len: tokens per request; None takes the config's ``max_position_embeddings`` (vLLM's default).
+        reserve_gib: memory besides weights and KV cache, GiB (the course's assumption by default).
+
+    Returns:
+        ``attention`` (MHA/GQA/MQA/MLA), ``params`` (count), ``weight_bytes`` (B), ``kappa`` (B/token),
+        ``total_bytes``, ``budget`` (B), ``tokens`` (KV capacity, whole blocks), ``concurrency`` (capacity /
+        max_model_len, vLLM's "maximum concurrency"), ``sequences`` (whole requests of max_model_len),
+        ``starts`` (bool, None when inputs are bad), ``reason`` (why it would not), ``note`` (what the
+        counts leave out for this config, else empty), ``errors``.
+    """
+    out: dict[str, Any] = dict.fromkeys(
+        ("attention", "params", "weight_bytes", "kappa", "total_bytes", "budget", "tokens", "concurrency", "sequences")
+    )
+    out.update(starts=None, reason="", note="", errors={})
+    errors = out["errors"]
+    try:
+        out["attention"] = transformer.attention_kind(config)
+        out["kappa"] = transformer.kv_bytes_per_token(config, KV_DTYPE_BYTES[kv])
+        transformer.sliding_window_layers(config)
+    except ValueError as e:
+        errors["config"] = str(e)
+    if "config" not in errors:
+        try:
+            out["params"] = transformer.param_count(config)
+            out["weight_bytes"] = weight_bytes(config, weights)
+        except ValueError as e:
+            errors["weights"] = str(e)
+    try:
+        out["total_bytes"] = gpu_total_bytes(gpu, memory_gib)
+    except ValueError as e:
+        errors["memory_gib"] = str(e)
+    if not (isinstance(utilization, (int, float)) and not isinstance(utilization, bool) and 0 < utilization <= 1):
+        errors["utilization"] = f"gpu_memory_utilization must be in (0, 1], got {utilization!r}"
+    if isinstance(reserve_gib, bool) or not isinstance(reserve_gib, (int, float)) or not reserve_gib >= 0:
+        errors["reserve_gib"] = f"reserve must be a non-negative number of GiB, got {reserve_gib!r}"
+    mml = cast(int, config.get("max_position_embeddings") if max_model_len is None else max_model_len)  # checked next
+    try:
+        _whole("max_model_len", mml)
+    except ValueError as e:
+        errors["max_model_len"] = str(e) + ("" if mml is not None else " (the config has no max_position_embeddings)")
+    if errors:
+        return out
+    budget = out["total_bytes"] * utilization - out["weight_bytes"] - reserve_gib * fmt.GIB
+    out["budget"] = budget
+    if budget <= 0:
+        out.update(tokens=0, concurrency=0.0, sequences=0, starts=False)
+        out["reason"] = (
+            "No available memory for the cache blocks: the weights and the reserve take all of "
+            "total × gpu_memory_utilization"
+        )
+        return out
+    windowed = transformer.sliding_window_layers(config)
+    if windowed:
+        out["note"] = (
+            f"{windowed} of {config['num_hidden_layers']} layers use a sliding window: these counts treat every "
+            "layer as full attention, so the capacity is a lower bound and a refusal may not happen in vLLM, "
+            "which frees the blocks that leave the window"
+        )
+    tokens = memory.kv_capacity_tokens(budget, out["kappa"])
+    out["tokens"] = tokens
+    out["concurrency"] = memory.max_concurrency(tokens, mml) if tokens else 0.0
+    out["sequences"] = memory.max_sequences(budget, out["kappa"], mml)
+    limit = config.get("max_position_embeddings")
+    if limit is not None and mml > limit:
+        out["starts"] = False
+        out["reason"] = (
+            f"User-specified max_model_len ({mml}) is greater than the derived max_model_len "
+            f"(max_position_embeddings={limit})"
+        )
+    elif out["sequences"] < 1:
+        out["starts"] = False
+        out["reason"] = f"the KV cache cannot hold one request of max_model_len ({mml}) tokens"
+    else:
+        out["starts"] = True
+    return out
+
+
+def _matmul_bytes_per_param(config: Mapping[str, Any], weights: str) -> float:
+    """Average bytes per matmul parameter b that a decode step reads: the checkpoint's bytes less the
+    input embedding table (a row lookup; when tied, it is the output head and is read), over M."""
+    checkpoint = weight_bytes(config, weights)  # validates the config first
+    table = 0 if config.get("tie_word_embeddings", False) else 2 * config["vocab_size"] * config["hidden_size"]
+    return (checkpoint - table) / roofline.matmul_params(config)
+
+
+def roofline_calc(
+    config: Mapping[str, Any], gpu: str, weights: str = "bf16", kv: str = "bf16", batch: int = 1, context: int = 1024
+) -> dict[str, Any]:
+    """Lesson 2A's calculator: ridge point, each decode kernel's intensity, floor and regime, tokens/s.
+
+    The weight matmuls run at the FP8 peak for FP8 weights on a card with FP8 tensor cores (W8A8), else
+    at the BF16 peak (AWQ dequantises to BF16; FP8 on the A100 is weight-only); attention at BF16.
+
+    Returns:
+        ``b`` (B per matmul parameter), ``ridge`` (FLOP/B at the matmuls' peak), ``ridge_bf16``,
+        ``peak_tflops`` (the matmuls'), ``linear_intensity``, ``attention_intensity`` (FLOP/B),
+        ``linear_s``, ``attention_s``, ``step_s`` (floors, s), ``linear_bound``, ``attention_bound``
+        (``"compute"`` or ``"memory"``), ``tokens_per_s`` (B / step floor), ``bstar`` (sequences),
+        ``errors``.
+    """
+    keys = ("b", "ridge", "ridge_bf16", "peak_tflops", "linear_intensity", "attention_intensity")
+    out: dict[str, Any] = dict.fromkeys(
+        (*keys, "linear_s", "attention_s", "step_s", "linear_bound", "attention_bound", "tokens_per_s", "bstar")
+    )
+    out["errors"] = errors = {}
+    for name, value in (("batch", batch), ("context", context)):
+        try:
+            _whole(name, value)
+        except ValueError as e:
+            errors[name] = str(e)
+    try:
+        transformer.attention_flops_per_token(config, 1)  # MLA and missing keys say so here
+        b = _matmul_bytes_per_param(config, weights)
+    except ValueError as e:
+        errors["config"] = str(e)
+    if errors:
+        return out
+    peak = registry.fp8_dense_tflops(gpu) if weights == "fp8" and gpu in registry.FP8_DENSE_TFLOPS else None
+    gpu_facts = registry.gpu(gpu)
+    kv_b = KV_DTYPE_BYTES[kv]
+    linear, attention = roofline.decode_kernel_floors(gpu_facts, config, context, batch, b, kv_b, peak)
+    ridge = roofline.ridge_point(gpu_facts, peak)
+    ridge_bf16 = roofline.ridge_point(gpu_facts)
+    i_lin = roofline.linear_intensity(batch, b)
+    i_att = roofline.attention_intensity(config, kv_b)
+    out.update(
+        b=b,
+        ridge=ridge,
+        ridge_bf16=ridge_bf16,
+        peak_tflops=peak if peak is not None else gpu_facts.bf16_dense_tflops,
+        linear_intensity=i_lin,
+        attention_intensity=i_att,
+        linear_s=linear,
+        attention_s=attention,
+        step_s=linear + attention,
+        linear_bound="compute" if i_lin > ridge else "memory",
+        attention_bound="compute" if i_att > ridge_bf16 else "memory",
+        tokens_per_s=batch / (linear + attention),
+        bstar=roofline.compute_bound_batch(gpu_facts, b, peak),
+    )
+    return out
+
+
+def spec_calc(
+    config: Mapping[str, Any],
+    gpu: str,
+    alpha: float = 0.7,
+    k: int = 4,
+    rho: float = 0.1,
+    batch: int = 1,
+    context: int = 1024,
+) -> dict[str, Any]:
+    """Lesson 6A's calculator: expected tokens per step and the speedup of speculative decoding.
+
+    The target's plain step tau and verification step tau_v are its BF16 floors on ``gpu`` (a registry short name;
+    :func:`infercourse.roofline.spec_step_floors`); the draft step is ``rho`` * tau (the draft-cost ratio).
+
+    Returns:
+        ``expected`` (tokens per target step), ``tau``, ``tau_d``, ``tau_v``, ``step_s`` (k tau_d + tau_v),
+        ``tpot`` (s per token with speculation), ``speedup`` (sigma), ``errors``.
+    """
+    out: dict[str, Any] = dict.fromkeys(("expected", "tau", "tau_d", "tau_v", "step_s", "tpot", "speedup"))
+    out["errors"] = errors = {}
+    checks = (
+        ("alpha", lambda: roofline.expected_tokens_per_step(alpha, 1)),
+        ("k", lambda: roofline.expected_tokens_per_step(0.5, k)),
+        ("rho", lambda: _positive_number("draft-cost ratio", rho)),
+        ("batch", lambda: _whole("batch", batch)),
+        ("context", lambda: _whole("context", context)),
+    )
+    for name, check in checks:
+        try:
+            check()
+        except ValueError as e:
+            errors[name] = str(e)
+    if not errors:
+        try:
+            tau, _, tau_v = roofline.spec_step_floors(registry.gpu(gpu), config, config, context, batch, k)
+        except ValueError as e:
+            errors["config"] = str(e)
+    if errors:
+        return out
+    tau_d = rho * tau
+    expected = roofline.expected_tokens_per_step(alpha, k)
+    step = k * tau_d + tau_v
+    out.update(
+        expected=expected,
+        tau=tau,
+        tau_d=tau_d,
+        tau_v=tau_v,
+        step_s=step,
+        tpot=step / expected,
+        speedup=roofline.spec_speedup(alpha, k, tau, tau_d, tau_v),
+    )
+    return out
+
+
+def registry_export() -> dict[str, Any]:
+    """The registry facts the calculators read, as JSON-ready data (written to the site at build time
+    by hooks/calculators.py, so the JavaScript holds formulas only, no facts)."""
+    return {
+        "models": {name: dict(m.config) for name, m in registry.MODELS.items()},
+        "gpus": {
+            short: {
+                "name": g.name,
+                "total_bytes": memory.device_total_upper_bytes(short),
+                "total_is_cuda": short in registry.GPU_MEMORY_TOTAL_MIB,
+                "bandwidth_gb_s": g.bandwidth_gb_s,
+                "bf16_dense_tflops": g.bf16_dense_tflops,
+                "fp8_dense_tflops": registry.FP8_DENSE_TFLOPS.get(short),
+            }
+            for short, g in registry.GPUS.items()
+        },
+        "defaults": {
+            "model": registry.COURSE_MODEL,
+            "gpu": registry.LAB_GPU,
+            "utilization": registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
+            "reserve_gib": registry.VLLM_NON_KV_RESERVE_GIB,
+            "block_size": registry.VLLM_DEFAULT_BLOCK_SIZE,
+            "awq_group_size": registry.AWQ_GROUP_SIZE,
+        },
+    }

@@ -1,0 +1,428 @@
+"""The calculators (ADR-0008) compute what the course's Python computes, in the built site, in Chromium.
+
+The bulk: a grid of input combinations per calculator (every registry model x card x weight and KV
+format, edge cases, bad inputs) is handed to the JavaScript port's pure functions in the page
+(``page.evaluate``) and every output is compared with :mod:`infercourse.calculators` run here: whole
+numbers and strings exactly, real numbers to a relative 1e-12, messages word for word. Then real form
+interactions: messages beside the fields, the state in the URL, loading on approach, instant
+navigation, a phone in the dark palette, and axe-core (pinned in package.json, vendored under
+tests/vendor/ for this test only) finding no accessibility violation.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import math
+from pathlib import Path
+
+import pytest
+from test_browser import Watch, _open, browser  # noqa: F401  (the Playwright browser fixture)
+
+from infercourse import calculators, registry
+
+AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
+MODELS = list(registry.MODELS)
+GPUS = list(registry.GPUS)
+LESSON_1A = "/lessons/1a-kv-cache/"
+PAGE = "/calculators/"
+
+# Calls the port's pure function on every case, in the page, with the registry the site serves.
+EVALUATE = """async ([fn, cases]) => {
+  const f = await import('/javascripts/calc/formulas.js');
+  const reg = await (await fetch('/assets/calc/registry.json')).json();
+  return cases.map((c) => f[fn](c, reg));
+}"""
+
+
+def _cfg(**changes):
+    """Qwen2.5-7B's config with keys changed (None: removed): the pasted configs of the edge cases."""
+    config = dict(registry.model().config)
+    for key, value in changes.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    return config
+
+
+PASTED = [  # every layout the registry covers, and each way a config can be wrong
+    _cfg(num_key_value_heads=1),  # MQA
+    _cfg(num_key_value_heads=28),  # MHA
+    _cfg(head_dim=256),  # explicit head_dim, not hidden / heads
+    _cfg(tie_word_embeddings=True),
+    _cfg(
+        sliding_window=4096, use_sliding_window=True, layer_types=["sliding_attention"] * 14 + ["full_attention"] * 14
+    ),
+    _cfg(max_position_embeddings=None),  # max_model_len must then be given
+    _cfg(hidden_size=None),  # missing field
+    _cfg(num_hidden_layers=0),  # non-positive size
+    _cfg(intermediate_size=-5),
+    _cfg(vocab_size="152064"),  # a string
+    _cfg(num_attention_heads=True),  # a bool
+    _cfg(num_attention_heads=27),  # hidden 3584 not divisible by 27 heads
+    _cfg(num_attention_heads=28, num_key_value_heads=3),  # KV heads do not divide the heads
+    _cfg(sliding_window=0),  # a window of no tokens
+    _cfg(n_routed_experts=8),  # mixture of experts: not a dense count
+    dict(registry.model("deepseek-ai/DeepSeek-V3").config, max_position_embeddings=163840),  # MLA
+]
+
+
+def _memory_cases() -> list[dict]:
+    """Registry models x cards (and two custom sizes) x weight formats x KV formats, with
+    max_model_len, utilization and reserve cycling through ordinary and edge values; then pasted
+    configs and bad settings."""
+    lens = [None, 4096, 8192, 32768, 131072, 1]
+    utils = [0.92, 0.5, 1, 0.999]
+    reserves = [2.0, 0, 0.5]
+    cases = []
+    cards = [(g, None) for g in GPUS] + [(None, 16), (None, 191.5)]
+    for i, (model, (gpu, gib), weights, kv) in enumerate(
+        itertools.product(MODELS, cards, calculators.WEIGHT_DTYPES, calculators.KV_DTYPE_BYTES)
+    ):
+        mml = lens[i % len(lens)]
+        if model == "deepseek-ai/DeepSeek-V3" and mml is None:
+            mml = 4096
+        cases.append(
+            dict(
+                config=dict(registry.model(model).config),
+                weights=weights,
+                kv=kv,
+                gpu=gpu,
+                memory_gib=gib,
+                utilization=utils[i % len(utils)],
+                max_model_len=mml,
+                reserve_gib=reserves[i % len(reserves)],
+            )
+        )
+    base = dict(weights="bf16", kv="bf16", gpu="RTX 4090", memory_gib=None, utilization=0.92, reserve_gib=2.0)
+    for config, mml in itertools.product(PASTED, [None, 8192]):
+        cases.append(dict(base, config=config, max_model_len=mml))
+    qwen = dict(registry.model().config)
+    for bad in (
+        dict(utilization=0),
+        dict(utilization=1.5),
+        dict(utilization=-0.1),
+        dict(reserve_gib=-1),
+        dict(max_model_len=0),
+        dict(max_model_len=4.5),
+        dict(max_model_len=-8),
+        dict(gpu=None, memory_gib=0),
+        dict(gpu=None, memory_gib=-24),
+        dict(gpu=None, memory_gib=8),  # the weights do not fit
+        dict(max_model_len=32769),  # beyond max_position_embeddings
+        dict(max_model_len=32768, gpu="H200", weights="awq", kv="fp8"),
+    ):
+        cases.append(dict(base, config=qwen, max_model_len=None) | bad)
+    return cases
+
+
+def _roofline_cases() -> list[dict]:
+    batches = [1, 8, 64, 256, 1024]
+    contexts = [1, 512, 4096, 32768]
+    cases = []
+    for i, (model, gpu, weights, kv) in enumerate(
+        itertools.product(MODELS, GPUS, calculators.WEIGHT_DTYPES, calculators.KV_DTYPE_BYTES)
+    ):
+        cases.append(
+            dict(
+                config=dict(registry.model(model).config),
+                gpu=gpu,
+                weights=weights,
+                kv=kv,
+                batch=batches[i % len(batches)],
+                context=contexts[i % len(contexts)],
+            )
+        )
+    base = dict(config=dict(registry.model().config), gpu="RTX 4090", weights="bf16", kv="bf16", batch=1, context=1024)
+    for bad in (
+        dict(batch=0),
+        dict(batch=-3),
+        dict(batch=2.5),
+        dict(context=0),
+        dict(context=1.5),
+        dict(batch=0, context=0),
+    ):
+        cases.append(base | bad)
+    for config in PASTED:
+        cases.append(base | dict(config=config))
+    return cases
+
+
+def _spec_cases() -> list[dict]:
+    cases = []
+    alphas, ks, rhos, batches = [0, 0.5, 0.7, 0.9, 1], [1, 4, 8], [0.05, 0.1, 0.3], [1, 16, 64]
+    for i, (model, gpu, alpha, k) in enumerate(itertools.product(MODELS, GPUS, alphas, ks)):
+        cases.append(
+            dict(
+                config=dict(registry.model(model).config),
+                gpu=gpu,
+                alpha=alpha,
+                k=k,
+                rho=rhos[i % len(rhos)],
+                batch=batches[i % len(batches)],
+                context=[512, 1024, 8192][i % 3],
+            )
+        )
+    base = dict(config=dict(registry.model().config), gpu="RTX 4090", alpha=0.7, k=4, rho=0.1, batch=1, context=1024)
+    for bad in (
+        dict(alpha=-0.1),
+        dict(alpha=1.1),
+        dict(k=0),
+        dict(k=2.5),
+        dict(rho=0),
+        dict(rho=-1),
+        dict(batch=0),
+        dict(context=-1),
+        dict(alpha=2, k=0, rho=0),
+    ):
+        cases.append(base | bad)
+    for config in PASTED:
+        cases.append(base | dict(config=config))
+    return cases
+
+
+PYTHON = {
+    "memoryCalc": lambda c: calculators.memory_calc(**c),
+    "rooflineCalc": lambda c: calculators.roofline_calc(**c),
+    "specCalc": lambda c: calculators.spec_calc(**c),
+}
+
+
+def _differences(expected: dict, got: dict) -> list[str]:
+    out = []
+    for key, want in expected.items():
+        have = got.get(key, "<missing>")
+        if isinstance(want, float) and isinstance(have, (int, float)) and not isinstance(have, bool):
+            ok = math.isclose(want, have, rel_tol=1e-12, abs_tol=0 if want else 1e-300)
+        elif isinstance(want, int) and not isinstance(want, bool):
+            ok = isinstance(have, (int, float)) and not isinstance(have, bool) and have == want
+        else:
+            ok = have == want
+        if not ok:
+            out.append(f"{key}: Python {want!r}, JavaScript {have!r}")
+    out += [f"{key}: only in JavaScript ({got[key]!r})" for key in got.keys() - expected.keys()]
+    return out
+
+
+@pytest.fixture(scope="module")
+def page(browser, server):  # noqa: F811
+    context, page, watch = _open(browser, 1280, 800)
+    page.goto(server + PAGE, wait_until="load")
+    yield page
+    errors, outside = watch.take()
+    assert not errors and not outside, (errors, outside)
+    context.close()
+
+
+@pytest.mark.parametrize(
+    "fn, cases", [("memoryCalc", _memory_cases()), ("rooflineCalc", _roofline_cases()), ("specCalc", _spec_cases())]
+)
+def test_the_port_computes_what_the_python_computes(page, fn, cases):
+    assert len(cases) >= 100, len(cases)
+    results = page.evaluate(EVALUATE, [fn, cases])
+    problems, failed = [], 0
+    for case, got in zip(cases, results, strict=True):
+        expected = PYTHON[fn](case)
+        failed += bool(expected["errors"])
+        diff = _differences(expected, got)
+        if diff:
+            shown = {k: v for k, v in case.items() if k != "config"}
+            problems.append(f"{shown} config={case['config'].get('model_type')}: " + "; ".join(diff))
+    print(f"\n{fn}: {len(cases)} cases compared, {failed} of them with input errors")
+    assert 10 <= failed < len(cases) // 2, failed  # both kinds are exercised
+    assert not problems, f"{len(problems)} of {len(cases)} cases differ:\n" + "\n".join(problems[:15])
+
+
+def test_the_site_serves_the_registry_s_facts(page):
+    served = page.evaluate("fetch('/assets/calc/registry.json').then(r => r.json())")
+    assert served == json.loads(json.dumps(calculators.registry_export()))
+    assert served["gpus"]["RTX 4090"]["total_bytes"] == 24_564 * 2**20 and len(served["models"]) == len(MODELS)
+
+
+def _ready(page, kind: str):
+    page.locator(f".ic-calc[data-calc={kind}]").scroll_into_view_if_needed()
+    page.wait_for_function(f"document.querySelector('.ic-calc[data-calc={kind}]').dataset.state === 'ready'")
+
+
+def test_the_form_shows_python_s_numbers_and_messages_beside_the_fields(browser, server):  # noqa: F811
+    context, page, watch = _open(browser, 1280, 800)
+    page.goto(server + LESSON_1A, wait_until="load")
+    _ready(page, "memory")
+    out = page.locator(".ic-calc[data-calc=memory] .ic-out")
+    want = calculators.memory_calc(registry.model().config)
+    # 110,160 tokens = floor(6,317,926,522.88 / (57,344 x 16)) x 16 (lesson 1A's hand-worked budget)
+    assert f"{want['tokens']:,} tokens" in out.inner_text() and want["tokens"] == 110_160
+    assert out.get_attribute("aria-live") == "polite"
+
+    page.fill("#ic-m-utilization", "1.5")
+    assert page.inner_text("#ic-m-utilization-msg") == "gpu_memory_utilization must be in (0, 1], got 1.5"
+    assert page.get_attribute("#ic-m-utilization", "aria-invalid") == "true"
+    page.fill("#ic-m-utilization", "abc")
+    assert page.inner_text("#ic-m-utilization-msg") == 'gpu_memory_utilization: "abc" is not a number'
+    page.fill("#ic-m-utilization", "0.92")
+    assert page.inner_text("#ic-m-utilization-msg") == ""
+
+    page.select_option("#ic-m-model", "paste")
+    for config, message in (
+        ("{", "config.json is not valid JSON"),
+        ('{"hidden_size": 3584}', "config has no 'num_attention_heads'"),
+        (
+            '{"hidden_size": 3584, "num_hidden_layers": 0, "num_attention_heads": 28, "num_key_value_heads": 4}',
+            "config['num_hidden_layers'] must be a positive integer, got 0",
+        ),
+        (
+            '{"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 27, "num_key_value_heads": 3}',
+            "hidden_size 3584 is not divisible by num_attention_heads 27; set head_dim",
+        ),
+        (
+            '{"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 3}',
+            "num_attention_heads 28 is not a multiple of num_key_value_heads 3",
+        ),
+    ):
+        page.fill("#ic-m-config", config)
+        assert page.inner_text("#ic-m-config-msg").startswith(message), (config, page.inner_text("#ic-m-config-msg"))
+        assert "NaN" not in page.inner_text(".ic-calc[data-calc=memory]")
+    pasted = '{"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4}'
+    page.fill("#ic-m-config", pasted)  # kappa needs no more; the parameter count needs the MLP and vocabulary
+    assert "57,344 B" in out.inner_text()  # 2 x 28 layers x 4 KV heads x 128 x 2 B
+    assert page.inner_text("#ic-m-weights-msg") == "config has no 'vocab_size'; pass the model's config.json as a dict"
+
+    # The state is in the URL: a fresh page at that address shows the same inputs and result.
+    page.select_option("#ic-m-model", "Qwen/Qwen3-4B")
+    page.select_option("#ic-m-kv", "fp8")
+    page.fill("#ic-m-max_model_len", "8192")
+    shown, url = out.inner_text(), page.url
+    assert "m.model=Qwen%2FQwen3-4B" in url and "m.kv=fp8" in url and "m.max_model_len=8192" in url
+    again = context.new_page()
+    again.goto(url, wait_until="load")
+    _ready(again, "memory")
+    assert (
+        again.input_value("#ic-m-kv") == "fp8"
+        and again.locator(".ic-calc[data-calc=memory] .ic-out").inner_text() == shown
+    )
+    errors, outside = watch.take()
+    assert not errors and not outside, (errors, outside)
+    context.close()
+
+
+def test_the_code_loads_only_when_a_calculator_comes_near(browser, server):  # noqa: F811
+    """Before the reader comes near, a lesson with a calculator fetches none of its code and stays within
+    the lesson page-weight budget (0.5 MB, gzip -6 of each file, as `make bench` counts)."""
+    context, page, watch = _open(browser, 390, 600)
+    fetched, responses = [], []
+    page.on("request", lambda r: fetched.append(r.url) if "/calc/" in r.url else None)
+    page.on("response", lambda r: responses.append(r))
+    page.goto(server + LESSON_1A, wait_until="networkidle")
+    assert not fetched, f"calculator code fetched before the reader came near: {fetched}"
+    packed = sum(len(gzip.compress(r.body(), 6)) for r in responses if r.status == 200)
+    print(f"\n{LESSON_1A} before any interaction: {packed / 1e6:.3f} MB compressed, {len(responses)} responses")
+    assert packed <= 0.5e6, f"{LESSON_1A} weighs {packed / 1e6:.3f} MB compressed before any interaction"
+    _ready(page, "memory")
+    assert any(u.endswith("/calc/ui.js") for u in fetched) and any(u.endswith("registry.json") for u in fetched)
+    # From the keyboard: the load button takes focus in the tab order and the fields follow it.
+    page.goto(server + PAGE, wait_until="load")
+    page.focus(".ic-calc[data-calc=spec] button")
+    page.wait_for_function("document.querySelector('.ic-calc[data-calc=spec]').dataset.state === 'ready'")
+    assert page.evaluate("document.activeElement.id") == "ic-s-model"  # focus moves from the button to the form
+    page.focus("#ic-s-alpha")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "ic-s-k"
+    page.fill("#ic-s-alpha", "1.1")
+    assert page.inner_text("#ic-s-alpha-msg") == "alpha (acceptance rate) must be a number from 0 to 1, got 1.1"
+    errors, outside = watch.take()
+    assert not errors and not outside, (errors, outside)
+    context.close()
+
+
+def test_instant_navigation_mounts_the_calculators(browser, server):  # noqa: F811
+    context, page, watch = _open(browser, 1280, 800)
+    page.goto(server + "/", wait_until="load")
+    page.evaluate("window.__notReloaded = 'marker'")
+    page.click("nav.md-nav--primary a.md-nav__link[href$='calculators/']")
+    page.wait_for_function("document.querySelector('link[rel=canonical]').href.endsWith('/calculators/')")
+    for kind in ("memory", "roofline", "spec"):
+        _ready(page, kind)
+    assert page.evaluate("window.__notReloaded") == "marker", "the click reloaded the page"
+    assert page.locator(".ic-calc[data-calc=roofline] svg.ic-roofline").count() == 1
+    errors, outside = watch.take()
+    assert not errors and not outside, (errors, outside)
+    context.close()
+
+
+@pytest.mark.parametrize(
+    "path, scheme",
+    [
+        (PAGE, "light"),
+        (PAGE, "dark"),
+        (LESSON_1A, "dark"),
+        ("/lessons/2a-roofline/", "dark"),
+        ("/lessons/6a-speculative-decoding/", "light"),
+    ],
+)
+def test_axe_finds_no_violation_and_a_phone_fits(browser, server, path, scheme):  # noqa: F811
+    """axe-core checks the whole calculators page, and the calculators on a lesson (the lessons' other
+    content has findings of its own, outside this test's scope); hidden fields stay hidden."""
+    context, page, watch = _open(browser, 390, 844, scheme)
+    page.goto(server + path, wait_until="load")
+    kinds = page.eval_on_selector_all(".ic-calc", "els => els.map(e => e.dataset.calc)")
+    assert kinds, f"{path} has no calculator"
+    for kind in kinds:
+        _ready(page, kind)
+    page.fill("#ic-r-batch" if "roofline" in kinds else "#ic-m-utilization" if "memory" in kinds else "#ic-s-k", "0")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    hidden = "[...document.querySelectorAll('.ic-field[hidden]')].filter(e => e.checkVisibility()).length"
+    assert page.evaluate(hidden) == 0, "a field meant to be hidden is drawn"
+    page.add_script_tag(path=str(AXE))
+    scope = "document" if path == PAGE else "'.ic-calc'"
+    result = page.evaluate(
+        f"async () => (await axe.run({scope})).violations.map(v => `${{v.id}}: ${{v.help}} (${{v.nodes.length}})`)"
+    )
+    assert not result, f"{path}: {result}"
+    errors, outside = watch.take()
+    assert not errors and not outside, (errors, outside)
+    context.close()
+
+
+# --- the Python reference itself, against hand arithmetic (no browser: these run in `make check`) ---
+
+
+def test_memory_reference_matches_hand_arithmetic():
+    got = calculators.memory_calc(registry.model().config)
+    # 24,564 MiB = 25,757,220,864 B; x 0.92 - 2 x 7,615,616,512 B - 2 GiB = 6,317,926,522.88 B
+    assert got["total_bytes"] == 25_757_220_864 and got["weight_bytes"] == 15_231_233_024
+    assert math.isclose(got["budget"], 6_317_926_522.88, rel_tol=1e-15)
+    # kappa = 2 x 28 layers x 4 KV heads x 128 x 2 B = 57,344; floor(budget / (57,344 x 16)) = 6,885 blocks
+    assert got["kappa"] == 57_344 and got["tokens"] == 6_885 * 16 == 110_160
+    # max_model_len defaults to 32,768: 110,160 / 32,768 = 3.3618...; 6,885 // 2,048 blocks = 3 requests
+    assert got["concurrency"] == 110_160 / 32_768 and got["sequences"] == 3 and got["starts"] is True
+    llama = calculators.memory_calc(registry.model("meta-llama/Llama-2-13b-hf").config)
+    # 2 x 13,015,864,320 = 26.03 GB of weights > 0.92 x 25.76 GB: no cache at all
+    assert llama["starts"] is False and llama["reason"].startswith("No available memory for the cache blocks")
+    mistral = calculators.memory_calc(registry.model("mistralai/Mistral-7B-v0.1").config)
+    assert mistral["note"].startswith("32 of 32 layers use a sliding window") and not got["note"]
+    beyond = calculators.memory_calc(registry.model().config, max_model_len=32_769)
+    assert beyond["starts"] is False and "max_position_embeddings=32768" in beyond["reason"]
+
+
+def test_memory_reference_puts_each_message_on_its_field():
+    mla = calculators.memory_calc(registry.model("deepseek-ai/DeepSeek-V3").config, max_model_len=4096)
+    assert mla["kappa"] == 61 * (512 + 64) * 2 and mla["params"] is None  # MLA: latent + RoPE key per layer
+    assert set(mla["errors"]) == {"weights"}
+    bad = calculators.memory_calc(registry.model().config, utilization=0, reserve_gib=-1, max_model_len=0)
+    assert set(bad["errors"]) == {"utilization", "reserve_gib", "max_model_len"} and bad["starts"] is None
+
+
+def test_roofline_and_spec_references_match_hand_arithmetic():
+    cfg = registry.model().config
+    bf16 = calculators.roofline_calc(cfg, "RTX 4090")
+    # untied: (2 N - 2 V d) / (N - V d) = 2 B per matmul weight; ridge 165.2e12 / 1008e9 = 163.89 FLOP/B
+    assert bf16["b"] == 2.0 and math.isclose(bf16["ridge"], 165.2e12 / 1008e9)
+    assert bf16["linear_intensity"] == 1.0 and bf16["attention_intensity"] == 7.0  # 2 x (28 / 4) / 2
+    fp8 = calculators.roofline_calc(cfg, "RTX 4090", weights="fp8")
+    assert math.isclose(fp8["ridge"], 330.3e12 / 1008e9) and fp8["peak_tflops"] == 330.3
+    a100 = calculators.roofline_calc(cfg, "A100", weights="fp8")
+    assert a100["peak_tflops"] == 312  # no FP8 tensor cores: weight-only FP8 runs BF16 math
+    assert calculators.spec_calc(cfg, "RTX 4090", alpha=0)["expected"] == 1.0
+    assert calculators.spec_calc(cfg, "RTX 4090", alpha=1, k=4)["expected"] == 5.0
