@@ -239,9 +239,10 @@ def test_a_cpu_receipt_worked_by_hand_passes_every_exact_claim():
 
 
 def test_an_ngram_run_that_drafts_or_accepts_nothing_fails():
-    assert _claims(_cpu_receipt({("ngram", 2): {"accepted": 0, "accepted_per_pos": [0] * 4}}))[
-        "ngram_drafts_and_accepts"
-    ] is False
+    assert (
+        _claims(_cpu_receipt({("ngram", 2): {"accepted": 0, "accepted_per_pos": [0] * 4}}))["ngram_drafts_and_accepts"]
+        is False
+    )
     nothing = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": [0] * 4}
     assert _claims(_cpu_receipt({("ngram", 1): nothing}))["ngram_drafts_and_accepts"] is False
     assert _claims(_cpu_receipt({("ngram", 1): {"same_as_off": 0}}))["lossless"] is False

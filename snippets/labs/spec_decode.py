@@ -24,7 +24,8 @@ TPOT from the per-request metrics, and whether each request's tokens equal the `
 What to look for: greedy tokens identical with and without speculation (rejection sampling keeps
 the target's output); draft tokens = K x drafts for a draft model (prompt lookup may propose fewer);
 accepted <= drafted, per position non-increasing; with full acceptance, 1 + ceil((n - 1) / (K + 1))
-steps instead of n; with synthetic length 1, no draft token accepted and n steps; on a GPU, TPOT falling at batch 1 and the gain fading as the batch grows.
+steps instead of n; with synthetic length 1, no draft token accepted and n steps; on a GPU, TPOT falling
+at batch 1 and the gain fading as the batch grows.
 
 vLLM 0.26.0 refuses a draft whose vocabulary size differs from the target's unless
 ``use_heterogeneous_vocab=True`` (vllm/config/speculative.py). Qwen2.5-7B has 152,064 rows,

@@ -476,7 +476,10 @@ def main(argv=None) -> int:
     for r in rows:
         if r["run"] == "allreduce" and r["outcome"] == "started":
             print(f"all-reduce ({r['backend']}, {r['ranks']} ranks), median of {ALLREDUCE_REPEATS}, us per size:")
-            print("  " + ", ".join(f"{n:,} B {s * 1e6:.1f}" for n, s in zip(r["message_bytes"], r["allreduce_s"])))
+            print(
+                "  "
+                + ", ".join(f"{n:,} B {s * 1e6:.1f}" for n, s in zip(r["message_bytes"], r["allreduce_s"], strict=True))
+            )
     if args.step_batches and started:
         print(f"decode step (ms) at batch {', '.join(map(str, args.step_batches))}:")
         for r in started:

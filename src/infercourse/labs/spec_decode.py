@@ -142,7 +142,8 @@ def steps_exact(receipt: Receipt) -> ClaimResult:
             if (r["drafts"], r["accepted"]) != (drafts, 0) or (r["batch"] == 1 and r["steps"] != r["output_tokens"]):
                 problems.append(
                     f"{r['run']} B={r['batch']}: {r['steps']} steps, {r['drafts']} drafts, {r['accepted']} accepted; "
-                    f"expected {drafts} drafts, none accepted" + (f", {r['output_tokens']} steps" if r["batch"] == 1 else "")
+                    f"expected {drafts} drafts, none accepted"
+                    + (f", {r['output_tokens']} steps" if r["batch"] == 1 else "")
                 )
     detail = "; ".join(problems) or ", ".join(
         f"{r['run']} B={r['batch']}: {r['steps']} steps, {r['drafts']} drafts" for r in rows

@@ -38,7 +38,8 @@ fitted = tp_lab.fitted_alpha(labs.committed_receipts("tensor_parallel"))
 def _alpha(gpu: str) -> tuple[float, str]:
     if gpu in fitted:
         alpha, receipt = fitted[gpu]
-        return alpha, f"a measured (lab 7A's all-reduce fit on {receipt['machine']['name']}, {receipt['date_utc'][:10]})"
+        machine, day = receipt["machine"]["name"], receipt["date_utc"][:10]
+        return alpha, f"a measured (lab 7A's all-reduce fit on {machine}, {day})"
     return registry.TP_HOP_LATENCY_US[gpu] * 1e-6, "an assumed"
 
 
