@@ -344,16 +344,16 @@ def main(argv=None) -> int:
         f"{OUTPUT_TOKENS} tokens per request, greedy; counters: vLLM's spec_decode_* and {STEP_TOKENS_METRIC}"
     )
     print(
-        f"{'run':<9} {'batch':>5} {'steps':>6} {'drafts':>7} {'drafted':>8} {'accepted':>9} "
+        f"{'run':<11} {'batch':>5} {'steps':>6} {'drafts':>7} {'drafted':>8} {'accepted':>9} "
         f"{'same as off':>11} {'TPOT (ms)':>10}  accepted per position"
     )
     for r in rows:
         if r["outcome"] != "started":
-            print(f"{r['run']:<9} {r['batch']:>5} n/a: {r['reason'][:200]}")
+            print(f"{r['run']:<11} {r['batch']:>5} n/a: {r['reason'][:200]}")
             continue
         same = "-" if r["same_as_off"] is None else f"{r['same_as_off']}/{r['batch']}"
         print(
-            f"{r['run']:<9} {r['batch']:>5} {r['steps']:>6} {r['drafts']:>7} {r['draft_tokens']:>8} "
+            f"{r['run']:<11} {r['batch']:>5} {r['steps']:>6} {r['drafts']:>7} {r['draft_tokens']:>8} "
             f"{r['accepted']:>9} {same:>11} {r['tpot_ms']:>10.2f}  {r['accepted_per_pos']}"
         )
     if args.receipt:
