@@ -322,7 +322,7 @@ SPEC = LabSpec(
     cpu_args=("--runs", "tp1,tp2,allreduce", "--dtype", "float32", "--step-batches", "none", "--enforce-eager"),
     work=LabWork(
         engines=len(RUNS) - 1,  # the allreduce run starts no engine
-        decode_steps=len(RUNS) * 2 * len(STEP_BATCHES) * STEP_OUTPUT_LEN,
+        decode_steps=(len(RUNS) - 1) * 2 * len(STEP_BATCHES) * STEP_OUTPUT_LEN,
         peak_kv_tokens=max(STEP_BATCHES) * (STEP_PROMPT_LEN + STEP_OUTPUT_LEN),
     ),
 )
