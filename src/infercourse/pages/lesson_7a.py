@@ -7,8 +7,9 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import fmt, labbox, memory, notation, registry, roofline, snippets, transformer
+from infercourse import fmt, labbox, labs, memory, notation, registry, roofline, snippets, transformer
 from infercourse.figures import svg_text
+from infercourse.labs import tensor_parallel as tp_lab
 from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/7a-tensor-parallelism.md")
@@ -29,10 +30,25 @@ P.add("link_h200_name", link_h200_name, "text")
 P.add("beta_4090", f"{link_4090:g} GB/s", "text")  # the registry's figure, as the page writes it
 P.add("beta_h200", f"{link_h200:g} GB/s", "text")
 P.add("beta_h200_both", f"{2 * link_h200:g} GB/s", "text")
-alpha_4090 = registry.TP_HOP_LATENCY_US["RTX 4090"] * 1e-6
-alpha_h200 = registry.TP_HOP_LATENCY_US["H200"] * 1e-6
+# alpha per ring step: the lab's fitted value where a committed GPU receipt has the all-reduce sweep, else the
+# course's labelled assumption (registry.TP_HOP_LATENCY_US)
+fitted = tp_lab.fitted_alpha(labs.committed_receipts("tensor_parallel"))
+
+
+def _alpha(gpu: str) -> tuple[float, str]:
+    if gpu in fitted:
+        alpha, receipt = fitted[gpu]
+        machine, day = receipt["machine"]["name"], receipt["date_utc"][:10]
+        return alpha, f"a measured (lab 7A's all-reduce fit on {machine}, {day})"
+    return registry.TP_HOP_LATENCY_US[gpu] * 1e-6, "an assumed"
+
+
+alpha_4090, basis_4090 = _alpha("RTX 4090")
+alpha_h200, basis_h200 = _alpha("H200")
 P.add("alpha_4090", alpha_4090, "s")
 P.add("alpha_h200", alpha_h200, "s")
+P.add("alpha_4090_basis", basis_4090, "text")
+P.add("alpha_h200_basis", basis_h200, "text")
 P.add("hbm_4090", f"{g4090.bandwidth_gb_s:g} GB/s", "text")
 
 # --- the split: per-rank linear weights at T = 2, all-reduces per step ---
