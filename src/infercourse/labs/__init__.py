@@ -263,9 +263,12 @@ def prediction_label(lab_spec: LabSpec, gpu_name: str = LAB_GPU) -> str:
     return f"**Prediction for the {gpu(gpu_name).name} from {lab_spec.prediction_basis}, not a measurement.**"
 
 
-def measured_table(lab_spec: LabSpec, receipts: Sequence[Mapping[str, Any]]) -> str:
+def measured_table(
+    lab_spec: LabSpec, receipts: Sequence[Mapping[str, Any]], intro: str = "**Measured (committed receipts).**"
+) -> str:
     """Markdown table of committed GPU receipts: machine, vLLM, date, model, the spec's columns and,
-    where the spec has floors, the efficiency of each row's first floored quantity."""
+    where the spec has floors, the efficiency of each row's first floored quantity; ``intro`` opens it
+    (a lab notebook names its own run)."""
     if not receipts:
         return (
             f"*No GPU receipt is committed yet.* Run `python scripts/run_labs.py` on a GPU box and commit "
@@ -273,7 +276,6 @@ def measured_table(lab_spec: LabSpec, receipts: Sequence[Mapping[str, Any]]) -> 
         )
     head = ["machine", "vLLM", "date", "model", *(c.header for c in lab_spec.columns)]
     align = ["---"] * 4 + ["---:" if c.align_right else "---" for c in lab_spec.columns]
-    intro = "**Measured (committed receipts).**"
     if lab_spec.efficiency is not None:
         head.append("efficiency")
         align.append("---:")

@@ -1,0 +1,24 @@
+"""MkDocs hook: a lab notebook's page (mkdocs-jupyter) loads nothing from a CDN.
+
+nbconvert's HTML template, which mkdocs-jupyter extends, writes a MathJax loader (with mkdocs-jupyter's
+default ``custom_mathjax_url`` an empty ``<script src="">`` and its ``text/x-mathjax-config``) and a
+module that imports mermaid from cdnjs when the page has a mermaid output. The lab notebooks have
+neither formulas nor diagrams, and the site typesets formulas at build time and serves its own
+mermaid; so both loaders are removed from every notebook page. ``tests/test_notebooks.py`` checks the
+built pages for any CDN address.
+"""
+
+import re
+
+LOADERS = re.compile(
+    r'<script src="">\s*</script>'  # MathJax, with mkdocs-jupyter's empty URL
+    r'|<script type="text/x-mathjax-config">.*?</script>'
+    r'|<script type="module">(?:(?!</script>).)*?mermaid.*?</script>',
+    re.DOTALL,
+)
+
+
+def on_page_content(html, page, config, files):
+    if page.file.src_uri.endswith(".ipynb"):
+        return LOADERS.sub("", html)
+    return html
