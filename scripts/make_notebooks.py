@@ -67,6 +67,10 @@ def notebook(lab: str, template: str | None = None) -> str:
     return jupytext.writes(nb, fmt="ipynb")
 
 
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
 def problems(out: Path = OUT) -> list[str]:
     """What differs between the committed notebooks in ``out`` and what :func:`notebook` makes."""
     found = []
@@ -74,15 +78,15 @@ def problems(out: Path = OUT) -> list[str]:
     for name, text in want.items():
         path = out / name
         if not path.is_file():
-            found.append(f"{path.relative_to(ROOT)} is missing: run `make notebooks`")
+            found.append(f"{_shown(path)} is missing: run `make notebooks`")
         elif path.read_text(encoding="utf-8") != text:
             found.append(
-                f"{path.relative_to(ROOT)} is stale or hand-edited: edit snippets/labs/{name[:-6]}.py or "
+                f"{_shown(path)} is stale or hand-edited: edit snippets/labs/{name[:-6]}.py or "
                 f"{TEMPLATE.relative_to(ROOT)}, then run `make notebooks`"
             )
     for path in sorted(out.glob("*.ipynb")):
         if path.name not in want:
-            found.append(f"{path.relative_to(ROOT)} is no lab's notebook: delete it, or give the lab a spec")
+            found.append(f"{_shown(path)} is no lab's notebook: delete it, or give the lab a spec")
     return found
 
 

@@ -24,13 +24,14 @@ from IPython.display import Markdown, display
 LAB = "__LAB__"
 ROOT = next((p for p in (Path.cwd(), *Path.cwd().parents) if (p / "snippets" / "labs" / "labkit.py").is_file()), None)
 if ROOT is None:
-    raise SystemExit(f"error: open this notebook inside a clone of the course's repository: it runs snippets/labs/{LAB}.py")
+    raise SystemExit(f"error: open this notebook inside a clone of the course's repository (it runs {LAB}.py there)")
 for folder in ("src", "snippets/labs", "scripts"):
     if str(ROOT / folder) not in sys.path:
         sys.path.insert(0, str(ROOT / folder))
 
-import labkit  # noqa: E402  (snippets/labs/: the preflight and machine every lab uses)
 import run_labs  # noqa: E402  (scripts/: the lab runner of `make labs`)
+
+import labkit  # noqa: E402  (snippets/labs/: the preflight and machine every lab uses)
 from infercourse import autodl, labnotebook, labs, registry, transformer  # noqa: E402
 
 # %% tags=["parameters"]
