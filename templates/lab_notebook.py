@@ -56,7 +56,7 @@ TIMEOUT_S = run_labs.LAB_TIMEOUT_S  # the lab is stopped after this many seconds
 # %%
 facts, problem = run_labs.preflight(PYTHON)
 print(facts)
-if problem and problem.startswith(labkit.VLLM_MISSING) and INSTALL:
+if problem and problem.startswith(labkit.NOT_INSTALLED) and INSTALL:
     print("vLLM is not installed yet: the next cell installs it")
     problem = None
 if not problem and DOWNLOAD and not autodl.model_ready(MODEL):

@@ -58,7 +58,7 @@ WHEEL_CUDA_MAJOR = 13
 cuda-toolkit==13.0.2 (both packages' PyPI metadata). Needs a host driver of the 580 branch or newer."""
 MIN_DRIVER_FOR_WHEEL = 580
 """Oldest NVIDIA driver branch for CUDA 13.0 (NVIDIA, CUDA Toolkit Release Notes, table 3: >= 580.65.06)."""
-VLLM_MISSING = "vLLM is not installed"
+NOT_INSTALLED = "vLLM is not installed"
 """How :func:`preflight`'s problem starts when vLLM is all that is missing (the notebooks install it next)."""
 GPU_MEMORY_UTILIZATION = 0.92
 """vLLM 0.26.0's default share of the GPU an engine may take; it refuses to start with less free."""
@@ -180,14 +180,14 @@ def preflight() -> tuple[dict, str | None]:
     Returns ``(facts, problem)``: facts are the driver, the CUDA version it supports, the GPU, its
     total and free memory (MiB), the vLLM and torch versions and the CUDA major torch was built for;
     ``problem`` is one line saying what is wrong, or None; on a GPU box a missing vLLM is said last
-    (it starts with :data:`VLLM_MISSING`), after the driver and free memory, which no install fixes.
+    (it starts with :data:`NOT_INSTALLED`), after the driver and free memory, which no install fixes.
     """
     facts = {"vllm": versions()["vllm"], "torch": versions()["torch"], "torch_cuda": torch_cuda_major()}
     gpu = _nvidia_smi("name,driver_version,memory.total,memory.free")
     if gpu is None:
         facts["device"] = "cpu"
         if facts["vllm"] is None:
-            return facts, f"{VLLM_MISSING}; on a GPU box: pip install -r requirements-labs-gpu.txt"
+            return facts, f"{NOT_INSTALLED}; on a GPU box: pip install -r requirements-labs-gpu.txt"
         return facts, None
     name, driver, total, free = gpu
     header = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
@@ -221,7 +221,7 @@ def preflight() -> tuple[dict, str | None]:
             f"of {facts['memory_total_mib']:,} MiB free (see nvidia-smi)"
         )
     if facts["vllm"] is None:  # last: what pip cannot fix (driver, memory) is said first
-        return facts, f"{VLLM_MISSING}; run: pip install -r requirements-labs-gpu.txt"
+        return facts, f"{NOT_INSTALLED}; run: pip install -r requirements-labs-gpu.txt"
     return facts, None
 
 
