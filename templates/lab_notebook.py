@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Lab notebook __LESSON__ · __TITLE__
 #
-# The GPU lab of [lesson __LESSON__](__LESSON_URL__), `snippets/labs/__LAB__.py`, as a notebook for
+# The GPU lab of [lesson __LESSON__](__LESSON_URL__), `__LAB__.py` in `snippets/labs/`, as a notebook for
 # JupyterLab on a rented GPU (AutoDL: an RTX 4090 whose driver is 580 or newer). Open it inside a clone of
 # the course's repository (it is `docs/notebooks/__LAB__.ipynb` there) and run the cells in order:
 # preflight, install, model download, the lab, then its receipt against the lesson's prediction.

@@ -163,7 +163,7 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
       tests run it there with a tiny random model, so it is known to run end to end.
 
     - **Notebook:** the same lab cell by cell for JupyterLab (preflight, install, model download to
-      AutoDL's data disk, the lab, its receipt against this prediction):
+      AutoDL's data disk, the lab, its receipt against the lesson's prediction):
       [Lab notebook {spec(name).lesson}](../notebooks/{name}.ipynb), with a download link for the `.ipynb`.
 
     ```bash
