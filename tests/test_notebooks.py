@@ -165,3 +165,32 @@ def test_a_notebook_page_loads_nothing_from_elsewhere_and_offers_its_ipynb(site:
         assert "import(" not in html and "@import" not in html, page
         assert f'<a href="{lab}.ipynb" download>' in html
         assert (site / "notebooks" / lab / f"{lab}.ipynb").read_bytes() == (NOTEBOOKS / f"{lab}.ipynb").read_bytes()
+
+
+# --- the comparison cell: table and figure from a receipt --------------------------------------------
+
+
+def test_the_figure_draws_each_measured_column_and_on_a_gpu_the_floor():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from test_receipts import _receipt
+
+    # phases' table columns: prompt_tokens, output_tokens (the key), ttft_ms, tpot_ms, decode_s: 3 panels
+    cpu = labnotebook.figure(_receipt(kind="cpu"))
+    assert [ax.get_title() for ax in cpu.axes if ax.get_visible()] == ["ttft_ms", "tpot_ms", "decode_s"]
+    # an RTX 4090 is in the registry: one more panel, measured beside the roofline floor, 5 rows each
+    gpu = labnotebook.figure(_receipt(kind="gpu"))
+    panels = [ax for ax in gpu.axes if ax.get_visible()]
+    assert len(panels) == 4 and panels[3].get_title().endswith(": measured and floor")
+    assert [len(bars) for bars in panels[3].containers] == [5, 5]
+
+
+def test_the_comparison_puts_the_prediction_beside_this_run():
+    from test_receipts import _receipt
+
+    text = labnotebook.comparison(_receipt(kind="cpu"))
+    assert text.startswith("**Prediction for the RTX 4090 from ")
+    assert "**This run** (" in text and "A CPU run of " in text and "**Measured (committed receipts).**" not in text
+    this_run = text.split("**This run**")[1]
+    assert this_run.count("\n| ") == 1 + 5  # its header, then the receipt's 5 rows (the separator starts "|-")
