@@ -31,6 +31,8 @@ TEMPLATE = ROOT / "templates" / "lab_notebook.py"
 OUT = ROOT / "docs" / "notebooks"
 KERNEL = {"name": "python3", "display_name": "Python 3", "language": "python"}
 """Jupyter's default Python kernel: the Python JupyterLab runs in, the one the install cell fills."""
+SPHINX_ROLE = re.compile(r":(?:data|func|class|meth|attr|mod):`~?([^`]+)`")
+"""A cross-reference in a docstring (``:func:`name```): shown in the notebook as code, ``name``."""
 
 
 def lessons_by_lab() -> dict[str, dict]:
@@ -52,7 +54,9 @@ def notebook(lab: str, template: str | None = None) -> str:
         "__LESSON__": lesson["code"],
         "__TITLE__": lesson["title"],
         "__LESSON_URL__": "../../" + lesson["page"].removesuffix(".md") + "/",
-        "__DOCSTRING__": ast.get_docstring(ast.parse(script.read_text(encoding="utf-8"))) or "",
+        "__DOCSTRING__": SPHINX_ROLE.sub(
+            r"`\1`", ast.get_docstring(ast.parse(script.read_text(encoding="utf-8"))) or ""
+        ),
         "__MODEL_ID__": registry.COURSE_MODEL,
     }
     pattern = re.compile("|".join(re.escape(k) for k in sorted(values, key=len, reverse=True)))
