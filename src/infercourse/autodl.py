@@ -1,13 +1,16 @@
 """Running the labs on AutoDL: where files go, and every shell command the quickstart page shows.
 
 One place for the AutoDL facts (paths, the download client's flags) and for the commands built
-from them: the page (``docs/autodl.md``, values in :mod:`infercourse.pages.autodl_page`) shows
+from them: the lab notebooks (``docs/notebooks/``, from ``templates/lab_notebook.py``) run them, the page (``docs/autodl.md``, values in :mod:`infercourse.pages.autodl_page`) shows
 these strings as they are, and ``tests/test_autodl.py`` checks each one (bash syntax, the flags of
 the pinned clients, paths equal to the labs' defaults). The price and time figures come from the
 registry (``registry.AUTODL_RTX_4090``) and :mod:`infercourse.labbox`, as the lab boxes' do.
 """
 
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 from infercourse import labbox, registry
 
@@ -105,7 +108,57 @@ PIP_BLOCK = f"""pip config list                                   # an index-url
 pip config set global.index-url {PIP_MIRROR}   # only if none is set and PyPI is slow"""
 """pip configuration, if needed."""
 
-DOWNLOAD_BLOCK = f"""modelscope download {COURSE_MODEL}   # into $MODELSCOPE_CACHE, where vLLM looks for it"""
+HUBS = ("modelscope", "huggingface")
+"""The hubs :func:`download_command` knows."""
+
+
+def download_command(model_id: str, hub: str = "modelscope") -> list[str]:
+    """The command that downloads every file of ``model_id`` into its hub's cache on the data disk
+    (:data:`CACHE_ENV`), where vLLM finds it when a lab loads the same id: ``modelscope download <id>``
+    (modelscope-hub :data:`MODELSCOPE_HUB_VERSION`, ``modelscope_hub/cli/download.py``) or
+    ``hf download <id>`` (huggingface_hub's CLI, installed with vLLM's transformers). Not ``--local-dir``:
+    a lab run with ``--model <folder>`` records that folder, and its receipt no longer names the model.
+
+    Raises:
+        ValueError: ``hub`` is not one of :data:`HUBS`, or ``model_id`` is not ``owner/name``.
+    """
+    owner, _, name = model_id.partition("/")
+    if not owner or not name or "/" in name:
+        raise ValueError(f"model id {model_id!r} is not 'owner/name' (e.g. {COURSE_MODEL})")
+    if hub not in HUBS:
+        raise ValueError(f"hub {hub!r} is not one of {', '.join(HUBS)}")
+    return ["modelscope" if hub == "modelscope" else "hf", "download", model_id]
+
+
+def hub_env(hub: str) -> dict[str, str]:
+    """Environment for a lab on AutoDL: every cache of :data:`CACHE_ENV` on the data disk, and
+    ``VLLM_USE_MODELSCOPE=True`` when ``hub`` is ModelScope (vLLM then fetches through it).
+
+    Raises:
+        ValueError: ``hub`` is not one of :data:`HUBS`.
+    """
+    if hub not in HUBS:
+        raise ValueError(f"hub {hub!r} is not one of {', '.join(HUBS)}")
+    env = {name: path for name, (path, _) in CACHE_ENV.items()}
+    return {**env, **({"VLLM_USE_MODELSCOPE": "True"} if hub == "modelscope" else {})}
+
+
+def disk_problem(folder: str | Path, need_bytes: float) -> str | None:
+    """One line when the disk that ``folder`` (or its nearest existing parent) is on has fewer than
+    ``need_bytes`` bytes free, else None. Sizes are said in GB (10^9 B)."""
+    place = Path(folder)
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    free = shutil.disk_usage(place).free
+    if free >= need_bytes:
+        return None
+    return (
+        f"{free / 1e9:.1f} GB free on the disk of {place}, the download needs {need_bytes / 1e9:.1f} GB: "
+        f"free space there, or put the caches on the data disk ({DATA_DISK}, expandable in AutoDL's console)"
+    )
+
+
+DOWNLOAD_BLOCK = f"""{" ".join(download_command(COURSE_MODEL))}   # into $MODELSCOPE_CACHE, where vLLM looks for it"""
 """The course's model, fetched once into the cache the labs read (so they keep ``--model``'s default)."""
 
 RUN_BLOCK = f"""tmux new -s {SESSION}                   # a session that outlives the browser tab

@@ -125,6 +125,8 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
         KeyError: the lab has no spec.
         ValueError: its spec sets no ``work``.
     """
+    from infercourse.labs import spec  # the specs read the lab scripts; the build imports this lazily
+
     name = script.removesuffix(".py")
     work = _work(name)
     rent = registry.AUTODL_RTX_4090
@@ -159,6 +161,10 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
       goes through vLLM, which then fetches from ModelScope. On vLLM's CPU build the script runs as it is
       (it sets `VLLM_CPU_KVCACHE_SPACE` to 1 GiB when unset), but its timings belong to that CPU; our
       tests run it there with a tiny random model, so it is known to run end to end.
+
+    - **Notebook:** the same lab cell by cell for JupyterLab (preflight, install, model download to
+      AutoDL's data disk, the lab, its receipt against the lesson's prediction):
+      [Lab notebook {spec(name).lesson}](../notebooks/{name}.ipynb), with a download link for the `.ipynb`.
 
     ```bash
     pip install -r requirements-labs-gpu.txt      # vLLM {registry.VLLM_GPU_VERSION} and ModelScope's client

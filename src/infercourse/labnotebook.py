@@ -1,0 +1,119 @@
+"""What the lab notebooks (``docs/notebooks/<lab>.ipynb``) call besides the lab runner and labkit: a
+command's output streamed into the notebook, a one-line stop, and the run's receipt against its
+lesson's prediction, as a table and a figure.
+
+The notebooks are generated from ``templates/lab_notebook.py`` by ``scripts/make_notebooks.py``; this
+module keeps their cells short. Standard library and ``infercourse.labs`` at import time;
+matplotlib only inside :func:`figure`.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from collections.abc import Mapping
+from typing import Any
+
+from infercourse import labs
+
+
+class Stop(Exception):
+    """A notebook cell stops here: Jupyter shows ``error: <message>`` as one line, not a traceback
+    (IPython prints what ``_render_traceback_`` returns), and the run counts as failed."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"error: {self}"]
+
+
+def stream(command: list[str], env: Mapping[str, str] | None = None) -> None:
+    """Run ``command``, printing each line of its output (stdout and stderr merged) as it comes.
+
+    Raises:
+        Stop: the command is not found or exits non-zero (the message names it and its last line).
+    """
+    print("$ " + " ".join(command), flush=True)
+    try:
+        proc = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+        )
+    except OSError as exc:
+        raise Stop(f"could not run {command[0]!r} ({exc.strerror}); is it installed?") from None
+    last = ""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        print(line, end="", flush=True)
+        last = line.strip() or last
+    if proc.wait() != 0:
+        raise Stop(f"{' '.join(command[:3])} ... exited with {proc.returncode}: {last}")
+
+
+def comparison(receipt: Mapping[str, Any]) -> str:
+    """Markdown: the lesson's prediction for the course's GPU (labelled as such) and this run's receipt
+    as a table in the lesson's columns (with efficiency against the floor on a GPU the registry has).
+
+    Raises:
+        KeyError: the receipt's lab has no spec.
+    """
+    spec = labs.spec(receipt["lab"])
+    machine = receipt["machine"]
+    intro = f"**This run** ({machine['name']}, {machine['kind'].upper()})."
+    if machine["kind"] == "cpu":
+        intro += (
+            f" A CPU run of `{receipt['model']}`: it shows the shape of the result (token, step and block counts"
+            " are exact), its times are this CPU's, not a GPU's."
+        )
+    table = labs.measured_table(spec, [receipt], intro=intro)
+    return f"{labs.prediction_label(spec)} {spec.prediction()}\n\n{table}\n"
+
+
+def _numeric(rows: list[Mapping[str, Any]], key: str) -> bool:
+    return all(
+        isinstance(row.get(key), (int, float)) and not isinstance(row.get(key), bool) and math.isfinite(row[key])
+        for row in rows
+    )
+
+
+def figure(receipt: Mapping[str, Any]):
+    """A matplotlib figure of the receipt: one bar chart per measured numeric column of the lesson's
+    table (one bar per receipt row, named by its key values, in the receipt's unit); on a GPU the
+    registry has, one more panel with each row's first floored quantity beside its roofline floor.
+
+    Returns the ``matplotlib.figure.Figure`` (drawn with pyplot, so Jupyter shows it once).
+
+    Raises:
+        KeyError: the receipt's lab has no spec.
+    """
+    import matplotlib.pyplot as plt
+
+    spec = labs.spec(receipt["lab"])
+    rows = receipt["results"]
+    names = [" ".join(str(v) for v in spec.row_key(row)) for row in rows]
+    keys = list(dict.fromkeys(c.key for c in spec.columns if c.key not in spec.key and _numeric(rows, c.key)))
+    found = labs.efficiency(receipt) or []
+    floors = [e for e in found if e.quantity == found[0].quantity]
+    panels = max(len(keys) + (1 if floors else 0), 1)
+    cols = min(panels, 2)
+    lines = math.ceil(panels / cols)
+    fig, axes = plt.subplots(lines, cols, figsize=(5 * cols, 3.2 * lines), squeeze=False)
+    flat = list(axes.flat)
+    for ax, key in zip(flat, keys, strict=False):
+        ax.bar(range(len(rows)), [row[key] for row in rows], color="#3f51b5")
+        ax.set_title(key)
+        ax.set_ylabel(receipt["units"].get(key, ""))
+    if floors:
+        ax = flat[len(keys)]
+        at = [e.row for e in floors]
+        ax.bar([i - 0.2 for i in at], [e.measured for e in floors], width=0.4, label="measured", color="#3f51b5")
+        ax.bar([i + 0.2 for i in at], [e.floor for e in floors], width=0.4, label="roofline floor", color="#9e9e9e")
+        ax.set_title(f"{floors[0].quantity}: measured and floor")
+        ax.set_ylabel(floors[0].unit)
+        ax.legend()
+    for ax in flat[:panels]:
+        ax.set_xticks(range(len(rows)), names, rotation=30, ha="right", fontsize=8)
+        ax.set_xlabel(" ".join(spec.key))
+    for ax in flat[panels:]:
+        ax.set_visible(False)
+    machine = receipt["machine"]
+    fig.suptitle(f"{receipt['lab']}: {machine['name']} ({machine['kind']}), {receipt['model']}", fontsize=9)
+    fig.tight_layout()
+    return fig

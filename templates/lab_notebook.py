@@ -1,0 +1,136 @@
+# %% [markdown]
+# # Lab notebook __LESSON__ · __TITLE__
+#
+# The GPU lab of [lesson __LESSON__](__LESSON_URL__), `__LAB__.py` in `snippets/labs/`, as a notebook for
+# JupyterLab on a rented GPU (AutoDL: an RTX 4090 whose driver is 580 or newer). Open it inside a clone of
+# the course's repository (it is `docs/notebooks/__LAB__.ipynb` there) and run the cells in order:
+# preflight, install, model download, the lab, then its receipt against the lesson's prediction.
+# The parameters cell below says what each setting does.
+#
+# Generated from the lab script by `scripts/make_notebooks.py`: edit the script, or the one template
+# all the lab notebooks share (`templates/lab_notebook.py`), then regenerate; never this file.
+#
+# ## What the lab does
+#
+# __DOCSTRING__
+
+# %%
+import os
+import sys
+from pathlib import Path
+
+from IPython.display import Markdown, display
+
+LAB = "__LAB__"
+ROOT = next((p for p in (Path.cwd(), *Path.cwd().parents) if (p / "snippets" / "labs" / "labkit.py").is_file()), None)
+if ROOT is None:
+    raise SystemExit(f"error: open this notebook inside a clone of the course's repository (it runs {LAB}.py there)")
+for folder in ("src", "snippets/labs", "scripts"):
+    if str(ROOT / folder) not in sys.path:
+        sys.path.insert(0, str(ROOT / folder))
+
+import run_labs  # noqa: E402  (scripts/: the lab runner of `make labs`)
+
+import labkit  # noqa: E402  (snippets/labs/: the preflight and machine every lab uses)
+from infercourse import autodl, labnotebook, labs, registry, transformer  # noqa: E402
+
+# %% tags=["parameters"]
+MODEL_ID = "__MODEL_ID__"  # the lab's model on the hub
+MODEL = MODEL_ID  # what the lab loads: the hub id (read from the cache the download fills) or a folder
+HUB = "modelscope"  # or "huggingface": where the download cell fetches from
+INSTALL = True  # pip install -r requirements-labs-gpu.txt into PYTHON (minutes, once per machine)
+DOWNLOAD = True  # fetch MODEL_ID into the hub's cache on the data disk (finished files are kept)
+LOAD_FORMAT = "auto"  # "dummy": random weights of the real architecture (timings are the same)
+CPU = False  # vLLM's CPU build with the lab's small CPU arguments (what the course's CI runs)
+PYTHON = sys.executable  # the Python that runs the lab: it has vLLM, or gets it in the install cell
+RECEIPT = ""  # where the receipt goes; "" = receipts/<this machine>/<lab>.json
+TIMEOUT_S = run_labs.LAB_TIMEOUT_S  # the lab is stopped after this many seconds
+
+# %% [markdown]
+# ## 1. Preflight
+#
+# The driver, the GPU and its free memory, the free disk where the model goes, and the vLLM and torch
+# versions, read before anything is installed or downloaded: the check of
+# `python scripts/run_labs.py --check`. One line says what is wrong.
+
+# %%
+facts, problem = run_labs.preflight(PYTHON)
+print(facts)
+if problem and problem.startswith(labkit.NOT_INSTALLED) and INSTALL:
+    print("vLLM is not installed yet: the next cell installs it")
+    problem = None
+if not problem and DOWNLOAD:  # the whole model's bytes: a resumed download needs less
+    problem = autodl.disk_problem(autodl.DATA_DISK, transformer.weight_bytes(registry.model(MODEL_ID).config))
+    problem = problem and f"{problem} (downloaded already? then set DOWNLOAD = False)"
+if problem:
+    raise labnotebook.Stop(problem)
+print("ok: nothing missing")
+
+# %% [markdown]
+# ## 2. Install
+#
+# vLLM 0.26.0 (a CUDA 13 build) and ModelScope's client, from `requirements-labs-gpu.txt`, into the
+# Python that runs the lab. A few minutes, once per machine; `INSTALL = False` skips it.
+
+# %%
+if INSTALL:
+    labnotebook.stream([PYTHON, "-m", "pip", "install", "-r", str(ROOT / "requirements-labs-gpu.txt")])
+
+# %% [markdown]
+# ## 3. The model
+#
+# `MODEL_ID` from ModelScope (or Hugging Face: `HUB = "huggingface"`) into the hub's cache, which this
+# cell puts on the data disk with every other cache (vLLM's own downloads too): the system disk is small.
+# The lab then loads the same id and vLLM finds the files there. The `$` line is the same command for a
+# terminal; run again, it keeps the files already fetched.
+
+# %%
+if not CPU:  # the caches on the data disk, for this download and for what the lab's vLLM fetches
+    os.environ.update(autodl.hub_env(HUB))
+if DOWNLOAD:
+    labnotebook.stream(autodl.download_command(MODEL_ID, HUB))
+
+# %% [markdown]
+# ## 4. The lab
+#
+# `python snippets/labs/__LAB__.py --model MODEL --receipt RECEIPT`, started by the course's lab runner:
+# its progress and its table stream here, vLLM's own log goes to a file (the line "vLLM's log:" names
+# it). It runs in a process of its own, so the GPU is free again when it ends.
+
+# %% tags=["lab"]
+cpu_max_model_len, cpu_args = run_labs.cpu_args(LAB) if CPU else (None, [])
+receipts = ROOT / (".cache/receipts" if CPU else "receipts")
+receipt_path = Path(RECEIPT) if RECEIPT else receipts / labs.machine_slug(labkit.machine()) / f"{LAB}.json"
+done = run_labs.run_lab(
+    LAB,
+    PYTHON,
+    MODEL,
+    receipt_path,
+    load_format=LOAD_FORMAT,
+    max_model_len=cpu_max_model_len,
+    cpu=CPU,
+    extra=cpu_args,
+    timeout_s=TIMEOUT_S,
+    echo=lambda line: print(line, end="", flush=True),
+    echo_err=lambda line: print(line, end="", file=sys.stderr, flush=True),
+)
+if done["status"] != "ok":
+    last = (done["stderr"].strip().splitlines() or ["no output"])[-1]
+    raise labnotebook.Stop(f"{LAB} {done['status']} after {done['wall_s']:.0f} s: {last}")
+
+# %% [markdown]
+# ## 5. Against the lesson's prediction
+#
+# The receipt through the lesson's claims (on a CPU only the exact ones are judged), the prediction for
+# the course's GPU beside this run's table, and a figure of the measured columns (on a GPU the
+# registry has, one more panel against the roofline floor). To show it on the lesson page, commit the
+# receipt (`receipts/<machine>/__LAB__.json`) and open a pull request.
+
+# %%
+receipt = labs.load_receipt(receipt_path)
+passed, report = labs.report(receipt)
+print(report)
+display(Markdown(labnotebook.comparison(receipt)))
+figure = labnotebook.figure(receipt)
+if not passed:
+    raise labnotebook.Stop("a claim of the lesson failed on this receipt: see FAIL above")

@@ -1,0 +1,179 @@
+"""The lab notebooks (docs/notebooks/<lab>.ipynb): generated from the scripts, never edited by hand; their
+cells; the AutoDL paths and commands they use; their pages on the built site.
+
+That each notebook runs top to bottom on vLLM's CPU engine and keeps its lesson's claims is
+tests/test_labs.py's job (it runs every lab through its notebook).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import ROOT
+from infercourse import autodl, course, labbox, labnotebook, labs
+
+_spec = importlib.util.spec_from_file_location("make_notebooks", ROOT / "scripts" / "make_notebooks.py")
+make_notebooks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make_notebooks)
+
+NOTEBOOKS = ROOT / "docs" / "notebooks"
+LABS = labs.wired()
+
+
+# --- generated, never hand-edited ----------------------------------------------------------------------
+
+
+def test_every_committed_notebook_is_what_the_generator_makes():
+    assert make_notebooks.problems() == []
+
+
+def test_the_check_sees_a_hand_edited_a_missing_and_a_stray_notebook(tmp_path):
+    for lab in LABS:
+        shutil.copy(NOTEBOOKS / f"{lab}.ipynb", tmp_path)
+    assert make_notebooks.problems(tmp_path) == []
+    edited = json.loads((tmp_path / "phases.ipynb").read_text())
+    edited["cells"][2]["source"][0] = 'MODEL_ID = "Qwen/Qwen2.5-0.5B-Instruct"\n'
+    (tmp_path / "phases.ipynb").write_text(json.dumps(edited, indent=1) + "\n")
+    (tmp_path / "weights.ipynb").unlink()
+    (tmp_path / "scratch.ipynb").write_text("{}")
+    found = make_notebooks.problems(tmp_path)
+    assert len(found) == 3, found
+    assert "phases.ipynb is stale or hand-edited" in found[0] and "make notebooks" in found[0]
+    assert "weights.ipynb is missing" in found[1]
+    assert "scratch.ipynb is no lab's notebook" in found[2]
+
+
+def test_a_notebook_is_generated_from_its_script(tmp_path):
+    """The script's docstring is the notebook's account of the lab; the same inputs give the same bytes."""
+    nb = nbformat.reads(make_notebooks.notebook("phases"), as_version=4)
+    nbformat.validate(nb)
+    assert make_notebooks.notebook("phases") == make_notebooks.notebook("phases")
+    assert "Lab 0A: see prefill and decode as two phases" in nb.cells[0].source
+    assert [cell.id for cell in nb.cells] == [f"phases-{i}" for i in range(len(nb.cells))]
+    assert nb.metadata.kernelspec.name == "python3"
+
+
+def test_a_placeholder_without_a_value_is_refused():
+    with pytest.raises(ValueError, match="__LAB_GPU__"):
+        make_notebooks.notebook("phases", template="# %%\nX = '__LAB_GPU__'\n")
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_a_notebook_s_cells_are_the_template_s(lab):
+    """Title first (the page title), then preflight, install, model, lab, comparison, in that order;
+    one cell tagged "parameters" (papermill), one tagged "lab" (tests/test_labs.py reads its output)."""
+    nb = nbformat.read(NOTEBOOKS / f"{lab}.ipynb", as_version=4)
+    lesson = make_notebooks.lessons_by_lab()[lab]
+    headings = [
+        line
+        for cell in nb.cells
+        if cell.cell_type == "markdown"
+        for line in cell.source.splitlines()
+        if line[:2] == "# "
+    ]
+    assert headings == [f"# Lab notebook {lesson['code']} · {lesson['title']}"]
+    sections = re.findall(r"^## (\d\. .+)$", "\n".join(c.source for c in nb.cells if c.cell_type == "markdown"), re.M)
+    assert sections == [
+        "1. Preflight",
+        "2. Install",
+        "3. The model",
+        "4. The lab",
+        "5. Against the lesson's prediction",
+    ]
+    tags = [tag for cell in nb.cells for tag in cell.metadata.get("tags", [])]
+    assert sorted(tags) == ["lab", "parameters"]
+    assert not any(cell.get("outputs") for cell in nb.cells if cell.cell_type == "code"), "committed without outputs"
+    assert f'LAB = "{lab}"' in "".join(cell.source for cell in nb.cells)
+
+
+# --- on the site: in the nav, linked from the lab box --------------------------------------------------
+
+
+def test_every_lab_with_a_lesson_has_a_notebook_in_the_nav_and_its_lab_box_links_it():
+    (entry,) = course.notebook_nav()
+    pages = [page for item in entry["Lab notebooks"] for page in item.values()]
+    assert sorted(pages) == sorted(f"notebooks/{lab}.ipynb" for lab in make_notebooks.lessons_by_lab())
+    assert sorted(make_notebooks.lessons_by_lab()) == LABS
+    box = labbox.lab_box("phases.py")
+    assert "[Lab notebook 0A](../notebooks/phases.ipynb)" in box
+
+
+# --- AutoDL paths and commands ---------------------------------------------------------------------------
+
+
+def test_autodl_paths_and_commands():
+    # the download goes into the hub's cache (no --local-dir), so the lab loads the hub id
+    assert autodl.download_command("Qwen/Qwen2.5-7B-Instruct") == ["modelscope", "download", "Qwen/Qwen2.5-7B-Instruct"]
+    assert autodl.download_command("Qwen/Qwen2.5-7B-Instruct", "huggingface")[:2] == ["hf", "download"]
+    assert autodl.hub_env("modelscope")["VLLM_USE_MODELSCOPE"] == "True"
+    assert "VLLM_USE_MODELSCOPE" not in autodl.hub_env("huggingface")
+    assert all(v.startswith(autodl.DATA_DISK + "/") for v in autodl.hub_env("huggingface").values())
+    with pytest.raises(ValueError, match="not one of modelscope, huggingface"):
+        autodl.download_command("Qwen/Qwen2.5-7B-Instruct", "github")
+    with pytest.raises(ValueError, match="is not 'owner/name'"):
+        autodl.download_command("Qwen2.5-7B-Instruct")
+
+
+def test_disk_problem_is_one_line_in_gb(tmp_path):
+    assert autodl.disk_problem(tmp_path / "not" / "yet", 1) is None  # 1 byte: any disk has it
+    free = shutil.disk_usage(tmp_path).free
+    line = autodl.disk_problem(tmp_path / "model", free + 10**15)  # a petabyte more than is free
+    assert line is not None and "\n" not in line
+    assert f"{free / 1e9:.1f} GB free" in line and autodl.DATA_DISK in line
+
+
+def test_a_stop_shows_one_line_in_jupyter():
+    assert labnotebook.Stop("driver 550.54 is older than 580")._render_traceback_() == [
+        "error: driver 550.54 is older than 580"
+    ]
+
+
+# --- the built pages (a build test: marked by its `site` fixture) ---------------------------------------
+
+
+def test_a_notebook_page_loads_nothing_from_elsewhere_and_offers_its_ipynb(site: Path):
+    for lab in LABS:
+        page = site / "notebooks" / lab / "index.html"
+        html = page.read_text(encoding="utf-8")
+        assert "cdnjs" not in html and '<script src="">' not in html, f"{page}: a CDN loader is left"
+        loads = re.findall(r'<script[^>]+src="[^"]*"|<link[^>]+rel="(?:stylesheet|preload|modulepreload)"[^>]*>', html)
+        assert not [tag for tag in loads if re.search(r'(?:src|href)="(?:https?:)?//', tag)], page
+        assert "import(" not in html and "@import" not in html, page
+        assert f'<a href="{lab}.ipynb" download>' in html
+        assert (site / "notebooks" / lab / f"{lab}.ipynb").read_bytes() == (NOTEBOOKS / f"{lab}.ipynb").read_bytes()
+
+
+# --- the comparison cell: table and figure from a receipt --------------------------------------------
+
+
+def test_the_figure_draws_each_measured_column_and_on_a_gpu_the_floor():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from test_receipts import _receipt
+
+    # phases' table columns: prompt_tokens, output_tokens (the key), ttft_ms, tpot_ms, decode_s: 3 panels
+    cpu = labnotebook.figure(_receipt(kind="cpu"))
+    assert [ax.get_title() for ax in cpu.axes if ax.get_visible()] == ["ttft_ms", "tpot_ms", "decode_s"]
+    # an RTX 4090 is in the registry: one more panel, measured beside the roofline floor, 5 rows each
+    gpu = labnotebook.figure(_receipt(kind="gpu"))
+    panels = [ax for ax in gpu.axes if ax.get_visible()]
+    assert len(panels) == 4 and panels[3].get_title().endswith(": measured and floor")
+    assert [len(bars) for bars in panels[3].containers] == [5, 5]
+
+
+def test_the_comparison_puts_the_prediction_beside_this_run():
+    from test_receipts import _receipt
+
+    text = labnotebook.comparison(_receipt(kind="cpu"))
+    assert text.startswith("**Prediction for the RTX 4090 from ")
+    assert "**This run** (" in text and "A CPU run of " in text and "**Measured (committed receipts).**" not in text
+    this_run = text.split("**This run**")[1]
+    assert this_run.count("\n| ") == 1 + 5  # its header, then the receipt's 5 rows (the separator starts "|-")
