@@ -57,8 +57,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -78,9 +80,9 @@ from labkit import (
     free_port,
     lab_parser,
     metric_totals,
+    port_free,
     prepare,
     progress,
-    port_free,
     random_prompt,
     request_times,
     root_cause,
@@ -462,7 +464,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"{'B':>4} {'mode':<10} {'rate':>5} {'steps':>6} {'step tokens':>11} {'generated':>9} {'wrong':>5} "
-        f"{'preempt':>7} {'wall (s)':>8} {'tok/s':>9} {'TPOT p99 (ms)':>13} {'wait p99 (ms)':>13} {'TTFT p99 (ms)':>13}"
+        f"{'preempt':>7} {'wall (s)':>8} {'tok/s':>9} {'TPOT p99 (ms)':>13} {'wait p99 (ms)':>13} "
+        f"{'TTFT p99 (ms)':>13}"
     )
     for r in rows:
         rate = "-" if r["request_rate"] is None else str(r["request_rate"])
@@ -477,7 +480,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"online at {r['request_rate']:g} requests/s: {r['requests']} completed, {r['failed']} failed; "
                 f"input {r['prompt_tokens']} tokens (server {r['server_prompt_tokens']}), output "
-                f"{r['generated_tokens']} (server {r['server_generated_tokens']}), server requests {r['server_requests']}"
+                f"{r['generated_tokens']} (server {r['server_generated_tokens']}), "
+                f"server requests {r['server_requests']}"
             )
     if args.receipt:
         write_receipt(

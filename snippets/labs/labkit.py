@@ -504,8 +504,10 @@ def free_port(host: str = LOOPBACK) -> int:
 
 
 def port_free(port: int, host: str = LOOPBACK) -> bool:
-    """Whether this process could listen on ``host:port`` now."""
+    """Whether a server could listen on ``host:port`` now (with ``SO_REUSEADDR``, as servers such as
+    uvicorn bind: a closed connection's TIME_WAIT does not count, a listening socket does)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
@@ -548,9 +550,10 @@ def serve(
     answers 200, and yield ``(base_url, start_s)``: ``"http://host:port"`` and the seconds it took.
 
     The server runs in its own process group with its output (stdout and stderr) in ``log``; ``unset``
-    names environment variables it runs without. Leaving the block, normally, on an exception, on
-    Ctrl-C or on SIGTERM to the lab, stops the whole group: SIGTERM, then SIGKILL after
-    :data:`SERVER_STOP_TIMEOUT_S` s. If the lab itself is killed, Linux sends the server SIGTERM.
+    names environment variables it runs without. Leaving the block, normally, on an exception or on
+    Ctrl-C, stops the whole group: SIGTERM, then SIGKILL after :data:`SERVER_STOP_TIMEOUT_S` s. If the
+    lab itself is stopped or killed (SIGTERM, SIGKILL), Linux sends the server SIGTERM
+    (``PR_SET_PDEATHSIG``), and vLLM's server stops its engine processes itself.
 
     Exits (code 3, one line with the root cause from ``log``) when the server ends before it is
     healthy or is not healthy after ``timeout_s`` seconds; exits (code 2) when the port is taken.
@@ -559,8 +562,6 @@ def serve(
         fail(f"port {port} on {host} is in use; pass another --port (0 picks a free one)")
     env = {k: v for k, v in os.environ.items() if k not in unset}
     url = f"http://{host}:{port}"
-    previous = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally below runs
     started = time.perf_counter()
     with open(log, "w") as out:
         proc = subprocess.Popen(
@@ -570,19 +571,17 @@ def serve(
         while True:
             code = proc.poll()
             if code is not None:
-                text = Path(log).read_text(errors="replace")
-                fail(f"the server stopped (exit {code}) before it was ready: {(root_cause(text) or '')[:400]} (log: {log})", 3)
+                cause = root_cause(Path(log).read_text(errors="replace")) or "no error line"
+                fail(f"the server stopped (exit {code}) before it was ready: {cause[:400]} (log: {log})", 3)
             if time.perf_counter() - started > timeout_s:
                 fail(f"the server was not ready after {timeout_s:.0f} s (log: {log})", 3)
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{url}/health", timeout=5) as answer:
-                    if answer.status == 200:
-                        break
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/health", timeout=5) as answer:
+                if answer.status == 200:
+                    break
             time.sleep(1)
         yield url, time.perf_counter() - started
     finally:
         _stop(proc)
-        signal.signal(signal.SIGTERM, previous)
 
 
 def served_metrics(url: str) -> dict[str, float]:

@@ -28,9 +28,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt
-from infercourse.batching import schedule, static_steps, step_time, useful_fraction
+from infercourse.batching import rate_point, schedule, static_steps, step_time, useful_fraction
 from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant
-from infercourse.registry import COURSE_MODEL, LAB_GPU, gpu, model
+from infercourse.registry import COURSE_MODEL, LAB_GPU, STEP_OVERHEAD_S, gpu, model
 
 BATCH_SIZES = tuple(lab_constant("continuous_batching", "BATCH_SIZES"))
 REQUESTS = lab_constant("continuous_batching", "REQUESTS")
@@ -71,7 +71,8 @@ def _offline(receipt: Receipt) -> list[Mapping[str, Any]]:
     return [r for r in receipt["results"] if r["mode"] in OFFLINE_MODES]
 
 
-def _online(receipt: Receipt) -> list[Mapping[str, Any]]:
+def online_rows(receipt: Receipt) -> list[Mapping[str, Any]]:
+    """The online part's rows of a receipt (mode "online"), by request rate (none: an offline-only run)."""
     return sorted((r for r in receipt["results"] if r["mode"] == "online"), key=lambda r: r["request_rate"])
 
 
@@ -185,7 +186,7 @@ def online_counts_exact(receipt: Receipt) -> ClaimResult:
         "online, at every rate: all num_prompts requests completed, none failed, each made exactly "
         "online_output_tokens tokens (--ignore-eos)"
     )
-    rows = _online(receipt)
+    rows = online_rows(receipt)
     if not rows:
         return _no_rows("online_counts_exact", statement, "online")
     n, out = receipt["settings"]["num_prompts"], receipt["settings"]["online_output_tokens"]
@@ -205,7 +206,7 @@ def server_counts_agree(receipt: Receipt) -> ClaimResult:
         "online, at every rate: the server's /metrics counters moved by the client's sums (prompt tokens, "
         "generated tokens, finished requests)"
     )
-    rows = _online(receipt)
+    rows = online_rows(receipt)
     if not rows:
         return _no_rows("server_counts_agree", statement, "online")
     pairs = (("server_prompt_tokens", "prompt_tokens"), ("server_generated_tokens", "generated_tokens"))
@@ -223,7 +224,7 @@ def server_counts_agree(receipt: Receipt) -> ClaimResult:
 @gpu_timing
 def online_tradeoff(receipt: Receipt) -> ClaimResult:
     statement = "online: the highest rate buys more output tokens/s than the lowest at a higher p99 TPOT"
-    rows = _online(receipt)
+    rows = online_rows(receipt)
     if len(rows) < 2:
         return _no_rows("online_tradeoff", statement, "online (two rates or more)")
     low, high = rows[0], rows[-1]
@@ -261,6 +262,23 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
             f"| {batch} | {fmt.count(steps['static'])} | {fmt.count(steps['continuous'])} | {fmt.pct(saved)} | "
             f"{fmt.fixed(useful_fraction(OUTPUT_MIN, OUTPUT_MAX, batch), 2)} | "
             f"{fmt.fixed(step_time(facts, config, batch, context) * 1e3, 2)} |"
+        )
+    cap, online_context = max(BATCH_SIZES), PROMPT_TOKENS + ONLINE_OUTPUT_TOKENS // 2
+    lines += [
+        "",
+        f"Online: one server with max_num_seqs {cap}, {NUM_PROMPTS} requests per rate of {PROMPT_TOKENS} prompt "
+        f"and {ONLINE_OUTPUT_TOKENS} output tokens. Below the knee a rate is carried by the smallest batch B with "
+        "B >= rate x n x t(B) (Little's law; prefill left out, the step time with lesson 4A's assumed overhead); "
+        "past it the batch stays at its cap and the queue, and TTFT, grow.",
+        "",
+        "| rate (/s) | B | TPOT (ms) | output tok/s |",
+        "|---:|---:|---:|---:|",
+    ]
+    for rate in RATES:
+        r = rate_point(facts, config, rate, ONLINE_OUTPUT_TOKENS, online_context, STEP_OVERHEAD_S, cap)
+        lines.append(
+            f"| {rate:g} | {r['B']}{' (cap: past the knee)' if r['knee'] else ''} | "
+            f"{fmt.fixed(r['tpot'] * 1e3, 2)} | {fmt.count(round(r['x']))} |"
         )
     return "\n".join(lines)
 
