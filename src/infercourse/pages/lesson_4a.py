@@ -286,7 +286,6 @@ P.add(
     ),
     "text",
 )
-P.add("online_measured", bool(_measured), "record")
 
 SYMBOLS: list[str | tuple[str, str]] = ["B", "n", "tau", "tau_0", "X", "c", "lambda", "n_bar", "E", "U"]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
