@@ -321,6 +321,19 @@ def test_online_tradeoff_is_judged_on_gpu_receipts():
     assert _claims(_receipt(kind="gpu", online=faster))["online_tradeoff"] is True
 
 
+def test_the_figure_draws_the_online_rows_of_gpu_receipts_only():
+    from infercourse.pages import lesson_4a
+
+    gpu_receipt, cpu_receipt = _receipt(kind="gpu", online=ONLINE), _receipt(online=ONLINE)
+    points = lesson_4a.measured_points([cpu_receipt, gpu_receipt])
+    assert [(name, row["request_rate"]) for name, row in points] == [
+        (GPU_MACHINE["name"], 2.0),
+        (GPU_MACHINE["name"], 8.0),
+    ]
+    assert f"measured, {GPU_MACHINE['name']} (p99 TPOT)" in lesson_4a.pareto_figure(points)
+    assert "measured," not in lesson_4a.pareto_figure([])  # no GPU receipt yet: the prediction alone
+
+
 def test_rate_points_by_hand():
     # RTX 4090 (1,008 GB/s), Qwen2.5-7B: 14,141,238,272 B of weights read per step (no embedding table),
     # 57,344 B/token of KV at a mean context of 512 + 256 / 2 = 640, plus the 1 ms overhead:

@@ -9,9 +9,12 @@ modules; the page only looks the names up and formats them.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
+from typing import Any
 
 from infercourse import batching, fmt, labbox, labs, memory, notation, registry, snippets, transformer
 from infercourse.figures import svg_text
+from infercourse.labs.continuous_batching import online_rows
 from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/4a-continuous-batching.md")
@@ -123,13 +126,14 @@ t_cap = batching.step_time(g4090, cfg, online_cap, online_context, tau0)
 P.add("lam_knee", batching.max_request_rate(online_cap, lab_online_out, t_cap), "requests/s")
 P.add("knee_rates", " and ".join(f"{r['rate']:g}" for r in rate_rows if r["knee"]), "text")
 
-# measured points: the online rows of committed GPU receipts (CPU receipts prove the lab runs, not how fast)
-_measured = [
-    (receipt["machine"]["name"], row)
-    for receipt in labs.committed_receipts("continuous_batching")
-    if receipt["machine"]["kind"] == "gpu"
-    for row in labs.continuous_batching.online_rows(receipt)
-]
+
+def measured_points(receipts) -> list[tuple[str, Mapping[str, Any]]]:
+    """``(GPU name, online row)`` of every online row of the GPU receipts among ``receipts`` (CPU receipts
+    prove the lab runs, not how fast a GPU is: they are left out)."""
+    return [(r["machine"]["name"], row) for r in receipts if r["machine"]["kind"] == "gpu" for row in online_rows(r)]
+
+
+_measured = measured_points(labs.committed_receipts("continuous_batching"))
 
 # the CPU run: 12 requests, 32-token prompts, outputs 2..24, B = 4, 64 tokens per step
 cpu_n = P.add("cpu_n", 12, "sequences")
@@ -164,7 +168,9 @@ P.add("cpu_online_generated", cpu_num_prompts * cpu_online_out, "tokens")
 PARETO_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
-def _pareto_figure() -> str:
+def pareto_figure(measured: list[tuple[str, Mapping[str, Any]]]) -> str:
+    """The latency-throughput figure: the predicted curves, the lab's rates predicted, and ``measured``
+    (:func:`measured_points`) as crosses."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -193,8 +199,8 @@ def _pareto_figure() -> str:
         ax.annotate(
             f"{r['rate']:g}/s", (r["tpot"] * 1e3, r["x"]), textcoords="offset points", xytext=(-8, 6), fontsize=9
         )
-    for k, machine in enumerate(dict.fromkeys(name for name, _ in _measured)):
-        rows = [row for name, row in _measured if name == machine]
+    for k, machine in enumerate(dict.fromkeys(name for name, _ in measured)):
+        rows = [row for name, row in measured if name == machine]
         ax.plot(
             [row["tpot_p99_ms"] for row in rows],
             [row["output_tok_s"] for row in rows],
@@ -256,7 +262,7 @@ fig_static = [batching.schedule([cpu_prompt] * 4, cpu_lengths[k : k + 4], cpu_B,
 P.add("fig_static_steps", sum(fig_static), "count")
 P.add("fig_cont_steps", batching.schedule([cpu_prompt] * 8, cpu_lengths[:8], cpu_B, cpu_budget).steps, "count")
 P.add("fig_timeline", _timeline_figure(), "text")
-P.add("fig_pareto", _pareto_figure(), "text")
+P.add("fig_pareto", pareto_figure(_measured), "text")
 _r32 = step_rows[1]
 P.add(
     "fig_pareto_alt",
