@@ -1,6 +1,7 @@
 """What every lab script shares: argument checks, a preflight, progress lines, vLLM's log in a file,
 a one-line failure that names vLLM's root cause, the receipt (machine, versions, commit) and vLLM's
-per-request times and metrics.
+per-request times and metrics; for a lab that serves, ``vllm serve`` on loopback (:func:`serve`,
+:func:`vllm_cli`) and its ``/metrics`` (:func:`served_metrics`).
 
 A lab runs as ``python snippets/labs/<lab>.py``; Python puts the script's folder on ``sys.path``,
 so the lab does ``from labkit import ...``. Copy this file next to a lab to run it elsewhere.
