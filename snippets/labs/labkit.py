@@ -516,8 +516,11 @@ def port_free(port: int, host: str = LOOPBACK) -> bool:
     return True
 
 
-def _die_with_parent() -> None:
-    """In a child before ``exec``: SIGTERM when the lab dies, even by SIGKILL (Linux ``prctl``)."""
+def _server_child() -> None:
+    """In the server's process before ``exec``: its own process group (so it and every process it starts
+    can be stopped together; ``Popen(process_group=...)`` needs Python 3.11) and SIGTERM when the lab
+    dies, even by SIGKILL (Linux ``prctl``)."""
+    os.setpgid(0, 0)
     with contextlib.suppress(Exception):
         import ctypes
 
@@ -565,9 +568,7 @@ def serve(
     url = f"http://{host}:{port}"
     started = time.perf_counter()
     with open(log, "w") as out:
-        proc = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env=env, process_group=0, preexec_fn=_die_with_parent
-        )
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=_server_child)
     try:
         while True:
             code = proc.poll()
