@@ -29,7 +29,8 @@ every Python file in ``snippets/labs/`` (each lab and the shared ``labkit.py``) 
   rendered with sample values; a pattern with no literal word (a date) is structural and skipped,
   and a line marked ``# not vLLM`` reads another program's output (nvidia-smi);
 - in every text (docstrings, comments, ``snippets/labs/README.md``): a line that is a ``vllm ...``
-  command must use an existing subcommand (``vllm bench <sub>`` too) and existing ``--flags``;
+  command must use an existing subcommand (``vllm bench <sub>`` too) and existing ``--flags``; so must
+  the literal words of every ``vllm_cli(...)`` call (labkit's builder of such command lines);
   deprecated entry points (``python -m vllm.entrypoints.openai.api_server``, the
   ``benchmarks/benchmark_*.py`` scripts of the source tree) are refused;
 - in the pages (``docs/**/*.md``) and README.md: metric names and ``VLLM_*`` variables;
@@ -87,27 +88,45 @@ def check_text(text: str, surface: dict, where: str = "<text>") -> list[str]:
             if re.search(pattern, line):
                 problems.append(f"{where}:{lineno}: {message}")
         m = COMMAND_LINE.match(line)
-        if not m:
-            continue
-        words = m.group(1).replace("`", " ").split()
-        if not words or words[0].startswith("-"):
-            continue
-        sub, rest = words[0], words[1:]
-        if sub not in surface["cli_commands"]:
-            problems.append(
-                f"{where}:{lineno}: `vllm {sub}` is not a vllm subcommand ({', '.join(surface['cli_commands'])})"
-            )
-            continue
-        if sub == "bench" and (not rest or rest[0] not in surface["bench_commands"]):
-            problems.append(
-                f"{where}:{lineno}: `vllm bench {rest[0] if rest else ''}` is not a bench subcommand "
-                f"({', '.join(surface['bench_commands'])})"
-            )
-            continue
-        for word in rest:
-            flag = word.split("=", 1)[0]
-            if flag.startswith("--") and flag not in surface["cli_flags"]:
-                problems.append(f"{where}:{lineno}: flag {flag} does not exist for `vllm {sub}`")
+        if m:
+            problems += command_problems(m.group(1).replace("`", " ").split(), surface, f"{where}:{lineno}")
+    return problems
+
+
+def command_problems(words: list[str], surface: dict, where: str) -> list[str]:
+    """Problems of the words after ``vllm`` on a command line: the subcommand (and ``bench``'s), and
+    every ``--flag`` (against the flags of all of vLLM's commands)."""
+    if not words or words[0].startswith("-"):
+        return []
+    sub, rest = words[0], words[1:]
+    if sub not in surface["cli_commands"]:
+        return [f"{where}: `vllm {sub}` is not a vllm subcommand ({', '.join(surface['cli_commands'])})"]
+    if sub == "bench" and (not rest or rest[0] not in surface["bench_commands"]):
+        return [
+            f"{where}: `vllm bench {rest[0] if rest else ''}` is not a bench subcommand "
+            f"({', '.join(surface['bench_commands'])})"
+        ]
+    return [
+        f"{where}: flag {flag} does not exist for `vllm {sub}`"
+        for flag in (word.split("=", 1)[0] for word in rest)
+        if flag.startswith("--") and flag not in surface["cli_flags"]
+    ]
+
+
+CLI_BUILDER = "vllm_cli"
+"""labkit's function that builds a ``vllm ...`` command line from its words: a call's literal words are
+checked like a command line in the text (a word that is not a literal stands for a value)."""
+
+
+def cli_call_problems(tree: ast.Module, surface: dict, where: str) -> list[str]:
+    """Problems of every ``vllm_cli("serve", ..., "--flag", ...)`` call (:data:`CLI_BUILDER`)."""
+    problems = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _call_name(node.func) == CLI_BUILDER:
+            words = [
+                a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else "VALUE" for a in node.args
+            ]
+            problems += command_problems(words, surface, f"{where}:{node.lineno}")
     return problems
 
 
@@ -886,7 +905,7 @@ def check_source(source: str, surface: dict, where: str = "<lab>", reads_vllm_ou
     tree = ast.parse(source)
     visitor = _Lab(surface, where)
     visitor.visit(tree)
-    problems = visitor.problems + check_text(source, surface, where)
+    problems = visitor.problems + check_text(source, surface, where) + cli_call_problems(tree, surface, where)
     problems += token_problems(source, surface, where, python=True)
     problems += literal_value_problems(tree, surface["literal_args"], where)
     problems += label_key_problems(tree, surface["cache_config_info_labels"], where)

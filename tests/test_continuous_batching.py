@@ -18,6 +18,7 @@ Histogram sum: 12 x 32 + 160 = 544 tokens (160 = the lengths' sum).
 from __future__ import annotations
 
 import argparse
+import socket
 import subprocess
 import sys
 
@@ -142,12 +143,15 @@ def test_lesson_4a_headline_values():
 
 
 def test_the_page_describes_the_cpu_run_the_test_makes():
-    args = dict(zip(SPEC.cpu_args[::2], SPEC.cpu_args[1::2], strict=True))
-    assert int(args["--batch-sizes"]) == _v("cpu_B") and int(args["--requests"]) == _v("cpu_n")
-    assert int(args["--prompt-tokens"]) == _v("cpu_prompt")
-    assert int(args["--max-num-batched-tokens"]) == _v("cpu_budget")
-    assert (int(args["--output-min"]), int(args["--output-max"])) == (2, 24)
+    args = snippets.load("labs/continuous_batching.py").parse_args(list(SPEC.cpu_args))
+    assert args.batch_sizes == [_v("cpu_B")] and args.requests == _v("cpu_n")
+    assert args.prompt_tokens == _v("cpu_prompt") and args.max_num_batched_tokens == _v("cpu_budget")
+    assert (args.output_min, args.output_max) == (2, 24)
     assert _v("cpu_lengths_text") == ", ".join(map(str, CPU_LENGTHS))
+    assert " and ".join(f"{r:g}" for r in args.rates) == _v("cpu_rates") == "2 and 8"
+    assert (args.num_prompts, args.online_output_tokens) == (_v("cpu_num_prompts"), _v("cpu_online_out")) == (8, 16)
+    assert _v("cpu_online_generated") == 8 * 16 == 128
+    assert args.parts == ["offline", "online"]
 
 
 # --- the lesson's snippet --------------------------------------------------------------------------------
@@ -168,7 +172,8 @@ def test_lab_and_spec_draw_the_same_lengths():
     lab = snippets.load("labs/continuous_batching.py")  # imports without vLLM
     args = argparse.Namespace(requests=12, output_min=2, output_max=24)
     assert lab.output_lengths(args) == labs.continuous_batching.output_lengths(12, 2, 24) == CPU_LENGTHS
-    assert SPEC.work.engines == len(lab.BATCH_SIZES) == 3
+    assert SPEC.work.engines == len(lab.BATCH_SIZES) + 1 == 4  # an engine per B, then the server
+    assert SPEC.work.arrival_s == sum(200 / r for r in (2, 4, 8, 16, 32)) == 193.75  # 100 + 50 + 25 + 12.5 + 6.25
     assert lab.PROMPT_TOKENS + lab.OUTPUT_MAX <= lab.MAX_MODEL_LEN
 
 
@@ -192,12 +197,54 @@ def _row(mode, **over):
         "tpot_p99_ms": 180.0,
         "wait_p50_ms": 100.0,
         "wait_p99_ms": 3000.0,
+        **dict.fromkeys(ONLINE_ONLY),
     }
     return {**row, **over}
 
 
-def _receipt(static=None, continuous=None, kind="cpu", **settings) -> dict:
-    rows = [_row("static", **(static or {})), _row("continuous", **(continuous or {}))]
+ONLINE_ONLY = (
+    "request_rate",
+    "failed",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "server_prompt_tokens",
+    "server_generated_tokens",
+    "server_requests",
+)
+
+
+def _online_row(rate, **over):
+    # 8 requests of 32 prompt tokens, 16 output tokens each: 8 x 16 = 128 generated; the client counted
+    # 258 prompt tokens (two prompts re-encoded one token longer), and so did the server
+    row = {
+        "max_num_seqs": 4,
+        "mode": "online",
+        "requests": 8,
+        "steps": 128,
+        "step_tokens": 386,
+        "prompt_tokens": 258,
+        "generated_tokens": 128,
+        "wrong_lengths": 0,
+        "preemptions": 0,
+        "wall_s": 4.0,
+        "output_tok_s": 32.0,
+        "tpot_p50_ms": 2.0,
+        "tpot_p99_ms": 2.3,
+        "wait_p50_ms": None,
+        "wait_p99_ms": None,
+        "request_rate": rate,
+        "failed": 0,
+        "ttft_p50_ms": 20.0,
+        "ttft_p99_ms": 36.0,
+        "server_prompt_tokens": 258,
+        "server_generated_tokens": 128,
+        "server_requests": 8,
+    }
+    return {**row, **over}
+
+
+def _receipt(static=None, continuous=None, kind="cpu", online=(), **settings) -> dict:
+    rows = [_row("static", **(static or {})), _row("continuous", **(continuous or {})), *online]
     return make_receipt(
         "continuous_batching",
         rows,
@@ -215,6 +262,8 @@ def _receipt(static=None, continuous=None, kind="cpu", **settings) -> dict:
             "kv_tokens": 1_048_576,
             "enable_prefix_caching": False,
             "async_scheduling": False,
+            "num_prompts": 8,
+            "online_output_tokens": 16,
             **settings,
         },
     )
@@ -234,7 +283,78 @@ def test_a_receipt_worked_by_hand_passes_every_exact_claim():
         "continuous_fewer_steps": True,
         "no_preemption": True,
         "continuous_faster": None,  # timing: not judged on a CPU receipt
+        "online_counts_exact": None,  # no online rows: not judged
+        "server_counts_agree": None,
+        "online_tradeoff": None,
     }
+
+
+ONLINE = (_online_row(2.0), _online_row(8.0, output_tok_s=120.0, tpot_p99_ms=2.2))
+
+
+def test_online_rows_worked_by_hand_pass_and_a_planted_count_fails():
+    receipt = _receipt(online=ONLINE)
+    labs.validate_receipt(receipt)
+    claims = _claims(receipt)
+    assert (claims["online_counts_exact"], claims["server_counts_agree"], claims["online_tradeoff"]) == (
+        True,
+        True,
+        None,  # timing, on a CPU receipt
+    )
+    assert claims["tokens_exact"] and claims["steps_exact"]  # the offline claims read only the offline rows
+    for over, claim in (
+        ({"requests": 7}, "online_counts_exact"),
+        ({"failed": 1}, "online_counts_exact"),
+        ({"generated_tokens": 127, "server_generated_tokens": 127}, "online_counts_exact"),  # 8 x 16 = 128
+        ({"wrong_lengths": 1}, "online_counts_exact"),
+        ({"server_prompt_tokens": 257}, "server_counts_agree"),
+        ({"server_generated_tokens": 129}, "server_counts_agree"),
+        ({"server_requests": 7}, "server_counts_agree"),
+    ):
+        assert _claims(_receipt(online=(_online_row(2.0, **over), ONLINE[1])))[claim] is False, over
+
+
+def test_online_tradeoff_is_judged_on_gpu_receipts():
+    # 8/s: 120 tok/s at 2.2 ms against 2/s: 32 tok/s at 2.3 ms: more throughput but a LOWER p99 TPOT
+    assert _claims(_receipt(kind="gpu", online=ONLINE))["online_tradeoff"] is False
+    faster = (ONLINE[0], _online_row(8.0, output_tok_s=120.0, tpot_p99_ms=2.5))
+    assert _claims(_receipt(kind="gpu", online=faster))["online_tradeoff"] is True
+
+
+def test_the_figure_draws_the_online_rows_of_gpu_receipts_only():
+    from infercourse.pages import lesson_4a
+
+    gpu_receipt, cpu_receipt = _receipt(kind="gpu", online=ONLINE), _receipt(online=ONLINE)
+    points = lesson_4a.measured_points([cpu_receipt, gpu_receipt])
+    assert [(name, row["request_rate"]) for name, row in points] == [
+        (GPU_MACHINE["name"], 2.0),
+        (GPU_MACHINE["name"], 8.0),
+    ]
+    assert f"measured, {GPU_MACHINE['name']} (p99 TPOT)" in lesson_4a.pareto_figure(points)
+    assert "measured," not in lesson_4a.pareto_figure([])  # no GPU receipt yet: the prediction alone
+
+
+def test_rate_points_by_hand():
+    # RTX 4090 (1,008 GB/s), Qwen2.5-7B: 14,141,238,272 B of weights read per step (no embedding table),
+    # 57,344 B/token of KV at a mean context of 512 + 256 / 2 = 640, plus the 1 ms overhead:
+    # t(B) = (14,141,238,272 + B x 36,700,160) / 1.008e12 + 0.001
+    # rate 2, n = 256: t(7) = 15.2839 ms, 512 x t(7) = 7.83 > 7; t(8) = 15.3203 ms, 512 x t(8) = 7.84 <= 8
+    # rate 32 with a cap of 128: t(128) = 19.6893 ms, 8,192 x t(128) = 161.3 > 128: past the knee,
+    # X = 128 / 19.6893 ms = 6,501 tokens/s; Little's law at the cap: 128 / (256 x t(128)) = 25.39 requests/s
+    from infercourse.registry import COURSE_MODEL, STEP_OVERHEAD_S, gpu, model
+
+    g, cfg = gpu("RTX 4090"), model(COURSE_MODEL).config
+    low = batching.rate_point(g, cfg, 2, 256, 640, STEP_OVERHEAD_S, 128)
+    assert (low["B"], low["knee"], low["x"]) == (8, False, 512)
+    assert low["tpot"] == pytest.approx(0.0153203, abs=1e-7)
+    high = batching.rate_point(g, cfg, 32, 256, 640, STEP_OVERHEAD_S, 128)
+    assert (high["B"], high["knee"], round(high["x"])) == (128, True, 6501)
+    assert batching.batch_at_rate(g, cfg, 32, 256, 640, STEP_OVERHEAD_S, 128) is None
+    rows = _v("rate_rows")
+    assert [r["B"] for r in rows] == [8, 16, 34, 73, 128] and _v("online_cap") == 128  # min(128, B_kv = 143)
+    assert _v("lam_knee") == pytest.approx(25.39, abs=0.005) and _v("knee_rates") == "32"
+    with pytest.raises(ValueError, match="rate"):
+        batching.batch_at_rate(g, cfg, 0, 256, 640, STEP_OVERHEAD_S, 128)
 
 
 def test_one_step_off_fails():
@@ -279,6 +399,11 @@ def test_prediction_replays_the_gpu_workload():
         (["--output-min", "1"], "need 2 <= --output-min <= --output-max"),
         (["--output-max", "600"], "a request needs 1112 tokens but --max-model-len is 1024"),  # 512 + 600
         (["--batch-sizes", "64", "--max-num-batched-tokens", "32"], "at least the largest batch size, 64"),
+        (["--rates", "2", "0"], "--rates must be positive and finite (requests/s), got 2.0 0.0"),
+        (["--rates", "-1"], "--rates must be positive"),
+        (["--online-output-tokens", "1"], "need --num-prompts >= 1 and --online-output-tokens >= 2"),
+        (["--online-output-tokens", "600"], "an online request needs 1112 tokens"),  # 512 + 600 > 1024
+        (["--port", "70000"], "--port 70000 is not a free port"),
     ],
 )
 def test_lab_refuses_bad_input_in_one_line(tmp_path, extra, words):
@@ -291,3 +416,22 @@ def test_lab_refuses_bad_input_in_one_line(tmp_path, extra, words):
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr
     assert words in lines[0]
+
+
+def test_lab_refuses_a_port_in_use_before_the_server_starts(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    lab = ROOT / "snippets" / "labs" / "continuous_batching.py"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, str(lab), "--model", str(tmp_path), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and lines == [
+        f"error: --port {port} is not a free port on 127.0.0.1; pass another, or 0 for any free one"
+    ]

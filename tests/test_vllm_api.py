@@ -324,6 +324,24 @@ PLANTED = {  # kind of mistake: (lab, text in it, the mistake, what the report m
         'run_child(args, "fp8_e4m3fn", None, log_dir, "fp8", backend)',
         "kv_cache_dtype='fp8_e4m3fn' is not accepted",
     ),
+    "bench-serve-flag": (  # the words of a labkit.vllm_cli(...) call are a command line
+        "continuous_batching.py",
+        '"--random-output-len",',
+        '"--random-output-length",',
+        "flag --random-output-length does not exist for `vllm bench`",
+    ),
+    "serve-flag": (
+        "continuous_batching.py",
+        '"--no-enable-prefix-caching",',
+        '"--no-enable-prefix-cache",',
+        "flag --no-enable-prefix-cache does not exist for `vllm serve`",
+    ),
+    "bench-subcommand": (
+        "continuous_batching.py",
+        '        "bench",\n        "serve",',
+        '        "bench",\n        "serving",',
+        "`vllm bench serving` is not a bench subcommand",
+    ),
     "SamplingParams": (
         "phases.py",
         "ignore_eos=True, temperature=0",

@@ -32,7 +32,24 @@ first steps' contents from run to run) and learns of a finished request before i
 step; prefix caching off (random prompts, but no accidental hits either); greedy; no
 detokenisation; an untimed warm-up request first.
 
-Imports the standard library and ``labkit`` (this folder); vLLM only in the child.
+**The online part** (``--parts online``, or both by default) serves the model with ``vllm serve`` on
+127.0.0.1 (one server, ``max_num_seqs`` = the largest B, prefix caching off) and runs vLLM's own
+benchmark client, ``vllm bench serve``, once per request rate in RATES: NUM_PROMPTS requests of
+PROMPT_TOKENS random prompt tokens (vLLM's ``random`` dataset) and exactly ONLINE_OUTPUT_TOKENS output
+tokens (``--ignore-eos``), arriving as a Poisson process (open loop: they come whether or not the server
+keeps up). Per rate it keeps the benchmark's JSON result and how far the server's own counters moved
+(``/metrics``). What to look for:
+
+- every request completed, none failed, each produced exactly ONLINE_OUTPUT_TOKENS tokens, and the
+  server counted the same prompt tokens, generated tokens and finished requests as the client;
+- on a GPU, output tokens/s rises with the rate and p99 TPOT with it (the latency-throughput curve of
+  the lesson's figure), until the rate passes what max_num_seqs can carry and TTFT explodes (the knee).
+
+The server stops when the lab ends, also on an error or Ctrl-C (``labkit.serve``).
+
+    python snippets/labs/continuous_batching.py --parts online --receipt continuous_batching.json
+
+Imports the standard library and ``labkit`` (this folder); vLLM only in the child and the server.
 """
 
 from __future__ import annotations
@@ -40,14 +57,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from labkit import (
     ENGINE_IN_PROCESS_ENV,
+    LOG_CONFIG_ENV,
+    LOOPBACK,
     PREEMPTIONS_METRIC,
     STEP_TOKENS_METRIC,
     cache_config,
@@ -56,12 +77,18 @@ from labkit import (
     engine_core_in_process,
     engine_failure,
     fail,
+    free_port,
     lab_parser,
     metric_totals,
+    port_free,
     prepare,
     progress,
     random_prompt,
     request_times,
+    root_cause,
+    serve,
+    served_metrics,
+    vllm_cli,
     write_receipt,
 )
 
@@ -82,6 +109,19 @@ SEED = 0
 ROW_TAG = "CONTINUOUS_BATCHING_ROWS "
 """The child's one line of results on stdout, JSON after the tag."""
 CHILD_TIMEOUT_S = 3600
+RATES = (2, 4, 8, 16, 32)
+"""Request rates of the online part (requests/s), one ``vllm bench serve`` run each."""
+NUM_PROMPTS = 200
+"""Requests per rate in the online part."""
+ONLINE_OUTPUT_TOKENS = 256
+"""Output tokens of every online request (``--random-output-len`` with ``--ignore-eos``)."""
+BENCH_TIMEOUT_S = 3600
+PARTS = ("offline", "online")
+PROMPT_TOKENS_METRIC = "vllm:prompt_tokens_total"
+GENERATION_TOKENS_METRIC = "vllm:generation_tokens_total"
+REQUEST_SUCCESS_METRIC = "vllm:request_success_total"
+"""The server's counters of prompt tokens, generated tokens and finished requests (every finish reason),
+as samples of its /metrics (a counter's sample ends in _total)."""
 
 
 UNITS = {
@@ -98,6 +138,13 @@ UNITS = {
     "tpot_p99_ms": "ms",
     "wait_p50_ms": "ms",
     "wait_p99_ms": "ms",
+    "request_rate": "requests/s",
+    "failed": "requests",
+    "ttft_p50_ms": "ms",
+    "ttft_p99_ms": "ms",
+    "server_prompt_tokens": "tokens",
+    "server_generated_tokens": "tokens",
+    "server_requests": "requests",
 }
 """The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
 
@@ -112,6 +159,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--max-num-batched-tokens", type=int, default=MAX_NUM_BATCHED_TOKENS, help="token budget per engine step"
     )
+    p.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="offline, online or both")
+    p.add_argument("--rates", type=float, nargs="+", default=list(RATES), help="online request rates (requests/s)")
+    p.add_argument("--num-prompts", type=int, default=NUM_PROMPTS, help="online requests per rate")
+    p.add_argument(
+        "--online-output-tokens", type=int, default=ONLINE_OUTPUT_TOKENS, help="output tokens per online request"
+    )
+    p.add_argument("--port", type=int, default=0, help="the online server's port on 127.0.0.1 (0: a free one)")
     # internal: one engine in this process; prints its rows after ROW_TAG
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -128,6 +182,17 @@ def check_input(args) -> None:
         fail(f"a request needs {need} tokens but --max-model-len is {args.max_model_len}; pass {need} or more")
     if args.max_num_batched_tokens < max(args.batch_sizes):  # vLLM's own rule (vllm/config/scheduler.py:286)
         fail(f"--max-num-batched-tokens must be at least the largest batch size, {max(args.batch_sizes)}")
+    if "online" not in args.parts or args.child:
+        return
+    if not all(0 < r < math.inf for r in args.rates):
+        fail(f"--rates must be positive and finite (requests/s), got {' '.join(map(str, args.rates))}")
+    if args.num_prompts < 1 or args.online_output_tokens < 2:
+        fail("need --num-prompts >= 1 and --online-output-tokens >= 2 (TPOT needs a decode step)")
+    if args.prompt_tokens + args.online_output_tokens > args.max_model_len:
+        need = args.prompt_tokens + args.online_output_tokens
+        fail(f"an online request needs {need} tokens but --max-model-len is {args.max_model_len}; pass {need} or more")
+    if not 0 <= args.port <= 65535 or (args.port and not port_free(args.port)):
+        fail(f"--port {args.port} is not a free port on {LOOPBACK}; pass another, or 0 for any free one")
 
 
 def output_lengths(args) -> list[int]:
@@ -140,6 +205,18 @@ def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile ``q`` (0-100) of ``values``."""
     ranked = sorted(values)
     return ranked[max(0, math.ceil(q / 100 * len(ranked)) - 1)]
+
+
+ONLINE_ONLY = (
+    "request_rate",
+    "failed",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "server_prompt_tokens",
+    "server_generated_tokens",
+    "server_requests",
+)
+"""Row keys only an online row fills (None in an offline row); an online row leaves the waits None."""
 
 
 def run(llm, prompts: list[dict], params: list, chunk: int, lengths: list[int], mode: str, batch: int) -> dict:
@@ -174,6 +251,7 @@ def run(llm, prompts: list[dict], params: list, chunk: int, lengths: list[int], 
         "tpot_p99_ms": round(percentile(tpots, 99), 6),
         "wait_p50_ms": round(percentile(waits, 50), 6),
         "wait_p99_ms": round(percentile(waits, 99), 6),
+        **dict.fromkeys(ONLINE_ONLY),
     }
 
 
@@ -219,6 +297,132 @@ def child(args) -> int:
     return 0
 
 
+def bench(args, url: str, rate: float, folder: Path) -> dict:
+    """One ``vllm bench serve`` run against the server at ``url`` at ``rate`` requests/s; its JSON result
+    (with per-request lengths: ``--save-detailed``). Its output goes to ``folder/rate-<rate>.log``."""
+    name = f"rate-{rate:g}"
+    host, port = url.removeprefix("http://").split(":")
+    command = vllm_cli(
+        "bench",
+        "serve",
+        "--backend",
+        "openai",
+        "--host",
+        host,
+        "--port",
+        port,
+        "--model",
+        args.model,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(args.prompt_tokens),
+        "--random-output-len",
+        str(args.online_output_tokens),
+        "--num-prompts",
+        str(args.num_prompts),
+        "--request-rate",
+        f"{rate:g}",
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--seed",
+        str(SEED),
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,99",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        str(folder),
+        "--result-filename",
+        f"{name}.json",
+        "--disable-tqdm",
+    )
+    env = {k: v for k, v in os.environ.items() if k != LOG_CONFIG_ENV}  # its whole log in its own file
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=BENCH_TIMEOUT_S)
+        text, code = done.stdout + done.stderr, done.returncode
+    except subprocess.TimeoutExpired as exc:
+        text, code = f"{exc.stdout or ''}{exc.stderr or ''}\ntimed out after {BENCH_TIMEOUT_S} s", None
+    (folder / f"{name}.log").write_text(text)
+    result = folder / f"{name}.json"
+    if code != 0 or not result.is_file():
+        cause = root_cause(text) or f"exit {code}"
+        fail(f"vllm bench serve at {rate:g} requests/s failed: {cause[:400]} (log: {folder / name}.log)", 3)
+    return json.loads(result.read_text())
+
+
+def online_row(args, rate: float, result: dict, before: dict, after: dict) -> dict:
+    """One receipt row of the online part: the benchmark's ``result`` at ``rate`` and how far the server's
+    counters moved from ``before`` to ``after`` (:func:`labkit.served_metrics`)."""
+
+    def moved(name: str) -> int:
+        return round(after.get(name, 0.0) - before.get(name, 0.0))
+
+    return {
+        "max_num_seqs": max(args.batch_sizes),
+        "mode": "online",
+        "requests": result["completed"],
+        "steps": moved(STEP_TOKENS_METRIC + "_count"),
+        "step_tokens": moved(STEP_TOKENS_METRIC + "_sum"),
+        "prompt_tokens": result["total_input_tokens"],
+        "generated_tokens": result["total_output_tokens"],
+        "wrong_lengths": sum(n != args.online_output_tokens for n in result["output_lens"]),
+        "preemptions": moved(PREEMPTIONS_METRIC + "_total"),
+        "wall_s": round(result["duration"], 6),
+        "output_tok_s": round(result["output_throughput"], 3),
+        "tpot_p50_ms": round(result["p50_tpot_ms"], 6),
+        "tpot_p99_ms": round(result["p99_tpot_ms"], 6),
+        "wait_p50_ms": None,
+        "wait_p99_ms": None,
+        "request_rate": rate,
+        "failed": result["failed"],
+        "ttft_p50_ms": round(result["p50_ttft_ms"], 6),
+        "ttft_p99_ms": round(result["p99_ttft_ms"], 6),
+        "server_prompt_tokens": moved(PROMPT_TOKENS_METRIC),
+        "server_generated_tokens": moved(GENERATION_TOKENS_METRIC),
+        "server_requests": moved(REQUEST_SUCCESS_METRIC),
+    }
+
+
+def online(args, log_dir: Path) -> tuple[list[dict], float]:
+    """The online part: one ``vllm serve`` on 127.0.0.1, one ``vllm bench serve`` per rate; the rows and
+    the server's start time (s)."""
+    port = args.port or free_port()
+    command = vllm_cli(
+        "serve",
+        args.model,
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(port),
+        "--load-format",
+        args.load_format,
+        "--max-model-len",
+        str(args.max_model_len),
+        "--max-num-seqs",
+        str(max(args.batch_sizes)),
+        "--max-num-batched-tokens",
+        str(args.max_num_batched_tokens),
+        "--no-enable-prefix-caching",
+        "--seed",
+        str(SEED),
+    )
+    progress(f"online: vllm serve on {LOOPBACK}:{port} (log: {log_dir}/server.log); waiting for /health")
+    rows = []
+    with serve(command, port, log_dir / "server.log", unset=(LOG_CONFIG_ENV,)) as (url, start_s):
+        progress(f"online: server ready after {start_s:.0f} s")
+        for k, rate in enumerate(args.rates, 1):
+            progress(f"online {k}/{len(args.rates)}: {args.num_prompts} requests at {rate:g} requests/s")
+            before = served_metrics(url)
+            result = bench(args, url, rate, log_dir)
+            rows.append(online_row(args, rate, result, before, served_metrics(url)))
+    progress("online: server stopped")
+    return rows, start_s
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_input(args)
@@ -226,14 +430,14 @@ def main(argv: list[str] | None = None) -> int:
         return child(args)
     prepare(args, LAB)
     log_dir = Path(tempfile.mkdtemp(prefix=f"{LAB}_"))
-    progress(f"each engine's log: {log_dir}/b<B>.log")
+    progress(f"each engine's log: {log_dir}/b<B>.log; the server's and the benchmark's: {log_dir}/")
     lengths = output_lengths(args)
     common = ["--model", args.model, "--load-format", args.load_format, "--max-model-len", str(args.max_model_len)]
     common += ["--requests", str(args.requests), "--prompt-tokens", str(args.prompt_tokens)]
     common += ["--output-min", str(args.output_min), "--output-max", str(args.output_max)]
     common += ["--max-num-batched-tokens", str(args.max_num_batched_tokens)]
     rows, starts, kv_tokens = [], [], []
-    for k, batch in enumerate(args.batch_sizes, 1):
+    for k, batch in enumerate(args.batch_sizes if "offline" in args.parts else (), 1):
         progress(
             f"engine {k}/{len(args.batch_sizes)}: max_num_seqs {batch}, {args.requests} requests static, then "
             "continuous (a first run downloads the weights)"
@@ -247,21 +451,38 @@ def main(argv: list[str] | None = None) -> int:
         starts.append(got["row"]["engine_start_s"])
         kv_tokens.append(got["row"]["kv_tokens"])
 
+    if "online" in args.parts:
+        online_rows, server_start_s = online(args, log_dir)
+        rows += online_rows
+        starts.append(server_start_s)
+
     print(
-        f"{args.model} ({args.load_format} weights), {args.requests} requests of {args.prompt_tokens} prompt tokens, "
-        f"outputs {args.output_min}-{args.output_max} (seed {SEED}, mean {statistics.mean(lengths):.1f}), "
+        f"{args.model} ({args.load_format} weights), {args.prompt_tokens} prompt tokens; offline: {args.requests} "
+        f"requests, outputs {args.output_min}-{args.output_max} (seed {SEED}, mean {statistics.mean(lengths):.1f}); "
+        f"online: {args.num_prompts} requests per rate, {args.online_output_tokens} output tokens; "
         f"{args.max_num_batched_tokens} tokens per step; steps: vLLM's {STEP_TOKENS_METRIC}"
     )
     print(
-        f"{'B':>4} {'mode':<10} {'steps':>6} {'step tokens':>11} {'generated':>9} {'wrong':>5} {'preempt':>7} "
-        f"{'wall (s)':>8} {'tok/s':>9} {'TPOT p99 (ms)':>13} {'wait p99 (ms)':>13}"
+        f"{'B':>4} {'mode':<10} {'rate':>5} {'steps':>6} {'step tokens':>11} {'generated':>9} {'wrong':>5} "
+        f"{'preempt':>7} {'wall (s)':>8} {'tok/s':>9} {'TPOT p99 (ms)':>13} {'wait p99 (ms)':>13} "
+        f"{'TTFT p99 (ms)':>13}"
     )
     for r in rows:
+        rate = "-" if r["request_rate"] is None else str(r["request_rate"])
+        wait, ttft = ("-" if r[k] is None else f"{r[k]:.1f}" for k in ("wait_p99_ms", "ttft_p99_ms"))
         print(
-            f"{r['max_num_seqs']:>4} {r['mode']:<10} {r['steps']:>6} {r['step_tokens']:>11} {r['generated_tokens']:>9} "
-            f"{r['wrong_lengths']:>5} {r['preemptions']:>7} {r['wall_s']:>8.2f} {r['output_tok_s']:>9.1f} "
-            f"{r['tpot_p99_ms']:>13.2f} {r['wait_p99_ms']:>13.1f}"
+            f"{r['max_num_seqs']:>4} {r['mode']:<10} {rate:>5} {r['steps']:>6} {r['step_tokens']:>11} "
+            f"{r['generated_tokens']:>9} {r['wrong_lengths']:>5} {r['preemptions']:>7} {r['wall_s']:>8.2f} "
+            f"{r['output_tok_s']:>9.1f} {r['tpot_p99_ms']:>13.2f} {wait:>13} {ttft:>13}"
         )
+    for r in rows:
+        if r["mode"] == "online":
+            print(
+                f"online at {r['request_rate']:g} requests/s: {r['requests']} completed, {r['failed']} failed; "
+                f"input {r['prompt_tokens']} tokens (server {r['server_prompt_tokens']}), output "
+                f"{r['generated_tokens']} (server {r['server_generated_tokens']}), "
+                f"server requests {r['server_requests']}"
+            )
     if args.receipt:
         write_receipt(
             args.receipt,
@@ -278,11 +499,19 @@ def main(argv: list[str] | None = None) -> int:
                 "output_lengths": lengths,
                 "batch_sizes": args.batch_sizes,
                 "max_num_batched_tokens": args.max_num_batched_tokens,
-                "kv_tokens": min(kv_tokens),
+                "kv_tokens": min(kv_tokens) if kv_tokens else None,
                 "enable_prefix_caching": False,
                 "async_scheduling": False,
                 ENGINE_IN_PROCESS_ENV: "0",
-                "statistic": "TPOT, wait: nearest-rank percentiles over the requests; wait from the workload start",
+                "statistic": (
+                    "offline TPOT, wait: nearest-rank percentiles over the requests, wait from the workload start; "
+                    "online TPOT, TTFT: vllm bench serve's (numpy's linear percentiles)"
+                ),
+                "parts": args.parts,
+                "rates": args.rates if "online" in args.parts else [],
+                "num_prompts": args.num_prompts,
+                "online_output_tokens": args.online_output_tokens,
+                "server_max_num_seqs": max(args.batch_sizes),
             },
             units=UNITS,
         )

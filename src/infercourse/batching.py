@@ -205,3 +205,55 @@ def max_request_rate(concurrency: float, mean_output_tokens: float, step_s: floa
     positive("mean_output_tokens", mean_output_tokens)
     positive("step_s", step_s)
     return concurrency / (mean_output_tokens * step_s)
+
+
+def batch_at_rate(
+    gpu: GPUFacts,
+    config,
+    rate: float,
+    mean_output_tokens: float,
+    context_len: int,
+    overhead_s: float,
+    max_batch: int,
+    weight_bytes: float = 2,
+) -> int | None:
+    """The running batch B (sequences) that carries ``rate`` requests/s of ``mean_output_tokens`` each in
+    steady decode: the smallest B with B >= rate * n-bar * t(B) (Little's law, L = lambda W, with W = n-bar
+    steps of :func:`step_time`). None when no B up to ``max_batch`` carries it: above the knee, the queue
+    grows without bound. Prefill time is left out, as in :func:`max_request_rate`.
+
+    Raises:
+        ValueError: a non-positive rate, length or ``max_batch``; as :func:`step_time`.
+    """
+    positive("rate", rate)
+    positive("mean_output_tokens", mean_output_tokens)
+    positive("max_batch", max_batch)
+    for batch in range(1, max_batch + 1):
+        if batch >= rate * mean_output_tokens * step_time(gpu, config, batch, context_len, overhead_s, weight_bytes):
+            return batch
+    return None
+
+
+def rate_point(
+    gpu: GPUFacts,
+    config,
+    rate: float,
+    mean_output_tokens: float,
+    context_len: int,
+    overhead_s: float,
+    max_batch: int,
+    weight_bytes: float = 2,
+) -> dict:
+    """The predicted steady state of open-loop load at ``rate`` requests/s: ``{"rate", "B", "tpot",
+    "x", "knee"}``. Below the knee B is :func:`batch_at_rate`, TPOT (s) its :func:`step_time` and the
+    output rate X (tokens/s) what arrives, rate * n-bar. Past it (``knee`` True) the batch stays at
+    ``max_batch``, TPOT at that batch's step time, X at :func:`throughput` there, and the queue grows.
+
+    Raises:
+        ValueError: as :func:`batch_at_rate`.
+    """
+    batch = batch_at_rate(gpu, config, rate, mean_output_tokens, context_len, overhead_s, max_batch, weight_bytes)
+    b = max_batch if batch is None else batch
+    tpot = step_time(gpu, config, b, context_len, overhead_s, weight_bytes)
+    x = b / tpot if batch is None else rate * mean_output_tokens
+    return {"rate": rate, "B": b, "tpot": tpot, "x": x, "knee": batch is None}

@@ -68,10 +68,10 @@ def _work(lab: str) -> LabWork:
 def lab_minutes(lab: str, model_name: str = registry.COURSE_MODEL) -> dict[str, float]:
     """Minutes one lab takes on the lab card, from its own settings (its spec's :class:`LabWork`).
 
-    Returns ``{"download", "engines", "decode", "total"}`` in minutes: the first download of the
-    model's BF16 weights at the assumed speed (``registry.AUTODL_RTX_4090.download_mb_s``; later
-    labs reuse it), ``engines`` x the assumed start-up, and ``decode_steps`` x the decode-step floor
-    at :data:`STEP_CONTEXT` (batch 1) / :data:`DECODE_EFFICIENCY_ASSUMED`.
+    Returns ``{"download", "engines", "decode", "arrivals", "total"}`` in minutes: the first download of
+    the model's BF16 weights at the assumed speed (``registry.AUTODL_RTX_4090.download_mb_s``; later
+    labs reuse it), ``engines`` x the assumed start-up, ``decode_steps`` x the decode-step floor
+    at :data:`STEP_CONTEXT` (batch 1) / :data:`DECODE_EFFICIENCY_ASSUMED`, and ``arrival_s``.
 
     Raises:
         KeyError: ``lab`` has no spec.
@@ -85,6 +85,7 @@ def lab_minutes(lab: str, model_name: str = registry.COURSE_MODEL) -> dict[str, 
         "download": transformer.weight_bytes(config) / (rent.download_mb_s * 1e6) / 60,
         "engines": work.engines * rent.engine_start_min,
         "decode": work.decode_steps * step_s / 60,
+        "arrivals": work.arrival_s / 60,
     }
     return {**parts, "total": sum(parts.values())}
 
@@ -102,8 +103,8 @@ def time_estimate(labs: list[str], download: bool = True) -> str:
     )
     for lab in labs:
         m = lab_minutes(lab)
-        total += m["engines"] + m["decode"]
-        lines.append(f"  {lab:<14} {m['engines'] + m['decode']:5.1f} min")
+        total += m["engines"] + m["decode"] + m["arrivals"]
+        lines.append(f"  {lab:<14} {m['engines'] + m['decode'] + m['arrivals']:5.1f} min")
     if download:
         m = lab_minutes(labs[0])
         total += m["download"]
@@ -143,7 +144,7 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
         f"{fmt.fixed(m['decode'] * 60e3 / work.decode_steps, 0)} ms ({m['decode']:.1f} min)"
         if work.decode_steps
         else ""
-    )
+    ) + (f", {m['arrivals']:.1f} min of requests arriving at fixed rates" if work.arrival_s else "")
     return f"""!!! example "GPU lab: `snippets/labs/{script}`"
     - **Minimum VRAM:** {fmt.gib(need, 1)}: {model_name}'s BF16 weights ({fmt.gib(weights, 1)}), the KV cache of
       {fmt.count(work.peak_kv_tokens)} tokens and vLLM's other memory

@@ -10,16 +10,27 @@ not their n_i); ``preemptions`` (growth of ``vllm:num_preemptions``); ``wall_s``
 ``settings`` holds the seeded ``output_lengths``, ``prompt_tokens``, ``max_num_batched_tokens``,
 ``async_scheduling`` and the engine's ``kv_tokens``.
 
-The step, token and preemption claims are exact on any machine; the throughput claim is checked on
-GPU receipts only (:func:`~infercourse.labs.core.gpu_timing`).
+The online part adds one row per request rate (``mode`` = ``"online"``, ``request_rate`` in requests/s,
+``max_num_seqs`` = the server's): ``requests`` completed and ``failed`` (``vllm bench serve``'s counts),
+``prompt_tokens`` / ``generated_tokens`` (its totals), ``wrong_lengths`` (requests whose output is not
+``online_output_tokens`` long), ``tpot_*`` and ``ttft_p50_ms`` / ``ttft_p99_ms`` (its percentiles), ``wall_s``
+and ``output_tok_s``; ``server_prompt_tokens``, ``server_generated_tokens``, ``server_requests``,
+``steps``, ``step_tokens`` and ``preemptions`` from how far the server's own counters moved over the run.
+Keys that only one part fills are None in the other's rows.
+
+The step, token, count and preemption claims are exact on any machine; the throughput claims are checked
+on GPU receipts only (:func:`~infercourse.labs.core.gpu_timing`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from infercourse import fmt
-from infercourse.batching import schedule, static_steps, step_time, useful_fraction
+from infercourse.batching import rate_point, schedule, static_steps, step_time, useful_fraction
 from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant
-from infercourse.registry import COURSE_MODEL, LAB_GPU, gpu, model
+from infercourse.registry import COURSE_MODEL, LAB_GPU, STEP_OVERHEAD_S, gpu, model
 
 BATCH_SIZES = tuple(lab_constant("continuous_batching", "BATCH_SIZES"))
 REQUESTS = lab_constant("continuous_batching", "REQUESTS")
@@ -28,6 +39,10 @@ OUTPUT_MIN = lab_constant("continuous_batching", "OUTPUT_MIN")
 OUTPUT_MAX = lab_constant("continuous_batching", "OUTPUT_MAX")
 MAX_NUM_BATCHED_TOKENS = lab_constant("continuous_batching", "MAX_NUM_BATCHED_TOKENS")
 SEED = lab_constant("continuous_batching", "SEED")
+RATES = tuple(lab_constant("continuous_batching", "RATES"))
+NUM_PROMPTS = lab_constant("continuous_batching", "NUM_PROMPTS")
+ONLINE_OUTPUT_TOKENS = lab_constant("continuous_batching", "ONLINE_OUTPUT_TOKENS")
+OFFLINE_MODES = ("static", "continuous")
 
 
 def output_lengths(
@@ -52,32 +67,48 @@ def predicted_steps(settings, batch: int) -> dict[str, int]:
     }
 
 
-def _pairs(receipt: Receipt) -> dict[int, dict[str, dict]]:
-    pairs: dict[int, dict[str, dict]] = {}
-    for r in receipt["results"]:
+def _offline(receipt: Receipt) -> list[Mapping[str, Any]]:
+    return [r for r in receipt["results"] if r["mode"] in OFFLINE_MODES]
+
+
+def online_rows(receipt: Receipt) -> list[Mapping[str, Any]]:
+    """The online part's rows of a receipt (mode "online"), by request rate (none: an offline-only run)."""
+    return sorted((r for r in receipt["results"] if r["mode"] == "online"), key=lambda r: r["request_rate"])
+
+
+def _pairs(receipt: Receipt) -> dict[int, dict[str, Mapping[str, Any]]]:
+    pairs: dict[int, dict[str, Mapping[str, Any]]] = {}
+    for r in _offline(receipt):
         pairs.setdefault(r["max_num_seqs"], {})[r["mode"]] = r
     return pairs
 
 
+def _no_rows(claim: str, statement: str, part: str) -> ClaimResult:
+    return ClaimResult(claim, statement, None, f"the receipt has no {part} rows (--parts)")
+
+
 def tokens_exact(receipt: Receipt) -> ClaimResult:
+    statement = "every request produced exactly its n_i tokens (max_tokens with ignore_eos), in every run"
+    rows = _offline(receipt)
+    if not rows:
+        return _no_rows("tokens_exact", statement, "offline")
     want = sum(receipt["settings"]["output_lengths"])
     bad = [
         f"B={r['max_num_seqs']} {r['mode']}: {r['wrong_lengths']} wrong, {r['generated_tokens']} tokens"
-        for r in receipt["results"]
+        for r in rows
         if r["wrong_lengths"] or r["generated_tokens"] != want
     ]
     return ClaimResult(
-        "tokens_exact",
-        "every request produced exactly its n_i tokens (max_tokens with ignore_eos), in every run",
-        not bad,
-        "; ".join(bad) or f"all {len(receipt['results'])} runs: {want:,} tokens, none wrong",
+        "tokens_exact", statement, not bad, "; ".join(bad) or f"all {len(rows)} runs: {want:,} tokens, none wrong"
     )
 
 
 def histogram_sum(receipt: Receipt) -> ClaimResult:
     prompt = receipt["settings"]["prompt_tokens"]
     details, ok = [], True
-    for r in receipt["results"]:
+    if not _offline(receipt):
+        return _no_rows("histogram_sum", "the step histogram's sum = prompt + generated tokens", "offline")
+    for r in _offline(receipt):
         want = r["requests"] * prompt + r["generated_tokens"]
         ok &= r["step_tokens"] == want and r["prompt_tokens"] == r["requests"] * prompt
         details.append(f"B={r['max_num_seqs']} {r['mode']}: {r['step_tokens']:,} (expected {want:,})")
@@ -94,6 +125,8 @@ def steps_exact(receipt: Receipt) -> ClaimResult:
     statement = "engine steps equal the replay of vLLM's scheduler (static: chunk by chunk; continuous: one call)"
     if settings.get("async_scheduling") is not False:
         return ClaimResult("steps_exact", statement, None, "async scheduling on: the replay assumes it off")
+    if not _pairs(receipt):
+        return _no_rows("steps_exact", statement, "offline")
     details, ok = [], True
     for batch, runs in sorted(_pairs(receipt).items()):
         want = predicted_steps(settings, batch)
@@ -106,6 +139,8 @@ def steps_exact(receipt: Receipt) -> ClaimResult:
 
 def continuous_fewer_steps(receipt: Receipt) -> ClaimResult:
     pairs = sorted(_pairs(receipt).items())
+    if not pairs:
+        return _no_rows("continuous_fewer_steps", "continuous batching takes no more steps than static", "offline")
     return ClaimResult(
         "continuous_fewer_steps",
         "at every max_num_seqs, continuous batching takes no more engine steps than static batching",
@@ -116,13 +151,15 @@ def continuous_fewer_steps(receipt: Receipt) -> ClaimResult:
 
 def no_preemption(receipt: Receipt) -> ClaimResult:
     settings = receipt["settings"]
+    if not _offline(receipt):
+        return _no_rows("no_preemption", "no preemption when the largest batch fits in the KV cache", "offline")
     need = max(settings["batch_sizes"]) * (settings["prompt_tokens"] + max(settings["output_lengths"]))
     statement = "no preemption when the largest batch fits in the KV cache: B x (prompt + longest output) tokens"
     if need > settings["kv_tokens"]:
         return ClaimResult(
             "no_preemption", statement, None, f"{need:,} tokens > {settings['kv_tokens']:,} in the cache: may preempt"
         )
-    got = [r["preemptions"] for r in receipt["results"]]
+    got = [r["preemptions"] for r in _offline(receipt)]
     return ClaimResult(
         "no_preemption", statement, not any(got), f"{need:,} <= {settings['kv_tokens']:,} tokens; preemptions {got}"
     )
@@ -131,6 +168,8 @@ def no_preemption(receipt: Receipt) -> ClaimResult:
 @gpu_timing
 def continuous_faster(receipt: Receipt) -> ClaimResult:
     pairs = sorted(_pairs(receipt).items())
+    if not pairs:
+        return _no_rows("continuous_faster", "continuous batching produces more tokens/s than static", "offline")
     return ClaimResult(
         "continuous_faster",
         "at every max_num_seqs, continuous batching produces more output tokens per second than static",
@@ -139,6 +178,62 @@ def continuous_faster(receipt: Receipt) -> ClaimResult:
             f"B={b}: {runs['continuous']['output_tok_s']:,.0f} vs {runs['static']['output_tok_s']:,.0f} tok/s"
             for b, runs in pairs
         ),
+    )
+
+
+def online_counts_exact(receipt: Receipt) -> ClaimResult:
+    statement = (
+        "online, at every rate: all num_prompts requests completed, none failed, each made exactly "
+        "online_output_tokens tokens (--ignore-eos)"
+    )
+    rows = online_rows(receipt)
+    if not rows:
+        return _no_rows("online_counts_exact", statement, "online")
+    n, out = receipt["settings"]["num_prompts"], receipt["settings"]["online_output_tokens"]
+    ok, details = True, []
+    for r in rows:
+        good = (r["requests"], r["failed"], r["wrong_lengths"], r["generated_tokens"]) == (n, 0, 0, n * out)
+        ok &= good
+        details.append(
+            f"{r['request_rate']:g}/s: {r['requests']} completed, {r['failed']} failed, {r['generated_tokens']:,} "
+            f"tokens (expected {n} x {out} = {n * out:,})"
+        )
+    return ClaimResult("online_counts_exact", statement, ok, "; ".join(details))
+
+
+def server_counts_agree(receipt: Receipt) -> ClaimResult:
+    statement = (
+        "online, at every rate: the server's /metrics counters moved by the client's sums (prompt tokens, "
+        "generated tokens, finished requests)"
+    )
+    rows = online_rows(receipt)
+    if not rows:
+        return _no_rows("server_counts_agree", statement, "online")
+    pairs = (("server_prompt_tokens", "prompt_tokens"), ("server_generated_tokens", "generated_tokens"))
+    ok, details = True, []
+    for r in rows:
+        ok &= all(r[a] == r[b] for a, b in pairs) and r["server_requests"] == r["requests"]
+        details.append(
+            f"{r['request_rate']:g}/s: prompt {r['server_prompt_tokens']:,} vs {r['prompt_tokens']:,}, generated "
+            f"{r['server_generated_tokens']:,} vs {r['generated_tokens']:,}, requests {r['server_requests']} vs "
+            f"{r['requests']}"
+        )
+    return ClaimResult("server_counts_agree", statement, ok, "; ".join(details))
+
+
+@gpu_timing
+def online_tradeoff(receipt: Receipt) -> ClaimResult:
+    statement = "online: the highest rate buys more output tokens/s than the lowest at a higher p99 TPOT"
+    rows = online_rows(receipt)
+    if len(rows) < 2:
+        return _no_rows("online_tradeoff", statement, "online (two rates or more)")
+    low, high = rows[0], rows[-1]
+    return ClaimResult(
+        "online_tradeoff",
+        statement,
+        high["output_tok_s"] > low["output_tok_s"] and high["tpot_p99_ms"] > low["tpot_p99_ms"],
+        f"{low['request_rate']:g}/s: {low['output_tok_s']:,.0f} tok/s at {low['tpot_p99_ms']:.1f} ms; "
+        f"{high['request_rate']:g}/s: {high['output_tok_s']:,.0f} tok/s at {high['tpot_p99_ms']:.1f} ms",
     )
 
 
@@ -168,20 +263,44 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
             f"{fmt.fixed(useful_fraction(OUTPUT_MIN, OUTPUT_MAX, batch), 2)} | "
             f"{fmt.fixed(step_time(facts, config, batch, context) * 1e3, 2)} |"
         )
+    cap, online_context = max(BATCH_SIZES), PROMPT_TOKENS + ONLINE_OUTPUT_TOKENS // 2
+    lines += [
+        "",
+        f"Online: one server with max_num_seqs {cap}, {NUM_PROMPTS} requests per rate of {PROMPT_TOKENS} prompt "
+        f"and {ONLINE_OUTPUT_TOKENS} output tokens. Below the knee a rate is carried by the smallest batch B with "
+        "B >= rate x n x t(B) (Little's law; prefill left out, the step time with lesson 4A's assumed overhead); "
+        "past it the batch stays at its cap and the queue, and TTFT, grow.",
+        "",
+        "| rate (/s) | B | TPOT (ms) | output tok/s |",
+        "|---:|---:|---:|---:|",
+    ]
+    for rate in RATES:
+        r = rate_point(facts, config, rate, ONLINE_OUTPUT_TOKENS, online_context, STEP_OVERHEAD_S, cap)
+        lines.append(
+            f"| {rate:g} | {r['B']}{' (cap: past the knee)' if r['knee'] else ''} | "
+            f"{fmt.fixed(r['tpot'] * 1e3, 2)} | {fmt.count(round(r['x']))} |"
+        )
     return "\n".join(lines)
 
 
 def _work() -> LabWork:
+    """Offline: one engine per B and the replayed steps. Online: one server, the requests' arrival time
+    (NUM_PROMPTS / rate per rate), then the last request's ONLINE_OUTPUT_TOKENS steps per rate, and a KV
+    cache for the largest B of full online requests."""
     lengths = output_lengths()
     prompts = [PROMPT_TOKENS] * REQUESTS
     runs = [schedule(prompts, lengths, b, MAX_NUM_BATCHED_TOKENS) for b in BATCH_SIZES]
     return LabWork(
-        engines=len(BATCH_SIZES),
+        engines=len(BATCH_SIZES) + 1,
         decode_steps=sum(
             run.steps + static_steps(prompts, lengths, b, MAX_NUM_BATCHED_TOKENS)
             for b, run in zip(BATCH_SIZES, runs, strict=True)
+        )
+        + len(RATES) * ONLINE_OUTPUT_TOKENS,
+        peak_kv_tokens=max(
+            max(run.peak_kv_tokens for run in runs), max(BATCH_SIZES) * (PROMPT_TOKENS + ONLINE_OUTPUT_TOKENS)
         ),
-        peak_kv_tokens=max(run.peak_kv_tokens for run in runs),
+        arrival_s=sum(NUM_PROMPTS / rate for rate in RATES),
     )
 
 
@@ -202,22 +321,41 @@ SPEC = LabSpec(
         "output_tok_s": (int, float),
         "tpot_p50_ms": (int, float),
         "tpot_p99_ms": (int, float),
-        "wait_p50_ms": (int, float),
-        "wait_p99_ms": (int, float),
+        "wait_p50_ms": (int, float, type(None)),
+        "wait_p99_ms": (int, float, type(None)),
+        "request_rate": (int, float, type(None)),
+        "failed": (int, type(None)),
+        "ttft_p50_ms": (int, float, type(None)),
+        "ttft_p99_ms": (int, float, type(None)),
+        "server_prompt_tokens": (int, type(None)),
+        "server_generated_tokens": (int, type(None)),
+        "server_requests": (int, type(None)),
     },
     units=lab_constant("continuous_batching", "UNITS"),
-    key=("max_num_seqs", "mode"),
+    key=("max_num_seqs", "mode", "request_rate"),
     header="TPOT p99 (ms)",
-    claims=(tokens_exact, histogram_sum, steps_exact, continuous_fewer_steps, no_preemption, continuous_faster),
+    claims=(
+        tokens_exact,
+        histogram_sum,
+        steps_exact,
+        continuous_fewer_steps,
+        no_preemption,
+        continuous_faster,
+        online_counts_exact,
+        server_counts_agree,
+        online_tradeoff,
+    ),
     prediction=prediction,
     prediction_basis="a replay of vLLM's scheduler and the roofline",
     columns=(
         Column("max_num_seqs", "B", fmt.count),
         Column("mode", "mode", str, align_right=False),
+        Column("request_rate", "rate (/s)", lambda v: f"{v:g}"),
         Column("steps", "steps", fmt.count),
         Column("output_tok_s", "tok/s", lambda v: fmt.fixed(v, 0)),
         Column("tpot_p99_ms", "TPOT p99 (ms)", lambda v: fmt.fixed(v, 2)),
         Column("wait_p99_ms", "wait p99 (ms)", lambda v: fmt.fixed(v, 0)),
+        Column("ttft_p99_ms", "TTFT p99 (ms)", lambda v: fmt.fixed(v, 0)),
     ),
     cpu_max_model_len=256,
     cpu_args=(
@@ -233,6 +371,13 @@ SPEC = LabSpec(
         "24",
         "--max-num-batched-tokens",
         "64",
+        "--rates",
+        "2",
+        "8",
+        "--num-prompts",
+        "8",
+        "--online-output-tokens",
+        "16",
     ),
     work=_work(),
 )

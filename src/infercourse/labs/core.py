@@ -199,11 +199,14 @@ class LabWork:
         decode_steps: engine steps it runs one after another (a batch's steps count once).
         peak_kv_tokens: the most tokens the engine must be able to hold in its KV cache (vLLM refuses
             to start unless one ``max_model_len`` request fits; a batch needs all its sequences).
+        arrival_s: seconds it waits for requests that arrive on a clock (open-loop load: requests / rate,
+            summed over the rates), on top of its steps.
     """
 
     engines: int
     decode_steps: int
     peak_kv_tokens: int
+    arrival_s: float = 0.0
 
 
 @dataclass(frozen=True)

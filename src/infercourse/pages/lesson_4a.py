@@ -9,9 +9,12 @@ modules; the page only looks the names up and formats them.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
+from typing import Any
 
-from infercourse import batching, fmt, labbox, memory, notation, registry, snippets, transformer
+from infercourse import batching, fmt, labbox, labs, memory, notation, registry, snippets, transformer
 from infercourse.figures import svg_text
+from infercourse.labs.continuous_batching import online_rows
 from infercourse.pages import baseline, fact_link
 
 P = baseline("lessons/4a-continuous-batching.md")
@@ -104,6 +107,34 @@ P.add("lab_batches", ", ".join(str(b) for b in snippets.constant(lab, "BATCH_SIZ
 P.add("lab_box", labbox.lab_box("continuous_batching.py"), "text")
 P.add("lab_full_prompts", lab_budget // lab_prompt, "sequences")
 
+# the online part: one server, max_num_seqs = the largest B, vllm bench serve at each rate
+lab_rates = snippets.constant(lab, "RATES")
+P.add("lab_rates", ", ".join(f"{r:g}" for r in lab_rates), "text")
+P.add("lab_num_prompts", snippets.constant(lab, "NUM_PROMPTS"), "sequences")
+lab_online_out = P.add("lab_online_out", snippets.constant(lab, "ONLINE_OUTPUT_TOKENS"), "tokens")
+lab_server_seqs = P.add("lab_server_seqs", max(snippets.constant(lab, "BATCH_SIZES")), "sequences")
+online_context = lab_prompt + lab_online_out // 2  # the same mean context as section 3's workload
+online_cap = P.add("online_cap", min(lab_server_seqs, B_kv), "sequences")
+
+
+rate_rows = P.add(
+    "rate_rows",
+    [batching.rate_point(g4090, cfg, r, lab_online_out, online_context, tau0, online_cap) for r in lab_rates],
+    "record",
+)
+t_cap = batching.step_time(g4090, cfg, online_cap, online_context, tau0)
+P.add("lam_knee", batching.max_request_rate(online_cap, lab_online_out, t_cap), "requests/s")
+P.add("knee_rates", " and ".join(f"{r['rate']:g}" for r in rate_rows if r["knee"]), "text")
+
+
+def measured_points(receipts) -> list[tuple[str, Mapping[str, Any]]]:
+    """``(GPU name, online row)`` of every online row of the GPU receipts among ``receipts`` (CPU receipts
+    prove the lab runs, not how fast a GPU is: they are left out)."""
+    return [(r["machine"]["name"], row) for r in receipts if r["machine"]["kind"] == "gpu" for row in online_rows(r)]
+
+
+_measured = measured_points(labs.committed_receipts("continuous_batching"))
+
 # the CPU run: 12 requests, 32-token prompts, outputs 2..24, B = 4, 64 tokens per step
 cpu_n = P.add("cpu_n", 12, "sequences")
 cpu_prompt = P.add("cpu_prompt", 32, "tokens")
@@ -127,12 +158,19 @@ P.add("cpu_continuous", batching.schedule(_cpu_prompts, cpu_lengths, cpu_B, cpu_
 P.add("cpu_step_tokens", cpu_n * cpu_prompt + sum(cpu_lengths), "tokens")
 P.add("cpu_generated", sum(cpu_lengths), "tokens")
 P.add("cpu_first_fit", cpu_budget // cpu_prompt, "sequences")
+# the online part's CPU run: 8 requests per rate at 2 and 8 per second, 16 output tokens
+cpu_rates = P.add("cpu_rates", "2 and 8", "text")
+cpu_num_prompts = P.add("cpu_num_prompts", 8, "sequences")
+cpu_online_out = P.add("cpu_online_out", 16, "tokens")
+P.add("cpu_online_generated", cpu_num_prompts * cpu_online_out, "tokens")
 
 # --- the figures ---
 PARETO_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
-def _pareto_figure() -> str:
+def pareto_figure(measured: list[tuple[str, Mapping[str, Any]]]) -> str:
+    """The latency-throughput figure: the predicted curves, the lab's rates predicted, and ``measured``
+    (:func:`measured_points`) as crosses."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -148,10 +186,33 @@ def _pareto_figure() -> str:
         for b, x, y in zip(batches, tpot, tput, strict=True):
             if b in (1, 32, cap):
                 ax.annotate(f"B={b:,}", (x, y), textcoords="offset points", xytext=(6, -4), fontsize=9, color=color)
+    ax.plot(
+        [r["tpot"] * 1e3 for r in rate_rows],
+        [r["x"] for r in rate_rows],
+        "s",
+        color="tab:green",
+        markersize=6,
+        fillstyle="none",
+        label=f"predicted, {g4090.name}, lab rates (requests/s)",
+    )
+    for r in rate_rows:
+        ax.annotate(
+            f"{r['rate']:g}/s", (r["tpot"] * 1e3, r["x"]), textcoords="offset points", xytext=(-8, 6), fontsize=9
+        )
+    for k, machine in enumerate(dict.fromkeys(name for name, _ in measured)):
+        rows = [row for name, row in measured if name == machine]
+        ax.plot(
+            [row["tpot_p99_ms"] for row in rows],
+            [row["output_tok_s"] for row in rows],
+            "x",
+            color=f"C{k + 4}",
+            markersize=8,
+            label=f"measured, {machine} (p99 TPOT)",
+        )
     ax.axvline(tpot_slo * 1e3, color="grey", linestyle=":", label=f"a {tpot_slo * 1e3:.0f} ms TPOT target")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("TPOT = step time (ms, log scale)")
+    ax.set_xlabel("TPOT (ms, log scale): the step time predicted, the p99 measured")
     ax.set_ylabel("output tokens/s, X(B) (log scale)")
     ax.set_title(f"Qwen2.5-7B, BF16, context {c_mean}: X vs TPOT as B grows", fontsize=10)
     ax.legend(fontsize=9, loc="lower right")
@@ -201,7 +262,7 @@ fig_static = [batching.schedule([cpu_prompt] * 4, cpu_lengths[k : k + 4], cpu_B,
 P.add("fig_static_steps", sum(fig_static), "count")
 P.add("fig_cont_steps", batching.schedule([cpu_prompt] * 8, cpu_lengths[:8], cpu_B, cpu_budget).steps, "count")
 P.add("fig_timeline", _timeline_figure(), "text")
-P.add("fig_pareto", _pareto_figure(), "text")
+P.add("fig_pareto", pareto_figure(_measured), "text")
 _r32 = step_rows[1]
 P.add(
     "fig_pareto_alt",
@@ -210,7 +271,25 @@ P.add(
     f"({fmt.ms(r1['t_4090'] + tau0)} per step) to {fmt.count(round(B_kv / t_kv))} tokens/s at B = {B_kv}, where the KV "
     f"cache is full, with TPOT only rising to {fmt.ms(t_kv)}; on the {h200.name} it climbs to "
     f"{fmt.count(round(h200_seqs / t_h200))} tokens/s at the default max_num_seqs of {h200_seqs:,} "
-    f"({fmt.ms(t_h200)} per step). Every point lies left of a 50 ms TPOT target.",
+    f"({fmt.ms(t_h200)} per step). Every point lies left of a 50 ms TPOT target. Squares mark the lab's "
+    f"online request rates on the {g4090.name}: "
+    + "; ".join(
+        f"{r['rate']:g} per second at {fmt.count(round(r['x']))} tokens/s and {fmt.ms(r['tpot'])}"
+        + (" (past the knee: the batch stays at its cap and the queue grows)" if r["knee"] else "")
+        for r in rate_rows
+    )
+    + ". "
+    + (
+        "Crosses mark measurements (p99 TPOT against output tokens/s) from committed GPU receipts: "
+        + "; ".join(
+            f"{name} at {row['request_rate']:g} per second, {fmt.count(round(row['output_tok_s']))} tokens/s at "
+            f"{fmt.fixed(row['tpot_p99_ms'], 1)} ms"
+            for name, row in _measured
+        )
+        + "."
+        if _measured
+        else "No GPU receipt of the lab's online part is committed yet, so no measured point is drawn."
+    ),
     "text",
 )
 
