@@ -59,10 +59,11 @@ def _copy_project(dest: Path, *, exec_on: bool = True) -> Path:
         config = dest / "mkdocs.yml"
         text = re.sub(r"\n  - markdown-exec\b.*\n(?:      .*\n)*", "\n", config.read_text(encoding="utf-8"))
         config.write_text(text.replace("\nstrict: true\n", "\nstrict: false\n"), encoding="utf-8")
-    cache = ROOT / ".cache" / "katex.json"  # formulas already typeset: measure what an edit costs
-    if cache.is_file():
-        (dest / ".cache").mkdir(exist_ok=True)
-        shutil.copy(cache, dest / ".cache" / "katex.json")
+    for name in ("katex.json", "mermaid.json"):  # formulas and diagrams already drawn: measure what an edit costs
+        cache = ROOT / ".cache" / name
+        if cache.is_file():
+            (dest / ".cache").mkdir(exist_ok=True)
+            shutil.copy(cache, dest / ".cache" / name)
     return dest
 
 

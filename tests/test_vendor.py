@@ -37,7 +37,7 @@ def test_mkdocs_loads_no_remote_script_and_no_math_runtime():
     Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
     Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
     config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)
-    scripts = config["extra_javascript"]
-    assert scripts == ["javascripts/mermaid-loader.js"]  # formulas are typeset at build time (hooks/math.py)
+    scripts = config.get("extra_javascript", [])
+    assert scripts == []  # formulas and diagrams are drawn at build time (hooks/math.py, hooks/diagrams.py)
     assert not [s for s in scripts + config.get("extra_css", []) if re.match(r"(https?:)?//", s)]
     assert config["theme"]["font"] is False
