@@ -32,9 +32,8 @@ import os
 import re
 from pathlib import Path
 
-from mkdocs.exceptions import PluginError
-
 import material
+from mkdocs.exceptions import PluginError
 
 # superfences' default fence for ```mermaid (mkdocs.yml: custom_fences, class mermaid), then the paragraph after it.
 DIAGRAM = re.compile(r'<pre class="mermaid"><code>(.*?)</code></pre>(\s*<p>)?', re.DOTALL)
@@ -42,7 +41,7 @@ FONT = 'Arial, "Liberation Sans", Helvetica, sans-serif'
 LABEL_PX, MIN_LABEL_PX = 16, 11
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ORIGIN = "http://diagrams.invalid"  # served by Playwright's router from the vendored files; never the network
-RENDER_PAGE = """<!doctype html><meta charset="utf-8"><style>body { font: 16px %s; }</style>
+RENDER_PAGE = """<!doctype html><meta charset="utf-8"><style>body { font: 16px __FONT__; }</style>
 <script type="module">
 import mermaid from "./mermaid.esm.min.mjs";
 window.drawAll = async (config, diagrams) => {
@@ -54,7 +53,7 @@ window.drawAll = async (config, diagrams) => {
   }
   return out;
 };
-</script>""" % FONT
+</script>""".replace("__FONT__", FONT)
 
 _cache: dict[str, str] = {}
 _state: dict = {}

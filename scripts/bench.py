@@ -195,8 +195,8 @@ def bench_bytes(tmp: Path) -> tuple[Path, str, http.server.ThreadingHTTPServer]:
         for path in paths:
             context = browser.new_context(viewport={"width": 1280, "height": 800})
             page = context.new_page()
-            requests = []
-            page.on("request", requests.append)
+            requests: list = []
+            page.on("request", lambda request, into=requests: into.append(request))
             page.goto(base + path, wait_until="networkidle")
             page.wait_for_timeout(500)
             urls = [r.url for r in requests]
