@@ -37,6 +37,7 @@ from mkdocs.exceptions import PluginError
 
 # superfences' default fence for ```mermaid (mkdocs.yml: custom_fences, class mermaid), then the paragraph after it.
 DIAGRAM = re.compile(r'<pre class="mermaid"><code>(.*?)</code></pre>(\s*<p>)?', re.DOTALL)
+ROLE = ' role="graphics-document document"'  # mermaid's, replaced by role="img" and the label
 FONT = 'Arial, "Liberation Sans", Helvetica, sans-serif'
 LABEL_PX, MIN_LABEL_PX = 16, 11
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -166,7 +167,7 @@ def _draw(sources: list[str], where: str) -> None:
 
 
 def on_page_content(content, page, config, files):
-    if '<pre class="mermaid">' not in content:
+    if 'class="mermaid"' not in content:
         return content
     sources = [html.unescape(m.group(1)) for m in DIAGRAM.finditer(content)]
     _draw(sources, page.file.src_uri)
@@ -181,13 +182,16 @@ def on_page_content(content, page, config, files):
                 f"{page.file.src_uri}: diagram {count} has no paragraph right after it; write the paragraph "
                 "that reads it aloud (it becomes the diagram's text alternative)"
             )
-        ident = f"diagram-{count}-text"
-        svg = _cache[_key(html.unescape(match.group(1)))].replace(
-            ' role="graphics-document document"', f' role="img" aria-labelledby="{ident}" data-search-exclude="1"', 1
-        )
+        ident, svg = f"diagram-{count}-text", _cache[_key(html.unescape(match.group(1)))]
+        if ROLE not in svg:
+            raise PluginError(f"{page.file.src_uri}: diagram {count}: mermaid's SVG has no {ROLE}; update the hook")
+        svg = svg.replace(ROLE, f' role="img" aria-labelledby="{ident}" data-search-exclude="1"', 1)
         return f'<div class="course-diagram">{svg}</div>' + match.group(2).replace("<p>", f'<p id="{ident}">')
 
-    return DIAGRAM.sub(inline, content)
+    content = DIAGRAM.sub(inline, content)
+    if 'class="mermaid"' in content:
+        raise PluginError(f"{page.file.src_uri}: a mermaid block in a form this hook does not draw; update the hook")
+    return content
 
 
 def on_post_build(config):
