@@ -13,7 +13,7 @@ How a drawn diagram looks and reads:
   CSS variables the page resolves: the same SVG is right in the light and the dark palette.
 - Text is set in one Arial-metric font stack (``FONT``), the one it was measured in: a label fits its box
   on any reader's machine.
-- On a narrow screen the SVG shrinks only until its 16 px labels would draw at 11 px
+- On a narrow screen the SVG shrinks only until its 16 px labels would draw at 12 px
   (``MIN_LABEL_PX``); below that its box scrolls sideways (extra.css).
 - The paragraph right after a diagram (its read-aloud) is its text alternative: the SVG gets
   ``role="img"`` and ``aria-labelledby`` that paragraph; a diagram with no paragraph after it fails the
@@ -39,7 +39,7 @@ from mkdocs.exceptions import PluginError
 DIAGRAM = re.compile(r'<pre class="mermaid"><code>(.*?)</code></pre>(\s*<p>)?', re.DOTALL)
 ROLE = ' role="graphics-document document"'  # mermaid's, replaced by role="img" and the label
 FONT = 'Arial, "Liberation Sans", Helvetica, sans-serif'
-LABEL_PX, MIN_LABEL_PX = 16, 11
+LABEL_PX, MIN_LABEL_PX = 16, 12  # Lighthouse calls text under 12 px illegible
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ORIGIN = "http://diagrams.invalid"  # served by Playwright's router from the vendored files; never the network
 RENDER_PAGE = """<!doctype html><meta charset="utf-8"><style>body { font: 16px __FONT__; }</style>
@@ -162,7 +162,7 @@ def _draw(sources: list[str], where: str) -> None:
         if "error" in out:
             first = source.strip().splitlines()[0]
             raise PluginError(f"{where}: mermaid cannot draw the diagram that starts {first!r}: {out['error']}")
-        _cache[_key(source)] = _min_width(out["svg"])
+        _cache[_key(source)] = out["svg"]
     _state["dirty"] = True
 
 
@@ -185,7 +185,7 @@ def on_page_content(content, page, config, files):
         ident, svg = f"diagram-{count}-text", _cache[_key(html.unescape(match.group(1)))]
         if ROLE not in svg:
             raise PluginError(f"{page.file.src_uri}: diagram {count}: mermaid's SVG has no {ROLE}; update the hook")
-        svg = svg.replace(ROLE, f' role="img" aria-labelledby="{ident}" data-search-exclude="1"', 1)
+        svg = _min_width(svg).replace(ROLE, f' role="img" aria-labelledby="{ident}" data-search-exclude="1"', 1)
         return f'<div class="course-diagram">{svg}</div>' + match.group(2).replace("<p>", f'<p id="{ident}">')
 
     content = DIAGRAM.sub(inline, content)

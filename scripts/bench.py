@@ -227,8 +227,11 @@ def _lighthouse_scores(cli: str, url: str, preset: str) -> list[int] | str:
     result = subprocess.run(args, capture_output=True, text=True, timeout=300)
     if result.returncode != 0:
         return f"failed ({result.stderr.strip().splitlines()[-1:]})"
-    cats = json.loads(result.stdout)["categories"]
-    return [round(100 * cats[c]["score"]) for c in ("performance", "accessibility", "best-practices", "seo")]
+    report = json.loads(result.stdout)
+    scores = [report["categories"][c]["score"] for c in ("performance", "accessibility", "best-practices", "seo")]
+    if None in scores:  # Lighthouse could not score a category (e.g. no largest contentful paint was seen)
+        return f"failed (no score: {(report.get('runtimeError') or {}).get('code', 'a metric errored')})"
+    return [round(100 * s) for s in scores]
 
 
 def bench_lighthouse(cli: str, site: Path, base: str, runs: int) -> None:

@@ -40,8 +40,9 @@ VIEWS = {  # name: (width, height, prefers-color-scheme, Material's scheme)
 # 7 px of median glyph height is a ~9.5 px font; Lighthouse calls text under 12 px small, 9-10 px is
 # the floor of a chart's tick label that people still read.
 MIN_FIGURE_GLYPH_PX = 7
-# Smallest font a diagram's labels may be drawn at, CSS px (its font size times the drawn/natural width).
-MIN_DIAGRAM_FONT_PX = 11
+# Smallest font a diagram's labels may be drawn at, CSS px (its font size times the drawn/natural width);
+# Lighthouse counts text under 12 px as illegible.
+MIN_DIAGRAM_FONT_PX = 12
 # Formulas and diagrams are drawn at build time (hooks/math.py, hooks/diagrams.py): once the page is
 # loaded, nothing is left to typeset and no diagram is left as mermaid source.
 READY = """() => {
