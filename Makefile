@@ -18,7 +18,8 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 
-# Debian's chromium for the browser test (playwright drives it; no browser download).
+# Debian's chromium: the build draws mermaid diagrams in it (hooks/diagrams.py) and the browser test reads
+# the site with it (Playwright drives it; no browser download). CHROMIUM=/path uses another one.
 chromium:
 	@if [ -x "$(CHROMIUM)" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
@@ -35,19 +36,19 @@ node:
 # --- the site -----------------------------------------------------------------------------
 # `make serve PORT=8001` serves elsewhere; the site is built for that origin (instant navigation).
 PORT ?= 8000
-serve: $(STAMP) node
+serve: $(STAMP) node chromium
 	@case "$(PORT)" in ''|*[!0-9]*) echo "error: PORT=$(PORT) is not a port number; run e.g. 'make serve PORT=8001'"; exit 2;; esac; \
 	$(BIN)/python -c "import socket; socket.socket().bind(('127.0.0.1', $(PORT)))" 2>/dev/null \
 	  || { echo "error: port $(PORT) on 127.0.0.1 is in use (another 'make serve'?); stop it or run 'make serve PORT=8001'"; exit 1; }
 	SITE_URL=http://127.0.0.1:$(PORT)/ $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:$(PORT) --livereload
 
-build: $(STAMP) node
+build: $(STAMP) node chromium
 	$(BIN)/mkdocs build --strict
 
 # Publish a clean commit's strict build to the gh-pages branch of origin (MkDocs' gh-deploy), for the
 # address readers will use: SITE_URL=https://<owner>.github.io/<repo>/ make publish
 # (.github/workflows/pages.yml is the other way: GitHub Actions builds and deploys on every push to main.)
-publish: $(STAMP) node
+publish: $(STAMP) node chromium
 	@[ -n "$$SITE_URL" ] || { echo "error: SITE_URL is not set; run SITE_URL=https://<owner>.github.io/<repo>/ make publish"; exit 1; }
 	@st=$$(git status --porcelain 2>/dev/null) || { echo "error: $(CURDIR) is not a git checkout; make publish deploys a commit"; exit 1; }; \
 	[ -z "$$st" ] || { echo "error: the working tree has uncommitted changes (git status); commit or stash them, then make publish"; exit 1; }

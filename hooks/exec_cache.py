@@ -2,7 +2,8 @@
 
 markdown-exec runs each ``exec="on"`` Python block on every build. While serving, this hook keeps
 each block's printed output keyed by the block's code, its options and a fingerprint of everything
-a snippet can read (the files under ``src/``, ``snippets/`` and ``receipts/``: path, size, mtime).
+a snippet can read (hooks/reload.py's: the files under ``src/``, ``snippets/`` and ``receipts/``: path,
+size, mtime).
 A block is re-run when its code or any of those files changed, so the page still shows what that
 code printed. Blocks in a markdown-exec ``session`` (shared state) are never cached. `mkdocs build`
 (and so every test and the published site) runs every block: the cache lives only in the serving
@@ -14,11 +15,9 @@ It wraps markdown-exec's ``_run_python`` (markdown-exec 1.12; the build fails lo
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
+import sys
 
 from mkdocs.exceptions import PluginError
-
-INPUTS = ("src", "snippets", "receipts")
 
 
 def _run_python_module():
@@ -56,12 +55,6 @@ def on_startup(command, dirty):
 
 
 def on_pre_build(config):
-    root = Path(config.config_file_path).parent
-    digest = hashlib.sha256()
-    for folder in INPUTS:
-        for path in sorted((root / folder).rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                stat = path.stat()
-                digest.update(f"{path.relative_to(root)}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
-    # Kept on markdown-exec's module: serve reloads this hook's module on each rebuild, the wrapper stays.
-    _run_python_module().course_inputs = digest.hexdigest()
+    # hooks/reload.py's fingerprint of the inputs, set before the plugins load. Kept on markdown-exec's
+    # module: serve reloads this hook's module on each rebuild, the wrapper stays.
+    _run_python_module().course_inputs = sys.modules["infercourse"].build_inputs

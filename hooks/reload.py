@@ -1,19 +1,43 @@
-"""MkDocs hook: every build imports the course package afresh, so `mkdocs serve` shows an edit to
-src/infercourse on the next reload without a restart.
+"""MkDocs hook: a build imports the course package afresh when a file it may read changed, so `mkdocs serve`
+shows an edit to src/infercourse on the next reload without a restart, and a prose edit reuses what the
+package computed (the page values and the figures they draw: most of a rebuild's time otherwise).
 
 MkDocs serve reloads mkdocs.yml and its plugins on each rebuild, but Python keeps modules it has
 imported: mkdocs-macros and the build-time snippets would keep reading the first `infercourse`
-they saw. Dropping those modules before the plugins load (highest priority) makes them read the
-files as they are now.
+they saw. Before the plugins load (highest priority) this hook fingerprints everything the package and the
+snippets can read (the files under ``INPUTS``: path, size, mtime); when that changed since the package was
+imported, it drops the package's modules, so they read the files as they are now. The fingerprint is kept
+as ``infercourse.build_inputs``; hooks/exec_cache.py keys snippet outputs on it.
 """
 
+import hashlib
 import sys
+from pathlib import Path
 
 from mkdocs.plugins import event_priority
+
+INPUTS = ("src", "snippets", "receipts")
+
+
+def fingerprint(root: Path) -> str:
+    """A digest of the path, size and modification time of every file under ``INPUTS`` of ``root``."""
+    digest = hashlib.sha256()
+    for folder in INPUTS:
+        for path in sorted((root / folder).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                stat = path.stat()
+                digest.update(f"{path.relative_to(root)}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
 
 
 @event_priority(100)
 def on_config(config):
+    inputs = fingerprint(Path(config.config_file_path).parent)
+    if getattr(sys.modules.get("infercourse"), "build_inputs", None) == inputs:
+        return config
     for name in [n for n in sys.modules if n == "infercourse" or n.startswith("infercourse.")]:
         del sys.modules[name]
+    import infercourse
+
+    infercourse.build_inputs = inputs
     return config

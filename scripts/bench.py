@@ -59,10 +59,11 @@ def _copy_project(dest: Path, *, exec_on: bool = True) -> Path:
         config = dest / "mkdocs.yml"
         text = re.sub(r"\n  - markdown-exec\b.*\n(?:      .*\n)*", "\n", config.read_text(encoding="utf-8"))
         config.write_text(text.replace("\nstrict: true\n", "\nstrict: false\n"), encoding="utf-8")
-    cache = ROOT / ".cache" / "katex.json"  # formulas already typeset: measure what an edit costs
-    if cache.is_file():
-        (dest / ".cache").mkdir(exist_ok=True)
-        shutil.copy(cache, dest / ".cache" / "katex.json")
+    for name in ("katex.json", "mermaid.json"):  # formulas and diagrams already drawn: measure what an edit costs
+        cache = ROOT / ".cache" / name
+        if cache.is_file():
+            (dest / ".cache").mkdir(exist_ok=True)
+            shutil.copy(cache, dest / ".cache" / name)
     return dest
 
 
@@ -194,8 +195,8 @@ def bench_bytes(tmp: Path) -> tuple[Path, str, http.server.ThreadingHTTPServer]:
         for path in paths:
             context = browser.new_context(viewport={"width": 1280, "height": 800})
             page = context.new_page()
-            requests = []
-            page.on("request", requests.append)
+            requests: list = []
+            page.on("request", lambda request, into=requests: into.append(request))
             page.goto(base + path, wait_until="networkidle")
             page.wait_for_timeout(500)
             urls = [r.url for r in requests]
@@ -226,8 +227,11 @@ def _lighthouse_scores(cli: str, url: str, preset: str) -> list[int] | str:
     result = subprocess.run(args, capture_output=True, text=True, timeout=300)
     if result.returncode != 0:
         return f"failed ({result.stderr.strip().splitlines()[-1:]})"
-    cats = json.loads(result.stdout)["categories"]
-    return [round(100 * cats[c]["score"]) for c in ("performance", "accessibility", "best-practices", "seo")]
+    report = json.loads(result.stdout)
+    scores = [report["categories"][c]["score"] for c in ("performance", "accessibility", "best-practices", "seo")]
+    if None in scores:  # Lighthouse could not score a category (e.g. no largest contentful paint was seen)
+        return f"failed (no score: {(report.get('runtimeError') or {}).get('code', 'a metric errored')})"
+    return [round(100 * s) for s in scores]
 
 
 def bench_lighthouse(cli: str, site: Path, base: str, runs: int) -> None:

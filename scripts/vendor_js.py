@@ -4,6 +4,7 @@ Installs exactly what package-lock.json pins (versions and integrity hashes) wit
 temporary folder and copies the files the site loads into docs/assets/vendor/. Run `make vendor`
 after changing a version in package.json (then `npm install --package-lock-only` to re-pin).
 
+Mermaid runs at build time in headless chromium (hooks/diagrams.py; mkdocs.yml keeps it out of the site).
 KaTeX: ``katex.min.js`` runs at build time under Node (hooks/math.py; mkdocs.yml keeps it out of the
 site); readers get only its style sheet and the WOFF2 fonts (every browser the site supports reads
 WOFF2, so the style sheet is rewritten to name only those).
@@ -21,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 VENDOR = ROOT / "docs" / "assets" / "vendor"
 FILES = {  # path inside node_modules (a glob) -> folder under docs/assets/vendor
-    # the ES module build: a page fetches only the chunks its diagrams need
+    # the ES module build and its chunks: hooks/diagrams.py runs it in headless chromium at build time
     "mermaid/dist/mermaid.esm.min.mjs": "mermaid",
     "mermaid/dist/chunks/mermaid.esm.min/*.mjs": "mermaid/chunks/mermaid.esm.min",
     "mermaid/LICENSE": "mermaid",

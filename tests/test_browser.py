@@ -6,7 +6,7 @@ loaded at desktop (1280 px) and phone (390 px) width, in the light and the dark 
 every formula and every diagram must have a real rendered size, nothing may make the page scroll
 sideways, code must not be cut, figure text must be readable, no console error and no request may
 leave the machine. Separate checks: instant navigation keeps the page (a marker a reload would
-erase), printing shows every collapsed block, search finds symbols and shows no raw TeX.
+erase), printing shows every collapsed block and every diagram, search finds symbols and shows no raw TeX.
 """
 
 from __future__ import annotations
@@ -40,13 +40,11 @@ VIEWS = {  # name: (width, height, prefers-color-scheme, Material's scheme)
 # 7 px of median glyph height is a ~9.5 px font; Lighthouse calls text under 12 px small, 9-10 px is
 # the floor of a chart's tick label that people still read.
 MIN_FIGURE_GLYPH_PX = 7
-# Smallest font a diagram's labels may be drawn at, CSS px (its font size times the drawn/natural width).
-MIN_DIAGRAM_FONT_PX = 11
-# Material draws mermaid into a *closed* shadow root; open it so the test can look inside.
-OPEN_SHADOW_ROOTS = """
-const attach = Element.prototype.attachShadow;
-Element.prototype.attachShadow = function (init) { return attach.call(this, {...init, mode: "open"}); };
-"""
+# Smallest font a diagram's labels may be drawn at, CSS px (its font size times the drawn/natural width);
+# Lighthouse counts text under 12 px as illegible.
+MIN_DIAGRAM_FONT_PX = 12
+# Formulas and diagrams are drawn at build time (hooks/math.py, hooks/diagrams.py): once the page is
+# loaded, nothing is left to typeset and no diagram is left as mermaid source.
 READY = """() => {
   const math = [...document.querySelectorAll('.md-content .arithmatex')];
   const typeset = math.every(el => el.querySelector('mjx-container, .katex'));
@@ -54,7 +52,7 @@ READY = """() => {
 }"""
 # Everything the checks need from one page, measured after every <details> is opened (a formula in a
 # collapsed answer has no size until then). Sizes are CSS px of what is drawn: MathJax's <svg> or
-# KaTeX's glyph box for a formula, the <svg> in the shadow root for a diagram.
+# KaTeX's glyph box for a formula, the inline <svg> for a diagram.
 STATE = """() => {
   document.querySelectorAll('.md-content details').forEach(d => { d.open = true; });
   const W = window.innerWidth;
@@ -65,15 +63,16 @@ STATE = """() => {
     const [w, h] = drawnSize([...el.querySelectorAll('svg, .katex-html')]);
     return {what: el.textContent.trim().slice(0, 50), w, h};
   });
-  const diagrams = [...document.querySelectorAll('.md-content div.mermaid')].map(el => {
-    const svg = el.shadowRoot && el.shadowRoot.querySelector('svg');
+  const diagrams = [...document.querySelectorAll('.md-content .course-diagram')].map(el => {
+    const svg = el.querySelector('svg');
     const [w, h] = svg ? size(svg) : [0, 0];
     const box = svg && svg.viewBox.baseVal;  // drawn px per px of the diagram's own coordinates
     const scale = box && box.width ? svg.getBoundingClientRect().width / box.width : 1;
     const font = svg ? [...svg.querySelectorAll('.nodeLabel, .edgeLabel, text')].filter(t => t.textContent.trim())
       .map(t => parseFloat(getComputedStyle(t).fontSize) * scale).sort((a, b) => a - b) : [];
+    const label = svg && document.getElementById(svg.getAttribute('aria-labelledby'));
     return {w, h, font: font.length ? font[Math.floor(font.length / 2)] : 0,
-            error: /Syntax error|Parse error/.test(el.shadowRoot ? el.shadowRoot.textContent : '')};
+            name: svg && svg.getAttribute('role') === 'img' && label ? label.textContent.trim() : ''};
   });
   const clipped = el => { for (let a = el.parentElement; a; a = a.parentElement) {
       if (a === document.body) return false;
@@ -144,13 +143,10 @@ class Watch:
 def _open(browser, width: int, height: int, scheme: str = "light"):
     context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=scheme)
     page = context.new_page()
-    page.add_init_script(OPEN_SHADOW_ROOTS)
     return context, page, Watch(page)
 
 
 def _wait_ready(page) -> str | None:
-    # Mermaid loads when a diagram first enters the viewport (mermaid-loader.js): scroll to it, as a reader would.
-    page.evaluate("document.querySelector('.md-content pre.mermaid')?.scrollIntoView()")
     try:
         page.wait_for_function(READY, timeout=20_000)
     except PlaywrightTimeout:
@@ -173,7 +169,7 @@ def _problems(path: str, state: dict, scheme: str) -> list[str]:
         for i, d in enumerate(state["diagrams"])
         if d["w"] < 50 or d["h"] < 20
     ]
-    out += [f"diagram {i} shows a mermaid syntax error" for i, d in enumerate(state["diagrams"]) if d["error"]]
+    out += [f"diagram {i} without a text alternative" for i, d in enumerate(state["diagrams"]) if not d["name"]]
     out += [
         f"diagram {i} text drawn at {d['font']:.1f} px (median label), under {MIN_DIAGRAM_FONT_PX}"
         for i, d in enumerate(state["diagrams"])
@@ -247,46 +243,52 @@ def test_instant_navigation_keeps_the_page(browser, server, pages):
     context.close()
 
 
-def test_mermaid_loads_only_when_a_diagram_is_on_screen(browser, server, pages):
-    """A lesson whose first diagram is below the first screen downloads none of mermaid (~0.3 MB
-    compressed) until the reader scrolls to it; then the diagram is drawn (mermaid-loader.js)."""
+def test_no_page_loads_a_diagram_or_math_runtime(browser, server, pages):
+    """Diagrams are SVG from the build (hooks/diagrams.py): a lesson scrolled to its diagram has asked for
+    no script but the theme's own and the calculators' small loader (ADR-0008), and nothing of mermaid."""
     context, page, watch = _open(browser, 390, 600)
-    fetched = []
-    page.on("request", lambda r: fetched.append(r.url) if "/vendor/mermaid/" in r.url else None)
+    scripts = []
+    page.on("request", lambda r: scripts.append(r.url) if r.resource_type == "script" or "mermaid" in r.url else None)
     lesson = next(p for p in pages if p.startswith("/lessons/"))
     page.goto(server + lesson, wait_until="networkidle")
-    top = page.evaluate("document.querySelector('.md-content .mermaid').getBoundingClientRect().top")  # pre or drawn
-    assert top > 600, f"{lesson}: its first diagram starts {top:.0f} px down, on the first 600 px screen"
-    assert not fetched, f"{lesson}: mermaid fetched before any diagram was on screen: {fetched[:3]}"
-    late = _wait_ready(page)  # scrolls to the first diagram
-    assert late is None, f"{lesson}: {late}"
-    assert fetched, f"{lesson}: the diagram was drawn without mermaid?"
+    page.evaluate("document.querySelector('.md-content .course-diagram').scrollIntoView()")
+    page.wait_for_timeout(500)
+    assert page.evaluate(READY), f"{lesson}: formulas or diagrams left to draw"
+    ours = ("/assets/javascripts/", "/javascripts/calc-loader.js")
+    theirs = [u for u in scripts if "mermaid" in u or not urlsplit(u).path.startswith(ours)]
+    assert scripts and not theirs, f"{lesson}: requested besides the theme's scripts: {theirs}"
     errors, outside = watch.take()
     assert not errors and not outside, (errors, outside)
     context.close()
 
 
-def test_print_shows_every_collapsed_block(browser, server, pages, site):
-    """Printed (or saved as PDF), a page shows the body of every <details>: answers, listings. The page
-    is loaded on screen and then switched to print media without a `beforeprint` event (as a headless
-    print to PDF does): the blocks must show by the print style sheet alone, not by a script."""
+def test_print_shows_every_collapsed_block_and_every_diagram(browser, server, pages):
+    """Printed (or saved as PDF), a page shows the body of every <details> (answers, listings) and every
+    diagram drawn, not its mermaid source. The page is loaded on screen, never scrolled (its diagrams never
+    near the viewport), and then switched to print media without a `beforeprint` event (as a headless
+    print to PDF does): all of it must show by the page and its print style sheet alone, not by a script."""
     context, page, _ = _open(browser, 1280, 800)
-    hidden, blocks = [], 0
+    hidden, blocks, diagrams = [], 0, 0
     for path in pages:
-        if "<details" not in (site / path.lstrip("/") / "index.html").read_text(encoding="utf-8"):
-            continue
         page.emulate_media(media="screen")
         page.goto(server + path, wait_until="load")
         page.emulate_media(media="print")
-        state = page.evaluate("""() => [...document.querySelectorAll('.md-content details')].map(d => ({
+        state = page.evaluate("""() => ({
+          blocks: [...document.querySelectorAll('.md-content details')].map(d => ({
             title: d.querySelector('summary').textContent.trim().slice(0, 40),
             shown: [...d.children].filter(c => c.tagName !== 'SUMMARY')
-                     .some(c => c.getBoundingClientRect().height > 0 && c.checkVisibility())}))""")
-        blocks += len(state)
-        hidden += [f"{path}: {b['title']!r}" for b in state if not b["shown"]]
+                     .some(c => c.getBoundingClientRect().height > 0 && c.checkVisibility())})),
+          diagrams: [...document.querySelectorAll('.md-content .course-diagram svg')]
+            .map(svg => svg.getBoundingClientRect()).map(r => [r.width, r.height]),
+          sources: document.querySelectorAll('.md-content pre.mermaid').length})""")
+        blocks += len(state["blocks"])
+        diagrams += len(state["diagrams"])
+        hidden += [f"{path}: {b['title']!r}" for b in state["blocks"] if not b["shown"]]
+        hidden += [f"{path}: diagram drawn {w:.0f}×{h:.0f} px" for w, h in state["diagrams"] if w < 50 or h < 20]
+        hidden += [f"{path}: {state['sources']} diagrams printed as mermaid source"] if state["sources"] else []
     context.close()
-    assert blocks >= 10, f"only {blocks} collapsed blocks found"
-    assert not hidden, "collapsed blocks missing from print:\n" + "\n".join(hidden)
+    assert blocks >= 10 and diagrams >= 10, f"only {blocks} collapsed blocks and {diagrams} diagrams found"
+    assert not hidden, "missing from print:\n" + "\n".join(hidden)
 
 
 @pytest.mark.parametrize("query, expect", [("κ", "κ"), ("simplifications", "simplifications")])

@@ -48,6 +48,9 @@ def test_search_index_has_no_tex_and_no_figure_metadata(site):
     assert "matplotlib.org" not in text and "Matplotlib v" not in text
     assert "κ" in text  # the symbol, from the formulas' MathML
     assert "flowchart" not in text and "--&gt;" not in text and "-->" not in text  # mermaid sources (5A has one)
+    # A diagram's labels are drawn text, not page text (hooks/diagrams.py: the SVG is left out of search).
+    assert "Prompt: S tokens, all known" in (site / "lessons" / "0a-prefill-decode" / "index.html").read_text("utf-8")
+    assert "S tokens, all known" not in text
 
 
 def test_formulas_are_typeset_at_build_time_and_no_math_script_ships(site):
@@ -101,6 +104,66 @@ def test_a_formula_katex_cannot_parse_fails_the_build(tmp_path):
         "index.md: KaTeX cannot typeset" in result.stdout + result.stderr
         and "undefinedmacro" in result.stdout + result.stderr
     )
+
+
+def test_diagrams_are_drawn_at_build_time_and_no_page_ships_mermaid(site):
+    """Every diagram is an inline SVG from the build (hooks/diagrams.py), labelled by the paragraph after it;
+    no page has a mermaid block left to draw, and the site carries none of mermaid's code."""
+    lessons = sorted((site / "lessons").glob("*/index.html"))
+    assert len(lessons) >= 5
+    for page in sorted(site.glob("**/index.html")):
+        html = page.read_text(encoding="utf-8")
+        assert '<pre class="mermaid"' not in html and "mermaid.esm" not in html, f"{page.relative_to(site)}"
+        for ident in re.findall(r'<div class="course-diagram"><svg [^>]*role="img" aria-labelledby="([^"]+)"', html):
+            assert f'<p id="{ident}">' in html, f"{page.relative_to(site)}: {ident} labels no paragraph"
+        assert html.count('class="course-diagram"') == html.count('role="img" aria-labelledby="diagram-')
+    assert all('<div class="course-diagram"><svg ' in p.read_text(encoding="utf-8") for p in lessons)
+    assert not (site / "assets" / "vendor" / "mermaid").exists()
+
+
+@pytest.mark.build  # a real build of a copy of the site
+def test_a_diagram_mermaid_cannot_parse_fails_the_build(tmp_path):
+    project = copy_project(tmp_path / "project")
+    page = project / "docs" / "index.md"
+    broken = "```mermaid\nflowchart LR\n    A[Provisioner (Terraform + Helm)] --> B[Decode]\n```\n\nRead aloud.\n"
+    page.write_text(page.read_text(encoding="utf-8") + "\n\n" + broken, encoding="utf-8")
+    result = mkdocs_build(project, tmp_path / "site")
+    log = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "index.md: mermaid cannot draw the diagram that starts 'flowchart LR'" in log and "Parse error" in log, log
+
+
+@pytest.mark.browser  # draws in headless chromium
+def test_diagram_cache_keeps_only_the_last_build_s_diagrams(tmp_path):
+    """hooks/diagrams.py run as MkDocs runs it, on three builds: the first draws in chromium, a build of the
+    same diagram starts no browser, a diagram edited away leaves the cache file; a diagram with no
+    paragraph after it (its text alternative) fails."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    from mkdocs.exceptions import PluginError
+
+    spec = importlib.util.spec_from_file_location("diagrams_hook", ROOT / "hooks" / "diagrams.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    config = SimpleNamespace(config_file_path=str(tmp_path / "mkdocs.yml"), docs_dir=str(ROOT / "docs"))
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="probe.md"))
+    cache = tmp_path / ".cache" / "mermaid.json"
+    fence = '<pre class="mermaid"><code>flowchart LR\n    a --&gt; {}</code></pre>\n<p>Read aloud.</p>'
+    started = []
+
+    def build(*ends: str) -> dict:
+        hook.on_config(config)
+        hook.on_page_content("".join(fence.format(e) for e in ends), page, config, None)
+        started.append("page" in hook._state)
+        hook.on_post_build(config)
+        return json.loads(cache.read_text(encoding="utf-8"))
+
+    assert len(build("b", "c")) == 2 and started == [True]
+    assert len(build("c")) == 1 and started == [True, False]  # "b" edited away; "c" came from the cache
+    hook.on_config(config)
+    with pytest.raises(PluginError, match="diagram 1 has no paragraph right after it"):
+        hook.on_page_content(fence.format("c").replace("<p>Read aloud.</p>", ""), page, config, None)
 
 
 def _free_port() -> int:

@@ -10,9 +10,7 @@ Markdown. Why this plugin is kept and confined rather than replaced: ``docs/adr/
 
 from __future__ import annotations
 
-import importlib
 import re
-import sys
 
 from infercourse import fmt
 from infercourse.pages import values_for
@@ -83,11 +81,8 @@ def on_post_page_macros(env) -> None:
 
 
 def define_env(env) -> None:
-    """Register the number formats (the only filters a page needs), and forget the page values of the
-    previous build, so that ``mkdocs serve`` shows an edited page module (run once per build)."""
+    """Register the number formats (the only filters a page needs). The page values are those of the
+    package as imported: hooks/reload.py imports it afresh when a file under src/, snippets/ or receipts/
+    changed, so ``mkdocs serve`` shows an edited page module and a prose edit reuses the values."""
     for name in ("count", "fixed", "gb", "gib", "pct", "ms"):
         env.filter(getattr(fmt, name), name)
-    values_for.cache_clear()
-    for name, module in list(sys.modules.items()):
-        if name.startswith("infercourse.pages."):
-            importlib.reload(module)
