@@ -311,18 +311,18 @@ def test_served_metric_totals_reads_prometheus_text():
     from infercourse import snippets
 
     page = (
-        "# HELP vllm:iteration_tokens_total Histogram of number of tokens per engine_step.\n"
-        "# TYPE vllm:iteration_tokens_total histogram\n"
-        'vllm:iteration_tokens_total_bucket{engine="0",le="1.0",model_name="m"} 2.0\n'
-        'vllm:iteration_tokens_total_sum{engine="0",model_name="m"} 300.0\n'
-        'vllm:iteration_tokens_total_count{engine="0",model_name="m"} 7.0\n'
-        'vllm:iteration_tokens_total_sum{engine="1",model_name="m"} 108.0\n'
-        'vllm:iteration_tokens_total_count{engine="1",model_name="m"} 5.0\n'
-        "# TYPE vllm:request_success counter\n"
-        'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 3.0\n'
-        'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} 2.0\n'
-        'vllm:request_success_created{engine="0",finished_reason="stop",model_name="m"} 1.7e9\n'
-    ).encode()
+        b"# HELP vllm:iteration_tokens_total Histogram of number of tokens per engine_step.\n"
+        b"# TYPE vllm:iteration_tokens_total histogram\n"
+        b'vllm:iteration_tokens_total_bucket{engine="0",le="1.0",model_name="m"} 2.0\n'
+        b'vllm:iteration_tokens_total_sum{engine="0",model_name="m"} 300.0\n'
+        b'vllm:iteration_tokens_total_count{engine="0",model_name="m"} 7.0\n'
+        b'vllm:iteration_tokens_total_sum{engine="1",model_name="m"} 108.0\n'
+        b'vllm:iteration_tokens_total_count{engine="1",model_name="m"} 5.0\n'
+        b"# TYPE vllm:request_success counter\n"
+        b'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 3.0\n'
+        b'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} 2.0\n'
+        b'vllm:request_success_created{engine="0",finished_reason="stop",model_name="m"} 1.7e9\n'
+    )
 
     class Page(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 (the standard library's name)

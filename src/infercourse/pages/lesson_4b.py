@@ -179,7 +179,12 @@ def gpu_receipt(receipts_dir=labs.RECEIPTS_DIR) -> dict | None:
         )
     ]
     lab_card = [r for r in found if labs.gpu_for_name(r["machine"]["name"]) == g4090]
-    return (lab_card or found or [None])[0]
+    return (lab_card or found)[0] if found else None
+
+
+def _figure_gpu(receipt: dict | None) -> registry.GPUFacts:
+    """The GPU the timeline predicts for: the receipt's (in the registry, see :func:`gpu_receipt`), else the card."""
+    return (None if receipt is None else labs.gpu_for_name(receipt["machine"]["name"])) or g4090
 
 
 def _serve_row(receipt: dict, chunk: int | None) -> dict | None:
@@ -197,7 +202,7 @@ def _timeline_figure(receipt: dict | None) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    g = g4090 if receipt is None else labs.gpu_for_name(receipt["machine"]["name"])
+    g = _figure_gpu(receipt)
     plt.rcParams["svg.hashsalt"] = "lesson-4b-timeline"
     fig, ax = plt.subplots(figsize=(7, 3.6))
     for (label, chunk), marker in zip(TIMELINE, ("o", "s", "^"), strict=True):
@@ -228,7 +233,7 @@ def _timeline_figure(receipt: dict | None) -> str:
 def _timeline_alt(receipt: dict | None) -> str:
     """The timeline's text alternative, from the same functions: the predicted gaps on the figure's GPU, then,
     with a GPU receipt, the longest gap measured at each setting."""
-    g = g4090 if receipt is None else labs.gpu_for_name(receipt["machine"]["name"])
+    g = _figure_gpu(receipt)
     off, c2k, c512 = (_timeline(chunk, g) for _, chunk in TIMELINE)
     text = (
         f"a step chart of the gap before each decoder token on the {g.name}, log scale (floors). Before the "
