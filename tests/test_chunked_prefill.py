@@ -9,10 +9,13 @@ attention 4 L h d_h = 4 * 28 * 28 * 128 = 401,408 FLOP per (query, key) pair; ka
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
 from infercourse import labs, registry, roofline, snippets
+from infercourse.labs import chunked_prefill as cp
 from infercourse.pages import values_for
 
 SPEC = labs.spec("chunked_prefill")
@@ -136,14 +139,21 @@ def test_lesson_4b_headline_values():
 
 # --- the lab's claims -----------------------------------------------------------------------------
 
-SETTINGS = {"decoder_prompt_tokens": 8, "decode_tokens": 16, "long_output_tokens": 2, "warm_steps": 4}
+SETTINGS = {
+    "decoder_prompt_tokens": 8,
+    "decode_tokens": 16,
+    "long_output_tokens": 2,
+    "prefill_output_tokens": 1,
+    "warm_steps": 4,
+}
 
 
 def _row(chunk="64", budget=64, decoders=0, prompt=310, step=5, dec=(0, 0), exact=None, hist=None, gap=0.0):
-    """A chunk row of the CPU run (budget 64, decoders of 8 + 16 tokens, prompts of 2 output tokens):
+    """A steps row of the CPU run (budget 64, decoders of 8 + 16 tokens, prompts of 2 output tokens):
     histogram tokens = D * (8 + 16) + P + 2."""
     requests = decoders + 1
     return {
+        "part": "steps",
         "chunk": chunk,
         "max_num_batched_tokens": budget,
         "decoders": decoders,
@@ -157,20 +167,35 @@ def _row(chunk="64", budget=64, decoders=0, prompt=310, step=5, dec=(0, 0), exac
         "max_gap_ms": gap,
         "ttft_ms": 10.0,
         "ttft_cold_ms": None,
+        "long_sent_ms": None,
+        "decoder_token_ms": None,
         "block_size": None,
         "kv_bytes_per_token": None,
         "kv_bytes_written": None,
+        "kv_bytes_consumer": None,
         "cached_tokens": None,
         "external_hits": None,
     }
 
 
-def _pd_row(written=262_144, cached=256, hits=256, hist=348):
-    """The pd row of the CPU run: P = 300, blocks of 128, kappa = 2 * 2 layers * 2 KV heads * 64 * 2 B = 1,024;
-    stored floor(299 / 128) * 128 = 256 tokens = 262,144 B; loaded floor(298 / 128) * 128 = 256;
-    histogram 2 * (300 + 2) - 256 = 348."""
+def _serve_row(chunk="64", budget=64, exact=5, hist=408, gap=30.0):
+    """A serve row of the CPU run: 4 streaming decoders of 8 + 16 tokens and the 310-token prompt with 2:
+    5 requests, histogram 4 * (8 + 16) + 310 + 2 = 408 tokens."""
     return {
-        **_row("pd", 512, 0, 300, None, (None, None), hist=hist),
+        **_row(chunk, budget, 4, 310, None, (None, None), exact, hist, gap),
+        "part": "serve",
+        "long_sent_ms": 100.0,
+        "decoder_token_ms": [[50.0, 75.0, 100.0, 130.0, 130.0]] * 4,
+    }
+
+
+def _pd_row(written=262_144, consumer=0, cached=256, hits=256, hist=347):
+    """The pd row of the CPU run: P = 300, blocks of 128, kappa = 2 * 2 layers * 2 KV heads * 64 * 2 B = 1,024;
+    the producer stores floor(299 / 128) * 128 = 256 tokens = 262,144 B, the consumer none and loads
+    floor(298 / 128) * 128 = 256; histogram: producer 300 + 1, consumer 300 - 256 + 2 = 46: 347."""
+    return {
+        **_row("512", 512, 0, 300, None, (None, None), hist=hist),
+        "part": "pd",
         "requests": 2,
         "requests_exact": 2,
         "max_gap_ms": None,
@@ -178,6 +203,7 @@ def _pd_row(written=262_144, cached=256, hits=256, hist=348):
         "block_size": 128,
         "kv_bytes_per_token": 1024,
         "kv_bytes_written": written,
+        "kv_bytes_consumer": consumer,
         "cached_tokens": cached,
         "external_hits": hits,
     }
@@ -189,6 +215,8 @@ def _receipt(rows=None, kind="cpu") -> dict:
         _row(prompt=65, step=2),  # ceil(65 / 64)
         _row(prompt=310, step=5),  # ceil(310 / 64)
         _row(decoders=4, prompt=310, step=6, dec=(6, 6)),  # ceil(310 / 60)
+        _serve_row(),
+        _serve_row("off", 512),
         _pd_row(),
     ]
     return make_receipt(
@@ -220,7 +248,8 @@ def test_the_cpu_run_checks_what_the_receipt_worked_by_hand_holds():
 
 def test_the_cpu_arguments_give_the_rows_worked_above():
     args = dict(zip(SPEC.cpu_args[::2], SPEC.cpu_args[1::2], strict=True))
-    assert args["--chunks"] == "64,pd" and args["--alone"] == "64,65,310" and args["--long-prompt"] == "310"
+    assert args["--chunks"] == "64" and args["--serve-chunks"] == "64,off" and "--parts" not in args  # all three
+    assert args["--alone"] == "64,65,310" and args["--long-prompt"] == "310"
     assert (args["--decoders"], args["--decoder-prompt"], args["--decode-tokens"], args["--pd-prompt"]) == (
         "4",
         "8",
@@ -246,6 +275,9 @@ def test_a_request_short_of_its_tokens_fails():
     rows = _receipt()["results"]
     rows[0] = _row(prompt=64, step=1, exact=0)
     assert _claims(_receipt(rows))["requests_exact"] is False
+    rows = _receipt()["results"]
+    rows[5] = _serve_row("off", 512, exact=4)  # one stream short of its tokens (or the long prompt's first)
+    assert _claims(_receipt(rows))["requests_exact"] is False
 
 
 def test_histogram_off_by_one_token_fails():
@@ -253,30 +285,43 @@ def test_histogram_off_by_one_token_fails():
     rows[2] = _row(prompt=310, step=5, hist=311)
     assert _claims(_receipt(rows))["histogram_tokens_exact"] is False
     rows = _receipt()["results"]
-    rows[4] = _pd_row(hist=2 * 302)  # as if the loaded tokens had been computed
+    rows[4] = _serve_row(hist=407)
+    assert _claims(_receipt(rows))["histogram_tokens_exact"] is False
+    rows = _receipt()["results"]
+    rows[6] = _pd_row(hist=2 * 302 - 256)  # the old single instance: two requests of 2 tokens
     assert _claims(_receipt(rows))["histogram_tokens_exact"] is False
 
 
 def test_connector_bytes_not_block_rounded_fail():
     """P * kappa = 300 * 1,024 = 307,200 B is not what ExampleConnector writes (whole blocks only)."""
     rows = _receipt()["results"]
-    rows[4] = _pd_row(written=307_200)
+    rows[6] = _pd_row(written=307_200)
     assert _claims(_receipt(rows))["connector_bytes_exact"] is False
-    rows[4] = _pd_row(cached=300, hits=300)
+    rows[6] = _pd_row(cached=300, hits=300)
     assert _claims(_receipt(rows))["connector_bytes_exact"] is False
+    rows[6] = _pd_row(consumer=262_144)  # the consumer stored the prompt again: it found no hit
+    assert _claims(_receipt(rows))["connector_bytes_exact"] is False
+
+
+def test_decoder_gaps_by_hand():
+    """Tokens at 50, 75, 100, 130, 130 ms, the long prompt sent at 100: gaps 25, 25, 30, 0 ending at
+    -25, 0, 30, 30 ms after the send (the last two tokens came in one event)."""
+    assert cp.decoder_gaps(_serve_row()) == [(-25.0, 25.0), (0.0, 25.0), (30.0, 30.0), (30.0, 0.0)] * 4
 
 
 def test_gap_claims_are_judged_on_gpu_receipts():
     rows = [
         _row("2048", 2048, 16, 16_384, 9, (9, 9), gap=250.0),
         _row("off", 20_480, 16, 16_384, 1, (1, 1), gap=1700.0),
+        {**_serve_row("2048", 2048, 17, gap=260.0), "decoders": 16, "prompt_tokens": 16_384},
+        {**_serve_row("off", 20_480, 17, gap=1750.0), "decoders": 16, "prompt_tokens": 16_384},
     ]
     for r in rows:
         r["histogram_tokens"] = 16 * 24 + 16_384 + 2
     receipt = _receipt(rows, "gpu")
     assert _claims(receipt)["chunking_shortens_the_gap"] is True
-    assert _claims(receipt)["unchunked_gap_above_floor"] is True  # 1,700 >= 1,620.5 ms
-    rows[1]["max_gap_ms"] = 200.0  # below both the chunked gap and the 1,620.5 ms floor
+    assert _claims(receipt)["unchunked_gap_above_floor"] is True  # 1,700 and 1,750 >= 1,620.5 ms
+    rows[3]["max_gap_ms"] = 200.0  # the server's unchunked gap below its chunked one and the 1,620.5 ms floor
     receipt = _receipt(rows, "gpu")
     assert _claims(receipt)["chunking_shortens_the_gap"] is False
     assert _claims(receipt)["unchunked_gap_above_floor"] is False
@@ -288,16 +333,46 @@ def test_prediction_counts_steps_beside_the_decoders():
     assert "| 2048 | 9 |" in text  # ceil(16,384 / 2,032) = 9
     assert "| off | 1 | 1,620.5 | 1,620.5 |" in text
     # pd: 8,000 tokens, blocks of 16: floor(7,999 / 16) * 16 = 7,984 stored, * 57,344 = 457,834,496 B
-    assert "7,984 tokens stored, 457,834,496 B; 7,984 loaded" in text
+    assert "stores 7,984 tokens, 457,834,496 B; the consumer writes nothing and loads 7,984" in text
 
 
-def test_the_lab_refuses_a_budget_without_room(capsys):
+def _refusal(capsys, *args: str) -> str:
     lab = snippets.load("labs/chunked_prefill.py")  # imports without vLLM
     with pytest.raises(SystemExit) as exit_:
-        lab.main(["--model", "Qwen/Qwen2.5-7B-Instruct", "--chunks", "16", "--decoders", "16"])
-    assert exit_.value.code == 2 and "leaves no room" in capsys.readouterr().err
+        lab.main(["--model", "Qwen/Qwen2.5-7B-Instruct", *args])
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and len(err.splitlines()) == 1 and err.startswith("error: "), err
+    return err
+
+
+def test_the_lab_refuses_bad_settings_before_any_engine(capsys):
+    assert "leaves no room" in _refusal(capsys, "--chunks", "16", "--decoders", "16")
     # chunk 512 beside 16 decoders of 128: ceil(2,048 / 496) = 5 steps of their prefill + 4 warm steps
     # + ceil(16,384 / 496) = 34 steps of the long prefill + 2 = 45 tokens at least
-    with pytest.raises(SystemExit):
-        lab.main(["--model", "Qwen/Qwen2.5-7B-Instruct", "--chunks", "512", "--decode-tokens", "44"])
-    assert "pass 45 or more" in capsys.readouterr().err
+    assert "pass 45 or more" in _refusal(capsys, "--chunks", "512", "--decode-tokens", "44")
+    assert "pass 45 or more" in _refusal(capsys, "--parts", "serve", "--serve-chunks", "512", "--decode-tokens", "44")
+    assert "--parts" in _refusal(capsys, "--parts", "steps,gaps")
+    assert "--serve-chunks: 'pd'" in _refusal(capsys, "--serve-chunks", "64,pd")
+    assert "--pd-prompt" in _refusal(capsys, "--parts", "pd", "--pd-prompt", "2")
+
+
+def test_the_gap_figure_draws_a_gpu_receipt_beside_the_prediction(tmp_path):
+    """No receipt: the prediction alone. A GPU receipt with the page's scene (16 decoders, 16,384 tokens):
+    its serve rows become dots, and the text alternative gives their longest gaps."""
+    from infercourse.pages import lesson_4b
+
+    assert lesson_4b.gpu_receipt(tmp_path) is None
+    assert "prediction alone" in lesson_4b._timeline_alt(None)
+    rows = [
+        {**_serve_row(c, b, 17, gap=g), "decoders": 16, "prompt_tokens": 16_384}
+        for c, b, g in (("512", 512, 70.0), ("2048", 2048, 260.0), ("off", 20_480, 1750.0))
+    ]
+    (tmp_path / "rtx-4090").mkdir()
+    (tmp_path / "rtx-4090" / "chunked_prefill.json").write_text(json.dumps(_receipt(rows, "gpu")))
+    receipt = lesson_4b.gpu_receipt(tmp_path)
+    assert receipt is not None and receipt["machine"]["name"] == "NVIDIA GeForce RTX 4090"
+    alt = lesson_4b._timeline_alt(receipt)
+    assert "Dots: every gap" in alt and "off 1,750.0 ms; C = 2,048 260.0 ms; C = 512 70.0 ms" in alt
+    svg = lesson_4b._timeline_figure(receipt)
+    assert svg.count("measured") == 3 and svg.count("predicted") == 3
+    assert "predicted" not in lesson_4b._timeline_figure(None)

@@ -113,7 +113,9 @@ def time_estimate(labs: list[str], download: bool = True) -> str:
     return "\n".join(lines)
 
 
-def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL) -> str:
+def lab_box(
+    script: str, args: str = "", model_name: str = registry.COURSE_MODEL, parts: tuple[tuple[str, str], ...] = ()
+) -> str:
     """Markdown admonition for the lab ``snippets/labs/<script>``: VRAM, card, time, cost, platform notes
     and commands, every figure computed from the lab's own settings (its spec's :class:`LabWork`).
 
@@ -121,6 +123,8 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
         script: the lab's file name, e.g. ``"phases.py"``.
         args: extra command-line arguments shown in the run command.
         model_name: the model the lab loads by default.
+        parts: ``(name, what it shows)`` of each part of a lab that takes ``--parts``: listed in the box,
+            each with the command that runs it alone.
 
     Raises:
         KeyError: the lab has no spec.
@@ -139,6 +143,12 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
     m = lab_minutes(name, model_name)
     fits = "fits" if need <= total else "does NOT fit"
     engines = f"{work.engines} engine start{'s' if work.engines > 1 else ''}"
+    listed = "; ".join(f"`{name}`: {shows}" for name, shows in parts)
+    parts_note = f"\n    - **Parts** (all of them by default): {listed}." if parts else ""
+    part_commands = "".join(
+        f"\n    python snippets/labs/{script} --parts {name:<{max(len(n) for n, _ in parts)}}   # the {name} part alone"
+        for name, _ in parts
+    )
     decode = (
         f", {fmt.count(work.decode_steps)} decode steps at about "
         f"{fmt.fixed(m['decode'] * 60e3 / work.decode_steps, 0)} ms ({m['decode']:.1f} min)"
@@ -161,7 +171,7 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
       downloads. If Hugging Face is slow or blocked, set `VLLM_USE_MODELSCOPE=True`: every file the lab reads
       goes through vLLM, which then fetches from ModelScope. On vLLM's CPU build the script runs as it is
       (it sets `VLLM_CPU_KVCACHE_SPACE` to 1 GiB when unset), but its timings belong to that CPU; our
-      tests run it there with a tiny random model, so it is known to run end to end.
+      tests run it there with a tiny random model, so it is known to run end to end.{parts_note}
 
     - **Notebook:** the same lab cell by cell for JupyterLab (preflight, install, model download to
       AutoDL's data disk, the lab, its receipt against the lesson's prediction):
@@ -171,6 +181,6 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
     pip install -r requirements-labs-gpu.txt      # vLLM {registry.VLLM_GPU_VERSION} and ModelScope's client
     python scripts/run_labs.py --check            # driver, GPU, free memory, versions
     export VLLM_USE_MODELSCOPE=True               # only if Hugging Face is slow or blocked
-    python snippets/labs/{script} {args + " " if args else ""}--receipt receipts/rtx-4090/{name}.json
+    python snippets/labs/{script} {args + " " if args else ""}--receipt receipts/rtx-4090/{name}.json{part_commands}
     ```
 """

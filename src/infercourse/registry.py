@@ -1172,9 +1172,12 @@ CHUNKED_PREFILL_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
             ),
             Fact(
                 "vllm-unchunked-budget",
-                "with chunked prefill off, `max_num_batched_tokens` must be at least `max_model_len`",
+                "with chunked prefill off, `max_num_batched_tokens` must be at least `max_model_len`; left unset, "
+                "it defaults to the larger of `max_model_len` and the usual default",
                 "ValueError otherwise",
-                vllm_source("vllm/config/scheduler.py", 272, 284),
+                vllm_source(
+                    "vllm/config/scheduler.py", 272, 284, "the unset default: vllm/engine/arg_utils.py:2671-2676"
+                ),
             ),
             Fact(
                 "vllm-chunked-prefill-off-warning",
@@ -1223,13 +1226,15 @@ CHUNKED_PREFILL_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
                 "vllm-example-connector",
                 "`ExampleConnector` (registered in the KV-connector factory) writes a new prompt's KV cache to "
                 "one safetensors file per layer under `shared_storage_path` (default /tmp), for "
-                "floor((P - 1) / z) z tokens, and loads floor((P - 2) / z) z of them for a prompt it has stored",
+                "floor((P - 1) / z) z tokens, and loads floor((P - 2) / z) z of them for a prompt it has stored; "
+                "it does so in every `kv_role`",
                 "`align_to_block_size(n) = (n - 1) // z * z`",
                 vllm_source(
                     "vllm/distributed/kv_transfer/kv_connector/v1/example_connector.py",
                     442,
                     444,
                     "stored: make_meta :42-58; loaded: get_num_new_matched_tokens :251-284; path :103-105; "
+                    "store or load per new request, whatever the role: build_connector_meta :300-374; "
                     "registration: vllm/distributed/kv_transfer/kv_connector/factory.py:152-156",
                 ),
             ),

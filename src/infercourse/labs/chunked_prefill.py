@@ -1,23 +1,32 @@
-"""Lab 4B, ``snippets/labs/chunked_prefill.py``: chunked prefill counted step by step, and a KV connector.
+"""Lab 4B, ``snippets/labs/chunked_prefill.py``: chunked prefill counted step by step and watched on a live
+server, and a prefill/decode pair of instances sharing a KV connector.
 
-Receipt rows, keyed by ``chunk`` (a token count C, ``"off"`` or ``"pd"``), ``decoders`` (D) and
-``prompt_tokens`` (P):
+Receipt rows, keyed by ``part`` (``"steps"``, ``"serve"`` or ``"pd"``), ``chunk`` (a token count C or
+``"off"``; the pd row: its budget), ``decoders`` (D) and ``prompt_tokens`` (P):
 
-- chunk rows (one engine per setting, budget ``max_num_batched_tokens``): ``first_token_step`` (engine
-  steps from the prompt's arrival to the step that emitted its first token), ``decoder_tokens_min`` /
-  ``decoder_tokens_max`` (tokens each running decoder produced in those steps), ``max_gap_ms`` (the
-  longest interval between two tokens of a decoder meanwhile), ``ttft_ms`` (the prompt's, from vLLM's
-  per-request stats);
-- the ``pd`` row (vLLM's ExampleConnector, one prompt sent twice): ``kv_bytes_written`` (tensor bytes
-  in the KV files), ``kv_bytes_per_token`` (kappa of the loaded model), ``block_size``,
-  ``cached_tokens`` (the second request's ``num_cached_tokens``), ``external_hits`` (growth of
-  ``vllm:external_prefix_cache_hits``), ``ttft_ms`` / ``ttft_cold_ms`` (second / first request);
+- steps rows (one engine per setting, budget ``max_num_batched_tokens``, its steps driven one by one):
+  ``first_token_step`` (engine steps from the prompt's arrival to the step that emitted its first token),
+  ``decoder_tokens_min`` / ``decoder_tokens_max`` (tokens each running decoder produced in those steps),
+  ``max_gap_ms`` (the longest interval between two tokens of a decoder meanwhile), ``ttft_ms`` (the
+  prompt's, from vLLM's per-request stats);
+- serve rows (one ``vllm serve`` per setting, D streaming clients, then the long prompt):
+  ``decoder_token_ms`` (per decoder, every token's arrival at the client, ms since the decoders were
+  sent), ``long_sent_ms`` (when the long prompt was sent, same clock), ``ttft_ms`` (its first token, from
+  its send, as the client saw it), ``max_gap_ms`` (the longest gap of a decoder from that send to its
+  first token at or after the long prompt's first);
+- the pd row (vLLM's ExampleConnector: a ``kv_producer`` engine, then a ``kv_consumer`` one, one folder):
+  ``kv_bytes_written`` (tensor bytes the producer wrote), ``kv_bytes_consumer`` (bytes the consumer
+  added), ``kv_bytes_per_token`` (kappa of the loaded model), ``block_size``, ``cached_tokens`` (the
+  consumer's ``num_cached_tokens``), ``external_hits`` (its growth of
+  ``vllm:external_prefix_cache_hits``), ``ttft_cold_ms`` / ``ttft_ms`` (producer / consumer);
 - every row: ``requests`` and ``requests_exact`` (those that produced exactly their max_tokens),
-  ``histogram_tokens`` (growth of the ``vllm:iteration_tokens_total`` sum). Fields of the other kind
-  of row are None.
+  ``histogram_tokens`` (growth of the ``vllm:iteration_tokens_total`` sum, both pd engines together).
+  Fields of another part's rows are None.
 
 Token, step and byte claims are exact on any machine, the CPU included; the gap claims are checked
-on GPU receipts only (:func:`~infercourse.labs.core.gpu_timing`).
+on GPU receipts only (:func:`~infercourse.labs.core.gpu_timing`). A server's steps cannot be counted
+from outside (vLLM's step histogram adds a prompt's tokens at the step that emits its first token), so
+the serve rows' exact claims are token counts.
 """
 
 from __future__ import annotations
@@ -35,12 +44,19 @@ PD_PROMPT = lab_constant("chunked_prefill", "PD_PROMPT")
 MAX_MODEL_LEN = lab_constant("chunked_prefill", "MAX_MODEL_LEN")
 
 
-def _chunk_rows(receipt: Receipt) -> list:
-    return [r for r in receipt["results"] if r["chunk"] != "pd"]
+def _rows(receipt: Receipt, part: str) -> list:
+    return [r for r in receipt["results"] if r["part"] == part]
 
 
-def _pd_rows(receipt: Receipt) -> list:
-    return [r for r in receipt["results"] if r["chunk"] == "pd"]
+def decoder_gaps(row) -> list[tuple[float, float]]:
+    """The serve row's decoder tokens as ``(time since the long prompt was sent, gap before the token)``, both
+    in ms, every decoder pooled, each decoder's first token left out (it has no gap). Tokens vLLM merged
+    into one event share its time, so the later ones show a gap of 0."""
+    return [
+        (b - row["long_sent_ms"], b - a)
+        for times in row["decoder_token_ms"]
+        for a, b in zip(times, times[1:], strict=False)
+    ]
 
 
 def stored_tokens(prompt_tokens: int, block_size: int) -> int:
@@ -57,18 +73,20 @@ def loaded_tokens(prompt_tokens: int, block_size: int) -> int:
 
 def expected_histogram_tokens(row, settings) -> int:
     """Prompt plus generated tokens the row's requests ran: vLLM's step histogram adds, per step, the
-    prompt tokens computed and the tokens generated. Chunk rows: D (decoder prompt + decode tokens) +
-    P + the prompt's output; the pd row: 2 (P + output) minus the tokens loaded instead of computed."""
+    prompt tokens computed and the tokens generated. Steps and serve rows: D (decoder prompt + decode
+    tokens) + P + the prompt's output; the pd row: the producer's P + its one token, plus the consumer's
+    P minus the tokens it loaded instead of computing them, + its output."""
     out = settings["long_output_tokens"]
-    if row["chunk"] == "pd":
-        return 2 * (row["prompt_tokens"] + out) - loaded_tokens(row["prompt_tokens"], row["block_size"])
+    if row["part"] == "pd":
+        consumer = row["prompt_tokens"] - loaded_tokens(row["prompt_tokens"], row["block_size"]) + out
+        return row["prompt_tokens"] + settings["prefill_output_tokens"] + consumer
     decoders = row["decoders"] * (settings["decoder_prompt_tokens"] + settings["decode_tokens"])
     return decoders + row["prompt_tokens"] + out
 
 
 def first_token_steps_exact(receipt: Receipt) -> ClaimResult:
     details, ok = [], True
-    for r in _chunk_rows(receipt):
+    for r in _rows(receipt, "steps"):
         want = chunked_prefill_steps(r["prompt_tokens"], r["max_num_batched_tokens"], r["decoders"])
         ok &= r["first_token_step"] == want
         details.append(
@@ -84,7 +102,7 @@ def first_token_steps_exact(receipt: Receipt) -> ClaimResult:
 
 
 def decoders_never_stall(receipt: Receipt) -> ClaimResult:
-    rows = [r for r in _chunk_rows(receipt) if r["decoders"] > 0]
+    rows = [r for r in _rows(receipt, "steps") if r["decoders"] > 0]
     wrong = [
         f"C {r['chunk']}: {r['decoder_tokens_min']}-{r['decoder_tokens_max']} tokens in {r['first_token_step']} steps"
         for r in rows
@@ -103,11 +121,13 @@ def decoders_never_stall(receipt: Receipt) -> ClaimResult:
 
 
 def requests_exact(receipt: Receipt) -> ClaimResult:
-    wrong = [f"{r['chunk']}/{r['prompt_tokens']}: {r['requests_exact']} of {r['requests']}" for r in receipt["results"]]
-    bad = [w for w, r in zip(wrong, receipt["results"], strict=True) if r["requests_exact"] != r["requests"]]
+    rows = receipt["results"]
+    wrong = [f"{r['part']} {r['chunk']}/{r['prompt_tokens']}: {r['requests_exact']} of {r['requests']}" for r in rows]
+    bad = [w for w, r in zip(wrong, rows, strict=True) if r["requests_exact"] != r["requests"]]
     return ClaimResult(
         "requests_exact",
-        "every request produced exactly its max_tokens tokens",
+        "every request produced exactly its max_tokens tokens (on the server: every stream carried them, the "
+        "long prompt's first token included, and ended for length)",
         not bad,
         "; ".join(bad) or f"all {sum(r['requests'] for r in receipt['results'])} requests",
     )
@@ -118,7 +138,7 @@ def histogram_tokens_exact(receipt: Receipt) -> ClaimResult:
     for r in receipt["results"]:
         want = expected_histogram_tokens(r, receipt["settings"])
         ok &= r["histogram_tokens"] == want
-        details.append(f"{r['chunk']}/{r['prompt_tokens']}: {r['histogram_tokens']} (expected {want})")
+        details.append(f"{r['part']} {r['chunk']}/{r['prompt_tokens']}: {r['histogram_tokens']} (expected {want})")
     return ClaimResult(
         "histogram_tokens_exact",
         "vllm:iteration_tokens_total grows by the prompt tokens computed plus the tokens generated, to the "
@@ -129,10 +149,11 @@ def histogram_tokens_exact(receipt: Receipt) -> ClaimResult:
 
 
 def connector_bytes_exact(receipt: Receipt) -> ClaimResult:
-    rows = _pd_rows(receipt)
+    rows = _rows(receipt, "pd")
     statement = (
-        "ExampleConnector writes floor((P - 1) / z) z tokens x kappa bytes of KV, and the second request "
-        "loads floor((P - 2) / z) z tokens (num_cached_tokens and vllm:external_prefix_cache_hits)"
+        "the kv_producer instance's ExampleConnector writes floor((P - 1) / z) z tokens x kappa bytes of KV; the "
+        "kv_consumer instance writes none and loads floor((P - 2) / z) z tokens (num_cached_tokens and "
+        "vllm:external_prefix_cache_hits)"
     )
     if not rows:
         return ClaimResult("connector_bytes_exact", statement, None, "no pd row")
@@ -140,35 +161,41 @@ def connector_bytes_exact(receipt: Receipt) -> ClaimResult:
     for r in rows:
         z, p = r["block_size"], r["prompt_tokens"]
         want_bytes, want_loaded = stored_tokens(p, z) * r["kv_bytes_per_token"], loaded_tokens(p, z)
-        ok &= r["kv_bytes_written"] == want_bytes and r["cached_tokens"] == r["external_hits"] == want_loaded
+        ok &= r["kv_bytes_written"] == want_bytes and r["kv_bytes_consumer"] == 0
+        ok &= r["cached_tokens"] == r["external_hits"] == want_loaded
         details.append(
-            f"P {p}, z {z}: {r['kv_bytes_written']:,} B (expected {want_bytes:,}), loaded "
-            f"{r['cached_tokens']}/{r['external_hits']} (expected {want_loaded})"
+            f"P {p}, z {z}: producer {r['kv_bytes_written']:,} B (expected {want_bytes:,}), consumer "
+            f"{r['kv_bytes_consumer']:,} B (expected 0), loaded {r['cached_tokens']}/{r['external_hits']} "
+            f"(expected {want_loaded})"
         )
     return ClaimResult("connector_bytes_exact", statement, ok, "; ".join(details))
 
 
+def _gap_rows(receipt: Receipt) -> list:
+    """Steps and serve rows with decoders: the rows whose gaps the lesson compares."""
+    return [r for r in receipt["results"] if r["part"] in ("steps", "serve") and r["decoders"] > 0]
+
+
 @gpu_timing
 def chunking_shortens_the_gap(receipt: Receipt) -> ClaimResult:
-    rows = [r for r in _chunk_rows(receipt) if r["decoders"] > 0]
-    off = [r for r in rows if r["chunk"] == "off"]
-    chunked = [r for r in rows if r["chunk"] != "off"]
     statement = "with decoders running, every chunked setting's longest decoder gap is shorter than unchunked"
-    if not off or not chunked:
+    details, ok = [], True
+    for part in ("steps", "serve"):
+        rows = [r for r in _gap_rows(receipt) if r["part"] == part]
+        off = [r for r in rows if r["chunk"] == "off"]
+        if not off or len(off) == len(rows):
+            continue
+        ok &= all(r["max_gap_ms"] < off[0]["max_gap_ms"] for r in rows if r["chunk"] != "off")
+        details.append(f"{part}: " + ", ".join(f"C {r['chunk']} {r['max_gap_ms']:.1f} ms" for r in rows))
+    if not details:
         return ClaimResult("chunking_shortens_the_gap", statement, None, "needs an 'off' row and a chunked row")
-    return ClaimResult(
-        "chunking_shortens_the_gap",
-        statement,
-        all(r["max_gap_ms"] < off[0]["max_gap_ms"] for r in chunked),
-        "; ".join(f"C {r['chunk']}: {r['max_gap_ms']:.1f} ms" for r in chunked)
-        + f"; off: {off[0]['max_gap_ms']:.1f} ms",
-    )
+    return ClaimResult("chunking_shortens_the_gap", statement, ok, "; ".join(details))
 
 
 @gpu_timing
 def unchunked_gap_above_floor(receipt: Receipt) -> ClaimResult:
     facts, config = gpu(LAB_GPU), model(COURSE_MODEL).config
-    rows = [r for r in _chunk_rows(receipt) if r["decoders"] > 0 and r["chunk"] == "off"]
+    rows = [r for r in _gap_rows(receipt) if r["chunk"] == "off"]
     statement = f"unchunked, the longest decoder gap is at least the prompt's prefill floor on the {LAB_GPU}"
     if not rows or receipt["model"] != COURSE_MODEL:
         return ClaimResult("unchunked_gap_above_floor", statement, None, f"needs an 'off' row of {COURSE_MODEL}")
@@ -178,7 +205,7 @@ def unchunked_gap_above_floor(receipt: Receipt) -> ClaimResult:
         statement,
         all(r["max_gap_ms"] >= f for r, f in zip(rows, floor_ms, strict=True)),
         "; ".join(
-            f"P {r['prompt_tokens']}: {r['max_gap_ms']:.1f} vs floor {f:.1f} ms"
+            f"{r['part']} P {r['prompt_tokens']}: {r['max_gap_ms']:.1f} vs floor {f:.1f} ms"
             for r, f in zip(rows, floor_ms, strict=True)
         ),
     )
@@ -186,18 +213,19 @@ def unchunked_gap_above_floor(receipt: Receipt) -> ClaimResult:
 
 def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     """Markdown: per chunk setting, the long prompt's steps, its TTFT floor and the longest gap floor
-    beside D decoders on ``gpu_name``; the pd row's bytes with blocks of 16."""
+    beside D decoders on ``gpu_name`` (the steps and serve parts); the pd pair's bytes with blocks of 16."""
     facts, config = gpu(gpu_name), model(model_name).config
     kappa = kv_bytes_per_token(config, 2)
     lines = [
         f"{model_name} in BF16 on the {gpu_name}: a {fmt.count(LONG_PROMPT)}-token prompt arrives beside "
         f"{DECODERS} decoders. Steps are exact; the floors are `roofline.chunked_prefill_floors` with chunks of "
-        "C - D (they leave out the decoders' own tokens and KV reads, so real steps run above them).",
+        "C - D (they leave out the decoders' own tokens and KV reads, so real steps run above them). The serve "
+        "part's gaps add the server's own time per step to the same floors.",
         "",
         "| chunk C | steps to first token | TTFT floor (ms) | longest gap floor (ms) |",
         "|---|---:|---:|---:|",
     ]
-    for chunk in (c for c in CHUNKS if c != "pd"):
+    for chunk in CHUNKS:
         budget = MAX_MODEL_LEN if chunk == "off" else int(chunk)
         room = budget - DECODERS
         steps = chunked_prefill_steps(LONG_PROMPT, budget, DECODERS)
@@ -206,17 +234,20 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     z = VLLM_DEFAULT_BLOCK_SIZE
     lines += [
         "",
-        f"The pd row ({fmt.count(PD_PROMPT)} tokens, blocks of {z}): {fmt.count(stored_tokens(PD_PROMPT, z))} tokens "
-        f"stored, {fmt.count(stored_tokens(PD_PROMPT, z) * kappa)} B; {fmt.count(loaded_tokens(PD_PROMPT, z))} "
-        "loaded by the second request.",
+        f"The pd pair ({fmt.count(PD_PROMPT)} tokens, blocks of {z}): the producer stores "
+        f"{fmt.count(stored_tokens(PD_PROMPT, z))} tokens, {fmt.count(stored_tokens(PD_PROMPT, z) * kappa)} B; the "
+        f"consumer writes nothing and loads {fmt.count(loaded_tokens(PD_PROMPT, z))}.",
     ]
     return "\n".join(lines)
 
+
+_DECODE_TOKENS = lab_constant("chunked_prefill", "DECODE_TOKENS")
 
 SPEC = LabSpec(
     lab="chunked_prefill",
     lesson="4B",
     row={
+        "part": str,
         "chunk": str,
         "max_num_batched_tokens": int,
         "decoders": int,
@@ -228,16 +259,19 @@ SPEC = LabSpec(
         "requests_exact": int,
         "histogram_tokens": int,
         "max_gap_ms": (int, float, type(None)),
-        "ttft_ms": (int, float),
+        "ttft_ms": (int, float, type(None)),
         "ttft_cold_ms": (int, float, type(None)),
+        "long_sent_ms": (int, float, type(None)),
+        "decoder_token_ms": (list, type(None)),
         "block_size": (int, type(None)),
         "kv_bytes_per_token": (int, type(None)),
         "kv_bytes_written": (int, type(None)),
+        "kv_bytes_consumer": (int, type(None)),
         "cached_tokens": (int, type(None)),
         "external_hits": (int, type(None)),
     },
     units=lab_constant("chunked_prefill", "UNITS"),
-    key=("chunk", "decoders", "prompt_tokens"),
+    key=("part", "chunk", "decoders", "prompt_tokens"),
     header="1st-token step",
     claims=(
         first_token_steps_exact,
@@ -250,23 +284,25 @@ SPEC = LabSpec(
     ),
     prediction=prediction,
     columns=(
+        Column("part", "part", str),
         Column("chunk", "chunk", str),
         Column("decoders", "D", fmt.count),
         Column("prompt_tokens", "prompt", fmt.count),
         Column("first_token_step", "steps", lambda v: "-" if v is None else fmt.count(v)),
         Column("max_gap_ms", "max gap (ms)", lambda v: "-" if v is None else fmt.fixed(v, 1)),
-        Column("ttft_ms", "TTFT (ms)", lambda v: fmt.fixed(v, 1)),
+        Column("ttft_ms", "TTFT (ms)", lambda v: "-" if v is None else fmt.fixed(v, 1)),
     ),
-    # CPU: one chunk engine of C = 64 and the pd engine; 310 = 4 x 64 + 54 -> 5 steps alone, 6 beside 4
-    # decoders (ceil(310 / 60)); 300 - 1 and 300 - 2 are not multiples of the CPU block of 128
+    # CPU: the steps engine at C = 64, servers at 64 and with chunking off, and the pd pair; 310 = 4 x 64 + 54 ->
+    # 5 steps alone, 6 beside 4 decoders (ceil(310 / 60)); 300 - 1 and 300 - 2 are not multiples of the CPU block
+    # of 128
     cpu_max_model_len=512,
     cpu_args=(
-        *("--chunks", "64,pd", "--alone", "64,65,310", "--long-prompt", "310", "--decoders", "4"),
-        *("--decoder-prompt", "8", "--decode-tokens", "16", "--pd-prompt", "300"),
+        *("--chunks", "64", "--serve-chunks", "64,off", "--alone", "64,65,310", "--long-prompt", "310"),
+        *("--decoders", "4", "--decoder-prompt", "8", "--decode-tokens", "16", "--pd-prompt", "300"),
     ),
-    work=LabWork(
-        engines=len(CHUNKS),
-        decode_steps=(len(CHUNKS) - 1) * lab_constant("chunked_prefill", "DECODE_TOKENS"),
+    work=LabWork(  # per setting an engine (steps) and a server (serve), then the pd producer and consumer
+        engines=2 * len(CHUNKS) + 2,
+        decode_steps=2 * len(CHUNKS) * _DECODE_TOKENS,
         peak_kv_tokens=MAX_MODEL_LEN,
     ),
 )

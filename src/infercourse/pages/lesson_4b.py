@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from infercourse import fmt, labbox, labs, memory, notation, registry, roofline, snippets, transformer
 from infercourse.figures import svg_text
+from infercourse.labs import chunked_prefill as cp_lab
 from infercourse.labs.chunked_prefill import stored_tokens
 from infercourse.pages import baseline, fact_link
 
@@ -126,7 +127,12 @@ P.add("p2_ttft", sum(p2), "s")
 P.add("p2_over", max(roofline.chunked_prefill_floors(h200, cfg, S_long, p2_chunk + p2_step)), "s")
 
 # --- the lab (constants read from the script, never imported) ---
-P.add("lab_box", labbox.lab_box("chunked_prefill.py"), "text")
+LAB_PARTS = (
+    ("steps", "one engine per budget, driven step by step: the exact step of a long prompt's first token"),
+    ("serve", "one `vllm serve` per budget and one with chunking off: every streaming decoder's gaps"),
+    ("pd", "a `kv_producer` and a `kv_consumer` instance sharing ExampleConnector's files: bytes and hits"),
+)
+P.add("lab_box", labbox.lab_box("chunked_prefill.py", parts=LAB_PARTS), "text")
 P.add("lab_decoders", snippets.constant("labs/chunked_prefill.py", "DECODERS"), "sequences")
 P.add("lab_long", snippets.constant("labs/chunked_prefill.py", "LONG_PROMPT"), "tokens")
 lab_pd_prompt = P.add("lab_pd_prompt", snippets.constant("labs/chunked_prefill.py", "PD_PROMPT"), "tokens")
@@ -140,39 +146,113 @@ P.add("cpu_decoders", int(_cpu["--decoders"]), "sequences")
 
 
 # --- figures, drawn at build time, each with its text alternative ---
-TIMELINE = (("off", S_long), ("C = 2,048", 2048), ("C = 512", 512))
+TIMELINE = (("off", None), ("C = 2,048", 2048), ("C = 512", 512))  # budget S_c; None: chunking off
 BEFORE, AFTER = 6, 6  # decode steps drawn before the arrival and after the first token
 
 
-def _timeline(chunk: int) -> list[tuple[float, float]]:
-    """(time a decoder token comes out, gap before it), in s: decode steps, the prompt's steps, decode steps."""
-    steps = [tau_dec] * BEFORE
-    steps += roofline.chunked_prefill_floors(g4090, cfg, S_long, min(chunk, S_long + B_dec) - B_dec)
-    steps += [tau_dec] * AFTER
-    points, now = [], -BEFORE * tau_dec
+def _timeline(chunk: int | None, g: registry.GPUFacts = g4090) -> list[tuple[float, float]]:
+    """(time a decoder token comes out, gap before it), in s, on GPU ``g`` with a budget of ``chunk`` tokens
+    (None: chunking off): decode steps, the prompt's steps beside the B decoders, decode steps (floors)."""
+    tau = roofline.decode_step_floor(g, cfg, c_dec, B_dec)
+    steps = [tau] * BEFORE
+    steps += roofline.chunked_prefill_floors(g, cfg, S_long, S_long if chunk is None else chunk - B_dec)
+    steps += [tau] * AFTER
+    points, now = [], -BEFORE * tau
     for step in steps:
         now += step
         points.append((now, step))
     return points
 
 
-def _timeline_figure() -> str:
+def gpu_receipt(receipts_dir=labs.RECEIPTS_DIR) -> dict | None:
+    """The committed GPU receipt of lab chunked_prefill whose figures the timeline shows: the lab card's if
+    there is one, else the first of a GPU the registry has whose serve rows match the page's scene (D
+    decoders beside an S-token prompt); None when there is none."""
+    found = [
+        r
+        for r in labs.committed_receipts("chunked_prefill", receipts_dir)
+        if r["machine"]["kind"] == "gpu"
+        and labs.gpu_for_name(r["machine"]["name"]) is not None
+        and any(
+            row["part"] == "serve" and (row["decoders"], row["prompt_tokens"]) == (B_dec, S_long)
+            for row in r["results"]
+        )
+    ]
+    lab_card = [r for r in found if labs.gpu_for_name(r["machine"]["name"]) == g4090]
+    return (lab_card or found)[0] if found else None
+
+
+def _figure_gpu(receipt: dict | None) -> registry.GPUFacts:
+    """The GPU the timeline predicts for: the receipt's (in the registry, see :func:`gpu_receipt`), else the card."""
+    return (None if receipt is None else labs.gpu_for_name(receipt["machine"]["name"])) or g4090
+
+
+def _serve_row(receipt: dict, chunk: int | None) -> dict | None:
+    """The receipt's serve row of the timeline's setting ``chunk`` (None: chunking off)."""
+    name = "off" if chunk is None else str(chunk)
+    rows = [r for r in receipt["results"] if r["part"] == "serve" and r["chunk"] == name and r["decoders"] == B_dec]
+    return rows[0] if rows else None
+
+
+def _timeline_figure(receipt: dict | None) -> str:
+    """The predicted gaps of each TIMELINE setting (lines) on the receipt's GPU (else the lab card), and the
+    receipt's measured serve-part gaps beside them (dots), when a GPU receipt is given."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    g = _figure_gpu(receipt)
     plt.rcParams["svg.hashsalt"] = "lesson-4b-timeline"
     fig, ax = plt.subplots(figsize=(7, 3.6))
     for (label, chunk), marker in zip(TIMELINE, ("o", "s", "^"), strict=True):
-        pts = _timeline(chunk)
-        ax.step([t for t, _ in pts], [g * 1e3 for _, g in pts], where="pre", marker=marker, markersize=3, label=label)
+        pts = _timeline(chunk, g)
+        line = ax.step([t for t, _ in pts], [gap * 1e3 for _, gap in pts], where="pre", marker=marker, markersize=3)
+        line[0].set_label(f"{label}, predicted" if receipt else label)
+        row = None if receipt is None else _serve_row(receipt, chunk)
+        if row is not None:
+            end = max(pts[-1][0], (row["ttft_ms"] or 0) / 1e3 + AFTER * pts[-1][1])
+            seen = [(t / 1e3, gap) for t, gap in cp_lab.decoder_gaps(row) if pts[0][0] - pts[0][1] <= t / 1e3 <= end]
+            ax.scatter(
+                [t for t, _ in seen],
+                [max(gap, 1e-3) for _, gap in seen],
+                s=6,
+                alpha=0.4,
+                color=line[0].get_color(),
+                label=f"{label}, measured",
+            )
     ax.set_yscale("log")
     ax.set_xlabel(f"time since the {S_long:,}-token prompt arrived (s)")
     ax.set_ylabel("gap before each decoder token (ms)")
-    ax.set_title(f"{g4090.name}: {B_dec} decoders beside one long prefill (floors)")
+    where = "floors" if receipt is None else f"floors and a receipt of {receipt['date_utc'][:10]}"
+    ax.set_title(f"{g.name}: {B_dec} decoders beside one long prefill ({where})")
     ax.legend(fontsize=8)
     return svg_text(fig)
+
+
+def _timeline_alt(receipt: dict | None) -> str:
+    """The timeline's text alternative, from the same functions: the predicted gaps on the figure's GPU, then,
+    with a GPU receipt, the longest gap measured at each setting."""
+    g = _figure_gpu(receipt)
+    off, c2k, c512 = (_timeline(chunk, g) for _, chunk in TIMELINE)
+    text = (
+        f"a step chart of the gap before each decoder token on the {g.name}, log scale (floors). Before the "
+        f"{S_long:,}-token prompt arrives every gap is one decode step, {fmt.ms(off[0][1])}. Unchunked, one gap of "
+        f"{fmt.ms(max(gap for _, gap in off))} follows; with a budget of 2,048 the prompt takes "
+        f"{roofline.chunked_prefill_steps(S_long, 2048, B_dec)} steps whose gaps grow from {fmt.ms(c2k[BEFORE][1])} "
+        f"to {fmt.ms(max(gap for _, gap in c2k))}; with 512, {roofline.chunked_prefill_steps(S_long, 512, B_dec)} "
+        f"steps of {fmt.ms(c512[BEFORE][1])} to {fmt.ms(max(gap for _, gap in c512))}. All three reach the first "
+        "token at about the same time."
+    )
+    if receipt is None:
+        return text + " No GPU receipt of the lab is committed yet, so the chart shows the prediction alone."
+    rows = [(label, _serve_row(receipt, chunk)) for label, chunk in TIMELINE]
+    measured = "; ".join(f"{label} {fmt.ms(row['max_gap_ms'] / 1e3)}" for label, row in rows if row is not None)
+    return (
+        f"{text} Dots: every gap the lab's serve part measured on the {receipt['machine']['name']} (receipt of "
+        f"{receipt['date_utc'][:10]}, vLLM {receipt['versions']['vllm']}); the longest while the prompt was "
+        f"prefilled: {measured}."
+    )
 
 
 def _tradeoff_figure() -> str:
@@ -199,17 +279,9 @@ def _tradeoff_figure() -> str:
     return svg_text(fig)
 
 
-P.add("fig_timeline", _timeline_figure(), "text")
-P.add(
-    "fig_timeline_alt",
-    f"a step chart of the gap before each decoder token, log scale. Before the {S_long:,}-token prompt arrives "
-    f"every gap is one decode step, {fmt.ms(tau_dec)}. Unchunked, one gap of {fmt.ms(gap_off_4090)} follows; "
-    f"with a budget of 2,048 the prompt takes {roofline.chunked_prefill_steps(S_long, 2048, B_dec)} steps whose "
-    f"gaps grow from {fmt.ms(_timeline(2048)[BEFORE][1])} to {fmt.ms(max(g for _, g in _timeline(2048)))}; with 512, "
-    f"{roofline.chunked_prefill_steps(S_long, 512, B_dec)} steps of {fmt.ms(_timeline(512)[BEFORE][1])} to "
-    f"{fmt.ms(max(g for _, g in _timeline(512)))}. All three reach the first token at about the same time.",
-    "text",
-)
+timeline_receipt = gpu_receipt()
+P.add("fig_timeline", _timeline_figure(timeline_receipt), "text")
+P.add("fig_timeline_alt", _timeline_alt(timeline_receipt), "text")
 P.add("fig_tradeoff", _tradeoff_figure(), "text")
 P.add(
     "fig_tradeoff_alt",
