@@ -248,7 +248,7 @@ def test_the_cpu_run_checks_what_the_receipt_worked_by_hand_holds():
 
 def test_the_cpu_arguments_give_the_rows_worked_above():
     args = dict(zip(SPEC.cpu_args[::2], SPEC.cpu_args[1::2], strict=True))
-    assert args["--chunks"] == "64" and args["--serve-chunks"] == "64,off" and "--parts" not in args  # all three
+    assert args["--chunks"] == "64" and args["--serve-chunks"] == "64" and "--parts" not in args  # all three
     assert args["--alone"] == "64,65,310" and args["--long-prompt"] == "310"
     assert (args["--decoders"], args["--decoder-prompt"], args["--decode-tokens"], args["--pd-prompt"]) == (
         "4",

@@ -292,12 +292,12 @@ SPEC = LabSpec(
         Column("max_gap_ms", "max gap (ms)", lambda v: "-" if v is None else fmt.fixed(v, 1)),
         Column("ttft_ms", "TTFT (ms)", lambda v: "-" if v is None else fmt.fixed(v, 1)),
     ),
-    # CPU: the steps engine at C = 64, servers at 64 and with chunking off, and the pd pair; 310 = 4 x 64 + 54 ->
-    # 5 steps alone, 6 beside 4 decoders (ceil(310 / 60)); 300 - 1 and 300 - 2 are not multiples of the CPU block
-    # of 128
+    # CPU: the steps engine at C = 64, a server at 64 (a server start costs about two engine starts there, so the
+    # 'off' server runs on GPUs only), and the pd pair; 310 = 4 x 64 + 54 -> 5 steps alone, 6 beside 4 decoders
+    # (ceil(310 / 60)); 300 - 1 and 300 - 2 are not multiples of the CPU block of 128
     cpu_max_model_len=512,
     cpu_args=(
-        *("--chunks", "64", "--serve-chunks", "64,off", "--alone", "64,65,310", "--long-prompt", "310"),
+        *("--chunks", "64", "--serve-chunks", "64", "--alone", "64,65,310", "--long-prompt", "310"),
         *("--decoders", "4", "--decoder-prompt", "8", "--decode-tokens", "16", "--pd-prompt", "300"),
     ),
     work=LabWork(  # per setting an engine (steps) and a server (serve), then the pd producer and consumer
