@@ -295,12 +295,13 @@ def test_serve_says_in_one_line_why_a_server_stopped_and_leaves_nothing_running(
     from infercourse import snippets
 
     labkit = snippets.load("labs/labkit.py")
-    log = tmp_path / "serve.log"
-    with pytest.raises(SystemExit) as exit_, labkit.serve("some/model", ["--max-model-len", "512"], log, 120):
+    log, port = tmp_path / "serve.log", labkit.free_port()
+    command = labkit.vllm_cli("serve", "some/model", "--port", str(port), "--max-model-len", "512")
+    with pytest.raises(SystemExit) as exit_, labkit.serve(command, port, log, timeout_s=120):
         pytest.fail("the block must not run: the server never became healthy")
     err = capsys.readouterr().err.strip()
     assert exit_.value.code == 3 and len(err.splitlines()) == 1, err
-    assert "stopped before it was ready: ModuleNotFoundError: No module named 'vllm'" in err and str(log) in err
+    assert "before it was ready: ModuleNotFoundError: No module named 'vllm'" in err and str(log) in err
 
 
 def test_served_metric_totals_reads_prometheus_text():

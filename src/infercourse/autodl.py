@@ -1,9 +1,10 @@
 """Running the labs on AutoDL: where files go, and every shell command the quickstart page shows.
 
 One place for the AutoDL facts (paths, the download client's flags) and for the commands built
-from them: the lab notebooks (``docs/notebooks/``, from ``templates/lab_notebook.py``) run them, the page (``docs/autodl.md``, values in :mod:`infercourse.pages.autodl_page`) shows
-these strings as they are, and ``tests/test_autodl.py`` checks each one (bash syntax, the flags of
-the pinned clients, paths equal to the labs' defaults). The price and time figures come from the
+from them: the lab notebooks (``docs/notebooks/``, from ``templates/lab_notebook.py``) run them, the
+page (``docs/autodl.md``, values in :mod:`infercourse.pages.autodl_page`) shows these strings as they are,
+and ``tests/test_autodl.py`` checks each one (bash syntax, the flags of the pinned clients, paths equal to
+the labs' defaults). The price and time figures come from the
 registry (``registry.AUTODL_RTX_4090``) and :mod:`infercourse.labbox`, as the lab boxes' do.
 """
 
