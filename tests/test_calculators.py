@@ -57,6 +57,7 @@ PASTED = [  # every layout the registry covers, and each way a config can be wro
     ),
     _cfg(max_position_embeddings=None),  # max_model_len must then be given
     _cfg(hidden_size=None),  # missing field
+    {"hidden_size": 4096},  # no heads and no max_position_embeddings: one message, on the config
     _cfg(num_hidden_layers=0),  # non-positive size
     _cfg(intermediate_size=-5),
     _cfg(vocab_size="152064"),  # a string
@@ -267,7 +268,7 @@ def test_the_form_shows_python_s_numbers_and_messages_beside_the_fields(browser,
     page.select_option("#ic-m-model", "paste")
     for config, message in (
         ("{", "config.json is not valid JSON"),
-        ('{"hidden_size": 3584}', "config has no 'num_attention_heads'"),
+        ('{"hidden_size": 3584}', "the config.json has no num_attention_heads: use the model's whole config.json"),
         (
             '{"hidden_size": 3584, "num_hidden_layers": 0, "num_attention_heads": 28, "num_key_value_heads": 4}',
             "config['num_hidden_layers'] must be a positive integer, got 0",
@@ -287,7 +288,8 @@ def test_the_form_shows_python_s_numbers_and_messages_beside_the_fields(browser,
     pasted = '{"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4}'
     page.fill("#ic-m-config", pasted)  # kappa needs no more; the parameter count needs the MLP and vocabulary
     assert "57,344 B" in out.inner_text()  # 2 x 28 layers x 4 KV heads x 128 x 2 B
-    assert page.inner_text("#ic-m-weights-msg") == "config has no 'vocab_size'; pass the model's config.json as a dict"
+    want = "the config.json has no vocab_size: use the model's whole config.json"
+    assert page.inner_text("#ic-m-weights-msg") == want
 
     # The state is in the URL: a fresh page at that address shows the same inputs and result.
     page.select_option("#ic-m-model", "Qwen/Qwen3-4B")
@@ -412,6 +414,10 @@ def test_memory_reference_puts_each_message_on_its_field():
     assert set(mla["errors"]) == {"weights"}
     bad = calculators.memory_calc(registry.model().config, utilization=0, reserve_gib=-1, max_model_len=0)
     assert set(bad["errors"]) == {"utilization", "reserve_gib", "max_model_len"} and bad["starts"] is None
+    # A config without heads gets one message, not a second one for the max_model_len it would supply.
+    partial = calculators.memory_calc({"hidden_size": 4096})
+    want = "the config.json has no num_attention_heads: use the model's whole config.json"
+    assert partial["errors"] == {"config": want}
 
 
 def test_roofline_and_spec_references_match_hand_arithmetic():

@@ -122,7 +122,9 @@ def memory_calc(
     try:
         _whole("max_model_len", mml)
     except ValueError as e:
-        errors["max_model_len"] = str(e) + ("" if mml is not None else " (the config has no max_position_embeddings)")
+        if mml is not None or "config" not in errors:  # a bad config already has its message
+            hint = "" if mml is not None else " (the config has no max_position_embeddings)"
+            errors["max_model_len"] = str(e) + hint
     if errors:
         return out
     budget = out["total_bytes"] * utilization - out["weight_bytes"] - reserve_gib * fmt.GIB

@@ -22,7 +22,7 @@ def _need(config: Mapping[str, Any], key: str) -> int:
     try:
         value = config[key]
     except KeyError:
-        raise ValueError(f"config has no {key!r}; pass the model's config.json as a dict") from None
+        raise ValueError(f"the config.json has no {key}: use the model's whole config.json") from None
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise ValueError(f"config[{key!r}] must be a positive integer, got {value!r}")
     return value

@@ -42,7 +42,7 @@ const ceilDiv = (a, b) => -intDiv(-a, b);
 
 // --- transformer.py ---------------------------------------------------------------------------
 function need(c, key) { // _need
-  if (!(key in c)) throw new Error(`config has no '${key}'; pass the model's config.json as a dict`);
+  if (!(key in c)) throw new Error(`the config.json has no ${key}: use the model's whole config.json`);
   const v = c[key];
   if (!isInt(v) || v <= 0) throw new Error(`config['${key}'] must be a positive integer, got ${repr(v)}`);
   return v;
@@ -139,7 +139,8 @@ function attentionFlopsPerToken(c, ctx) { // attention_flops_per_token
     throw new Error("config sets 'kv_lora_rank': MLA's attention products (over the shared latent, key size "
       + "qk_nope_head_dim + qk_rope_head_dim) are not modelled by this count");
   }
-  return 4 * need(c, "num_hidden_layers") * need(c, "num_attention_heads") * headDim(c) * ctx;
+  const heads = need(c, "num_attention_heads"); // Python's order, so a config missing both names the same one
+  return 4 * need(c, "num_hidden_layers") * heads * headDim(c) * ctx;
 }
 
 // --- memory.py --------------------------------------------------------------------------------
@@ -219,7 +220,7 @@ export function memoryCalc(inp, reg) {
   if (!(isNum(reserve) && reserve >= 0)) errors.reserve_gib = `reserve must be a non-negative number of GiB, got ${repr(reserve)}`;
   let mml = inp.max_model_len;
   if (mml === null || mml === undefined) mml = c.max_position_embeddings ?? null;
-  attempt(errors, "max_model_len", () => {
+  if (mml !== null || !("config" in errors)) attempt(errors, "max_model_len", () => { // no second message for a bad config
     try { whole("max_model_len", mml); } catch (e) {
       throw new Error(e.message + (mml !== null ? "" : " (the config has no max_position_embeddings)"));
     }
