@@ -33,7 +33,7 @@ expected floor((P - 2) / z) z) and both TTFTs.
 
 Run (GPU, vLLM 0.26.0; the model is fetched on first use; four engine starts):
 
-    python snippets/labs/chunked_prefill.py --receipt chunked_prefill.json
+    python snippets/labs/chunked_prefill.py --receipt receipts/rtx-4090/chunked_prefill.json
 
 Imports the standard library, ``labkit`` (this folder) and vLLM (inside ``child``).
 """
