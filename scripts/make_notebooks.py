@@ -35,6 +35,44 @@ SPHINX_ROLE = re.compile(r":(?:data|func|class|meth|attr|mod):`~?([^`]+)`")
 """A cross-reference in a docstring (``:func:`name```): shown in the notebook as code, ``name``."""
 
 
+def number_constants(tree: ast.Module) -> dict[str, str]:
+    """The script's module constants whose value is a number or a tuple of numbers, as written in the notebook.
+
+    Read with ``ast`` (never by importing the lab, which imports vLLM): ``REQUESTS = 256`` gives
+    ``{"REQUESTS": "256"}``, ``RATES = (2, 4)`` gives ``{"RATES": "(2, 4)"}``. Names bound to anything
+    else (strings, patterns, computed values) are names of code and stay as they are.
+    """
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+            if name.isupper() and _numeric(value):
+                found[name] = repr(value)
+    return found
+
+
+def _numeric(value) -> bool:
+    if isinstance(value, tuple):
+        return bool(value) and all(_numeric(v) for v in value)
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def docstring(script: Path) -> str:
+    """``script``'s docstring as the notebook shows it: its number constants' names replaced by their values,
+    Sphinx cross-references as code."""
+    tree = ast.parse(script.read_text(encoding="utf-8"))
+    text = SPHINX_ROLE.sub(r"`\1`", ast.get_docstring(tree) or "")
+    constants = number_constants(tree)
+    if not constants:
+        return text
+    names = re.compile(r"\b(" + "|".join(sorted(constants, key=len, reverse=True)) + r")\b")
+    return names.sub(lambda m: constants[m.group(1)], text)
+
+
 def lessons_by_lab() -> dict[str, dict]:
     """Each live lesson with a lab, by lab name (``course.yml``)."""
     return {lesson["lab"]: lesson for lesson in course.live_lessons() if lesson["lab"]}
@@ -53,10 +91,9 @@ def notebook(lab: str, template: str | None = None) -> str:
         "__LAB__": lab,
         "__LESSON__": lesson["code"],
         "__TITLE__": lesson["title"],
-        "__LESSON_URL__": "../../" + lesson["page"].removesuffix(".md") + "/",
-        "__DOCSTRING__": SPHINX_ROLE.sub(
-            r"`\1`", ast.get_docstring(ast.parse(script.read_text(encoding="utf-8"))) or ""
-        ),
+        # the lesson's Markdown file, which JupyterLab opens; hooks/notebooks.py makes it the site's page
+        "__LESSON_URL__": "../" + lesson["page"],
+        "__DOCSTRING__": docstring(script),
         "__MODEL_ID__": registry.COURSE_MODEL,
     }
     pattern = re.compile("|".join(re.escape(k) for k in sorted(values, key=len, reverse=True)))

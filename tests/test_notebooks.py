@@ -7,6 +7,7 @@ tests/test_labs.py's job (it runs every lab through its notebook).
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import re
@@ -32,6 +33,37 @@ LABS = labs.wired()
 
 def test_every_committed_notebook_is_what_the_generator_makes():
     assert make_notebooks.problems() == []
+
+
+def _number_constants(script: Path) -> set[str]:
+    """The script's module constants bound to a number or a tuple of numbers (``REQUESTS = 256``)."""
+    found = set()
+    for node in ast.parse(script.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+            flat = repr(value).replace("(", "").replace(")", "").replace(",", " ").split()
+            if flat and all(re.fullmatch(r"-?[\d.e+-]+", v) for v in flat):  # numbers only, at any depth
+                found.add(node.targets[0].id)
+    return found
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_notebook_text_shows_values_not_the_scripts_constant_names(lab):
+    # the reader saw "REQUESTS requests of PROMPT_TOKENS random tokens" where 4A's script has REQUESTS = 256
+    names = _number_constants(labs.LABS_DIR / f"{lab}.py")
+    cells = nbformat.read(NOTEBOOKS / f"{lab}.ipynb", as_version=4).cells
+    text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+    assert [n for n in sorted(names) if re.search(rf"\b{n}\b", text)] == []
+
+
+def test_notebook_links_its_lesson_as_the_markdown_file_jupyterlab_opens():
+    for lab in LABS:
+        page = make_notebooks.lessons_by_lab()[lab]["page"]
+        assert f"](../{page})" in nbformat.read(NOTEBOOKS / f"{lab}.ipynb", as_version=4).cells[0].source
+        assert (NOTEBOOKS / ".." / page).is_file()
 
 
 def test_the_check_sees_a_hand_edited_a_missing_and_a_stray_notebook(tmp_path):
@@ -136,6 +168,15 @@ def test_a_stop_shows_one_line_in_jupyter():
 
 
 # --- the built pages (a build test: marked by its `site` fixture) ---------------------------------------
+
+
+def test_search_finds_a_notebook_by_its_words_not_its_code(site: Path):
+    # the reader's "TTFT" search showed "Lab notebook 0B / Copied! / import os / import sys"
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    entries = [e for e in index["docs"] if e["location"].startswith("notebooks/")]
+    assert entries
+    assert [e["location"] for e in entries if "import sys" in e["text"] or "Copied!" in e["text"]] == []
+    assert any("as a notebook for JupyterLab" in e["text"] for e in entries)  # the markdown cells stay
 
 
 def test_a_notebook_page_loads_nothing_from_elsewhere_and_offers_its_ipynb(site: Path):

@@ -47,7 +47,7 @@ not a step count: vLLM records a step only when it emits a token, so chunk-only 
 Run (GPU, vLLM 0.26.0; the model is fetched on first use; three engines, three servers and the two pd
 engines, one at a time):
 
-    python snippets/labs/chunked_prefill.py --receipt chunked_prefill.json
+    python snippets/labs/chunked_prefill.py --receipt receipts/rtx-4090/chunked_prefill.json
 
 Imports the standard library, ``labkit`` (this folder) and vLLM (inside ``child``).
 """

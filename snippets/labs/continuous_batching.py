@@ -23,7 +23,7 @@ scheduled (``RequestOutput.metrics``), and the wall time. What to look for:
 
 Run (GPU, vLLM 0.26.0; the model is fetched on first use):
 
-    python snippets/labs/continuous_batching.py --receipt continuous_batching.json
+    python snippets/labs/continuous_batching.py --receipt receipts/rtx-4090/continuous_batching.json
 
 Method: the engine core runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) with async
 scheduling off, so the scheduler holds every request of a ``generate`` call before its first step
@@ -47,7 +47,7 @@ keeps up). Per rate it keeps the benchmark's JSON result and how far the server'
 
 The server stops when the lab ends, also on an error or Ctrl-C (``labkit.serve``).
 
-    python snippets/labs/continuous_batching.py --parts online --receipt continuous_batching.json
+    python snippets/labs/continuous_batching.py --parts online --receipt receipts/rtx-4090/continuous_batching.json
 
 Imports the standard library and ``labkit`` (this folder); vLLM only in the child and the server.
 """

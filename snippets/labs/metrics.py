@@ -19,7 +19,7 @@ mean TPOT of the row's requests, because they all have the same length (lesson 0
 
 Run (GPU, vLLM 0.26.0; the model is fetched on first use):
 
-    python snippets/labs/metrics.py --receipt metrics.json
+    python snippets/labs/metrics.py --receipt receipts/rtx-4090/metrics.json
 
 Without hub access: ``--model FOLDER --load-format dummy`` (config + tokenizer, random weights:
 same timings, the text is noise).

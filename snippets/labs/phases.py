@@ -11,7 +11,7 @@ token after it (TPOT: one decode step). What to look for:
 
 Run (GPU, vLLM 0.26.0; the model is fetched on first use):
 
-    python snippets/labs/phases.py --receipt phases.json
+    python snippets/labs/phases.py --receipt receipts/rtx-4090/phases.json
 
 Without hub access, use a folder holding the model's config.json and a tokenizer, with random
 weights (same shapes, same timings; the text is noise):

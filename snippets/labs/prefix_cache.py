@@ -23,7 +23,7 @@ count tokens) and ``vllm:num_preemptions``. What to look for:
 
 Run (GPU, vLLM 0.26.0; the model is fetched on first use):
 
-    python snippets/labs/prefix_cache.py --receipt prefix_cache.json
+    python snippets/labs/prefix_cache.py --receipt receipts/rtx-4090/prefix_cache.json
 
 Method: greedy (n = 8 samples at temperature 1, seeded), fixed output lengths with ``ignore_eos``, no
 detokenisation, an untimed warm-up request first. The block size is the engine's own

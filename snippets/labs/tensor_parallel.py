@@ -28,7 +28,7 @@ each batch of ``--step-batches`` (``labkit.decode_step_s``, the method of lab 2A
 
 A run the machine cannot do (two ranks on one GPU) gets an ``n/a`` row with the reason; the lab goes on.
 
-Run (GPU, vLLM 0.26.0):   python snippets/labs/tensor_parallel.py --receipt tensor_parallel.json
+Run (GPU, vLLM 0.26.0):   python snippets/labs/tensor_parallel.py --receipt receipts/rtx-4090/tensor_parallel.json
 GeForce cards have no peer-to-peer access; the receipt records NCCL_P2P_DISABLE if it is set.
 No hub access:            python snippets/labs/tensor_parallel.py --model PATH --load-format dummy
 

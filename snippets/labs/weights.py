@@ -11,7 +11,7 @@ allocated; compare it by eye.)
 
 Run (GPU, vLLM 0.26.0):
 
-    python snippets/labs/weights.py --receipt weights.json
+    python snippets/labs/weights.py --receipt receipts/rtx-4090/weights.json
     python snippets/labs/weights.py --model Qwen/Qwen2.5-7B-Instruct-AWQ
 
 ``--load-format dummy`` allocates the same tensors filled with random values: the byte counts are
