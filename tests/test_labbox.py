@@ -35,6 +35,7 @@ def test_lab_minutes_from_the_lab_s_own_work():
     # each at the decode-step floor at 2,048 tokens: (14,141,238,272 + 57,344 x 2,048) B / 1008e9 B/s
     # = 14.1454 ms (memory-bound), / 0.7 = 20.208 ms: 94.25 s = 1.571 min
     assert m["decode"] == pytest.approx(4664 * (14_141_238_272 + 57_344 * 2048) / 1008e9 / 0.7 / 60, rel=1e-3)
+    assert m["run"] == pytest.approx(m["engines"] + m["decode"])  # phases has no request arrivals
     assert m["total"] == pytest.approx(m["download"] + m["engines"] + m["decode"])
     assert labbox.lab_minutes("kv_capacity")["engines"] == 6  # capacity, fp8, over-ask
 

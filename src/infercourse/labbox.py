@@ -68,7 +68,8 @@ def _work(lab: str) -> LabWork:
 def lab_minutes(lab: str, model_name: str = registry.COURSE_MODEL) -> dict[str, float]:
     """Minutes one lab takes on the lab card, from its own settings (its spec's :class:`LabWork`).
 
-    Returns ``{"download", "engines", "decode", "arrivals", "total"}`` in minutes: the first download of
+    Returns ``{"download", "engines", "decode", "arrivals", "run", "total"}`` in minutes (``run``: the
+    lab itself, engines + decode + arrivals; ``total``: run + download): the first download of
     the model's BF16 weights at the assumed speed (``registry.AUTODL_RTX_4090.download_mb_s``; later
     labs reuse it), ``engines`` x the assumed start-up, ``decode_steps`` x the decode-step floor
     at :data:`STEP_CONTEXT` (batch 1) / :data:`DECODE_EFFICIENCY_ASSUMED`, and ``arrival_s``.
@@ -87,7 +88,8 @@ def lab_minutes(lab: str, model_name: str = registry.COURSE_MODEL) -> dict[str, 
         "decode": work.decode_steps * step_s / 60,
         "arrivals": work.arrival_s / 60,
     }
-    return {**parts, "total": sum(parts.values())}
+    run = parts["engines"] + parts["decode"] + parts["arrivals"]
+    return {**parts, "run": run, "total": run + parts["download"]}
 
 
 def time_estimate(labs: list[str], download: bool = True) -> str:
@@ -103,8 +105,8 @@ def time_estimate(labs: list[str], download: bool = True) -> str:
     )
     for lab in labs:
         m = lab_minutes(lab)
-        total += m["engines"] + m["decode"] + m["arrivals"]
-        lines.append(f"  {lab:<14} {m['engines'] + m['decode'] + m['arrivals']:5.1f} min")
+        total += m["run"]
+        lines.append(f"  {lab:<14} {m['run']:5.1f} min")
     if download:
         m = lab_minutes(labs[0])
         total += m["download"]

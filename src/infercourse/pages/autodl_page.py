@@ -45,12 +45,12 @@ download_bytes = P.add("download_bytes", sum(b for _, _, b in downloads), "B")
 extra_download_min = sum(b for _, _, b in downloads[1:]) / (rent.download_mb_s * 1e6) / 60
 
 # Time and yuan: scripts/run_labs.py's estimate (labbox.lab_minutes), priced at the registry's rate.
-names = labs.wired()
+lesson_pages = {lesson["code"]: lesson["page"] for lesson in course.live_lessons()}  # in course order
+names = sorted(labs.wired(), key=lambda lab: list(lesson_pages).index(labs.spec(lab).lesson))
 rows = []
 for lab in names:
-    m = labbox.lab_minutes(lab)
-    page = {lesson["code"]: lesson["page"] for lesson in course.live_lessons()}[labs.spec(lab).lesson]
-    run_min = m["engines"] + m["decode"]
+    page = lesson_pages[labs.spec(lab).lesson]
+    run_min = labbox.lab_minutes(lab)["run"]
     rows.append(
         {
             "lab": lab,
