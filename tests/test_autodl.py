@@ -152,7 +152,7 @@ def test_time_and_cost_are_the_runner_s_estimate():
         assert row["minutes"] == pytest.approx(m["engines"] + m["decode"] + m["arrivals"])
         assert row["cny"] == pytest.approx(row["minutes"] / 60 * registry.AUTODL_RTX_4090.cny_per_hour)
     # in the course's order (0A's lab first, 7A's last), not the file names' order
-    course_order = "0A 0B 0C 1A 2A 3A 4A 4B 5A 6A 7A".split()
+    course_order = ["0A", "0B", "0C", "1A", "2A", "3A", "4A", "4B", "5A", "6A", "7A"]
     assert [labs.spec(r["lab"]).lesson for r in v["lab_rows"]] == course_order
     assert sorted(r["lab"] for r in v["lab_rows"]) == sorted(labs.wired())
     total = sum(r["minutes"] for r in v["lab_rows"]) + v["first_download_min"] + v["extra_download_min"]
