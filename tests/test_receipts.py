@@ -438,3 +438,16 @@ def test_labkit_receipt_with_a_missing_row_key_is_refused(tmp_path):
     path, _ = _write_with_labkit(tmp_path, rows, labs.phases.SPEC.units)
     with pytest.raises(labs.ReceiptError, match="missing 'step_tokens'"):
         labs.load_receipt(path)
+
+
+@pytest.mark.parametrize(
+    ("model", "label"),
+    [
+        ("Qwen/Qwen2.5-7B-Instruct", "`Qwen/Qwen2.5-7B-Instruct`"),  # a hub id, as it is
+        ("/home/me/.cache/models/tiny-qwen2", "`tiny-qwen2` (local folder)"),  # a machine's own path
+        (".cache/models/tiny-qwen2", "`tiny-qwen2` (local folder)"),
+        ("models/qwen", "`models/qwen`"),  # one slash is a hub id's shape: shown as written
+    ],
+)
+def test_a_table_names_a_local_model_folder_by_its_last_part(model, label):
+    assert labs.model_label(model) == label

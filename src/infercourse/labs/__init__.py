@@ -24,7 +24,7 @@ import importlib
 import json
 import pkgutil
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from infercourse import fmt
@@ -263,6 +263,15 @@ def prediction_label(lab_spec: LabSpec, gpu_name: str = LAB_GPU) -> str:
     return f"**Prediction for the {gpu(gpu_name).name} from {lab_spec.prediction_basis}, not a measurement.**"
 
 
+def model_label(model: str) -> str:
+    """How a table names a receipt's ``model``: a hub id (``owner/name``) as it is, in backticks; a local
+    folder (an absolute or relative path, e.g. ``/home/me/.cache/models/tiny-qwen2``) by its last part and
+    "(local folder)", since the machine's own path means nothing to a reader."""
+    if model.startswith(("/", ".", "~")) or model.count("/") > 1:
+        return f"`{PurePath(model).name}` (local folder)"
+    return f"`{model}`"
+
+
 def measured_table(
     lab_spec: LabSpec, receipts: Sequence[Mapping[str, Any]], intro: str = "**Measured (committed receipts).**"
 ) -> str:
@@ -291,7 +300,7 @@ def measured_table(
                 m["name"],
                 str(receipt["versions"].get("vllm")),
                 receipt["date_utc"][:10],
-                f"`{receipt['model']}` ({receipt['load_format']})",
+                f"{model_label(receipt['model'])} ({receipt['load_format']})",
                 *("-" if row[c.key] is None else c.format(row[c.key]) for c in lab_spec.columns),
             ]
             if lab_spec.efficiency is not None:

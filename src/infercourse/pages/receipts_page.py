@@ -3,7 +3,7 @@ and per lab, beside its lesson's prediction; the CPU reference runs labelled as 
 
 from __future__ import annotations
 
-from infercourse import course, labs
+from infercourse import course, labs, registry
 from infercourse.labs import RECEIPTS_DIR, prediction_label
 from infercourse.pages import PageValues
 
@@ -52,9 +52,12 @@ P.add(
 )
 P.add("gpu_receipt_count", sum(r["machine"]["kind"] == "gpu" for r in receipts), "count")
 P.add("cpu_intro", CPU_INTRO, "text")
+cpu_vllm = sorted({r["versions"]["vllm"] for r in receipts if r["machine"]["kind"] == "cpu"})
+P.add("cpu_vllm", ", ".join(cpu_vllm) or "-", "text")
+P.add("vllm_gpu_version", registry.VLLM_GPU_VERSION, "text")
 
 sections = []
-for lab in labs.wired():
+for lab in sorted(labs.wired(), key=lambda lab: list(_lesson_page).index(labs.spec(lab).lesson)):  # course order
     spec = labs.spec(lab)
     mine = [r for r in receipts if r["lab"] == lab]
     page = _lesson_page[spec.lesson]
