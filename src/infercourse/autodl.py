@@ -96,7 +96,7 @@ df -h / {DATA_DISK}       # the small system disk, and the data disk"""
 """First look at a new instance: driver, Python, disks."""
 
 INSTALL_BLOCK = f"""cd {DATA_DISK}
-COURSE_REPO=https://github.com/OWNER/REPO.git              # this course's git address (or upload a copy instead)
+COURSE_REPO=https://github.com/YOUR-ACCOUNT/YOUR-FORK.git  # REPLACE: the git address of the course (your fork)
 git clone "$COURSE_REPO" infercourse && cd infercourse
 pip install -r requirements-labs-gpu.txt                  # vLLM {registry.VLLM_GPU_VERSION}, CUDA 13 torch, ModelScope
 python scripts/run_labs.py --check                        # driver, GPU, memory, versions: what is wrong"""
