@@ -372,6 +372,13 @@ def test_axe_finds_no_violation_and_a_phone_fits(browser, server, path, scheme):
     assert kinds, f"{path} has no calculator"
     for kind in kinds:
         _ready(page, kind)
+    # the roofline chart's smallest text as drawn: its font size (user units) times the chart's scale
+    smallest = """Math.min(...[...document.querySelectorAll('.ic-roofline text')].map(t => {
+        const svg = t.ownerSVGElement;
+        return parseFloat(getComputedStyle(t).fontSize) * svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+    }))"""
+    if "roofline" in kinds:
+        assert page.evaluate(smallest) >= 11, f"{path}: the roofline chart's text is {page.evaluate(smallest):.1f} px"
     page.fill("#ic-r-batch" if "roofline" in kinds else "#ic-m-utilization" if "memory" in kinds else "#ic-s-k", "0")
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     hidden = "[...document.querySelectorAll('.ic-field[hidden]')].filter(e => e.checkVisibility()).length"

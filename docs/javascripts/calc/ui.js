@@ -151,7 +151,9 @@ function configOf(v, reg, errors) {
 // --- the roofline figure: attainable FLOP/s against intensity, log-log, with both kernels marked ---
 function rooflineFigure(o, v, reg) {
   const g = reg.gpus[v.gpu];
-  const W = 560, H = 300, L = 62, R = 14, T = 14, B = 44;
+  // On a phone a 560-unit chart would shrink its 13-unit text to about 7 px: draw it 360 units wide there,
+  // so the text stays at least 11 px (tests/test_calculators.py measures it at 390 px).
+  const W = window.matchMedia("(max-width: 44.9375em)").matches ? 360 : 560, H = 300, L = 62, R = 14, T = 14, B = 44;
   const x0 = 0, x1 = 4, bw = g.bandwidth_gb_s * 1e9; // 10^0 .. 10^4 FLOP/B
   const y1 = Math.ceil(Math.log10(Math.max(o.peak_tflops, g.bf16_dense_tflops) * 1e12));
   const y0 = y1 - 4;
