@@ -18,7 +18,7 @@ import re
 
 from mkdocs.exceptions import PluginError
 
-FIGURE = re.compile(r'(<p>(?:(?!</p>).)*</p>)?(\s*<div class="course-figure">\s*(?:<p>)?)<svg\b', re.DOTALL)
+FIGURE = re.compile(r'\s*<div class="course-figure">\s*(?:<p>)?<svg\b')
 METADATA = re.compile(r"\s*<metadata>.*?</metadata>", re.DOTALL)
 
 
@@ -32,18 +32,20 @@ def on_config(config):
 def on_page_content(content, page, config, files):
     if 'class="course-figure"' not in content:
         return content
-    count = 0
-
-    def label(match: re.Match) -> str:
-        nonlocal count
-        count += 1
-        if not match.group(1):
+    parts, done = [], 0
+    for count, match in enumerate(FIGURE.finditer(content), 1):
+        # The paragraph right before the figure: found backwards from the figure (a forward pattern
+        # would scan every paragraph of the page to its end, a fifth of a rebuild on the longest lessons).
+        before = content[done : match.start()]
+        start = before.rfind("<p>")
+        if start < 0 or not before.endswith("</p>") or "</p>" in before[start:-4]:
             raise PluginError(
                 f"{page.file.src_uri}: figure {count} has no paragraph right before it; "
                 "write the sentence that says what it shows (it becomes the figure's text alternative)"
             )
         ident = f"figure-{count}-text"
-        paragraph = match.group(1).replace("<p>", f'<p id="{ident}">', 1)
-        return f'{paragraph}{match.group(2)}<svg role="img" aria-labelledby="{ident}" data-search-exclude="1"'
-
-    return METADATA.sub("", FIGURE.sub(label, content))
+        parts += [before[:start], f'<p id="{ident}">', before[start + 3 :], match.group()[: -len("<svg")]]
+        parts.append(f'<svg role="img" aria-labelledby="{ident}" data-search-exclude="1"')
+        done = match.end()
+    parts.append(content[done:])
+    return METADATA.sub("", "".join(parts))

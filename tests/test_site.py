@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import markdown
 import pytest
@@ -133,6 +134,42 @@ def test_a_diagram_mermaid_cannot_parse_fails_the_build(tmp_path):
     assert "index.md: mermaid cannot draw the diagram that starts 'flowchart LR'" in log and "Parse error" in log, log
 
 
+def test_a_figure_is_labelled_by_the_paragraph_right_before_it():
+    """hooks/figures.py on hand-written HTML: each figure's SVG is labelled by the paragraph that ends right
+    before its block (whitespace between them only), numbered in page order, and loses matplotlib's
+    metadata; a figure with no such paragraph fails with the page and the figure's number."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    from mkdocs.exceptions import PluginError
+
+    spec = importlib.util.spec_from_file_location("figures_hook", ROOT / "hooks" / "figures.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="probe.md"))
+    figure = '<div class="course-figure">\n<svg width="1"><metadata>Matplotlib v3</metadata><g/></svg></div>'
+    html = (
+        f"<p>Intro.</p><p>The first figure shows A.</p>\n{figure}<p>Between.</p>\n<p>The second shows B.</p> {figure}"
+    )
+    out = hook.on_page_content(html, page, None, None)
+    assert out == (
+        '<p>Intro.</p><p id="figure-1-text">The first figure shows A.</p>\n<div class="course-figure">\n'
+        '<svg role="img" aria-labelledby="figure-1-text" data-search-exclude="1" width="1"><g/></svg></div>'
+        '<p>Between.</p>\n<p id="figure-2-text">The second shows B.</p> <div class="course-figure">\n'
+        '<svg role="img" aria-labelledby="figure-2-text" data-search-exclude="1" width="1"><g/></svg></div>'
+    )
+    unlabelled_cases = (
+        figure,
+        f"<p>A paragraph.</p><h2>A heading</h2>{figure}",
+        f"<p>An unclosed paragraph {figure}",
+        f"<p>One</p>\n{figure}{figure}",
+    )
+    for unlabelled in unlabelled_cases:
+        number = unlabelled.count("course-figure")
+        with pytest.raises(PluginError, match=f"probe.md: figure {number} has no paragraph right before it"):
+            hook.on_page_content(unlabelled, page, None, None)
+
+
 @pytest.mark.browser  # draws in headless chromium
 def test_diagram_cache_keeps_only_the_last_build_s_diagrams(tmp_path):
     """hooks/diagrams.py run as MkDocs runs it, on three builds: the first draws in chromium, a build of the
@@ -206,10 +243,20 @@ def _wait_for(predicate, seconds: float):
 
 
 @pytest.mark.build  # a real `mkdocs serve`, which builds the site
-def test_serve_shows_an_edit_to_the_package_without_a_restart(tmp_path):
-    """A real `mkdocs serve` on loopback: change a string of src/infercourse/registry.py that a page
-    shows, and the page shows the new string after the rebuild. Bounded at 5 minutes per wait: a liveness
-    bound, not a speed claim (on a 2-core box whose cores are busy a full build takes minutes)."""
+def test_serve_shows_every_kind_of_edit_without_a_restart(tmp_path):
+    """A real `mkdocs serve --strict` on loopback, edited as a maintainer would, in one session:
+
+    1. a string of src/infercourse/registry.py that a page shows: the page shows the new string
+       (the package is re-imported; the pages that show it are expanded and rendered again);
+    2. a prose line in one lesson: that lesson shows it, and another lesson is served byte for byte as
+       before (its rendering was reused, hooks/render_cache.py);
+    3. a comment in a snippet file that a lesson includes (``--8<--``): the listing shows it;
+    4. a broken link in one lesson: the rebuild fails strict, and so does the next rebuild after an edit
+       to another lesson (a page whose rendering warned is rendered again, so its warning is counted
+       again instead of being hidden by the cache).
+
+    Bounded at 5 minutes per wait: a liveness bound, not a speed claim (on a 2-core box whose cores are
+    busy a full build takes minutes)."""
     project = copy_project(tmp_path / "project")
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
@@ -219,29 +266,43 @@ def test_serve_shows_an_edit_to_the_package_without_a_restart(tmp_path):
         "SITE_URL": f"{base}/",
         "PYTHONPATH": str(project / "src"),
     }  # the copy's package, ahead of the editable install
-    serve = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mkdocs",
-            "serve",
-            "--strict",
-            "--config-file",
-            str(project / "mkdocs.yml"),
-            "--dev-addr",
-            f"127.0.0.1:{port}",
-            "--livereload",
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    log = tmp_path / "serve.log"
+    with log.open("w", encoding="utf-8") as stderr:
+        serve = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mkdocs",
+                "serve",
+                "--strict",
+                "--config-file",
+                str(project / "mkdocs.yml"),
+                "--dev-addr",
+                f"127.0.0.1:{port}",
+                "--livereload",
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+        )
+    lessons = sorted((project / "docs" / "lessons").glob("*.md"))
+    url = {p: f"{base}/lessons/{p.stem}/" for p in lessons}
+
+    def aborted() -> int:
+        return log.read_text(encoding="utf-8").count("Aborted with")
+
+    def edit(path: Path, old: str, new: str) -> None:
+        text = path.read_text(encoding="utf-8")
+        assert text.count(old) >= 1, f"{path.name} has no {old!r} to edit"
+        path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
     try:
-        pages = [f"{base}/lessons/{p.stem}/" for p in sorted((project / "docs" / "lessons").glob("*.md"))]
-        first = _wait_for(lambda: all(_get(u) for u in pages) and {u: _get(u) for u in pages}, 300)
+        first = _wait_for(lambda: all(_get(u) for u in url.values()) and {p: _get(u) for p, u in url.items()}, 300)
         assert first, "mkdocs serve did not serve the lessons within 300 s"
+
+        # 1. the package
         registry = project / "src" / "infercourse" / "registry.py"
         source = registry.read_text(encoding="utf-8")
         shown = [
@@ -256,11 +317,41 @@ def test_serve_shows_an_edit_to_the_package_without_a_restart(tmp_path):
         ]
         assert shown, "no string of registry.py appears on a lesson page; pick another edit for this test"
         old = shown[0]
-        new = old + " (edited while serving)"
-        registry.write_text(source.replace(old, new), encoding="utf-8")
-        url = next(u for u, html in first.items() if old in html)
-        assert _wait_for(lambda: new in (_get(url) or ""), 300), (
-            f"{url} still shows the old {old!r} 300 s after the edit"
+        edit(registry, old, old + " (edited while serving)")
+        page = next(p for p, html in first.items() if old in html)
+        assert _wait_for(lambda: old + " (edited while serving)" in (_get(url[page]) or ""), 300), (
+            f"{url[page]} still shows the old {old!r} 300 s after the edit"
+        )
+
+        # 2. prose in one lesson; another lesson unchanged
+        edited, other = lessons[0], lessons[1]
+
+        def served(page: Path) -> str:  # without the live-reload script's build epochs
+            return re.sub(r"livereload\(\d+, \d+\)", "livereload()", _get(url[page]) or "")
+
+        before = served(other)
+        marker = "A prose line added while serving."
+        edit(edited, "\n## ", f"\n{marker}\n\n## ")
+        assert _wait_for(lambda: marker in (_get(url[edited]) or ""), 300), f"{url[edited]} never showed the edit"
+        assert served(other) == before, f"{url[other]} changed after a prose edit to {edited.name}"
+
+        # 3. a snippet a lesson includes
+        included = re.search(r'^--8<-- "(lesson_[^"]+\.py)"$', other.read_text(encoding="utf-8"), re.M)
+        assert included, f"{other.name} includes no lesson snippet; pick another page for this test"
+        snippet = project / "snippets" / included.group(1)
+        snippet.write_text(snippet.read_text(encoding="utf-8") + "# a comment added while serving\n", encoding="utf-8")
+        assert _wait_for(lambda: "a comment added while serving" in (_get(url[other]) or ""), 300), (
+            f"{url[other]} never showed the edit to {snippet.name}"
+        )
+
+        # 4. a warning is reported on every rebuild until it is fixed
+        failed = aborted()
+        edit(edited, marker, marker + " [a broken link](no-such-page.md)")
+        assert _wait_for(lambda: aborted() == failed + 1, 300), "a broken link did not fail the strict rebuild"
+        edit(other, "\n## ", "\nAnother prose line added while serving.\n\n## ")
+        assert _wait_for(lambda: aborted() == failed + 2, 300), (
+            "the rebuild after an edit to another lesson passed strict: the broken link's warning was not "
+            "reported again"
         )
     finally:
         serve.terminate()
