@@ -263,6 +263,62 @@ def test_engine_refusal_is_one_line(lab_setup, tmp_path):
     assert "vLLM's log: " in last
 
 
+TENSOR_PARALLEL = ROOT / "snippets" / "labs" / "tensor_parallel.py"
+
+
+@pytest.mark.lab
+def test_tensor_parallel_ends_on_an_engine_that_would_not_start(lab_setup, tmp_path):
+    """Lab 7A with its default runs and a model vLLM refuses (an unknown architecture): the tp1 engine's
+    failure ends the lab at once, in one line with vLLM's cause, and writes no receipt. It is not an ``n/a``
+    row (those are for runs this machine cannot do), and the all-reduce sweep, which loads no model, does
+    not make the lab pass. About 20 s here (one vLLM import); it ended 0 with four n/a rows before."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
+    receipt = tmp_path / "tensor_parallel.json"
+    done = subprocess.run(
+        [str(LAB_PYTHON), str(TENSOR_PARALLEL), "--model", str(model), "--receipt", str(receipt)],
+        capture_output=True,
+        text=True,
+        env=run_labs.lab_env(cpu=True),
+        timeout=900,
+    )
+    assert done.returncode == 3, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(
+        f"error: tp1 (tensor_parallel_size=1) failed: vLLM could not start an engine for '{model}': "
+    ), lines[0]
+    assert "no-such-architecture" in lines[0] and "(log: " in lines[0], lines[0]
+    assert "engine 2/" not in done.stdout and not receipt.exists()
+
+
+@pytest.mark.lab
+def test_tensor_parallel_on_one_cpu_core_is_n_a_with_the_reason(lab_setup, tmp_path):
+    """Lab 7A's tp2 run on one CPU core (the lab binds each rank of vLLM's CPU build to a core of its own):
+    an ``n/a`` row with that reason, found before any engine starts; the all-reduce sweep (two gloo
+    processes, no binding) still runs and the lab ends 0 with its receipt. About 15 s here."""
+    receipt = tmp_path / "tensor_parallel.json"
+    core = min(os.sched_getaffinity(0))
+    env = {k: v for k, v in run_labs.lab_env(cpu=True).items() if k != "VLLM_CPU_OMP_THREADS_BIND"}
+    done = subprocess.run(
+        [str(LAB_PYTHON), str(TENSOR_PARALLEL), "--model", str(TINY), "--runs", "tp2,allreduce"]
+        + ["--receipt", str(receipt)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        preexec_fn=lambda: os.sched_setaffinity(0, {core}),
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    reason = "1 CPU core available: vLLM's CPU build runs each of the 2 ranks on a core of its own"
+    assert f"[tensor_parallel] tp2: n/a on this machine ({reason})" in done.stdout
+    tp2, allreduce = labs.load_receipt(receipt)["results"]
+    assert (tp2["run"], tp2["outcome"], tp2["reason"], tp2["ranks"]) == ("tp2", "n/a", reason, None)
+    assert (allreduce["run"], allreduce["outcome"], allreduce["backend"]) == ("allreduce", "started", "gloo")
+
+
 # --- ModelScope: with VLLM_USE_MODELSCOPE=True no lab process asks Hugging Face for anything ------
 
 SITECUSTOMIZE = """
@@ -295,11 +351,8 @@ def test_with_modelscope_no_lab_process_asks_hugging_face(lab, lab_setup, tmp_pa
         "PYTHONPATH": str(tmp_path),
     }
     env.pop("HF_HUB_OFFLINE", None)  # a hub id must be looked up somewhere: the test sees where
-    # lab 7A records an engine run that fails as an n/a row and goes on, and its all-reduce sweep loads no
-    # model, so with its default runs it ends 0 here: ask for tp1 alone, whose failure is the lab's
-    runs = ["--runs", "tp1"] if lab == "tensor_parallel" else []
     done = subprocess.run(
-        [str(LAB_PYTHON), str(ROOT / "snippets" / "labs" / f"{lab}.py"), "--model", "Qwen/Qwen2.5-7B-Instruct", *runs],
+        [str(LAB_PYTHON), str(ROOT / "snippets" / "labs" / f"{lab}.py"), "--model", "Qwen/Qwen2.5-7B-Instruct"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -26,7 +26,12 @@ between T = 1 and T = 2 in float32, where only the order of a sum changes; not w
 dummy``, whose random weights each rank draws for its own shard) and the decode step time at
 each batch of ``--step-batches`` (``labkit.decode_step_s``, the method of lab 2A).
 
-A run the machine cannot do (two ranks on one GPU) gets an ``n/a`` row with the reason; the lab goes on.
+A run this machine cannot do gets an ``n/a`` row with the reason, and the lab goes on: its child finds,
+before any engine or rank starts (:func:`cannot_run`), more ranks than visible GPUs (``tp2``,
+``tp2_nccl`` or ``allreduce`` on one GPU) or, on vLLM's CPU build, fewer CPU cores than ranks. Any other
+failure (a model that cannot be downloaded or loaded, vLLM refusing to start, a crash) ends the lab with
+one line naming vLLM's root cause (exit 3), as does a ``shard`` run on a model whose sizes T = 2 does not
+divide (a local folder's ``config.json`` is checked for that before the first engine, exit 2).
 
 Run (GPU, vLLM 0.26.0):   python snippets/labs/tensor_parallel.py --receipt receipts/rtx-4090/tensor_parallel.json
 GeForce cards have no peer-to-peer access; the receipt records NCCL_P2P_DISABLE if it is set.
@@ -72,6 +77,8 @@ ALLREDUCE_REPEATS = 10
 ALLREDUCE_WARMUP = 3
 EMULATED_T = 2
 """The T whose per-rank shape the ``shard`` run loads: heads, KV heads and intermediate size divided by it."""
+SHARD_KEYS = ("num_attention_heads", "num_key_value_heads", "intermediate_size")
+"""The config sizes the ``shard`` run divides by :data:`EMULATED_T`."""
 KINDS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 """The sharded linear layers of a Qwen2/Llama block, by vLLM module name: column-parallel QKV and
 gate/up, row-parallel o_proj and down_proj."""
@@ -135,6 +142,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def check_input(args) -> None:
+    """Refuse (exit 2, one line) what cannot work before the first engine starts: the model folder,
+    ``--runs``, ``--max-model-len``, ``--step-batches``, and a local model whose sizes the ``shard``
+    run cannot divide (its ``config.json``; a hub id's config is read by the shard run itself)."""
     check_model_arg(args.model)
     unknown = [r for r in args.runs if r not in RUNS]
     if unknown or not args.runs:
@@ -144,6 +154,21 @@ def check_input(args) -> None:
         fail(f"--max-model-len must be at least {need}, got {args.max_model_len}")
     if args.step_batches and (min(args.step_batches) < 1 or list(args.step_batches) != sorted(set(args.step_batches))):
         fail(f"--step-batches must be increasing positive whole numbers, got {args.step_batches}")
+    config = Path(args.model).expanduser() / "config.json"
+    if "shard" in args.runs and config.is_file():
+        try:
+            cfg = json.loads(config.read_text())
+        except (OSError, ValueError):
+            return  # vLLM says what is wrong with it, at the first engine
+        cfg = cfg.get("text_config", cfg)
+        if isinstance(cfg, dict) and all(k in cfg for k in (*SHARD_KEYS, "hidden_size")):
+            check_shard_divides({k: cfg[k] for k in SHARD_KEYS})
+
+
+def check_shard_divides(sizes: dict) -> None:
+    """Exit 2 with one line if T = :data:`EMULATED_T` does not divide every size of ``sizes``."""
+    if any(v % EMULATED_T for v in sizes.values()):
+        fail(f"T = {EMULATED_T} does not divide {sizes}; the shard run needs a model whose sizes it divides")
 
 
 def rank_shapes(model) -> dict:
@@ -179,13 +204,11 @@ def shard_shape(hf_config):
     config (llama.py:155-156) and, with ``qkv_bias``, gives QKV a bias and o_proj none (llama.py:264-271),
     as Qwen2 has."""
     cfg = getattr(hf_config, "text_config", hf_config)
-    keys = ("num_attention_heads", "num_key_value_heads", "intermediate_size")
-    if not all(hasattr(cfg, k) for k in (*keys, "hidden_size")):
+    if not all(hasattr(cfg, k) for k in (*SHARD_KEYS, "hidden_size")):
         return hf_config
     d_h = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    sizes = {k: getattr(cfg, k) for k in keys}
-    if any(v % EMULATED_T for v in sizes.values()):
-        fail(f"T = {EMULATED_T} does not divide {sizes}; the shard run needs a model whose sizes it divides")
+    sizes = {k: getattr(cfg, k) for k in SHARD_KEYS}
+    check_shard_divides(sizes)
     for k, v in sizes.items():
         setattr(cfg, k, v // EMULATED_T)
     cfg.head_dim, cfg.qkv_bias = d_h, True
@@ -264,9 +287,36 @@ def fit_latency_bandwidth(message_bytes, seconds) -> tuple[float, float]:
     return float(solution[0, 0]), float(solution[1, 0])
 
 
+def cannot_run(run: str) -> str | None:
+    """Why this machine cannot do ``run``, found before any engine or rank starts, or None if it can.
+
+    A GPU box (``torch.cuda.device_count()``, which honours ``CUDA_VISIBLE_DEVICES`` as vLLM's count
+    does): fewer GPUs than the run's ``tensor_parallel_size`` (:data:`TENSOR_PARALLEL`; the ``allreduce``
+    run needs two or more). vLLM's CPU build (no GPU counted): fewer CPU cores than ranks, where the lab
+    binds each rank's threads to a core of its own (``VLLM_CPU_OMP_THREADS_BIND`` unset or ``auto``, see
+    :func:`child`). ``tp1`` and ``shard`` need one device: always None (torch is not imported for them)."""
+    tp = TENSOR_PARALLEL[run]
+    if tp == 1:
+        return None
+    import torch
+
+    gpus = torch.cuda.device_count()  # counted through NVML: CUDA stays uninitialised for vLLM's forked workers
+    if gpus >= tp:
+        return None
+    if gpus:
+        name = torch.cuda.get_device_name(0)  # initialises CUDA: only in a child that starts nothing
+        if run == "allreduce":
+            return f"one GPU visible ({name}): an all-reduce needs two or more ranks"
+        return f"{gpus} GPU visible ({name}): tensor_parallel_size={tp} needs {tp} GPUs"
+    cores = len(os.sched_getaffinity(0))
+    if run != "allreduce" and os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto") == "auto" and cores < tp:
+        return f"{cores} CPU core available: vLLM's CPU build runs each of the {tp} ranks on a core of its own"
+    return None
+
+
 def allreduce_child() -> int:
-    """The ``allreduce`` run: spawn the ranks, fit, print the row (``ROW_TAG`` + JSON); a box with one GPU
-    prints an ``error:`` line (the row's ``n/a`` reason)."""
+    """The ``allreduce`` run (the machine can do it: :func:`cannot_run`): spawn the ranks, fit, print the
+    row (``ROW_TAG`` + JSON). A failing rank ends the process with its traceback."""
     import socket
 
     import torch
@@ -274,8 +324,6 @@ def allreduce_child() -> int:
 
     if torch.cuda.is_available():
         backend, world = "nccl", torch.cuda.device_count()
-        if world < 2:
-            fail(f"one GPU visible ({torch.cuda.get_device_name(0)}): an all-reduce needs two or more ranks")
     else:
         backend, world = "gloo", TENSOR_PARALLEL["allreduce"]
     with socket.socket() as sock:  # a free local port for the ranks' rendezvous
@@ -300,7 +348,14 @@ def allreduce_child() -> int:
 
 
 def child(args) -> int:
-    """Start one engine, print its row (``ROW_TAG`` + JSON) and exit; vLLM's errors end the process."""
+    """Do one run and print its row (``ROW_TAG`` + JSON): ``{"cannot": reason}`` when this machine cannot do
+    it (:func:`cannot_run`; exit 0, no engine started), else the engine's (or the all-reduce sweep's)
+    figures. vLLM's errors end the process with one ``error:`` line: the root cause of an engine that would
+    not start (exit 2, :func:`labkit.engine_failure`), or what the step-time sweep could not measure (exit 3)."""
+    reason = cannot_run(args.run)
+    if reason is not None:
+        print(ROW_TAG + json.dumps({"cannot": reason}), flush=True)
+        return 0
     if args.run == "allreduce":
         return allreduce_child()
     engine_core_in_process()  # apply_model needs the engine in this process
@@ -355,15 +410,16 @@ def child(args) -> int:
     return 0
 
 
-def result_row(args, run: str, got: dict) -> dict:
-    """One receipt row: what a started engine's ranks hold, or ``n/a`` with the reason."""
-    row, tp = got["row"], TENSOR_PARALLEL[run]
+def result_row(args, run: str, row: dict) -> dict:
+    """One receipt row from the child's ``row``: what a started engine's ranks hold (or the all-reduce
+    sweep's fit), or ``n/a`` with the reason the machine cannot do the run (``{"cannot": reason}``)."""
+    tp = TENSOR_PARALLEL[run]
     empty = {f"{k}_elements": None for k in KINDS}
     na = {
         "run": run,
         "tensor_parallel_size": tp,
         "outcome": "n/a",
-        "reason": None if row else got["cause"][:400],
+        "reason": row.get("cannot"),
         "ranks": None,
         **empty,
         "embed_rows": None,
@@ -382,7 +438,7 @@ def result_row(args, run: str, got: dict) -> dict:
         "fit_alpha_s": None,
         "fit_link_gb_s": None,
     }
-    if row is None:
+    if "cannot" in row:
         return na
     if run == "allreduce":
         ar = row["allreduce"]
@@ -443,13 +499,15 @@ def main(argv=None) -> int:
         arguments += ["--enforce-eager"] if args.enforce_eager else []
         log = log_dir / f"{run}.log"
         got = child_run(__file__, arguments, log, ROW_TAG, CHILD_TIMEOUT_S)
-        if got["row"] is None:
-            progress(f"{run}: n/a ({got['cause'][:300]}; log: {log})")
+        if got["row"] is None:  # not a run this machine cannot do (that child says so and exits 0)
+            fail(f"{run} (tensor_parallel_size={TENSOR_PARALLEL[run]}) failed: {got['cause'][:400]} (log: {log})", 3)
+        if "cannot" in got["row"]:
+            progress(f"{run}: n/a on this machine ({got['row']['cannot']})")
         else:
             starts.append(got["row"]["engine_start_s"])
-        rows.append(result_row(args, run, got))
+        rows.append(result_row(args, run, got["row"]))
     if not starts:
-        fail(f"no engine started; the first reason: {rows[0]['reason']} (logs: {log_dir})")
+        fail(f"this machine can do none of --runs {','.join(args.runs)}: {rows[0]['reason']}")
 
     print(f"{args.model} ({args.load_format} weights, dtype {args.dtype}); linear elements per rank")
     print(f"{'run':<9} {'T':>2} {'qkv_proj':>14} {'o_proj':>14} {'gate_up_proj':>14} {'down_proj':>14} {'KV heads':>9}")
