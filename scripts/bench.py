@@ -234,6 +234,38 @@ def _lighthouse_scores(cli: str, url: str, preset: str) -> list[int] | str:
     return [round(100 * s) for s in scores]
 
 
+LIGHTHOUSE_PIN = "12.8.2"  # the newest release that runs on Node 20 (13.x needs Node 22.19)
+
+
+def lighthouse_version(cli: str) -> str:
+    """The version of the Lighthouse whose CLI is ``cli`` (node_modules/.bin/lighthouse or its cli/index.js).
+
+    Exits with one line before any build if ``cli`` is not a Lighthouse CLI, or if that Lighthouse
+    records style invalidations in its trace (``disabled-by-default-devtools.timeline.invalidationTracking``,
+    in 12.2.3 and other older releases; gone from 12.8.2): with it on, Chromium records every invalidation
+    and the measured page's style recalculations run several times slower (lesson 0A, mobile, this machine:
+    total blocking time 4,360-8,560 ms under 12.2.3 against 1,090 ms under 12.8.2), so its performance
+    score measures the tracing as much as the page.
+    """
+    package = Path(cli).resolve().parents[1]
+    try:
+        version = json.loads((package / "package.json").read_text(encoding="utf-8"))["version"]
+        trace = (package / "core" / "gather" / "gatherers" / "trace.js").read_text(encoding="utf-8")
+    except (OSError, ValueError, KeyError):
+        sys.exit(
+            f"error: {cli} is not a Lighthouse CLI (no lighthouse package beside it); install one with "
+            f"'npm install -E --prefix /tmp/lh lighthouse@{LIGHTHOUSE_PIN}' and pass "
+            "--lighthouse /tmp/lh/node_modules/.bin/lighthouse"
+        )
+    if re.search(r"^\s*'disabled-by-default-devtools\.timeline\.invalidationTracking'", trace, re.M):
+        sys.exit(
+            f"error: Lighthouse {version} traces style invalidations, which slows the measured page's style "
+            f"recalculation several times over; use {LIGHTHOUSE_PIN}: "
+            f"'npm install -E --prefix /tmp/lh lighthouse@{LIGHTHOUSE_PIN}'"
+        )
+    return version
+
+
 def bench_lighthouse(cli: str, site: Path, base: str, runs: int) -> None:
     lessons = [
         urlsplit(u).path
@@ -241,7 +273,8 @@ def bench_lighthouse(cli: str, site: Path, base: str, runs: int) -> None:
         if "/lessons/" in u
     ]
     print(
-        f"Lighthouse (performance / accessibility / best practices / SEO, each the median of {runs} runs; "
+        f"Lighthouse {lighthouse_version(cli)} (performance / accessibility / best practices / SEO, each the "
+        f"median of {runs} runs; "
         "the performance score follows this machine's load, given as the 1-minute load average):"
     )
     for path in lessons:
@@ -267,6 +300,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.runs < 1:
         sys.exit("error: --runs must be 1 or more")
+    if args.lighthouse:
+        lighthouse_version(args.lighthouse)  # before the builds: a wrong CLI costs seconds, not minutes
     with tempfile.TemporaryDirectory(prefix="bench-") as name:
         tmp = Path(name)
         bench_build(tmp, args.runs)

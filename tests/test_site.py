@@ -395,3 +395,33 @@ def test_katex_cache_keeps_only_the_last_build_s_formulas(tmp_path):
 
     assert len(build("a + b", "\\kappa")) == 2
     assert len(build("\\kappa")) == 1  # "a + b" was edited away: its entry is gone
+
+
+def test_bench_refuses_a_lighthouse_that_traces_style_invalidations(tmp_path):
+    """scripts/bench.py checks --lighthouse before any build: a Lighthouse whose trace records style
+    invalidations (12.2.3's gatherer lists the category; 12.8.2's does not) is refused in one line, since it
+    slows the measured page's style recalculation several times over; a path that is no Lighthouse too."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench", ROOT / "scripts" / "bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def lighthouse(version: str, categories: str) -> str:
+        package = tmp_path / version / "lighthouse"
+        (package / "cli").mkdir(parents=True)
+        (package / "cli" / "index.js").write_text("", encoding="utf-8")
+        (package / "package.json").write_text(json.dumps({"version": version}), encoding="utf-8")
+        gatherers = package / "core" / "gather" / "gatherers"
+        gatherers.mkdir(parents=True)
+        (gatherers / "trace.js").write_text(f"return [\n{categories}\n];\n", encoding="utf-8")
+        return str(package / "cli" / "index.js")
+
+    tracked = "      'devtools.timeline',\n      'disabled-by-default-devtools.timeline.invalidationTracking',"
+    assert bench.lighthouse_version(lighthouse("12.8.2", "      'devtools.timeline',")) == "12.8.2"
+    commented = "      // 'disabled-by-default-devtools.timeline.invalidationTracking',"
+    assert bench.lighthouse_version(lighthouse("13.0.0", commented)) == "13.0.0"
+    with pytest.raises(SystemExit, match=r"Lighthouse 12\.2\.3 traces style invalidations.*lighthouse@12\.8\.2"):
+        bench.lighthouse_version(lighthouse("12.2.3", tracked))
+    with pytest.raises(SystemExit, match="is not a Lighthouse CLI"):
+        bench.lighthouse_version(str(tmp_path / "bin" / "node"))
