@@ -33,7 +33,8 @@ every Python file in ``snippets/labs/`` (each lab and the shared ``labkit.py``) 
   and a line marked ``# not vLLM`` reads another program's output (nvidia-smi);
 - in every text (docstrings, comments, ``snippets/labs/README.md``): a line that is a ``vllm ...``
   command must use an existing subcommand (``vllm bench <sub>`` too) and existing ``--flags``; so must
-  the literal words of every ``vllm_cli(...)`` call (labkit's builder of such command lines);
+  the literal words of every ``vllm_cli(...)`` call (labkit's builder of such command lines), with
+  a list spread into it (``*flags``) followed to its rows, ``.append``/``.extend``/``+=``;
   deprecated entry points (``python -m vllm.entrypoints.openai.api_server``, the
   ``benchmarks/benchmark_*.py`` scripts of the source tree) are refused;
 - in the pages (``docs/**/*.md``) and README.md: metric names and ``VLLM_*`` variables;
@@ -121,13 +122,58 @@ CLI_BUILDER = "vllm_cli"
 checked like a command line in the text (a word that is not a literal stands for a value)."""
 
 
+def _word(expr: ast.expr, values: _Values) -> list[str]:
+    """The literal words one argument of a command line may be: a string constant, either string of
+    ``"--a" if c else "--b"``; anything else stands for a value."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return [expr.value]
+    if isinstance(expr, ast.IfExp):
+        found = [v for v in values.of(expr) if isinstance(v, str)]
+        return found or ["VALUE"]
+    return ["VALUE"]
+
+
+def _list_words(expr: ast.expr, values: _Values) -> list[str]:
+    """The words of a list spread into a command line (``*flags``): its literal rows (names, ``a + b``
+    followed), and for a name also what ``name.append(...)`` / ``.extend([...])`` / ``+= [...]`` add in
+    its scope."""
+    words = [w for row in values.rows(expr, 0) for w in _word(row, values)]
+    if isinstance(expr, ast.Name):
+        scope = values.scope(expr)
+        for node in ast.walk(scope):
+            if values.scope(node) is not scope:
+                continue
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == expr.id
+                and node.args
+            ):
+                if node.func.attr in ("append", "insert"):
+                    words += _word(node.args[-1], values)
+                elif node.func.attr == "extend":
+                    words += [w for row in values.rows(node.args[0], 0) for w in _word(row, values)]
+            elif (
+                isinstance(node, ast.AugAssign)
+                and isinstance(node.op, ast.Add)
+                and isinstance(node.target, ast.Name)
+                and node.target.id == expr.id
+            ):
+                words += [w for row in values.rows(node.value, 0) for w in _word(row, values)]
+    return words or ["VALUE"]
+
+
 def cli_call_problems(tree: ast.Module, surface: dict, where: str) -> list[str]:
-    """Problems of every ``vllm_cli("serve", ..., "--flag", ...)`` call (:data:`CLI_BUILDER`)."""
-    problems = []
+    """Problems of every ``vllm_cli("serve", ..., "--flag", ...)`` call (:data:`CLI_BUILDER`), with the
+    words of a list spread into it (``vllm_cli("serve", model, *flags)``) followed to its literals."""
+    values, problems = _Values(tree), []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _call_name(node.func) == CLI_BUILDER:
             words = [
-                a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else "VALUE" for a in node.args
+                w
+                for a in node.args
+                for w in (_list_words(a.value, values) if isinstance(a, ast.Starred) else _word(a, values))
             ]
             problems += command_problems(words, surface, f"{where}:{node.lineno}")
     return problems

