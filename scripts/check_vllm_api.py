@@ -24,13 +24,17 @@ every Python file in ``snippets/labs/`` (each lab and the shared ``labkit.py``) 
   keywords, dict entries, argparse defaults/choices, ``["--kv-cache-dtype", x]`` lists, function
   parameters and loop rows back to their constants;
 - keys read from ``vllm:cache_config_info``'s labels;
+- keys of the ``speculative_config`` dict of ``LLM``/``EngineArgs`` (a dict literal, ``dict(...)``,
+  ``d[key] = ...`` / ``d.update(...)`` on a name, or what a function of the file returns): each a
+  field of ``SpeculativeConfig``; keys that cannot be followed to literals are refused;
 - against the GPU release only: every regex given to ``re.*`` and every text looked for with ``in``
   / ``startswith`` / ``endswith`` (two words or more) must match a message vLLM logs or raises,
   rendered with sample values; a pattern with no literal word (a date) is structural and skipped,
   and a line marked ``# not vLLM`` reads another program's output (nvidia-smi);
 - in every text (docstrings, comments, ``snippets/labs/README.md``): a line that is a ``vllm ...``
   command must use an existing subcommand (``vllm bench <sub>`` too) and existing ``--flags``; so must
-  the literal words of every ``vllm_cli(...)`` call (labkit's builder of such command lines);
+  the literal words of every ``vllm_cli(...)`` call (labkit's builder of such command lines), with
+  a list spread into it (``*flags``) followed to its rows, ``.append``/``.extend``/``+=``;
   deprecated entry points (``python -m vllm.entrypoints.openai.api_server``, the
   ``benchmarks/benchmark_*.py`` scripts of the source tree) are refused;
 - in the pages (``docs/**/*.md``) and README.md: metric names and ``VLLM_*`` variables;
@@ -118,13 +122,58 @@ CLI_BUILDER = "vllm_cli"
 checked like a command line in the text (a word that is not a literal stands for a value)."""
 
 
+def _word(expr: ast.expr, values: _Values) -> list[str]:
+    """The literal words one argument of a command line may be: a string constant, either string of
+    ``"--a" if c else "--b"``; anything else stands for a value."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return [expr.value]
+    if isinstance(expr, ast.IfExp):
+        found = [v for v in values.of(expr) if isinstance(v, str)]
+        return found or ["VALUE"]
+    return ["VALUE"]
+
+
+def _list_words(expr: ast.expr, values: _Values) -> list[str]:
+    """The words of a list spread into a command line (``*flags``): its literal rows (names, ``a + b``
+    followed), and for a name also what ``name.append(...)`` / ``.extend([...])`` / ``+= [...]`` add in
+    its scope."""
+    words = [w for row in values.rows(expr, 0) for w in _word(row, values)]
+    if isinstance(expr, ast.Name):
+        scope = values.scope(expr)
+        for node in ast.walk(scope):
+            if values.scope(node) is not scope:
+                continue
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == expr.id
+                and node.args
+            ):
+                if node.func.attr in ("append", "insert"):
+                    words += _word(node.args[-1], values)
+                elif node.func.attr == "extend":
+                    words += [w for row in values.rows(node.args[0], 0) for w in _word(row, values)]
+            elif (
+                isinstance(node, ast.AugAssign)
+                and isinstance(node.op, ast.Add)
+                and isinstance(node.target, ast.Name)
+                and node.target.id == expr.id
+            ):
+                words += [w for row in values.rows(node.value, 0) for w in _word(row, values)]
+    return words or ["VALUE"]
+
+
 def cli_call_problems(tree: ast.Module, surface: dict, where: str) -> list[str]:
-    """Problems of every ``vllm_cli("serve", ..., "--flag", ...)`` call (:data:`CLI_BUILDER`)."""
-    problems = []
+    """Problems of every ``vllm_cli("serve", ..., "--flag", ...)`` call (:data:`CLI_BUILDER`), with the
+    words of a list spread into it (``vllm_cli("serve", model, *flags)``) followed to its literals."""
+    values, problems = _Values(tree), []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _call_name(node.func) == CLI_BUILDER:
             words = [
-                a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else "VALUE" for a in node.args
+                w
+                for a in node.args
+                for w in (_list_words(a.value, values) if isinstance(a, ast.Starred) else _word(a, values))
             ]
             problems += command_problems(words, surface, f"{where}:{node.lineno}")
     return problems
@@ -465,6 +514,122 @@ def literal_value_problems(tree: ast.Module, literal_args: dict[str, list], wher
             )
             problems[message] = min(problems.get(message, 10**9), getattr(node, "lineno", 0))
     return [f"{where}:{line}: {message}" for message, line in sorted(problems.items(), key=lambda kv: kv[1])]
+
+
+SPECULATIVE_CONFIG = "speculative_config"
+
+
+def _dict_keys(
+    expr: ast.expr | None, values: _Values, depth: int = 0
+) -> tuple[list[tuple[ast.AST, str]], list[ast.AST]]:
+    """The keys a dict expression may hold, followed like :class:`_Values` follows constants: a dict
+    literal, ``dict(k=...)``, a name (its assignments, ``name[key] = ...`` and ``name.update(...)`` in its
+    scope), a call of one of the file's functions (what it returns), ``x if c else y``. Returns
+    ``([(node, key)], [nodes whose keys cannot be followed])``; ``None`` holds no keys."""
+    keys: list[tuple[ast.AST, str]] = []
+    unknown: list[ast.AST] = []
+    if depth > 8 or expr is None or (isinstance(expr, ast.Constant) and expr.value is None):
+        return keys, unknown
+
+    def merge(found: tuple[list, list]) -> None:
+        keys.extend(found[0])
+        unknown.extend(found[1])
+
+    if isinstance(expr, ast.Dict):
+        for k, v in zip(expr.keys, expr.values, strict=True):
+            if k is None:  # {**other}
+                merge(_dict_keys(v, values, depth + 1))
+            elif isinstance(k, ast.Constant) and isinstance(k.value, str):
+                keys.append((k, k.value))
+            else:
+                unknown.append(k)
+    elif isinstance(expr, ast.IfExp):
+        merge(_dict_keys(expr.body, values, depth + 1))
+        merge(_dict_keys(expr.orelse, values, depth + 1))
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "dict" and not expr.args:
+        for kw in expr.keywords:
+            if kw.arg is None:
+                merge(_dict_keys(kw.value, values, depth + 1))
+            else:
+                keys.append((kw, kw.arg))
+    elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in values.functions:
+        function = values.functions[expr.func.id]
+        returns = [r for r in ast.walk(function) if isinstance(r, ast.Return) and values.scope(r) is function]
+        for r in returns:
+            merge(_dict_keys(r.value, values, depth + 1))
+        if not returns:
+            unknown.append(expr)
+    elif isinstance(expr, ast.Name):
+        scope = values.scope(expr)
+        bindings = values._bindings(expr.id, scope)
+        if not bindings or any(kind != "value" or pos is not None for kind, _, pos in bindings):
+            unknown.append(expr)  # a parameter, a loop target, a tuple's element: not followed
+        for _, node, _ in (b for b in bindings if b[0] == "value" and b[2] is None):
+            merge(_dict_keys(node, values, depth + 1))
+        for node in ast.walk(scope):
+            if values.scope(node) is not scope:
+                continue
+            if isinstance(node, (ast.Assign, ast.AugAssign)):
+                for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == expr.id:
+                        if isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str):
+                            keys.append((t, t.slice.value))
+                        else:
+                            unknown.append(t)
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == expr.id
+                and node.func.attr in ("update", "setdefault")
+            ):
+                if node.func.attr == "setdefault":
+                    first = node.args[0] if node.args else None
+                    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                        keys.append((node, first.value))
+                    else:
+                        unknown.append(node)
+                else:
+                    merge(_dict_keys(ast.Call(ast.Name("dict"), [], node.keywords), values, depth + 1))
+                    for a in node.args:
+                        merge(_dict_keys(a, values, depth + 1))
+    else:
+        unknown.append(expr)
+    return keys, unknown
+
+
+def speculative_key_problems(tree: ast.Module, fields: list[str], where: str) -> list[str]:
+    """Keys of the ``speculative_config`` dict given to ``LLM``/``EngineArgs``/``AsyncEngineArgs``
+    that are no field of this vLLM's ``SpeculativeConfig`` (which forbids other keys), and a
+    ``speculative_config`` whose keys cannot be followed to dict literals in this file. vLLM turns
+    ``-`` into ``_`` in the keys first (``EngineArgs.create_speculative_config``)."""
+    values, problems = _Values(tree), []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and _call_name(node.func) in ENGINE_CONSTRUCTORS):
+            continue
+        for kw in node.keywords:
+            if kw.arg != SPECULATIVE_CONFIG:
+                continue
+            keys, unknown = _dict_keys(kw.value, values)
+            for key_node, key in keys:
+                if key.replace("-", "_") not in fields:
+                    problems.append(
+                        (
+                            getattr(key_node, "lineno", kw.lineno),
+                            f"{where}:{getattr(key_node, 'lineno', kw.lineno)}: speculative_config has no key "
+                            f"{key!r}: not a field of this vLLM's SpeculativeConfig{_close(key, fields)}",
+                        )
+                    )
+            for u in unknown:
+                line = getattr(u, "lineno", kw.lineno)
+                problems.append(
+                    (
+                        line,
+                        f"{where}:{line}: speculative_config: keys that cannot be followed to a dict literal "
+                        f"in this file cannot be checked; build the dict with literal keys",
+                    )
+                )
+    return [p for _, p in sorted(set(problems))]
 
 
 def _marked(source_lines: list[str], *nodes: ast.AST) -> bool:
@@ -908,6 +1073,7 @@ def check_source(source: str, surface: dict, where: str = "<lab>", reads_vllm_ou
     problems = visitor.problems + check_text(source, surface, where) + cli_call_problems(tree, surface, where)
     problems += token_problems(source, surface, where, python=True)
     problems += literal_value_problems(tree, surface["literal_args"], where)
+    problems += speculative_key_problems(tree, surface["speculative_config_fields"], where)
     problems += label_key_problems(tree, surface["cache_config_info_labels"], where)
     if reads_vllm_output and checks_messages(surface):
         problems += message_problems(tree, source, surface["messages"], where)

@@ -27,6 +27,9 @@ What is extracted (all by ``ast``, nothing of vLLM is imported):
   and its kind where the call that makes it says (``counter``, ``gauge``, ``histogram``; else ``?``);
 - ``cache_config_info_labels``: the label keys of ``vllm:cache_config_info`` (``CacheConfig``'s
   ``__dict__``: its dataclass fields and attributes it sets, plus ``engine``);
+- ``speculative_config_fields``: the fields of ``SpeculativeConfig``, the keys the ``speculative_config``
+  dict of ``LLM``/``EngineArgs`` may have (``EngineArgs.create_speculative_config`` calls
+  ``SpeculativeConfig(**speculative_config)``, a pydantic dataclass that forbids other keys);
 - ``env_vars``: the keys of ``environment_variables`` in ``vllm/envs.py`` (vLLM itself calls any
   other ``VLLM_*`` variable "Unknown vLLM environment variable");
 - ``literal_args``: the allowed values of every ``EngineArgs`` field whose type is closed (only
@@ -613,8 +616,24 @@ def _cache_config_labels(classes: _Classes) -> list[str]:
     return sorted(fields | stores | {"engine"})  # PrometheusStatLogger.log_metrics_info adds "engine"
 
 
+def _speculative_config_fields(classes: _Classes) -> list[str]:
+    """Fields of the ``SpeculativeConfig`` that ``EngineArgs`` builds from its ``speculative_config`` dict."""
+    found = classes.find("SpeculativeConfig", FILES["engine_args"])
+    if found is None or not isinstance(found[1], ast.ClassDef):
+        raise Missing(f"class SpeculativeConfig not found from {FILES['engine_args']}")
+    engine_args = _class(classes.trees[FILES["engine_args"]], "EngineArgs", FILES["engine_args"])
+    create = _methods(engine_args).get("create_speculative_config")
+    if create is None or "SpeculativeConfig(**self.speculative_config)" not in ast.unparse(create):
+        raise Missing(
+            "EngineArgs.create_speculative_config no longer calls SpeculativeConfig(**self.speculative_config); "
+            "update _speculative_config_fields"
+        )
+    return sorted(_fields(found[1]))
+
+
 def constants(read) -> dict:
-    """Metric names, cache_config_info labels, env vars, Literal values, objects and messages."""
+    """Metric names, cache_config_info labels, SpeculativeConfig fields, env vars, Literal values, objects and
+    messages."""
     trees = {}
     for path in read.names():
         if path.endswith(".py"):
@@ -636,6 +655,7 @@ def constants(read) -> dict:
     return {
         "metrics": dict(sorted(metrics.items())),
         "cache_config_info_labels": _cache_config_labels(classes),
+        "speculative_config_fields": _speculative_config_fields(classes),
         "env_vars": _env_vars(trees["vllm/envs.py"]),
         "literal_args": _literal_args(engine_args, FILES["engine_args"], classes),
         "objects": _objects(classes),

