@@ -14,6 +14,19 @@ def test_vram_needed_for_the_phases_lab():
     assert labbox.vram_needed_bytes(4224) == pytest.approx(19_153_193_182.6, abs=1)
 
 
+def test_vram_needed_counts_a_draft_model_s_weights_and_kv_cache():
+    # Qwen2.5-0.5B (config.json: hidden 896, 24 layers, 14 heads, 2 KV heads of 64, intermediate 4,864,
+    # vocabulary 151,936, tied embeddings): embedding 151,936 x 896 = 136,134,656; a layer: q 896 x 896 + 896,
+    # k and v 896 x 128 + 128 each, o 896 x 896, MLP 3 x 896 x 4,864, two norms of 896 = 14,912,384; x 24 =
+    # 357,897,216; final norm 896: 494,032,768 parameters (the model card's 0.49B) = 988,065,536 B in BF16.
+    # KV per token: 2 x 24 x 2 x 64 x 2 B = 12,288 B. For 4,224 tokens: (988,065,536 + 51,904,512) / 0.92.
+    extra = labbox.vram_needed_bytes(4224, draft_model="Qwen/Qwen2.5-0.5B-Instruct") - labbox.vram_needed_bytes(4224)
+    assert extra == pytest.approx(1_039_970_048 / 0.92, abs=1)
+    box = labbox.lab_box("spec_decode.py")
+    assert "its draft model Qwen/Qwen2.5-0.5B-Instruct's (0.9 GiB)" in box  # 988,065,536 B / 2^30 = 0.92 GiB
+    assert "in both models' layers" in box
+
+
 def test_box_names_the_install_the_driver_the_hub_workaround_and_the_receipt_folder():
     box = labbox.lab_box("phases.py")
     assert box.startswith('!!! example "GPU lab: `snippets/labs/phases.py`"')

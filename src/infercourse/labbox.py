@@ -19,22 +19,29 @@ LABKIT_MIN_DRIVER = 580
 NVIDIA, CUDA Toolkit Release Notes, table 3: CUDA 13.0 needs >= 580.65.06)."""
 
 
-def vram_needed_bytes(peak_kv_tokens: int, model_name: str = registry.COURSE_MODEL, dtype_bytes: int = 2) -> float:
+def vram_needed_bytes(
+    peak_kv_tokens: int,
+    model_name: str = registry.COURSE_MODEL,
+    dtype_bytes: int = 2,
+    draft_model: str | None = None,
+) -> float:
     """Device memory (B) a lab needs under vLLM's default ``gpu_memory_utilization``.
 
     (weights + KV cache for ``peak_kv_tokens`` + the non-KV reserve) / utilization. The reserve is
-    the registry's assumption ``VLLM_NON_KV_RESERVE_GIB``.
+    the registry's assumption ``VLLM_NON_KV_RESERVE_GIB``. With a ``draft_model`` (a registry name), its
+    weights are added and each token's KV cache is both models' (vLLM gives the draft's layers their
+    own blocks, for the same tokens, from the same pool).
 
     Raises:
         ValueError: ``peak_kv_tokens`` is not a positive integer.
+        KeyError: a model is not in the registry.
     """
     if isinstance(peak_kv_tokens, bool) or not isinstance(peak_kv_tokens, int) or peak_kv_tokens <= 0:
         raise ValueError(f"peak_kv_tokens must be a positive whole number of tokens, got {peak_kv_tokens!r}")
-    config = registry.model(model_name).config
-    used = (
-        transformer.weight_bytes(config, dtype_bytes)
-        + peak_kv_tokens * transformer.kv_bytes_per_token(config, dtype_bytes)
-        + registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB
+    configs = [registry.model(name).config for name in (model_name, draft_model) if name]
+    used = registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB + sum(
+        transformer.weight_bytes(c, dtype_bytes) + peak_kv_tokens * transformer.kv_bytes_per_token(c, dtype_bytes)
+        for c in configs
     )
     return used / registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 
@@ -140,7 +147,13 @@ def lab_box(
     card = registry.gpu(rent.card)
     config = registry.model(model_name).config
     weights = transformer.weight_bytes(config)
-    need = vram_needed_bytes(work.peak_kv_tokens, model_name)
+    need = vram_needed_bytes(work.peak_kv_tokens, model_name, draft_model=work.draft_model)
+    draft = (
+        f" and its draft model {work.draft_model}'s "
+        f"({fmt.gib(transformer.weight_bytes(registry.model(work.draft_model).config), 1)})"
+        if work.draft_model
+        else ""
+    )
     total = memory.device_total_bytes(rent.card)
     m = lab_minutes(name, model_name)
     fits = "fits" if need <= total else "does NOT fit"
@@ -158,8 +171,8 @@ def lab_box(
         else ""
     ) + (f", {m['arrivals']:.1f} min of requests arriving at fixed rates" if work.arrival_s else "")
     return f"""!!! example "GPU lab: `snippets/labs/{script}`"
-    - **Minimum VRAM:** {fmt.gib(need, 1)}: {model_name}'s BF16 weights ({fmt.gib(weights, 1)}), the KV cache of
-      {fmt.count(work.peak_kv_tokens)} tokens and vLLM's other memory
+    - **Minimum VRAM:** {fmt.gib(need, 1)}: {model_name}'s BF16 weights ({fmt.gib(weights, 1)}){draft}, the KV
+      cache of {fmt.count(work.peak_kv_tokens)} tokens{" in both models' layers" if draft else ""} and vLLM's other memory
       (assumed {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB), over the default `gpu_memory_utilization` of
       {registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}. That {fits} an {card.name}, which reports {fmt.gib(total, 1)}.
     - **Card:** {card.name} (24 GB) on AutoDL, with vLLM {registry.VLLM_GPU_VERSION}.

@@ -201,12 +201,15 @@ class LabWork:
             to start unless one ``max_model_len`` request fits; a batch needs all its sequences).
         arrival_s: seconds it waits for requests that arrive on a clock (open-loop load: requests / rate,
             summed over the rates), on top of its steps.
+        draft_model: a registry model the engine loads beside the lab's own (speculative decoding's draft),
+            or None: its weights and its layers' share of the KV cache count in the lab box's VRAM.
     """
 
     engines: int
     decode_steps: int
     peak_kv_tokens: int
     arrival_s: float = 0.0
+    draft_model: str | None = None
 
 
 @dataclass(frozen=True)

@@ -286,5 +286,6 @@ SPEC = LabSpec(
         engines=len(RUNS),
         decode_steps=len(RUNS) * (len(BATCHES) + 1) * OUTPUT_TOKENS,  # + the warm-up request; off's count
         peak_kv_tokens=max(BATCHES) * (PROMPT_TOKENS + OUTPUT_TOKENS + K),
+        draft_model=DRAFT_MODEL,
     ),
 )
