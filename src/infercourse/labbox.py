@@ -154,6 +154,7 @@ def lab_box(
         if work.draft_model
         else ""
     )
+    both = " in both models' layers" if work.draft_model else ""
     total = memory.device_total_bytes(rent.card)
     m = lab_minutes(name, model_name)
     fits = "fits" if need <= total else "does NOT fit"
@@ -172,7 +173,7 @@ def lab_box(
     ) + (f", {m['arrivals']:.1f} min of requests arriving at fixed rates" if work.arrival_s else "")
     return f"""!!! example "GPU lab: `snippets/labs/{script}`"
     - **Minimum VRAM:** {fmt.gib(need, 1)}: {model_name}'s BF16 weights ({fmt.gib(weights, 1)}){draft}, the KV
-      cache of {fmt.count(work.peak_kv_tokens)} tokens{" in both models' layers" if draft else ""} and vLLM's other memory
+      cache of {fmt.count(work.peak_kv_tokens)} tokens{both} and vLLM's other memory
       (assumed {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB), over the default `gpu_memory_utilization` of
       {registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}. That {fits} an {card.name}, which reports {fmt.gib(total, 1)}.
     - **Card:** {card.name} (24 GB) on AutoDL, with vLLM {registry.VLLM_GPU_VERSION}.
