@@ -43,6 +43,9 @@ MIN_FIGURE_GLYPH_PX = 7
 # Smallest font a diagram's labels may be drawn at, CSS px (its font size times the drawn/natural width);
 # Lighthouse counts text under 12 px as illegible.
 MIN_DIAGRAM_FONT_PX = 12
+# Smallest font a code listing may be set in, CSS px: Lighthouse counts text under 12 px as illegible, and on
+# lesson 0A (its collapsed labkit.py listing) half the page's text is code, Material's 0.85 em = 10.9 px.
+MIN_CODE_FONT_PX = 12
 # Formulas and diagrams are drawn at build time (hooks/math.py, hooks/diagrams.py): once the page is
 # loaded, nothing is left to typeset and no diagram is left as mermaid source.
 READY = """() => {
@@ -92,8 +95,10 @@ STATE = """() => {
             name: svg.getAttribute('aria-label') || (svg.querySelector(':scope > title') || {}).textContent
                   || (document.getElementById(svg.getAttribute('aria-labelledby')) || {}).textContent || ''};
   });
+  const codeFont = Math.min(...[...document.querySelectorAll('.md-content pre > code')]
+    .map(c => parseFloat(getComputedStyle(c).fontSize)));
   return {scheme: document.body.getAttribute('data-md-color-scheme'), scrollWidth: document.documentElement.scrollWidth,
-          W, formulas, diagrams, wide, cutCode, figures,
+          W, formulas, diagrams, wide, cutCode, figures, codeFont,
           pendingDiagrams: document.querySelectorAll('.md-content pre.mermaid').length};
 }"""
 
@@ -180,6 +185,8 @@ def _problems(path: str, state: dict, scheme: str) -> list[str]:
     if state["scrollWidth"] > state["W"]:
         out.append(f"page is {state['scrollWidth']} px wide on a {state['W']} px screen: {state['wide']}")
     out += [f"code line cut (scrolls inside its box): {line!r}" for line in state["cutCode"]]
+    if state["codeFont"] < MIN_CODE_FONT_PX:  # Infinity on a page with no listing
+        out.append(f"code listings set at {state['codeFont']:.1f} px, under {MIN_CODE_FONT_PX}")
     out += [
         f"figure text {f['median']:.1f} px tall (median glyph), under {MIN_FIGURE_GLYPH_PX}"
         for f in state["figures"]
