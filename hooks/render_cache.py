@@ -33,6 +33,7 @@ from pathlib import Path
 
 import jinja2
 from mkdocs.exceptions import PluginError
+from mkdocs.plugins import event_priority
 
 # What Page.render sets on the page (MkDocs 1.6, mkdocs/structure/pages.py).
 RESULTS = ("content", "toc", "_title_from_render", "present_anchor_ids", "links_to_anchors")
@@ -67,7 +68,7 @@ class _Kept:
     """What the serving process keeps between rebuilds (on the wrapped function: serve reloads this module)."""
 
     def __init__(self) -> None:
-        self.inputs = ""  # this build's mkdocs.yml and hooks/reload.py fingerprint, as one digest
+        self.inputs = ""  # this build's mkdocs.yml, fingerprint and file addresses, as one digest
         self.pages: dict[str, tuple[str, dict]] = {}  # page path -> (key, what Page.render set)
         self.markdown: dict[tuple[str, bool], tuple[str, str]] = {}  # (page path, is its title) -> (key, output)
         self.templates = _Templates()
@@ -98,7 +99,7 @@ def on_startup(command, dirty):
     kept = _Kept()
 
     def cached_render(self, config, files):
-        key = _digest(kept.inputs, self.markdown, [(f.src_uri, f.dest_uri, f.url) for f in files])
+        key = _digest(kept.inputs, self.markdown)
         path = self.file.src_uri
         if kept.pages.get(path, ("",))[0] == key:
             results = copy.deepcopy(kept.pages[path][1])
@@ -123,7 +124,8 @@ def on_startup(command, dirty):
 
     def cached_expand(self, markdown, force_rendering=False):
         # A page sees its own values and the number formats only (src/infercourse/macros.py): what it
-        # expands to follows from its text, front matter and path, mkdocs.yml and the files under src/.
+        # expands to follows from its text, front matter and path, mkdocs.yml and the files under src/
+        # (kept.inputs also holds the file addresses, which expansion does not read: stricter, never stale).
         page = self.page
         key = _digest(kept.inputs, page.file.src_uri, sorted(page.meta.items()), markdown, force_rendering)
         slot = (page.file.src_uri, markdown == page.title)
@@ -136,13 +138,18 @@ def on_startup(command, dirty):
     MacrosPlugin.render = cached_expand
 
 
-def on_config(config):
+@event_priority(-100)  # after every other on_files (hooks/calculators.py adds a file): the addresses pages see
+def on_files(files, config):
     from mkdocs.structure.pages import Page
 
     kept = getattr(Page.render, "kept", None)  # only under `mkdocs serve`
-    if kept is not None:  # hooks/reload.py (on_config, priority 100) has fingerprinted the inputs
-        kept.inputs = _digest(Path(config.config_file_path).read_bytes(), sys.modules["infercourse"].build_inputs)
-    return config
+    if kept is not None:  # hooks/reload.py (on_config) has fingerprinted the inputs
+        kept.inputs = _digest(
+            Path(config.config_file_path).read_bytes(),
+            sys.modules["infercourse"].build_inputs,
+            [(f.src_uri, f.dest_uri, f.url) for f in files],  # links resolve against them: once per build
+        )
+    return files
 
 
 def on_env(env, config, files):
