@@ -44,8 +44,8 @@ def on_page_content(content, page, config, files):
                 "write the sentence that says what it shows (it becomes the figure's text alternative)"
             )
         ident = f"figure-{count}-text"
-        parts += [before[:start], f'<p id="{ident}">', before[start + 3 :], match.group()[: -len("<svg")]]
-        parts.append(f'<svg role="img" aria-labelledby="{ident}" data-search-exclude="1"')
+        svg = f'<svg role="img" aria-labelledby="{ident}" data-search-exclude="1"'
+        parts += [before[:start], f'<p id="{ident}">', before[start + 3 :], match.group()[: -len("<svg")], svg]
         done = match.end()
     parts.append(content[done:])
     return METADATA.sub("", "".join(parts))

@@ -266,14 +266,14 @@ def lighthouse_version(cli: str) -> str:
     return version
 
 
-def bench_lighthouse(cli: str, site: Path, base: str, runs: int) -> None:
+def bench_lighthouse(cli: str, version: str, site: Path, base: str, runs: int) -> None:
     lessons = [
         urlsplit(u).path
         for u in re.findall(r"<loc>([^<]+)</loc>", (site / "sitemap.xml").read_text())
         if "/lessons/" in u
     ]
     print(
-        f"Lighthouse {lighthouse_version(cli)} (performance / accessibility / best practices / SEO, each the "
+        f"Lighthouse {version} (performance / accessibility / best practices / SEO, each the "
         f"median of {runs} runs; "
         "the performance score follows this machine's load, given as the 1-minute load average):"
     )
@@ -300,15 +300,15 @@ def main() -> int:
     args = parser.parse_args()
     if args.runs < 1:
         sys.exit("error: --runs must be 1 or more")
-    if args.lighthouse:
-        lighthouse_version(args.lighthouse)  # before the builds: a wrong CLI costs seconds, not minutes
+    # Checked before the builds: a wrong CLI costs seconds, not minutes.
+    version = lighthouse_version(args.lighthouse) if args.lighthouse else None
     with tempfile.TemporaryDirectory(prefix="bench-") as name:
         tmp = Path(name)
         bench_build(tmp, args.runs)
         bench_reload(tmp, args.runs)
         site, base, httpd = bench_bytes(tmp)
         if args.lighthouse:
-            bench_lighthouse(args.lighthouse, site, base, args.runs)
+            bench_lighthouse(args.lighthouse, version, site, base, args.runs)
         httpd.shutdown()
     return 0
 
