@@ -53,15 +53,13 @@ READY = """() => {
   const typeset = math.every(el => el.querySelector('mjx-container, .katex'));
   return typeset && document.querySelectorAll('.md-content pre.mermaid').length === 0;
 }"""
-# Everything the checks need from one page, measured as a reader who scrolls to each part sees it: every block
-# drawn (the browser skips blocks far from the screen until then, extra.css; the footer test below checks
-# that state) and every <details> opened (a formula in a collapsed answer has no size until then). Sizes are
-# CSS px of what is drawn: MathJax's <svg> or KaTeX's glyph box for a formula, the inline <svg> for a diagram.
+# Everything the checks need from one page, measured after every <details> is opened (a formula in a
+# collapsed answer has no size until then). Sizes are CSS px of what is drawn: MathJax's <svg> or
+# KaTeX's glyph box for a formula, the inline <svg> for a diagram.
+# Measured as drawn: every block laid out, as the reader who scrolls to it sees it (the browser skips blocks
+# far from the screen until then; `test_a_block_not_yet_drawn_keeps_its_lines_off_the_footer` checks that state).
+DRAW_ALL = ".md-content__inner > *, .md-typeset .highlight { content-visibility: visible !important; }"
 STATE = """() => {
-  const skipped = [...document.querySelectorAll('.md-content__inner > *')]
-    .filter(b => getComputedStyle(b).contentVisibility === 'auto');
-  document.head.insertAdjacentHTML('beforeend', '<style>.md-content__inner > *, .md-typeset .highlight '
-                                   + '{ content-visibility: visible !important; }</style>');
   document.querySelectorAll('.md-content details').forEach(d => { d.open = true; });
   const W = window.innerWidth;
   const size = el => { const r = el.getBoundingClientRect(); return [r.width, r.height]; };
@@ -100,9 +98,9 @@ STATE = """() => {
             name: svg.getAttribute('aria-label') || (svg.querySelector(':scope > title') || {}).textContent
                   || (document.getElementById(svg.getAttribute('aria-labelledby')) || {}).textContent || ''};
   });
-  // A block the browser may skip (extra.css, content-visibility) clips, once drawn, what it paints beyond its
-  // box and its clip margin: none may be wider inside than that (a table's own scroller aside).
-  const cutBlocks = skipped
+  // A block wider inside than its box and its clip margin (a table's scroller aside): where the browser skips
+  // blocks off the screen (extra.css, content-visibility), a drawn block clips what it paints beyond those.
+  const cutBlocks = [...document.querySelectorAll('.md-content__inner > *')]
     .filter(b => getComputedStyle(b).overflowX === 'visible'
                  && b.scrollWidth > b.clientWidth + (parseFloat(getComputedStyle(b).overflowClipMargin) || 0))
     .map(b => `<${b.tagName.toLowerCase()}> ${b.scrollWidth - b.clientWidth} px: ${b.textContent.trim().slice(0, 40)}`);
@@ -220,6 +218,7 @@ def test_every_page_renders_on_every_screen(browser, server, pages, view):
     for path in pages:
         page.goto(server + path, wait_until="load")
         late = _wait_ready(page)
+        page.add_style_tag(content=DRAW_ALL)
         state = page.evaluate(STATE)
         problems += [f"{path}: {late}"] if late else []
         problems += _problems(path, state, scheme)
