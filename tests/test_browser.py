@@ -56,9 +56,6 @@ READY = """() => {
 # Everything the checks need from one page, measured after every <details> is opened (a formula in a
 # collapsed answer has no size until then). Sizes are CSS px of what is drawn: MathJax's <svg> or
 # KaTeX's glyph box for a formula, the inline <svg> for a diagram.
-# Measured as drawn: every block laid out, as the reader who scrolls to it sees it (the browser skips blocks
-# far from the screen until then; `test_a_block_not_yet_drawn_keeps_its_lines_off_the_footer` checks that state).
-DRAW_ALL = ".md-content__inner > *, .md-typeset .highlight { content-visibility: visible !important; }"
 STATE = """() => {
   document.querySelectorAll('.md-content details').forEach(d => { d.open = true; });
   const W = window.innerWidth;
@@ -98,16 +95,10 @@ STATE = """() => {
             name: svg.getAttribute('aria-label') || (svg.querySelector(':scope > title') || {}).textContent
                   || (document.getElementById(svg.getAttribute('aria-labelledby')) || {}).textContent || ''};
   });
-  // A block wider inside than its box and its clip margin (a table's scroller aside): where the browser skips
-  // blocks off the screen (extra.css, content-visibility), a drawn block clips what it paints beyond those.
-  const cutBlocks = [...document.querySelectorAll('.md-content__inner > *')]
-    .filter(b => getComputedStyle(b).overflowX === 'visible'
-                 && b.scrollWidth > b.clientWidth + (parseFloat(getComputedStyle(b).overflowClipMargin) || 0))
-    .map(b => `<${b.tagName.toLowerCase()}> ${b.scrollWidth - b.clientWidth} px: ${b.textContent.trim().slice(0, 40)}`);
   const codeFont = Math.min(...[...document.querySelectorAll('.md-content pre > code')]
     .map(c => parseFloat(getComputedStyle(c).fontSize)));
   return {scheme: document.body.getAttribute('data-md-color-scheme'), scrollWidth: document.documentElement.scrollWidth,
-          W, formulas, diagrams, wide, cutCode, cutBlocks, figures, codeFont,
+          W, formulas, diagrams, wide, cutCode, figures, codeFont,
           pendingDiagrams: document.querySelectorAll('.md-content pre.mermaid').length};
 }"""
 
@@ -194,7 +185,6 @@ def _problems(path: str, state: dict, scheme: str) -> list[str]:
     if state["scrollWidth"] > state["W"]:
         out.append(f"page is {state['scrollWidth']} px wide on a {state['W']} px screen: {state['wide']}")
     out += [f"code line cut (scrolls inside its box): {line!r}" for line in state["cutCode"]]
-    out += [f"block wider than the text column: {line}" for line in state["cutBlocks"]]
     if state["codeFont"] < MIN_CODE_FONT_PX:  # Infinity on a page with no listing
         out.append(f"code listings set at {state['codeFont']:.1f} px, under {MIN_CODE_FONT_PX}")
     out += [
@@ -218,7 +208,6 @@ def test_every_page_renders_on_every_screen(browser, server, pages, view):
     for path in pages:
         page.goto(server + path, wait_until="load")
         late = _wait_ready(page)
-        page.add_style_tag(content=DRAW_ALL)
         state = page.evaluate(STATE)
         problems += [f"{path}: {late}"] if late else []
         problems += _problems(path, state, scheme)
@@ -233,62 +222,6 @@ def test_every_page_renders_on_every_screen(browser, server, pages, view):
     )
     assert formulas > 20 and diagrams > 3, (formulas, diagrams)
     assert not problems, "\n".join(problems)
-
-
-# A block of text the browser has not drawn yet (extra.css: `content-visibility: auto`) holds a guessed height.
-# A tool that measures it anyway (Lighthouse's contrast check) lays its lines out at full height from that
-# guessed top; those lines must not reach the footer, whose dark background that check would read behind them.
-UNDRAWN = """() => {
-  const footer = document.querySelector('.md-footer').getBoundingClientRect().top;
-  const blocks = [...document.querySelectorAll('.md-content__inner > *')]
-    .filter(b => getComputedStyle(b).contentVisibility === 'auto');
-  // What that check reads: each visible element with text of its own (not in a closed answer), and each code
-  // listing as its box (`overflow: hidden`, extra.css, keeps its lines inside). Chromium's first answer inside
-  // a skipped block can be a stale 0x0 box, so each box is asked for twice.
-  const box = el => { el.getBoundingClientRect(); return el.getBoundingClientRect(); };
-  const bottom = b => Math.max(-Infinity, ...[b, ...b.querySelectorAll('*')]
-    .filter(el => el.matches('.highlight') || (!el.closest('.highlight') && el.checkVisibility()
-                  && [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())))
-    .map(el => box(el).bottom));
-  const reach = blocks.map(b => ({what: b.textContent.trim().slice(0, 50), over: bottom(b) - footer}))
-    .filter(b => b.over > 0);
-  return {blocks: blocks.length, reach};
-}"""
-
-
-@pytest.mark.parametrize("width", [1280, 390])
-def test_a_block_not_yet_drawn_keeps_its_lines_off_the_footer(browser, server, pages, width):
-    """Each page loaded and left at its top (most blocks undrawn), every block that may be skipped is measured
-    as Lighthouse measures it: its lines end above the footer. A lesson skips most of its blocks."""
-    context, page, _ = _open(browser, width, 800)
-    reach, skipping = [], {}
-    for path in pages:
-        page.goto(server + path, wait_until="load")
-        state = page.evaluate(UNDRAWN)
-        skipping[path] = state["blocks"]
-        reach += [f"{path}: {b['what']!r} runs {b['over']:.0f} px into the footer" for b in state["reach"]]
-    context.close()
-    lessons = {p: n for p, n in skipping.items() if p.startswith("/lessons/")}
-    assert min(lessons.values()) >= 20, f"lessons whose blocks are all drawn at load: {lessons}"
-    assert not reach, "\n".join(reach)
-
-
-def test_a_link_to_a_section_lands_on_it(browser, server, pages):
-    """Blocks above a section hold guessed heights until drawn; a link to a lesson's last section, opened
-    on a phone, still brings its heading to the top of the screen (under the theme's header)."""
-    context, page, _ = _open(browser, 390, 844)
-    off = []
-    for path in [p for p in pages if p.startswith("/lessons/")]:
-        page.goto(server + path, wait_until="load")
-        section = page.evaluate("[...document.querySelectorAll('.md-content__inner > h2[id]')].pop().id")
-        page.goto("about:blank")  # a fresh load of the page at that section, as from another page
-        page.goto(f"{server}{path}#{section}", wait_until="load")
-        page.wait_for_timeout(800)  # the blocks near the screen are drawn and the browser keeps its place
-        top = page.evaluate(f"document.getElementById('{section}').getBoundingClientRect().top")
-        if not 0 <= top <= 150:
-            off.append(f"{path}#{section}: heading at {top:.0f} px from the top of the screen")
-    context.close()
-    assert not off, "\n".join(off)
 
 
 def test_instant_navigation_keeps_the_page(browser, server, pages):
