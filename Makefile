@@ -73,7 +73,7 @@ lint: $(STAMP)
 
 # Everything, as CI runs it; the lint gates first, so a lint failure shows in seconds.
 test: lint node chromium labenv testmodels modelscope-wheel
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=25
 
 # The pinned ModelScope client's wheel (about 0.3 MB, not installed): tests/test_autodl.py reads the
 # `modelscope download` flags the AutoDL page may use from its source.

@@ -87,9 +87,10 @@ def labs() -> list[str]:
 
 
 def cpu_args(lab: str) -> tuple[int | None, list[str]]:
-    """``(--max-model-len, extra arguments)`` of a lab's CPU run, from its spec."""
+    """``(--max-model-len, extra arguments)`` of a lab's CPU run, from its spec: its ``cpu_args``, then
+    ``--enforce-eager`` unless the spec keeps the CPU run compiled (``cpu_compiled``)."""
     spec = _harness().spec(lab)
-    return spec.cpu_max_model_len, list(spec.cpu_args)
+    return spec.cpu_max_model_len, [*spec.cpu_args, *([] if spec.cpu_compiled else ["--enforce-eager"])]
 
 
 def lab_env(cpu: bool) -> dict[str, str]:

@@ -369,11 +369,11 @@ def test_expected_output_shows_committed_receipts(tmp_path):
 
 
 def test_gpu_receipts_counts_gpu_runs_only(tmp_path):
-    assert labs.gpu_receipts(tmp_path) == []
+    assert labs.gpu_receipts(receipts_dir=tmp_path) == []
     for folder, kind in (("rtx-4090", "gpu"), ("cpu-amd-epyc", "cpu")):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "phases.json").write_text(json.dumps(_receipt(kind=kind)))
-    assert [r["machine"]["kind"] for r in labs.gpu_receipts(tmp_path)] == ["gpu"]
+    assert [r["machine"]["kind"] for r in labs.gpu_receipts(receipts_dir=tmp_path)] == ["gpu"]
 
 
 def test_expected_output_refuses_a_broken_committed_receipt(tmp_path):
@@ -406,10 +406,8 @@ def test_check_receipts_script_exit_status(tmp_path):
 
 
 def _write_with_labkit(tmp_path, rows, units):
-    import argparse
-
     labkit = snippets.load("labs/labkit.py")
-    args = argparse.Namespace(model=".cache/models/tiny-qwen2", load_format="auto", max_model_len=4224, repeats=3)
+    args = labkit.lab_parser("demo", max_model_len=4224).parse_args(["--model", ".cache/models/tiny-qwen2"])
     path = tmp_path / "out" / "phases.json"
     written = labkit.write_receipt(
         path,
@@ -430,6 +428,8 @@ def test_labkit_receipt_passes_the_validator(tmp_path):
     assert receipt == written and receipt["schema"] == labs.SCHEMA_VERSION
     assert receipt["engine_start_s"] == 12.346 and receipt["units"]["engine_start_s"] == "s"
     assert receipt["dtype"] == "auto" and receipt["machine"]["kind"] in ("cpu", "gpu")
+    # the parsed --enforce-eager (off: not on the command line) joins the lab's own settings
+    assert receipt["settings"] == {"enforce_eager": False, "repeats": 3, "max_num_batched_tokens": 2048}
     assert _by_claim(receipt)["engine_steps_exact"] is True
 
 

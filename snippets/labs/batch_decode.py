@@ -138,6 +138,7 @@ def main(argv=None) -> int:
     except ImportError as exc:
         fail(f"vLLM is not importable ({exc}); install vllm==0.26.0")
 
+    # --8<-- [start:measure]
     # every request of the largest batch scheduled at once; prefills in a few steps of at most MAX_BATCHED_TOKENS
     batched_tokens = min(max(batches) * args.prompt_len, MAX_BATCHED_TOKENS)
     progress(f"starting the engine for {args.model} (a first run downloads the weights)")
@@ -147,6 +148,7 @@ def main(argv=None) -> int:
             model=args.model,
             load_format=args.load_format,
             max_model_len=args.max_model_len,
+            enforce_eager=args.enforce_eager,
             seed=SEED,
             max_num_seqs=max(batches),
             max_num_batched_tokens=batched_tokens,
@@ -205,6 +207,7 @@ def main(argv=None) -> int:
                 "memory_floor_ms": None if bandwidth is None else round(bytes_per_step / (bandwidth * 1e9) * 1e3, 4),
             }
         )
+    # --8<-- [end:measure]
 
     print(
         f"{args.model} ({args.load_format} weights), N = {n_params:,}, M = {m_params:,}, kappa = {kappa:,} B/token, "

@@ -76,6 +76,7 @@ from labkit import (
     child_run,
     engine_core_in_process,
     engine_failure,
+    engine_flags,
     fail,
     free_port,
     kv_bytes_per_token,
@@ -93,8 +94,12 @@ from labkit import (
 )
 
 LAB = "chunked_prefill"
-PARTS = ("steps", "serve", "pd")
-"""The lab's parts: engine steps counted offline, decoder gaps on a live server, and the pd connector pair."""
+PARTS = {
+    "steps": "one engine per budget, driven step by step: the exact step of a long prompt's first token",
+    "serve": "one `vllm serve` per budget and one with chunking off: every streaming decoder's gaps",
+    "pd": "a `kv_producer` and a `kv_consumer` instance sharing ExampleConnector's files: bytes and hits",
+}
+"""The lab's parts (``--parts``), each with what it shows; the lesson's lab box lists them from here."""
 CHUNKS = ("512", "2048", "off")
 """Settings of the steps and serve parts, one engine or server each: C = max_num_batched_tokens with chunked
 prefill on, or ``off`` (chunked prefill off, budget max_model_len)."""
@@ -236,6 +241,7 @@ def check_input(args) -> None:
             )
 
 
+# --8<-- [start:engine]
 def child(args) -> int:
     """One engine (args.chunks holds one setting, or args.pd_role names a pd instance): run its rows and
     print them after ROW_TAG."""
@@ -254,6 +260,7 @@ def child(args) -> int:
             model=args.model,
             load_format=args.load_format,
             max_model_len=args.max_model_len,
+            enforce_eager=args.enforce_eager,
             seed=SEED,
             enable_chunked_prefill=chunk != "off",
             max_num_batched_tokens=tokens,
@@ -340,6 +347,9 @@ def child(args) -> int:
     return 0
 
 
+# --8<-- [end:engine]
+
+
 def tensor_bytes(folder: Path) -> int:
     """Bytes of the tensors in every ``.safetensors`` file under ``folder``: each file's size minus its
     8-byte header length and the JSON header it announces (the safetensors format)."""
@@ -361,6 +371,7 @@ def pd_child(args, LLM, SamplingParams) -> int:
             model=args.model,
             load_format=args.load_format,
             max_model_len=args.max_model_len,
+            enforce_eager=args.enforce_eager,
             seed=SEED,
             # the prompt in one step: ExampleConnector stores a new prompt's slots in the step that schedules it
             max_num_batched_tokens=args.max_model_len,
@@ -479,7 +490,7 @@ def serve_part(args, log_dir: Path) -> tuple[list[dict], list[float]]:
     rows, starts = [], []
     for i, chunk in enumerate(args.serve_chunks, 1):
         flags = [
-            "--load-format", args.load_format, "--max-model-len", str(args.max_model_len), "--seed", str(SEED),
+            *engine_flags(args), "--seed", str(SEED),
             "--max-num-batched-tokens", str(budget(chunk, args.max_model_len)),
             "--no-enable-chunked-prefill" if chunk == "off" else "--enable-chunked-prefill",
             "--no-enable-prefix-caching",  # every prompt is prefilled in full
@@ -502,7 +513,7 @@ def pd_part(args, log_dir: Path) -> tuple[dict, list[float]]:
     for role in PD_ROLES:
         progress(f"pd: {role} engine (ExampleConnector, KV files in {folder})")
         arguments = [
-            "--model", args.model, "--load-format", args.load_format, "--max-model-len", str(args.max_model_len),
+            "--model", args.model, *engine_flags(args),
             "--parts", "pd", "--pd-prompt", str(args.pd_prompt), "--pd-role", role, "--kv-path", str(folder),
         ]  # fmt: skip
         log = log_dir / f"pd-{role}.log"
@@ -540,7 +551,7 @@ def steps_part(args, log_dir: Path) -> tuple[list[dict], list[float]]:
     for i, chunk in enumerate(args.chunks, 1):
         progress(f"steps: engine {i}/{len(args.chunks)}: chunk {chunk} (a first run downloads the weights)")
         arguments = [
-            "--model", args.model, "--load-format", args.load_format, "--max-model-len", str(args.max_model_len),
+            "--model", args.model, *engine_flags(args),
             "--parts", "steps", "--chunks", chunk, "--alone", ",".join(map(str, args.alone)),
             "--long-prompt", str(args.long_prompt), "--decoders", str(args.decoders),
             "--decoder-prompt", str(args.decoder_prompt), "--decode-tokens", str(args.decode_tokens),

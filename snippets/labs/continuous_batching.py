@@ -76,6 +76,7 @@ from labkit import (
     child_run,
     engine_core_in_process,
     engine_failure,
+    engine_flags,
     fail,
     free_port,
     lab_parser,
@@ -116,7 +117,11 @@ NUM_PROMPTS = 200
 ONLINE_OUTPUT_TOKENS = 256
 """Output tokens of every online request (``--random-output-len`` with ``--ignore-eos``)."""
 BENCH_TIMEOUT_S = 3600
-PARTS = ("offline", "online")
+PARTS = {
+    "offline": "one engine per max_num_seqs, the same requests static then continuous: engine steps, tokens",
+    "online": "one `vllm serve` and `vllm bench serve` at each request rate: TTFT, TPOT and throughput",
+}
+"""The lab's parts (``--parts``), each with what it shows; the lesson's lab box lists them from here."""
 PROMPT_TOKENS_METRIC = "vllm:prompt_tokens_total"
 GENERATION_TOKENS_METRIC = "vllm:generation_tokens_total"
 REQUEST_SUCCESS_METRIC = "vllm:request_success_total"
@@ -219,6 +224,7 @@ ONLINE_ONLY = (
 """Row keys only an online row fills (None in an offline row); an online row leaves the waits None."""
 
 
+# --8<-- [start:engine]
 def run(llm, prompts: list[dict], params: list, chunk: int, lengths: list[int], mode: str, batch: int) -> dict:
     """Generate every request, ``chunk`` at a time (one ``generate`` per chunk); one receipt row."""
     steps_before = metric_totals(llm, STEP_TOKENS_METRIC)
@@ -269,6 +275,7 @@ def child(args) -> int:
             model=args.model,
             load_format=args.load_format,
             max_model_len=args.max_model_len,
+            enforce_eager=args.enforce_eager,
             seed=SEED,
             max_num_seqs=batch,
             max_num_batched_tokens=args.max_num_batched_tokens,
@@ -295,6 +302,9 @@ def child(args) -> int:
     kv_tokens = int(labels["num_gpu_blocks"]) * int(labels["block_size"])
     print(ROW_TAG + json.dumps({"rows": rows, "engine_start_s": engine_start_s, "kv_tokens": kv_tokens}), flush=True)
     return 0
+
+
+# --8<-- [end:engine]
 
 
 def bench(args, url: str, rate: float, folder: Path) -> dict:
@@ -398,10 +408,7 @@ def online(args, log_dir: Path) -> tuple[list[dict], float]:
         LOOPBACK,
         "--port",
         str(port),
-        "--load-format",
-        args.load_format,
-        "--max-model-len",
-        str(args.max_model_len),
+        *engine_flags(args),
         "--max-num-seqs",
         str(max(args.batch_sizes)),
         "--max-num-batched-tokens",
@@ -432,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = Path(tempfile.mkdtemp(prefix=f"{LAB}_"))
     progress(f"each engine's log: {log_dir}/b<B>.log; the server's and the benchmark's: {log_dir}/")
     lengths = output_lengths(args)
-    common = ["--model", args.model, "--load-format", args.load_format, "--max-model-len", str(args.max_model_len)]
+    common = ["--model", args.model, *engine_flags(args)]
     common += ["--requests", str(args.requests), "--prompt-tokens", str(args.prompt_tokens)]
     common += ["--output-min", str(args.output_min), "--output-max", str(args.output_max)]
     common += ["--max-num-batched-tokens", str(args.max_num_batched_tokens)]

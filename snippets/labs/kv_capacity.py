@@ -49,6 +49,7 @@ from labkit import (
     check_model_arg,
     child_run,
     engine_failure,
+    engine_flags,
     fail,
     kv_bytes_per_token,
     lab_parser,
@@ -128,6 +129,7 @@ def device_total_bytes() -> int | None:
         return None
 
 
+# --8<-- [start:engine]
 def child(args) -> int:
     """Start one engine, print its row (``ROW_TAG`` + JSON) and exit; vLLM's errors end the process."""
     try:
@@ -140,6 +142,7 @@ def child(args) -> int:
             model=args.model,
             load_format=args.load_format,
             max_model_len=args.max_model_len,
+            enforce_eager=args.enforce_eager,
             seed=SEED,
             gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
             kv_cache_dtype=args.kv_cache_dtype,
@@ -174,6 +177,9 @@ def child(args) -> int:
     return 0
 
 
+# --8<-- [end:engine]
+
+
 def run_child(
     args, kv_cache_dtype: str, kv_cache_memory_bytes: int | None, log_dir: Path, name: str, backend: str | None = None
 ) -> dict:
@@ -184,7 +190,7 @@ def run_child(
     With ``kv_cache_memory_bytes`` the child runs without ``VLLM_CPU_KVCACHE_SPACE``, which would
     replace that budget on vLLM's CPU backend.
     """
-    arguments = ["--model", args.model, "--load-format", args.load_format, "--max-model-len", str(args.max_model_len)]
+    arguments = ["--model", args.model, *engine_flags(args)]
     arguments += ["--kv-cache-dtype", kv_cache_dtype]
     unset: tuple[str, ...] = ()
     if kv_cache_memory_bytes is not None:

@@ -152,16 +152,29 @@ def lab_parser(description: str, max_model_len: int) -> argparse.ArgumentParser:
 
     ``--model`` (hub id or local folder; default the course's model), ``--load-format`` (``dummy``
     = random weights of the real architecture), ``--max-model-len`` (tokens, default
-    ``max_model_len``), ``--receipt`` (where to write the JSON receipt) and ``-v`` (vLLM's log on
-    the terminal instead of a file).
+    ``max_model_len``), ``--receipt`` (where to write the JSON receipt), ``--enforce-eager`` (vLLM's
+    ``enforce_eager``: no torch.compile and no CUDA graphs; a lab passes it to every engine it starts, and
+    its receipt's ``settings`` record it) and ``-v`` (vLLM's log on the terminal instead of a file).
     """
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
     p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
     p.add_argument("--max-model-len", type=int, default=max_model_len, help="context length the engine reserves")
     p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
+    p.add_argument(
+        "--enforce-eager",
+        action="store_true",
+        help="no compilation or CUDA graphs: a faster start, slower steps (the CPU runs; counts and tokens unchanged)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="show vLLM's own log here (default: a file)")
     return p
+
+
+def engine_flags(args) -> list[str]:
+    """The engine flags of ``lab_parser`` that a lab hands on to a child engine process or to ``vllm serve``
+    (both spell them as vLLM does): ``--load-format``, ``--max-model-len`` and, when set, ``--enforce-eager``."""
+    flags = ["--load-format", args.load_format, "--max-model-len", str(args.max_model_len)]
+    return flags + (["--enforce-eager"] if args.enforce_eager else [])
 
 
 def progress(message: str) -> None:
@@ -445,6 +458,7 @@ def random_prompt(rng, length: int, vocab_size: int, special: set[int]) -> dict:
     return {"prompt_token_ids": ids}
 
 
+# --8<-- [start:request_times]
 def request_times(output) -> dict:
     """TTFT (ms), TPOT (ms) and decode time (s) of one finished request, from the engine's own clock.
 
@@ -469,6 +483,9 @@ def request_times(output) -> dict:
         "decode_s": decode_s,
         "generated_tokens": n,
     }
+
+
+# --8<-- [end:request_times]
 
 
 def decode_step_s(outputs, output_len: int) -> float:
@@ -797,9 +814,9 @@ def write_receipt(
     The envelope is every lab's: schema, lab, command, git commit, UTC date, machine, versions,
     and from ``args`` (the parsed command line) model, load_format, dtype (``"auto"`` when the lab
     has no ``--dtype``: vLLM's default) and max_model_len. The lab gives its ``settings`` (what it
-    fixed, e.g. repeats), ``units`` (unit of every measured row key; ``engine_start_s`` in s is
-    added), ``results`` (one dict per row, the keys its spec in ``infercourse.labs`` declares) and
-    ``engine_start_s`` (s from ``LLM(...)`` called to returned).
+    fixed, e.g. repeats; ``enforce_eager`` from ``args`` is added unless the lab sets it), ``units`` (unit of every
+    measured row key; ``engine_start_s`` in s is added), ``results`` (one dict per row, the keys its spec in
+    ``infercourse.labs`` declares) and ``engine_start_s`` (s from ``LLM(...)`` called to returned).
     """
     receipt = {
         "schema": SCHEMA,
@@ -813,7 +830,7 @@ def write_receipt(
         "load_format": args.load_format,
         "dtype": getattr(args, "dtype", "auto"),
         "max_model_len": args.max_model_len,
-        "settings": settings,
+        "settings": {"enforce_eager": args.enforce_eager, **settings},
         "engine_start_s": round(engine_start_s, 3),
         "units": {**units, "engine_start_s": "s"},
         "results": results,

@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.txt")
 
+    # --8<-- [start:measure]
     progress(f"starting the engine for {args.model} (a first run downloads the weights)")
     started = time.perf_counter()
     try:
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             model=args.model,
             load_format=args.load_format,
             max_model_len=args.max_model_len,
+            enforce_eager=args.enforce_eager,
             seed=SEED,
             enable_prefix_caching=False,  # a cached prefix would skip prefill and shrink TTFT
             disable_log_stats=False,  # fills RequestOutput.metrics and the histograms
@@ -143,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                 "itl_mean_ms": round((itl_sum - itl_sum_before) / gaps * 1e3, 4),
             }
         )
+    # --8<-- [end:measure]
 
     print(
         f"{args.model} ({args.load_format} weights), engine start {engine_start_s:.1f} s, "

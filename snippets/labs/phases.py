@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.txt")
 
+    # --8<-- [start:measure]
     progress(f"starting the engine for {args.model} (a first run downloads the weights)")
     started = time.perf_counter()
     try:
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             model=args.model,
             load_format=args.load_format,
             max_model_len=args.max_model_len,
+            enforce_eager=args.enforce_eager,
             dtype=args.dtype,
             seed=SEED,
             enable_prefix_caching=False,  # each prompt is timed cold
@@ -129,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                 },
             }
         )
+    # --8<-- [end:measure]
 
     print(
         f"{args.model} ({args.load_format} weights), engine start {engine_start_s:.1f} s, median of {args.repeats}; "

@@ -169,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.txt")
 
+    # --8<-- [start:measure]
     progress(f"starting the engine for {args.model} (a first run downloads the weights)")
     started = time.perf_counter()
     try:
@@ -176,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             model=args.model,
             load_format=args.load_format,
             max_model_len=args.max_model_len,
+            enforce_eager=args.enforce_eager,
             seed=SEED,
             enable_prefix_caching=True,  # vLLM's default, written out: this lab measures it
             num_gpu_blocks_override=args.num_gpu_blocks_override,  # a small pool: the pressure row outgrows it
@@ -259,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ttft_hit_ms": round(statistics.median(ttft[1:]), 6) if timed else None,
             }
         )
+    # --8<-- [end:measure]
 
     print(
         f"{args.model} ({args.load_format} weights), engine start {engine_start_s:.1f} s, {blocks} blocks of "

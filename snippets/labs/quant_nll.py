@@ -50,6 +50,7 @@ from labkit import (
     decode_step_sweep,
     engine_core_in_process,
     engine_failure,
+    engine_flags,
     fail,
     kv_bytes_per_token,
     lab_parser,
@@ -154,6 +155,7 @@ def parameter_bytes(model) -> dict:
     return by_dtype
 
 
+# --8<-- [start:engine]
 def token_nll(output) -> tuple[list[int], list[float]]:
     """The prompt's token ids and, for every position after the first, -log p(token | tokens before it).
 
@@ -180,6 +182,7 @@ def child(args) -> int:
             model=args.model,
             load_format=args.load_format,
             max_model_len=args.max_model_len,
+            enforce_eager=args.enforce_eager,
             seed=SEED,
             quantization=args.quantization,
             max_num_seqs=max(args.step_batches),  # the largest batch decodes together
@@ -220,12 +223,15 @@ def child(args) -> int:
     return 0
 
 
+# --8<-- [end:engine]
+
+
 def run_child(args, fmt: str, log_dir: Path) -> dict:
     """Run this script with ``--child`` for one format in a fresh process (its log kept in
     ``log_dir/<fmt>.log``); return its row (None if it did not start), the kernel it logged and the
     root cause of a failure."""
     model = args.awq_model if fmt == "awq" else args.model
-    arguments = ["--model", model, "--load-format", args.load_format, "--max-model-len", str(args.max_model_len)]
+    arguments = ["--model", model, *engine_flags(args)]
     arguments += ["--step-batches", ",".join(map(str, args.step_batches))]
     if QUANTIZATION[fmt]:
         arguments += ["--quantization", QUANTIZATION[fmt]]

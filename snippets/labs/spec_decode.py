@@ -54,6 +54,7 @@ from labkit import (
     child_run,
     engine_core_in_process,
     engine_failure,
+    engine_flags,
     fail,
     lab_parser,
     metric_totals,
@@ -139,11 +140,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dtype", default="auto", help="model dtype ('auto': the config's)")
     p.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated subset of {','.join(RUNS)}")
     p.add_argument("--batches", default=",".join(map(str, BATCHES)), help="comma-separated batch sizes")
-    p.add_argument(
-        "--enforce-eager",
-        action="store_true",
-        help="no compilation or CUDA graphs: a faster start, slower steps (CI on a CPU; counts and tokens unchanged)",
-    )
     # internal: one engine in this process; prints its row after ROW_TAG
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--run", help=argparse.SUPPRESS)
@@ -170,6 +166,7 @@ def check_input(args) -> None:
         fail(f"a request needs {need} tokens (prompt, output, drafts); pass --max-model-len {need} or more")
 
 
+# --8<-- [start:engine]
 def speculative_config(args, run: str) -> dict | None:
     """``LLM(speculative_config=...)`` of one run (None for ``off``)."""
     if run == "off":
@@ -264,6 +261,9 @@ def child(args) -> int:
     return 0
 
 
+# --8<-- [end:engine]
+
+
 def same_model(a: str, b: str) -> bool:
     """Whether two ``--model`` values name the same model: the same folder (however written), or the same hub id."""
     pa, pb = Path(a).expanduser(), Path(b).expanduser()
@@ -317,10 +317,8 @@ def main(argv=None) -> int:
     log_dir = Path(tempfile.mkdtemp(prefix="spec_decode_"))
     progress(f"each engine's log: {log_dir}/<run>.log")
     rows, starts, reference = [], [], None
-    common = ["--model", args.model, "--load-format", args.load_format, "--dtype", args.dtype]
-    common += ["--max-model-len", str(args.max_model_len), "--draft-model", args.draft_model]
+    common = ["--model", args.model, *engine_flags(args), "--dtype", args.dtype, "--draft-model", args.draft_model]
     common += ["--draft-vocab", args.draft_vocab, "--batches", ",".join(map(str, args.batches))]
-    common += ["--enforce-eager"] if args.enforce_eager else []
     on_cpu = preflight()[0]["device"] == "cpu"
     for i, run in enumerate(args.runs, 1):
         if on_cpu and run in SYNTHETIC_LENGTH:
@@ -373,7 +371,6 @@ def main(argv=None) -> int:
                 "temperature": 0,
                 "seed": SEED,
                 "enable_prefix_caching": False,
-                "enforce_eager": args.enforce_eager,
                 "synthetic_length": {r: SYNTHETIC_LENGTH[r] for r in args.runs if r in SYNTHETIC_LENGTH},
             },
             units=UNITS,

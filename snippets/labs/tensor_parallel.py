@@ -55,6 +55,7 @@ from labkit import (
     decode_step_sweep,
     engine_core_in_process,
     engine_failure,
+    engine_flags,
     fail,
     lab_parser,
     prepare,
@@ -123,11 +124,6 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=",".join(map(str, STEP_BATCHES)),
         help="comma-separated batch sizes of the step-time sweep, or 'none' (CI on a CPU)",
     )
-    p.add_argument(
-        "--enforce-eager",
-        action="store_true",
-        help="no compilation or CUDA graphs: a faster start, slower steps (CI on a CPU; counts and tokens unchanged)",
-    )
     # internal: one engine in this process; prints its row after ROW_TAG
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--run", help=argparse.SUPPRESS)
@@ -171,6 +167,7 @@ def check_shard_divides(sizes: dict) -> None:
         fail(f"T = {EMULATED_T} does not divide {sizes}; the shard run needs a model whose sizes it divides")
 
 
+# --8<-- [start:shards]
 def rank_shapes(model) -> dict:
     """What one rank holds: elements of its sharded linear layers per kind (summed over layers; from
     vLLM's shard sizes, which stay set when the CPU build repacks the weights), embedding and lm_head
@@ -191,6 +188,9 @@ def rank_shapes(model) -> dict:
         "lm_head_rows": rows.get("lm_head"),
         "kv_heads": sorted(kv_heads),
     }
+
+
+# --8<-- [end:shards]
 
 
 def shard_shape(hf_config):
@@ -347,6 +347,7 @@ def allreduce_child() -> int:
     return 0
 
 
+# --8<-- [start:engine]
 def child(args) -> int:
     """Do one run and print its row (``ROW_TAG`` + JSON): ``{"cannot": reason}`` when this machine cannot do
     it (:func:`cannot_run`; exit 0, no engine started), else the engine's (or the all-reduce sweep's)
@@ -408,6 +409,9 @@ def child(args) -> int:
         flush=True,
     )
     return 0
+
+
+# --8<-- [end:engine]
 
 
 def result_row(args, run: str, row: dict) -> dict:
@@ -486,17 +490,8 @@ def main(argv=None) -> int:
     rows, starts = [], []
     for i, run in enumerate(args.runs, 1):
         progress(f"engine {i}/{len(args.runs)}: {run} (tensor_parallel_size={TENSOR_PARALLEL[run]})")
-        arguments = [
-            "--model",
-            args.model,
-            "--load-format",
-            args.load_format,
-            "--max-model-len",
-            str(args.max_model_len),
-        ]
-        arguments += ["--run", run, "--dtype", args.dtype]
+        arguments = ["--model", args.model, *engine_flags(args), "--run", run, "--dtype", args.dtype]
         arguments += ["--step-batches", ",".join(map(str, args.step_batches)) or "none"]
-        arguments += ["--enforce-eager"] if args.enforce_eager else []
         log = log_dir / f"{run}.log"
         got = child_run(__file__, arguments, log, ROW_TAG, CHILD_TIMEOUT_S)
         if got["row"] is None:  # not a run this machine cannot do (that child says so and exits 0)
@@ -550,7 +545,6 @@ def main(argv=None) -> int:
             settings={
                 "runs": list(args.runs),
                 "seed": SEED,
-                "enforce_eager": args.enforce_eager,
                 "emulated_t": EMULATED_T,
                 "prompts": [list(p) for p in PROMPTS],
                 "greedy_tokens": GREEDY_TOKENS,

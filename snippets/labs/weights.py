@@ -59,6 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+# --8<-- [start:measure]
 def parameter_bytes(model) -> dict:
     """Elements and bytes of every parameter the model holds, per dtype (a tied matrix counted once)."""
     by_dtype = {}
@@ -95,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     by_dtype = llm.apply_model(parameter_bytes)[0]
     rows = [{"dtype": dtype, **d} for dtype, d in sorted(by_dtype.items())]
     rows.append({"dtype": "all", "elements": sum(r["elements"] for r in rows), "bytes": sum(r["bytes"] for r in rows)})
+    # --8<-- [end:measure]
 
     print(f"{args.model} ({args.load_format} weights), engine start {engine_start_s:.1f} s")
     print(f"{'dtype':<10} {'elements':>15} {'bytes':>15} {'GB':>8} {'GiB':>8}")

@@ -8,7 +8,6 @@ name says ms; bandwidths and FLOP/s as the registry states them.
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import re
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infercourse import snippets
 from infercourse.registry import GPUS, GPUFacts, model
 from infercourse.roofline import decode_step_floor, prefill_floor
 from infercourse.transformer import BYTES_PER_DTYPE
@@ -35,20 +35,17 @@ class ReceiptError(ValueError):
 
 
 def lab_constant(lab: str, name: str) -> Any:
-    """The module-level literal ``name = ...`` of ``snippets/labs/<lab>.py``, read with ``ast`` (the lab
-    is not imported): the lab script is the one home of its settings, and the spec reads them here.
+    """The module-level literal ``name = ...`` of ``snippets/labs/<lab>.py``, read with ``ast`` by
+    :func:`infercourse.snippets.constant` (the lab is not imported): the lab script is the one home of its
+    settings, and the spec reads them here.
 
     Raises:
         FileNotFoundError: no such lab.
         ValueError: the lab has no module-level ``name = <literal>``.
     """
-    path = LABS_DIR / f"{lab}.py"
-    if not path.is_file():
-        raise FileNotFoundError(f"no lab {lab!r}: {path} does not exist")
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            return ast.literal_eval(node.value)
-    raise ValueError(f"{path} has no module-level {name} literal")
+    if not (LABS_DIR / f"{lab}.py").is_file():
+        raise FileNotFoundError(f"no lab {lab!r}: {LABS_DIR / f'{lab}.py'} does not exist")
+    return snippets.constant(f"labs/{lab}.py", name)
 
 
 def lab_grid(lab: str) -> tuple[tuple[int, ...], ...]:
@@ -235,6 +232,10 @@ class LabSpec:
         grid: the rows' keys in order, when the lab runs a fixed grid (checked in the CPU test).
         cpu_max_model_len: ``--max-model-len`` for the CPU run (None: the lab's default).
         cpu_args: extra arguments for the CPU run (e.g. fewer repeats).
+        cpu_compiled: whether the CPU run compiles the model (torch.compile). False (the default): the CPU
+            run starts its engines with ``--enforce-eager``, 3-5 s each on 2 cores instead of 24-62 s
+            compiled, and no exact quantity a CPU claim checks (token, step, block, preemption counts)
+            depends on it; one lab (phases) stays compiled so that the CPU tests keep torch.compile covered.
         work: what the GPU run does (:class:`LabWork`), computed from the lab's own constants.
 
     Raises:
@@ -255,6 +256,7 @@ class LabSpec:
     grid: tuple[tuple, ...] | None = None
     cpu_max_model_len: int | None = None
     cpu_args: tuple[str, ...] = field(default_factory=tuple)
+    cpu_compiled: bool = False
     work: LabWork | None = None
 
     def __post_init__(self) -> None:

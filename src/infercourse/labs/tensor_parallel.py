@@ -319,7 +319,7 @@ SPEC = LabSpec(
         Column("step_ms", "step at B = 1 (ms)", lambda v: fmt.fixed(v[0], 2) if v else "-"),
         Column("fit_alpha_s", "fitted α per ring step (µs)", lambda v: fmt.fixed(v * 1e6, 1)),
     ),
-    cpu_args=("--runs", "tp1,tp2,allreduce", "--dtype", "float32", "--step-batches", "none", "--enforce-eager"),
+    cpu_args=("--runs", "tp1,tp2,allreduce", "--dtype", "float32", "--step-batches", "none"),
     work=LabWork(
         engines=len(RUNS) - 1,  # the allreduce run starts no engine
         decode_steps=(len(RUNS) - 1) * 2 * len(STEP_BATCHES) * STEP_OUTPUT_LEN,
