@@ -18,6 +18,7 @@ import hashlib
 import sys
 
 from mkdocs.exceptions import PluginError
+from reload import caches_on  # hooks/reload.py: MkDocs puts a hook's folder on sys.path while loading it
 
 
 def _run_python_module():
@@ -33,7 +34,7 @@ def _run_python_module():
 
 
 def on_startup(command, dirty):
-    if command != "serve":
+    if not caches_on(command):  # `mkdocs serve` only, and SERVE_CACHES=off turns every cache off
         return
     python = _run_python_module()
     if getattr(python._run_python, "cached", False):

@@ -5,23 +5,39 @@ package computed (the page values and the figures they draw: most of a rebuild's
 MkDocs serve reloads mkdocs.yml and its plugins on each rebuild, but Python keeps modules it has
 imported: mkdocs-macros and the build-time snippets would keep reading the first `infercourse`
 they saw. Before the plugins load (highest priority) this hook fingerprints everything the package and the
-snippets can read (the files under ``INPUTS``: path, size, mtime); when that changed since the package was
+snippets can read (the files under ``INPUTS``: path, size, mtime, and the versions of the packages the serve
+caches wrap); when that changed since the package was
 imported, it drops the package's modules, so they read the files as they are now. The fingerprint is kept
 as ``infercourse.build_inputs``; hooks/exec_cache.py keys snippet outputs on it.
 """
 
 import hashlib
+import importlib.metadata
+import os
 import sys
 from pathlib import Path
 
 from mkdocs.plugins import event_priority
 
-INPUTS = ("src", "snippets", "receipts")
+INPUTS = ("src", "snippets", "receipts", "hooks")
+WRAPPED = ("mkdocs", "mkdocs-material", "mkdocs-macros-plugin", "markdown-exec", "pymdown-extensions", "jinja2")
+"""The distributions whose internals the serve caches wrap (hooks/exec_cache.py, render_cache.py,
+search_cache.py) or whose output they keep: their installed versions are part of the fingerprint."""
+SWITCH = "SERVE_CACHES"
+"""``SERVE_CACHES=off make serve`` (or ``mkdocs serve``): no serve cache at all; every rebuild is a full build."""
+
+
+def caches_on(command: str) -> bool:
+    """Whether the serve caches run: under ``mkdocs serve`` only, unless ``SERVE_CACHES=off``."""
+    return command == "serve" and os.environ.get(SWITCH, "on") != "off"
 
 
 def fingerprint(root: Path) -> str:
-    """A digest of the path, size and modification time of every file under ``INPUTS`` of ``root``."""
+    """A digest of the path, size and modification time of every file under ``INPUTS`` of ``root``, and of
+    the installed versions of ``WRAPPED``."""
     digest = hashlib.sha256()
+    for name in WRAPPED:
+        digest.update(f"{name}=={importlib.metadata.version(name)}\n".encode())
     for folder in INPUTS:
         for path in sorted((root / folder).rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:

@@ -34,6 +34,7 @@ from pathlib import Path
 import jinja2
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
+from reload import caches_on  # hooks/reload.py: MkDocs puts a hook's folder on sys.path while loading it
 
 # What Page.render sets on the page (MkDocs 1.6, mkdocs/structure/pages.py).
 RESULTS = ("content", "toc", "_title_from_render", "present_anchor_ids", "links_to_anchors")
@@ -86,7 +87,7 @@ def _wrapped(owner, name: str):
 
 
 def on_startup(command, dirty):
-    if command != "serve":
+    if not caches_on(command):  # `mkdocs serve` only, and SERVE_CACHES=off turns every cache off
         return
     try:
         from mkdocs.structure.pages import Page

@@ -17,10 +17,11 @@ import copy
 import hashlib
 
 from mkdocs.exceptions import PluginError
+from reload import caches_on  # hooks/reload.py: MkDocs puts a hook's folder on sys.path while loading it
 
 
 def on_startup(command, dirty):
-    if command != "serve":
+    if not caches_on(command):  # `mkdocs serve` only, and SERVE_CACHES=off turns every cache off
         return
     try:
         from material.plugins.search.plugin import SearchIndex

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import jupytext
 
-from infercourse import course, labs, registry
+from infercourse import course, labs, registry, snippets
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "templates" / "lab_notebook.py"
@@ -35,24 +35,15 @@ SPHINX_ROLE = re.compile(r":(?:data|func|class|meth|attr|mod):`~?([^`]+)`")
 """A cross-reference in a docstring (``:func:`name```): shown in the notebook as code, ``name``."""
 
 
-def number_constants(tree: ast.Module) -> dict[str, str]:
+def number_constants(script: Path) -> dict[str, str]:
     """The script's module constants whose value is a number or a tuple of numbers, as written in the notebook.
 
-    Read with ``ast`` (never by importing the lab, which imports vLLM): ``REQUESTS = 256`` gives
-    ``{"REQUESTS": "256"}``, ``RATES = (2, 4)`` gives ``{"RATES": "(2, 4)"}``. Names bound to anything
-    else (strings, patterns, computed values) are names of code and stay as they are.
+    Read by :func:`infercourse.snippets.constants` (never by importing the lab, which imports vLLM):
+    ``REQUESTS = 256`` gives ``{"REQUESTS": "256"}``, ``RATES = (2, 4)`` gives ``{"RATES": "(2, 4)"}``.
+    Names bound to anything else (strings, patterns, computed values) are names of code and stay as they are.
     """
-    found = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
-                continue
-            if name.isupper() and _numeric(value):
-                found[name] = repr(value)
-    return found
+    literals = snippets.constants(str(script.resolve().relative_to(snippets.SNIPPETS_DIR)))
+    return {name: repr(value) for name, value in literals.items() if name.isupper() and _numeric(value)}
 
 
 def _numeric(value) -> bool:
@@ -66,7 +57,7 @@ def docstring(script: Path) -> str:
     Sphinx cross-references as code."""
     tree = ast.parse(script.read_text(encoding="utf-8"))
     text = SPHINX_ROLE.sub(r"`\1`", ast.get_docstring(tree) or "")
-    constants = number_constants(tree)
+    constants = number_constants(script)
     if not constants:
         return text
     names = re.compile(r"\b(" + "|".join(sorted(constants, key=len, reverse=True)) + r")\b")

@@ -1,22 +1,22 @@
 """Values of lesson <code> (<title>): copy to src/infercourse/pages/lesson_<code>.py (lower-case code).
 
 Every number the page shows is bound here once, with its unit (infercourse.pages.UNITS), from the
-registry and the formula modules; the page only looks the names up and formats them.
+registry and the formula modules; the page only looks the names up and formats them. `lesson_values`
+binds what every lesson shows (baseline, and from course.yml's `lab:` the lab box and the expected output).
 """
 
 from __future__ import annotations
 
-from infercourse import labbox, notation, registry, transformer
-from infercourse.pages import baseline, fact_link
+from infercourse import notation, registry, transformer
+from infercourse.pages import fact_link, lesson_values
 
-P = baseline("lessons/<code>-<slug>.md")
+P = lesson_values(__name__)
 
 cfg = registry.model(registry.COURSE_MODEL).config
 P.add("N", transformer.param_count(cfg), "params")
 P.add("L", cfg["num_hidden_layers"], "count")
 SYMBOLS: list[str | tuple[str, str]] = ["N", "L"]  # ids in notation.yml; test_notation reads SYMBOLS
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
-P.add("lab_box", labbox.lab_box("<lab>.py"), "text")
 P.add(
     "facts_used",
     [

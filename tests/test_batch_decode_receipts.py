@@ -48,7 +48,7 @@ def test_receipts_drawn_against_the_roofline(tmp_path):
     (tmp_path / "rtx-4090" / "batch_decode.json").write_text(json.dumps(_receipt()))
     (tmp_path / "cpu-amd-epyc").mkdir()
     (tmp_path / "cpu-amd-epyc" / "batch_decode.json").write_text(json.dumps(_receipt(kind="cpu")))
-    gpu_only = [r for r in labs.gpu_receipts(tmp_path) if r["lab"] == "batch_decode"]
+    gpu_only = labs.gpu_receipts("batch_decode", receipts_dir=tmp_path)
     assert [r["machine"]["kind"] for r in gpu_only] == ["gpu"]
     svg = batch_decode.receipts_roofline_svg(gpu_only)
     assert svg.startswith('<div class="course-figure"><svg') and svg.count("<svg") == 1

@@ -8,7 +8,7 @@ from urllib.parse import unquote, urlsplit
 
 from bs4 import BeautifulSoup
 
-from conftest import copy_project, mkdocs_build
+from conftest import ROOT, copy_project, mkdocs_build
 from infercourse import course, glossary
 
 LESSON = "lessons/0a-prefill-decode/index.html"
@@ -198,3 +198,39 @@ def test_no_template_debris_in_lesson_text(site):
         long_words = [w[:60] for w in content.get_text(" ").split() if len(w) > 40 and "/" not in w]
         assert not long_words, f"{page}: runaway strings: {long_words}"
         assert "{{" not in content.get_text() and "{%" not in content.get_text(), f"{page}: unrendered Jinja"
+
+
+# --- lessons show excerpts, not files ------------------------------------------------------------
+MAX_CODE_LINES = 300
+"""Highlighted code lines one lesson page may inline (issue: pages taught with excerpts, the file a click away)."""
+
+
+def code_lines(html: str) -> int:
+    """Lines of highlighted code (Pygments' ``<div class="highlight">`` blocks) in a built page."""
+    soup = BeautifulSoup(html, "html.parser")
+    return sum(block.get_text().rstrip("\n").count("\n") + 1 for block in soup.select("div.highlight code"))
+
+
+def test_no_lesson_inlines_more_than_300_code_lines(site):
+    counts = {page: code_lines(_built(site, page).read_text(encoding="utf-8")) for page in LIVE_LESSONS}
+    over = {page: n for page, n in counts.items() if n > MAX_CODE_LINES}
+    assert not over, (
+        f"lessons inline more than {MAX_CODE_LINES} code lines: {over}; show sections of the file "
+        "('# --8<-- [start:NAME]' in the script, labbox.lab_code) and link the whole file"
+    )
+
+
+def test_code_line_count_sees_a_whole_file():
+    """The count above can fail: 301 lines of one listing (what a whole lab script inlined gives) are 301."""
+    listing = "\n".join(f"<span>line {i}</span>" for i in range(301))
+    html = f'<div class="highlight"><pre><span></span><code>{listing}\n</code></pre></div>'
+    assert code_lines(html) == 301 > MAX_CODE_LINES
+
+
+def test_each_lab_script_is_published_whole_and_linked_from_its_lesson(site):
+    """hooks/code_files.py: code/labs/<lab>.py is the source byte for byte, and the lesson links it."""
+    for lesson in (lesson for lesson in course.live_lessons() if lesson.get("lab")):
+        script = f"{lesson['lab']}.py"
+        assert (site / "code" / "labs" / script).read_bytes() == (ROOT / "snippets" / "labs" / script).read_bytes()
+        html = _built(site, lesson["page"]).read_text(encoding="utf-8")
+        assert f'href="../../code/labs/{script}"' in html, f"{lesson['page']} does not link the whole {script}"

@@ -64,3 +64,33 @@ def test_a_spec_without_work_is_named_not_an_attribute_error(monkeypatch):
     for call in (lambda: labbox.lab_minutes("phases"), lambda: labbox.lab_box("phases.py")):
         with pytest.raises(ValueError, match=r"lab 'phases''s spec sets no work: give its LabSpec a work=LabWork"):
             call()
+
+
+def test_lab_code_is_the_marked_sections_and_a_link_to_the_whole_file():
+    code = labbox.lab_code("tensor_parallel.py")  # two sections, in file order
+    assert code.index('--8<-- "labs/tensor_parallel.py:shards"') < code.index('--8<-- "labs/tensor_parallel.py:engine"')
+    assert code.endswith("[`snippets/labs/tensor_parallel.py`](../code/labs/tensor_parallel.py).")
+    assert '--8<-- "labs/tensor_parallel.py"\n' not in code  # never the whole file
+
+
+def test_a_lab_script_without_a_section_is_refused_with_the_fix(tmp_path, monkeypatch):
+    (tmp_path / "labs").mkdir()
+    (tmp_path / "labs" / "bare.py").write_text("print('no markers')\n")
+    monkeypatch.setattr(labbox.snippets, "SNIPPETS_DIR", tmp_path)
+    with pytest.raises(ValueError, match=r"marks no section.*# --8<-- \[start:NAME\]"):
+        labbox.lab_code("bare.py")
+
+
+def test_every_cpu_run_but_one_starts_eager():
+    """scripts/run_labs.py --cpu adds --enforce-eager to every lab's CPU arguments but the one whose spec keeps
+    it compiled (phases: torch.compile stays covered by the CPU tests); a GPU run adds nothing."""
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("run_labs", ROOT / "scripts" / "run_labs.py")
+    run_labs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_labs)
+    eager = {lab: "--enforce-eager" in run_labs.cpu_args(lab)[1] for lab in labs.wired()}
+    assert [lab for lab, is_eager in eager.items() if not is_eager] == ["phases"]
+    assert all(run_labs.cpu_args(lab)[1].count("--enforce-eager") <= 1 for lab in labs.wired())

@@ -4,6 +4,7 @@ and each lesson's headline values equal hand arithmetic written next to them."""
 from __future__ import annotations
 
 import math
+import re
 
 import jinja2
 import jinja2.meta
@@ -67,6 +68,29 @@ def template_problems(page: str, text: str) -> list[str]:
                 loop_names.add(target.name)
     undefined = jinja2.meta.find_undeclared_variables(tree) - set(values) - {"page", "config"}
     problems += [f"{name!r} is not a value of this page" for name in sorted(undefined)]
+    return problems + exec_block_problems(text)
+
+
+EXEC_FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*\w+\b[^\n]*\bexec=\"(?:on|1|true)\"")
+IMPORTS_INFERCOURSE = re.compile(r"^\s*(?:from|import)\s+infercourse\b")
+
+
+def exec_block_problems(text: str) -> list[str]:
+    """Exec blocks (markdown-exec) that import ``infercourse``: a page's one road from Python is its page
+    values; an exec block runs a standalone snippet (``--8<--``), which a reader can copy and run."""
+    problems, fence, start = [], None, 0
+    for n, line in enumerate(text.splitlines(), 1):
+        if fence is None:
+            opened = EXEC_FENCE.match(line)
+            if opened:
+                fence, start = opened.group(1), n
+        elif line.strip().startswith(fence):
+            fence = None
+        elif IMPORTS_INFERCOURSE.match(line):
+            problems.append(
+                f"line {n}: the exec block of line {start} imports infercourse; bind the value in the page's "
+                "module (infercourse.pages) and write {{ name }} on the page"
+            )
     return problems
 
 
@@ -86,6 +110,11 @@ def test_page_only_looks_values_up(page):
         ("{{ s_fit | gb }}", "s_fit is in tokens, not formatted by gb"),
         ("{% for S in contexts %}{{ S }}{% endfor %}", "bound twice"),
         ("{{ nonexistent }}", "not a value of this page"),
+        (
+            '```python exec="on"\nfrom infercourse.labs import expected_output\nprint(expected_output("phases"))\n```',
+            "imports infercourse; bind the value in the page's module",
+        ),
+        ('~~~py exec="1" html="1"\n  import infercourse.figures\n~~~', "imports infercourse"),
     ],
 )
 def test_template_check_catches_planted_faults(planted, expected):

@@ -250,7 +250,9 @@ def test_serve_shows_every_kind_of_edit_without_a_restart(tmp_path):
        (the package is re-imported; the pages that show it are expanded and rendered again);
     2. a prose line in one lesson: that lesson shows it, and another lesson is served byte for byte as
        before (its rendering was reused, hooks/render_cache.py);
-    3. a comment in a snippet file that a lesson includes (``--8<--``): the listing shows it;
+    3. a comment in a snippet file that a lesson includes (``--8<--``): the listing shows it; then every
+       lesson served (from the caches, after these edits) is byte for byte what a plain ``mkdocs build``
+       of the same files makes;
     4. a broken link in one lesson: the rebuild fails strict, and so does the next rebuild after an edit
        to another lesson (a page whose rendering warned is rendered again, so its warning is counted
        again instead of being hidden by the cache).
@@ -344,6 +346,16 @@ def test_serve_shows_every_kind_of_edit_without_a_restart(tmp_path):
             f"{url[other]} never showed the edit to {snippet.name}"
         )
 
+        # 3b. after these edits, every lesson served from the caches is what a plain build of the same files
+        # makes (`mkdocs build` never caches), but for the live-reload script that serve appends
+        built = mkdocs_build(project, tmp_path / "built", site_url=f"{base}/")
+        assert built.returncode == 0, built.stderr[-2000:]
+        for page in lessons:
+            plain = (tmp_path / "built" / "lessons" / page.stem / "index.html").read_text(encoding="utf-8")
+            served_html = _get(url[page]) or ""
+            cached = re.sub(r"<script>\nvar livereload = .*?</script>(?=</body>)", "", served_html, flags=re.S)
+            assert cached == plain, f"{url[page]} from the serve caches differs from a plain build of the same files"
+
         # 4. a warning is reported on every rebuild until it is fixed
         failed = aborted()
         edit(edited, marker, marker + " [a broken link](no-such-page.md)")
@@ -425,3 +437,31 @@ def test_bench_refuses_a_lighthouse_that_traces_style_invalidations(tmp_path):
         bench.lighthouse_version(lighthouse("12.2.3", tracked))
     with pytest.raises(SystemExit, match="is not a Lighthouse CLI"):
         bench.lighthouse_version(str(tmp_path / "bin" / "node"))
+
+
+def test_serve_caches_have_one_switch(monkeypatch):
+    """SERVE_CACHES=off: under `mkdocs serve` none of the three caches wraps what it would wrap (the hooks
+    loaded as MkDocs loads them); on, each does. The wrapped methods are restored afterwards."""
+    from markdown_exec._internal.formatters import python
+    from material.plugins.search.plugin import SearchIndex
+    from mkdocs.config.config_options import Hooks
+    from mkdocs.structure.pages import Page
+    from mkdocs_macros.plugin import MacrosPlugin
+
+    originals = [(python, "_run_python"), (Page, "render"), (MacrosPlugin, "render")]
+    originals += [(SearchIndex, "add_entry_from_context")]
+    saved = [(owner, name, getattr(owner, name)) for owner, name in originals]
+    names = ("exec_cache", "render_cache", "search_cache")
+    hooks = {name: Hooks("plugins")._load_hook(name, str(ROOT / "hooks" / f"{name}.py")) for name in names}
+    try:
+        monkeypatch.setenv("SERVE_CACHES", "off")
+        for hook in hooks.values():
+            hook.on_startup("serve", False)
+        assert [getattr(owner, name) for owner, name in originals] == [f for _, _, f in saved]
+        monkeypatch.setenv("SERVE_CACHES", "on")
+        for hook in hooks.values():
+            hook.on_startup("serve", False)
+        assert all(getattr(owner, name) is not f for owner, name, f in saved), "a cache did not switch on"
+    finally:
+        for owner, name, f in saved:
+            setattr(owner, name, f)

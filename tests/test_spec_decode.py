@@ -6,10 +6,11 @@ Floors by hand (RTX 4090: 1,008 GB/s, 165.2 TFLOP/s; BF16; context S = 1,024):
   kappa S / beta = 57,344 * 1,024 / 1.008e12 = 0.05825 ms per sequence. tau(B=1) = 14.08726 ms.
 - Qwen2.5-0.5B: M = 494,032,768 -> 988,065,536 / 1.008e12 = 0.98022 ms; 12,288 * 1,024 / 1.008e12 =
   0.01248 ms. tau_d(B=1) = 0.99271 ms; rho = 0.99271 / 14.08726 = 0.070468.
-- verification at B = 1, k = 4: 5 tokens, still weight-bound (2 M 5 / P = 0.428 ms < 14.029 ms);
-  attention 5 * 0.05825 ms: tau_v = 14.02901 + 0.29127 = 14.32028 ms.
-- E(0.7, 4) = (1 - 0.7^5) / 0.3 = 0.83193 / 0.3 = 2.7731; sigma = 2.7731 * 14.08726 / (4 * 0.99271 + 14.32028)
-  = 39.0654 / 18.2911 = 2.1358.
+- verification at B = 1, k = 4: 5 tokens, still weight-bound (2 M 5 / P = 0.428 ms < 14.029 ms); its
+  attention reads the sequence's cache once for all 5 queries (roofline.spec_step_floors), so
+  tau_v = 14.02901 + 0.05825 = 14.08726 ms = tau.
+- E(0.7, 4) = (1 - 0.7^5) / 0.3 = 0.83193 / 0.3 = 2.7731; sigma = 2.7731 * 14.08726 / (4 * 0.99271 + 14.08726)
+  = 39.0654 / 18.0581 = 2.1633.
 """
 
 from __future__ import annotations
@@ -105,11 +106,19 @@ def test_snippet_keeps_the_target_distribution():
     assert toy.expected_tokens(1, 4) == 5
 
 
-def test_snippet_differs_from_the_target_when_the_residual_is_dropped():
-    """Planted fault check in words: emitting a kept draft only (no residual) would not be the target."""
+def test_the_target_check_fails_on_a_snippet_that_drops_the_residual(tmp_path, monkeypatch):
+    """The fault planted: the snippet's output distribution without the rejection's residual draw. The
+    check above (emitted = target) must then fail: "the" would come out at 0.30, not 0.50."""
+    source = (ROOT / "snippets" / "lesson_6a" / "rejection_sampling.py").read_text(encoding="utf-8")
+    planted = source.replace(" + (1 - alpha) * residual[x] / total for x in pi}", " for x in pi}")
+    assert planted != source, "the snippet no longer has the line this test edits"
+    (tmp_path / "lesson_6a").mkdir()
+    (tmp_path / "lesson_6a" / "rejection_sampling.py").write_text(planted, encoding="utf-8")
+    monkeypatch.setattr(snippets, "SNIPPETS_DIR", tmp_path)
     toy = snippets.load("lesson_6a/rejection_sampling.py")
-    kept_only = {x: min(toy.TARGET[x], toy.DRAFT[x]) for x in toy.TARGET}
-    assert kept_only != pytest.approx(toy.TARGET, abs=1e-3)
+    out = toy.output_distribution(toy.TARGET, toy.DRAFT)
+    assert out["the"] == pytest.approx(0.30, abs=1e-12)  # min(0.50, 0.30): the kept drafts alone
+    assert out != pytest.approx(toy.TARGET, abs=1e-3)
 
 
 # --- the page's headline values ------------------------------------------------------------------

@@ -12,15 +12,9 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infercourse.checks import positive
+from infercourse.checks import positive, whole
 from infercourse.registry import GPUFacts
 from infercourse.roofline import decode_step_floor
-
-
-def _whole(name: str, value: int, least: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -80,10 +74,10 @@ def schedule(
             f"and {len(output_tokens)} output lengths"
         )
     for i, (p, n) in enumerate(zip(prompt_tokens, output_tokens, strict=True)):
-        _whole(f"prompt_tokens[{i}]", p)
-        _whole(f"output_tokens[{i}]", n)
-    _whole("max_num_seqs", max_num_seqs)
-    _whole("max_num_batched_tokens", max_num_batched_tokens)
+        whole(f"prompt_tokens[{i}]", p)
+        whole(f"output_tokens[{i}]", n)
+    whole("max_num_seqs", max_num_seqs)
+    whole("max_num_batched_tokens", max_num_batched_tokens)
 
     count = len(prompt_tokens)
     computed, generated = [0] * count, [0] * count
@@ -132,7 +126,7 @@ def static_steps(
     Raises:
         ValueError: as :func:`schedule`.
     """
-    _whole("batch", batch)
+    whole("batch", batch)
     return sum(
         schedule(prompt_tokens[k : k + batch], output_tokens[k : k + batch], batch, max_num_batched_tokens).steps
         for k in range(0, len(prompt_tokens), batch)
@@ -148,9 +142,9 @@ def expected_max_uniform(low: int, high: int, batch: int) -> float:
     Raises:
         ValueError: ``low`` or ``batch`` not an integer >= 1, or ``high`` < ``low``.
     """
-    _whole("low", low)
-    _whole("high", high, low)
-    _whole("batch", batch)
+    whole("low", low)
+    whole("high", high, low)
+    whole("batch", batch)
     m = high - low + 1
     return low + sum(1 - ((k - low + 1) / m) ** batch for k in range(low, high))
 

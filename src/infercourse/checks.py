@@ -18,3 +18,18 @@ def positive(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return value
+
+
+def whole(name: str, value: int, least: int = 1) -> int:
+    """Return ``value`` if it is an integer (not a bool) of at least ``least``.
+
+    Used for every count a formula takes whole (tokens, blocks, batch sizes, sequences); the unit is
+    the caller's.
+
+    Raises:
+        ValueError: ``value`` is not an int, is a bool, or is below ``least``; the message names
+            ``name`` and says what is expected.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    return value

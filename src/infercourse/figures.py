@@ -1,6 +1,8 @@
-"""Build-time figures: a matplotlib figure as SVG text a page can embed.
+"""Build-time figures: matplotlib set up once (no display), and a figure as SVG text a page can embed.
 
-(The lesson snippets carry their own few lines for this, so a learner can copy one file and run it.)
+A page module draws with ``fig, ax = figures.subplots(figsize=(7, 3.6))`` and binds
+``figures.svg_text(fig)`` as a page value. (The lesson snippets carry their own few lines for this, so
+a learner can copy one file and run it.)
 """
 
 from __future__ import annotations
@@ -8,9 +10,25 @@ from __future__ import annotations
 import io
 
 
+def subplots(*args, salt: str, **kwargs):
+    """``matplotlib.pyplot.subplots(*args, **kwargs)`` on the Agg backend (files only, no window):
+    ``(figure, axes)``. The one place the build sets matplotlib up.
+
+    ``salt`` (the figure's name, e.g. ``"lesson-5a-ttft"``) seeds the ids of the SVG's elements, so that a
+    figure has the same bytes on every build and two figures on one page never share an id (matplotlib's
+    ``svg.hashsalt``; unset, it draws random ids)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = salt
+    return plt.subplots(*args, **kwargs)
+
+
 def svg_text(fig) -> str:
-    """Lay out ``fig``, render it as SVG without a date (the same bytes on every build), close it, and
-    return the ``<svg>`` element without the XML prolog, ready to sit inside HTML."""
+    """Lay out ``fig`` (from :func:`subplots`), render it as SVG without a date (the same bytes on every
+    build), close it, and return the ``<svg>`` element without the XML prolog, ready to sit inside HTML."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()

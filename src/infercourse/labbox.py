@@ -7,16 +7,17 @@ a lab is installed, what a card holds or what a minute costs.
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING
 
-from infercourse import fmt, memory, registry, roofline, transformer
+from infercourse import fmt, memory, registry, roofline, snippets, transformer
 
 if TYPE_CHECKING:  # importing infercourse.labs at run time reads the lab scripts: done lazily below
     from infercourse.labs.core import LabWork
 
-LABKIT_MIN_DRIVER = 580
-"""Oldest NVIDIA driver branch for vLLM 0.26.0's CUDA 13 build (labkit's ``MIN_DRIVER_FOR_WHEEL``;
-NVIDIA, CUDA Toolkit Release Notes, table 3: CUDA 13.0 needs >= 580.65.06)."""
+LABKIT_MIN_DRIVER: int = snippets.constant("labs/labkit.py", "MIN_DRIVER_FOR_WHEEL")
+"""Oldest NVIDIA driver branch for vLLM 0.26.0's CUDA 13 build, read from its one home, labkit's
+``MIN_DRIVER_FOR_WHEEL`` (NVIDIA, CUDA Toolkit Release Notes, table 3: CUDA 13.0 needs >= 580.65.06)."""
 
 
 def vram_needed_bytes(
@@ -122,18 +123,51 @@ def time_estimate(labs: list[str], download: bool = True) -> str:
     return "\n".join(lines)
 
 
-def lab_box(
-    script: str, args: str = "", model_name: str = registry.COURSE_MODEL, parts: tuple[tuple[str, str], ...] = ()
-) -> str:
+SECTION_START = re.compile(r"^[ \t]*# --8<-- \[start:([\w-]+)\][ \t]*$", re.M)
+"""A section marker of pymdownx.snippets (``# --8<-- [start:engine]``): the part of a lab script a lesson shows."""
+
+
+def lab_code(script: str) -> str:
+    """Markdown for the code of the lab ``snippets/labs/<script>`` on its lesson: one listing per section the
+    script marks (``# --8<-- [start:NAME]`` ... ``# --8<-- [end:NAME]``, in file order), each included by
+    pymdownx.snippets, then a link to the whole file (``code/labs/<script>``, published by
+    ``hooks/code_files.py``). A page shows excerpts of a lab, never the whole file.
+
+    Raises:
+        FileNotFoundError: no such lab script.
+        ValueError: the script marks no section; mark the lines the lesson explains.
+    """
+    path = snippets.SNIPPETS_DIR / "labs" / script
+    if not path.is_file():
+        raise FileNotFoundError(f"no lab script {path}")
+    text = path.read_text(encoding="utf-8")
+    names = SECTION_START.findall(text)
+    if not names:
+        raise ValueError(
+            f"snippets/labs/{script} marks no section for its lesson; put '# --8<-- [start:NAME]' and "
+            "'# --8<-- [end:NAME]' around the lines the lesson explains"
+        )
+    listings = [
+        f'```python title="snippets/labs/{script}: {name} (excerpt)"\n--8<-- "labs/{script}:{name}"\n```'
+        for name in names
+    ]
+    lines = text.count("\n")
+    return "\n\n".join(listings) + (
+        f"\n\nThe whole script ({lines} lines, with its argument checks, printed table and receipt): "
+        f"[`snippets/labs/{script}`](../code/labs/{script})."
+    )
+
+
+def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL) -> str:
     """Markdown admonition for the lab ``snippets/labs/<script>``: VRAM, card, time, cost, platform notes
-    and commands, every figure computed from the lab's own settings (its spec's :class:`LabWork`).
+    and commands, every figure computed from the lab's own settings (its spec's :class:`LabWork`). A lab
+    that takes ``--parts`` declares them in the script, ``PARTS = {name: what it shows}``: the box lists
+    each, with the command that runs it alone.
 
     Args:
         script: the lab's file name, e.g. ``"phases.py"``.
         args: extra command-line arguments shown in the run command.
         model_name: the model the lab loads by default.
-        parts: ``(name, what it shows)`` of each part of a lab that takes ``--parts``: listed in the box,
-            each with the command that runs it alone.
 
     Raises:
         KeyError: the lab has no spec.
@@ -159,11 +193,12 @@ def lab_box(
     m = lab_minutes(name, model_name)
     fits = "fits" if need <= total else "does NOT fit"
     engines = f"{work.engines} engine start{'s' if work.engines > 1 else ''}"
-    listed = "; ".join(f"`{name}`: {shows}" for name, shows in parts)
+    parts = snippets.constant(f"labs/{script}", "PARTS", default={})
+    listed = "; ".join(f"`{name}`: {shows}" for name, shows in parts.items())
     parts_note = f"\n    - **Parts** (all of them by default): {listed}." if parts else ""
     part_commands = "".join(
-        f"\n    python snippets/labs/{script} --parts {name:<{max(len(n) for n, _ in parts)}}   # the {name} part alone"
-        for name, _ in parts
+        f"\n    python snippets/labs/{script} --parts {name:<{max(map(len, parts))}}   # the {name} part alone"
+        for name in parts
     )
     decode = (
         f", {fmt.count(work.decode_steps)} decode steps at about "

@@ -12,6 +12,7 @@ import math
 
 from infercourse import registry
 from infercourse.checks import positive as _positive
+from infercourse.checks import whole
 
 
 def device_total_bytes(gpu_name: str = registry.LAB_GPU) -> int:
@@ -125,12 +126,6 @@ def max_sequences(
 # --- lesson 5A: paging and prefix caching ----------------------------------------------------------
 
 
-def _whole(name: str, value: int, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-    return value
-
-
 def paging_waste_tokens(tokens: int, block_size: int = registry.VLLM_DEFAULT_BLOCK_SIZE) -> int:
     """Slots allocated but unused by a sequence of ``tokens`` tokens held in blocks of ``block_size``:
     ceil(S / block) * block - S, at most block - 1 (the last block's empty slots). Tokens, not bytes.
@@ -138,8 +133,8 @@ def paging_waste_tokens(tokens: int, block_size: int = registry.VLLM_DEFAULT_BLO
     Raises:
         ValueError: ``tokens`` not an integer >= 1, or ``block_size`` not an integer >= 1.
     """
-    _whole("tokens", tokens, 1)
-    _whole("block_size", block_size, 1)
+    whole("tokens", tokens, 1)
+    whole("block_size", block_size, 1)
     return -(-tokens // block_size) * block_size - tokens
 
 
@@ -158,9 +153,9 @@ def cached_prefix_tokens(
         ValueError: ``prompt_tokens`` not an integer >= 1, ``shared_tokens`` not an integer in
             0 .. prompt_tokens, or ``block_size`` not an integer >= 1.
     """
-    _whole("prompt_tokens", prompt_tokens, 1)
-    _whole("shared_tokens", shared_tokens, 0)
-    _whole("block_size", block_size, 1)
+    whole("prompt_tokens", prompt_tokens, 1)
+    whole("shared_tokens", shared_tokens, 0)
+    whole("block_size", block_size, 1)
     if shared_tokens > prompt_tokens:
         raise ValueError(
             f"shared_tokens ({shared_tokens}) cannot exceed prompt_tokens ({prompt_tokens}); "

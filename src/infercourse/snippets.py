@@ -12,6 +12,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 SNIPPETS_DIR = Path(__file__).resolve().parents[2] / "snippets"
 
@@ -40,20 +41,46 @@ def load(relative_path: str) -> ModuleType:
     return module
 
 
-def constant(relative_path: str, name: str):
-    """The value of a top-level constant ``NAME = <literal>`` in ``snippets/<relative_path>``, read without importing.
+_REQUIRED = object()
+
+
+def constants(relative_path: str) -> dict[str, Any]:
+    """Every top-level literal assignment ``NAME = <literal>`` of ``snippets/<relative_path>``, by name, read
+    with ``ast`` (the file is never imported or run). The one reader of a snippet's or lab script's
+    constants: pages, lab specs (``infercourse.labs.core.lab_constant``) and the notebook generator use it.
+    An assignment that is not a literal (a call, a name, arithmetic) is left out; a name assigned twice keeps
+    its last literal.
+
+    Raises:
+        FileNotFoundError: no such snippet file.
+    """
+    path = SNIPPETS_DIR / relative_path
+    if not path.is_file():
+        raise FileNotFoundError(f"no snippet at {path}; paths are relative to {SNIPPETS_DIR}")
+    found = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                found[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return found
+
+
+def constant(relative_path: str, name: str, default: Any = _REQUIRED) -> Any:
+    """The value of a top-level constant ``NAME = <literal>`` in ``snippets/<relative_path>`` (:func:`constants`);
+    ``default`` where the file assigns no such literal (when given).
 
     For lab scripts, which the docs build must not import (they import vLLM and their helpers):
     a page can still show a prediction for exactly the grid the lab runs.
 
     Raises:
         FileNotFoundError: no such snippet file.
-        ValueError: the file has no top-level literal assignment to ``name``.
+        ValueError: the file has no top-level literal assignment to ``name`` and no ``default`` is given.
     """
-    path = SNIPPETS_DIR / relative_path
-    if not path.is_file():
-        raise FileNotFoundError(f"no snippet at {path}; paths are relative to {SNIPPETS_DIR}")
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            return ast.literal_eval(node.value)
+    found = constants(relative_path)
+    if name in found:
+        return found[name]
+    if default is not _REQUIRED:
+        return default
     raise ValueError(f"name {name!r} is not assigned a literal at the top level of {relative_path}")

@@ -182,13 +182,19 @@ def committed_receipts(lab: str, receipts_dir: Path | str = RECEIPTS_DIR) -> lis
     return [load_receipt(p) for p in sorted(Path(receipts_dir).glob(f"*/{lab}.json"))]
 
 
-def gpu_receipts(receipts_dir: Path | str = RECEIPTS_DIR) -> list[dict]:
-    """Every committed receipt, of every wired lab, that was measured on a GPU (not a CPU smoke run).
+def gpu_receipts(lab: str | None = None, receipts_dir: Path | str = RECEIPTS_DIR) -> list[dict]:
+    """Every committed receipt of ``lab`` (None: of every wired lab) that was measured on a GPU (not a
+    CPU smoke run).
 
     Raises:
         ReceiptError: a committed receipt does not follow the schema.
     """
-    return [r for lab in wired() for r in committed_receipts(lab, receipts_dir) if r["machine"]["kind"] == "gpu"]
+    return [
+        r
+        for name in ([lab] if lab else wired())
+        for r in committed_receipts(name, receipts_dir)
+        if r["machine"]["kind"] == "gpu"
+    ]
 
 
 def efficiency(receipt: Mapping[str, Any]) -> list[Efficiency] | None:

@@ -13,10 +13,10 @@ The CPU run uses fewer, smaller batches (``cpu_args``); the lesson documents the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from infercourse import fmt
+from infercourse import figures, fmt
 from infercourse.labs.core import (
     ClaimResult,
     Column,
@@ -184,27 +184,19 @@ def measured_points(receipt: Receipt) -> list[tuple[int, float, float]]:
     ]
 
 
-def receipts_roofline_svg(receipts: list[Receipt]) -> str:
+def receipts_roofline_svg(receipts: Sequence[Receipt]) -> str:
     """HTML for lesson 2A: each GPU receipt's decode matmuls (intensity, achieved FLOP/s) drawn against
     that GPU's roofline (an SVG), or one sentence saying no GPU receipt is committed yet.
 
     Receipts from a GPU the registry does not know are left out (there is no roof to draw).
     """
-    import matplotlib
-
-    from infercourse.figures import svg_text
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     drawn = [(r, g) for r in receipts if (g := gpu_for_name(r["machine"]["name"])) is not None]
     if not drawn:
         return (
             "<p><em>No GPU receipt of this lab is committed yet: once one is, its measured points are "
             "drawn here against that GPU's roofline.</em></p>"
         )
-    plt.rcParams["svg.hashsalt"] = "batch-decode-receipts"
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = figures.subplots(salt="batch-decode-receipts", figsize=(7, 4.2))
     for receipt, facts in drawn:
         points = measured_points(receipt)
         ridge = facts.bf16_dense_tflops / facts.bandwidth_gb_s * 1e3  # FLOP/byte
@@ -228,7 +220,7 @@ def receipts_roofline_svg(receipts: list[Receipt]) -> str:
     ax.set_ylabel("matmul TFLOP/s (BF16 dense)")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="upper left")
-    return '<div class="course-figure">' + svg_text(fig) + "</div>"
+    return '<div class="course-figure">' + figures.svg_text(fig) + "</div>"
 
 
 SPEC = LabSpec(

@@ -73,15 +73,6 @@ def token_tolerance(row: Mapping[str, Any]) -> float:
     return row["block_size"] + (LOG_ROUNDING_BYTES / row["kv_bytes_per_token"] if _from_log(row) else 0)
 
 
-def predicted_tokens(row: Mapping[str, Any]) -> int:
-    """Tokens the row's budget holds: :func:`infercourse.memory.kv_capacity_tokens` (whole blocks).
-
-    Raises:
-        ValueError: a non-positive budget, kappa or block size (as ``kv_capacity_tokens``).
-    """
-    return memory.kv_capacity_tokens(row["kv_budget_bytes"], row["kv_bytes_per_token"], row["block_size"])
-
-
 def capacity_matches_budget(receipt: Receipt) -> ClaimResult:
     claim = "capacity_matches_budget"
     statement = (

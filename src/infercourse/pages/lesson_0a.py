@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from infercourse import fmt, labbox, notation, registry, roofline, snippets, transformer
-from infercourse.pages import baseline, fact_link
+from infercourse import fmt, notation, registry, roofline, snippets, transformer
+from infercourse.pages import fact_link, lesson_values
 
-P = baseline("lessons/0a-prefill-decode.md")
+P = lesson_values(__name__)
 
 qwen = registry.model(registry.COURSE_MODEL)
 cfg = P.add("cfg", qwen.config, "record")
@@ -95,7 +95,6 @@ P.add("lab_prompts", _listed({p for p, o in grid if o == fixed_output}), "text")
 P.add("lab_fixed_output", fixed_output, "tokens")
 P.add("lab_outputs", _listed({o for p, o in grid if p == short_prompt}), "text")
 P.add("lab_short_prompt", short_prompt, "tokens")
-P.add("lab_box", labbox.lab_box("phases.py"), "text")
 
 SYMBOLS: list[notation.Symbol] = [
     (

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from infercourse import fmt, labbox, notation, registry, roofline, snippets, transformer
-from infercourse.pages import baseline, fact_link
+from infercourse import fmt, notation, registry, roofline, snippets, transformer
+from infercourse.pages import fact_link, lesson_values
 
-P = baseline("lessons/0b-metrics.md")
+P = lesson_values(__name__)
 
 qwen = registry.model(registry.COURSE_MODEL)
 cfg = qwen.config
@@ -53,7 +53,6 @@ P.add("q4_old_low", old_rate * 0.99, "requests/s")
 P.add("q4_new_high", new_rate * 0.99, "requests/s")
 P.add("q4_break_even_miss", 1 - old_rate / new_rate, "1")
 
-P.add("lab_box", labbox.lab_box("metrics.py"), "text")
 
 SYMBOLS: list[notation.Symbol] = [
     "n_req",

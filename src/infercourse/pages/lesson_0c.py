@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from infercourse import fmt, labbox, memory, notation, registry, roofline, transformer
-from infercourse.pages import baseline, fact_link
+from infercourse import fmt, memory, notation, registry, roofline, transformer
+from infercourse.pages import fact_link, lesson_values
 
-P = baseline("lessons/0c-transformer.md")
+P = lesson_values(__name__)
 
 qwen = P.add("qwen", registry.model(registry.COURSE_MODEL), "record")
 cfg = qwen.config
@@ -108,7 +108,6 @@ P.add("kv_bf16", budget - weights - reserve, "B")
 P.add("kv_awq", budget - awq - reserve, "B")
 P.add("floor_bf16_1k", roofline.decode_step_floor(g, cfg, 1024), "s")
 P.add("floor_awq_1k", roofline.decode_step_floor(g, cfg, 1024, weight_bytes=(awq - 2 * parts["embedding"]) / M), "s")
-P.add("lab_box", labbox.lab_box("weights.py"), "text")
 
 SYMBOLS: list[notation.Symbol] = [
     ("V", f"Here {fmt.count(V)}."),

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from infercourse import fmt, labbox, memory, notation, registry, snippets, transformer
-from infercourse.pages import baseline, fact_link
+from infercourse import fmt, memory, notation, registry, snippets, transformer
+from infercourse.pages import fact_link, lesson_values
 
-P = baseline("lessons/1a-kv-cache.md")
+P = lesson_values(__name__)
 
 qwen = registry.model(registry.COURSE_MODEL)
 cfg = P.add("cfg", qwen.config, "record")
@@ -99,7 +99,6 @@ max_model_len = P.add("lab_max_model_len", snippets.constant("labs/kv_capacity.p
 P.add(
     "longest_prompt", max_model_len - 1, "tokens"
 )  # vLLM refuses prompt length == max_model_len (registry BEHAVIOURS)
-P.add("lab_box", labbox.lab_box("kv_capacity.py"), "text")
 
 SYMBOLS: list[notation.Symbol] = [
     "L",

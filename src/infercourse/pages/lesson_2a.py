@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 
-from infercourse import fmt, labbox, memory, notation, registry, roofline, snippets, transformer
-from infercourse.pages import baseline, fact_link
+from infercourse import fmt, labs, memory, notation, registry, roofline, snippets, transformer
+from infercourse.labs.batch_decode import receipts_roofline_svg
+from infercourse.pages import fact_link, lesson_values
 
-P = baseline("lessons/2a-roofline.md")
+P = lesson_values(__name__)
 
 qwen = registry.model(registry.COURSE_MODEL)
 cfg = P.add("cfg", qwen.config, "record")
@@ -92,7 +93,6 @@ P.add("lab_context", lab_prompt + lab_output // 2, "tokens")
 batches = tuple(x for (x,) in snippets.constant("labs/batch_decode.py", "GRID"))
 lab_batch = P.add("lab_batch", max(batches), "sequences")
 P.add("lab_peak_kv_tokens", lab_batch * (lab_prompt + lab_output), "tokens")
-P.add("lab_box", labbox.lab_box("batch_decode.py"), "text")
 default_tokens, default_seqs = registry.vllm_scheduler_defaults("RTX 4090", "LLM")
 default_tokens_h200, default_seqs_h200 = registry.vllm_scheduler_defaults("H200", "LLM")
 P.add("llm_batched_tokens", default_tokens, "tokens")
@@ -165,3 +165,6 @@ P.add(
     ],
     "record",
 )
+
+# the committed GPU receipts against the roofline (one sentence while none is committed)
+P.add("fig_receipts", receipts_roofline_svg(labs.gpu_receipts("batch_decode")), "text")

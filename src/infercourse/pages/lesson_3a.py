@@ -2,17 +2,17 @@
 
 Every number the page shows is bound here once, with its unit, from the registry and the formula
 modules; the page only looks the names up and formats them. The two figures are drawn by
-:func:`floors_figure` and :func:`memory_figure` from the same values.
+:func:`_floors_figure` and :func:`_memory_figure` from the same values (``fig_floors``, ``fig_memory``).
 """
 
 from __future__ import annotations
 
 import math
 
-from infercourse import fmt, labbox, memory, notation, registry, roofline, snippets, transformer
-from infercourse.pages import baseline, fact_link
+from infercourse import figures, fmt, memory, notation, registry, roofline, snippets, transformer
+from infercourse.pages import fact_link, lesson_values
 
-P = baseline("lessons/3a-quantisation.md")
+P = lesson_values(__name__)
 
 cfg = P.add("cfg", registry.model(registry.COURSE_MODEL).config, "record")
 N = P.add("N", transformer.param_count(cfg), "params")
@@ -128,7 +128,6 @@ P.add("seqs_awq", memory.max_sequences(budget["awq"], kappa, ctx), "sequences")
 P.add("seqs_awq_fp8kv", memory.max_sequences(budget["awq"], transformer.kv_bytes_per_token(cfg, 1), ctx), "sequences")
 
 # The lab (snippets/labs/quant_nll.py).
-P.add("lab_box", labbox.lab_box("quant_nll.py"), "text")
 P.add("lab_awq_model", snippets.constant("labs/quant_nll.py", "AWQ_MODEL"), "text")
 rent = registry.AUTODL_RTX_4090
 P.add("awq_download_min", math.ceil(W_awq / (rent.download_mb_s * 1e6) / 60), "count")  # whole minutes
@@ -233,17 +232,10 @@ P.add(
 )
 
 
-def floors_figure() -> str:
+def _floors_figure() -> str:
     """SVG: the matmuls' floor per decode step against the batch on the RTX 4090, one line per format."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from infercourse.figures import svg_text
-
     batches = list(range(1, 513))
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = figures.subplots(figsize=(7, 4), salt="lesson-3a-floors")
     for fmt_name, label in (("bf16", "BF16 (W16A16)"), ("fp8", "FP8 (W8A8)"), ("awq", "AWQ 4-bit (W4A16)")):
         ax.plot(
             batches,
@@ -257,19 +249,12 @@ def floors_figure() -> str:
     ax.set_title(f"Decode matmuls' floor per step, {registry.COURSE_MODEL}, {g4090.name}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    return svg_text(fig)
+    return figures.svg_text(fig)
 
 
-def memory_figure() -> str:
+def _memory_figure() -> str:
     """SVG: the 24 GB card's memory per format: weights, the assumed reserve, KV cache, and what u leaves unused."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from infercourse.figures import svg_text
-
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    fig, ax = figures.subplots(figsize=(7, 3.2), salt="lesson-3a-memory")
     names = [f"{label}\n{tokens[f]:,} KV tokens" for label, f in zip(("BF16", "FP8", "AWQ"), FORMATS, strict=True)]
     parts = [
         ("weights", [weights[f] for f in FORMATS]),
@@ -285,4 +270,8 @@ def memory_figure() -> str:
     ax.set_xlabel(f"GiB of the {g4090.name}'s {D / fmt.GIB:.2f} GiB")
     ax.invert_yaxis()
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=4, fontsize=8)
-    return svg_text(fig)
+    return figures.svg_text(fig)
+
+
+P.add("fig_floors", _floors_figure(), "text")
+P.add("fig_memory", _memory_figure(), "text")

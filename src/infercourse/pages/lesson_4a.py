@@ -12,12 +12,11 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from infercourse import batching, fmt, labbox, labs, memory, notation, registry, snippets, transformer
-from infercourse.figures import svg_text
+from infercourse import batching, figures, fmt, labs, memory, notation, registry, snippets, transformer
 from infercourse.labs.continuous_batching import online_rows
-from infercourse.pages import baseline, fact_link
+from infercourse.pages import fact_link, lesson_values
 
-P = baseline("lessons/4a-continuous-batching.md")
+P = lesson_values(__name__)
 
 cfg = registry.model(registry.COURSE_MODEL).config
 kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
@@ -104,7 +103,6 @@ lab_lo = P.add("lab_lo", snippets.constant(lab, "OUTPUT_MIN"), "tokens")
 lab_hi = P.add("lab_hi", snippets.constant(lab, "OUTPUT_MAX"), "tokens")
 lab_budget = P.add("lab_budget", snippets.constant(lab, "MAX_NUM_BATCHED_TOKENS"), "tokens")
 P.add("lab_batches", ", ".join(str(b) for b in snippets.constant(lab, "BATCH_SIZES")), "text")
-P.add("lab_box", labbox.lab_box("continuous_batching.py"), "text")
 P.add("lab_full_prompts", lab_budget // lab_prompt, "sequences")
 
 # the online part: one server, max_num_seqs = the largest B, vllm bench serve at each rate
@@ -171,13 +169,7 @@ PARETO_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 def pareto_figure(measured: list[tuple[str, Mapping[str, Any]]]) -> str:
     """The latency-throughput figure: the predicted curves, the lab's rates predicted, and ``measured``
     (:func:`measured_points`) as crosses."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "lesson-4a-pareto"
-    fig, ax = plt.subplots(figsize=(6, 4.2))
+    fig, ax = figures.subplots(salt="lesson-4a-pareto", figsize=(6, 4.2))
     for g, color, cap in ((g4090, "tab:blue", B_kv), (h200, "tab:red", h200_seqs)):
         batches = [b for b in PARETO_BATCHES if b < cap] + [cap]
         tpot = [batching.step_time(g, cfg, b, c_mean, tau0) * 1e3 for b in batches]
@@ -216,19 +208,13 @@ def pareto_figure(measured: list[tuple[str, Mapping[str, Any]]]) -> str:
     ax.set_ylabel("output tokens/s, X(B) (log scale)")
     ax.set_title(f"Qwen2.5-7B, BF16, context {c_mean}: X vs TPOT as B grows", fontsize=10)
     ax.legend(fontsize=9, loc="lower right")
-    return svg_text(fig)
+    return figures.svg_text(fig)
 
 
 def _timeline_figure() -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "lesson-4a-timeline"
     prompts = [cpu_prompt] * 8
     lengths = cpu_lengths[:8]
-    fig, axes = plt.subplots(2, 1, figsize=(6, 4.8), sharex=True)
+    fig, axes = figures.subplots(2, 1, salt="lesson-4a-timeline", figsize=(6, 4.8), sharex=True)
     static_first, static_last, offset = [], [], 0
     for k in range(0, 8, cpu_B):
         run = batching.schedule(prompts[k : k + cpu_B], lengths[k : k + cpu_B], cpu_B, cpu_budget)
@@ -255,7 +241,7 @@ def _timeline_figure() -> str:
         ax.invert_yaxis()
         ax.set_title(f"{title}: {max(last)} steps", fontsize=10)
     axes[1].set_xlabel(f"engine step (B = {cpu_B}, {cpu_budget} tokens per step, {cpu_prompt}-token prompts)")
-    return svg_text(fig)
+    return figures.svg_text(fig)
 
 
 fig_static = [batching.schedule([cpu_prompt] * 4, cpu_lengths[k : k + 4], cpu_B, cpu_budget).passes for k in (0, 4)]

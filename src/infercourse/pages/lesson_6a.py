@@ -7,11 +7,10 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import fmt, labbox, memory, notation, registry, roofline, snippets, transformer
-from infercourse.figures import svg_text
-from infercourse.pages import baseline, fact_link
+from infercourse import figures, fmt, memory, notation, registry, roofline, snippets, transformer
+from infercourse.pages import fact_link, lesson_values
 
-P = baseline("lessons/6a-speculative-decoding.md")
+P = lesson_values(__name__)
 
 LAB = "labs/spec_decode.py"
 DRAFT = snippets.constant(LAB, "DRAFT_MODEL")
@@ -134,7 +133,6 @@ P.add("rho_h200", tau_d_h / tau_h, "1")
 P.add("sigma_h200", _speedup(h200, alpha_ex, k_lab), "1")
 
 # --- the lab ---
-P.add("lab_box", labbox.lab_box("spec_decode.py"), "text")
 P.add("lab_output_tokens", snippets.constant(LAB, "OUTPUT_TOKENS"), "tokens")
 P.add("lab_steps_full", roofline.spec_decode_steps(snippets.constant(LAB, "OUTPUT_TOKENS"), k_lab), "count")
 P.add("lab_batches", ", ".join(map(str, snippets.constant(LAB, "BATCHES"))), "text")
@@ -143,19 +141,8 @@ P.add("lab_prompt", snippets.constant(LAB, "PROMPT_TOKENS"), "tokens")
 
 
 # --- figures, drawn at build time, each with its text alternative ---
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _alpha_k_figure() -> str:
-    plt = _plt()
-    plt.rcParams["svg.hashsalt"] = "lesson-6a-alpha-k"
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = figures.subplots(salt="lesson-6a-alpha-k", figsize=(7, 3.6))
     for row in speed_rows:
         ax.plot(KS, row["speedups"], marker="o", label=f"α = {row['alpha']:g}")
     ax.axhline(1, color="grey", lw=0.8, ls=":")
@@ -163,14 +150,12 @@ def _alpha_k_figure() -> str:
     ax.set_ylabel("speedup σ (floor model)")
     ax.set_title(f"{registry.COURSE_MODEL} + {DRAFT.split('/')[-1]} draft, {g4090.name}, B = 1")
     ax.legend(fontsize=8)
-    return svg_text(fig)
+    return figures.svg_text(fig)
 
 
 def _batch_figure() -> str:
-    plt = _plt()
-    plt.rcParams["svg.hashsalt"] = "lesson-6a-batch"
     batches = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256]
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = figures.subplots(salt="lesson-6a-batch", figsize=(7, 3.6))
     for g, color in ((g4090, "tab:blue"), (h200, "tab:red")):
         ax.plot(batches, [_speedup(g, alpha_ex, k_lab, b) for b in batches], color=color, label=g.name)
     ax.axhline(1, color="grey", lw=0.8, ls=":")
@@ -179,7 +164,7 @@ def _batch_figure() -> str:
     ax.set_ylabel("speedup σ (floor model)")
     ax.set_title(f"α = {alpha_ex:g}, k = {k_lab}: speculation pays at small batches only")
     ax.legend(fontsize=8)
-    return svg_text(fig)
+    return figures.svg_text(fig)
 
 
 P.add("fig_alpha_k", _alpha_k_figure(), "text")

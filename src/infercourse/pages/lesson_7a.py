@@ -7,12 +7,11 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import fmt, labbox, labs, memory, notation, registry, roofline, snippets, transformer
-from infercourse.figures import svg_text
+from infercourse import figures, fmt, labs, memory, notation, registry, roofline, snippets, transformer
 from infercourse.labs import tensor_parallel as tp_lab
-from infercourse.pages import baseline, fact_link
+from infercourse.pages import fact_link, lesson_values
 
-P = baseline("lessons/7a-tensor-parallelism.md")
+P = lesson_values(__name__)
 
 MODEL = registry.COURSE_MODEL
 cfg = registry.model(MODEL).config
@@ -168,13 +167,7 @@ def _eta(g, link, alpha, batch, ranks):
 
 
 def _efficiency_figure() -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "lesson-7a-efficiency"
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = figures.subplots(salt="lesson-7a-efficiency", figsize=(7, 3.6))
     for g, link, alpha, name, color in (
         (h200, link_h200, alpha_h200, link_h200_name, "tab:red"),
         (g4090, link_4090, alpha_4090, link_4090_name, "tab:blue"),
@@ -193,7 +186,7 @@ def _efficiency_figure() -> str:
     ax.set_ylabel("scaling efficiency t(1) / (T t(T))")
     ax.set_title(f"{MODEL}, decode at S = {S:,}: floors plus assumed all-reduce latency")
     ax.legend(fontsize=8)
-    return svg_text(fig)
+    return figures.svg_text(fig)
 
 
 P.add("fig_eta", _efficiency_figure(), "text")
@@ -231,7 +224,6 @@ SYMBOLS: list[str | tuple[str, str]] = [
     "eta",
 ]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
-P.add("lab_box", labbox.lab_box("tensor_parallel.py"), "text")
 P.add(
     "facts_used",
     [
