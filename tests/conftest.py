@@ -23,13 +23,49 @@ MARK_BY_FIXTURE = {"build": "build", "site": "build", "server": "build", "browse
 MARK_BY_FILE = {"test_build.py": "build", "test_browser.py": "browser"}
 
 
-def pytest_collection_modifyitems(items):
+def pytest_addoption(parser):
+    parser.addoption(
+        "--lesson",
+        metavar="CODE",
+        help="only one lesson's tests (e.g. 6A): tests/lessons/test_<code>.py, tests/labs/test_<lab>.py and the "
+        "tests parametrized by its page or lab (`make check LESSON=6A`)",
+    )
+
+
+def lesson_tests(code: str) -> tuple[set[Path], set[str]]:
+    """The test files of lesson ``code`` (``course.yml``) and the parameter values that name it (page, lab).
+
+    Raises:
+        pytest.UsageError: no live lesson has that code.
+    """
+    from infercourse import course
+
+    lessons = course.live_lessons()
+    lesson = next((item for item in lessons if item["code"] == code.upper()), None)
+    if lesson is None:
+        codes = ", ".join(item["code"] for item in lessons)
+        raise pytest.UsageError(f"--lesson {code}: no live lesson has that code in course.yml; one of {codes}")
+    files = {ROOT / "tests" / "lessons" / f"test_{lesson['code'].lower()}.py"}
+    words = {lesson["page"]}
+    if lesson.get("lab"):
+        files.add(ROOT / "tests" / "labs" / f"test_{lesson['lab']}.py")
+        words.add(lesson["lab"])
+    return files, words
+
+
+def pytest_collection_modifyitems(config, items):
     for item in items:
         names = {MARK_BY_FIXTURE[f] for f in getattr(item, "fixturenames", ()) if f in MARK_BY_FIXTURE}
         if item.path.name in MARK_BY_FILE:
             names.add(MARK_BY_FILE[item.path.name])
         for name in sorted(names):
             item.add_marker(name)
+    if config.getoption("--lesson"):
+        files, words = lesson_tests(config.getoption("--lesson"))
+        params = lambda item: getattr(getattr(item, "callspec", None), "params", {}).values()  # noqa: E731
+        keep = [item for item in items if item.path in files or any(str(v) in words for v in params(item))]
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
 
 
 # What `mkdocs build` reads: a copy of these builds the site elsewhere (tests that plant a fault in a copy).

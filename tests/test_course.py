@@ -178,6 +178,31 @@ def test_every_lab_spec_belongs_to_the_lesson_course_yml_gives_it():
 # --- the built pages (a build test: marked by its `site` fixture) -----------------------------------
 
 
+def test_every_lesson_and_lab_has_its_own_test_file():
+    """Tests mirror the course: tests/lessons/test_<code>.py per live lesson, tests/labs/test_<lab>.py per lab,
+    and no test file there for a lesson or lab course.yml does not have."""
+    lessons = {f"test_{lesson['code'].lower()}.py" for lesson in course.live_lessons()}
+    lab_files = {f"test_{lab}.py" for lab in labs.wired()}
+    have_lessons = {p.name for p in (ROOT / "tests" / "lessons").glob("test_*.py")}
+    have_labs = {p.name for p in (ROOT / "tests" / "labs").glob("test_*.py")}
+    assert have_lessons == lessons, (
+        f"tests/lessons/: missing {sorted(lessons - have_lessons)}, stray {sorted(have_lessons - lessons)}"
+    )
+    assert have_labs == lab_files, (
+        f"tests/labs/: missing {sorted(lab_files - have_labs)}, stray {sorted(have_labs - lab_files)}"
+    )
+
+
+def test_one_lesson_s_tests_are_its_files_and_the_tests_that_name_its_page_or_lab():
+    from conftest import lesson_tests
+
+    files, words = lesson_tests("6a")  # case does not matter
+    assert files == {ROOT / "tests" / "lessons" / "test_6a.py", ROOT / "tests" / "labs" / "test_spec_decode.py"}
+    assert words == {"lessons/6a-speculative-decoding.md", "spec_decode"}
+    with pytest.raises(pytest.UsageError, match="no live lesson has that code in course.yml; one of 0A, "):
+        lesson_tests("9Z")
+
+
 def test_a_built_lesson_s_heading_and_title_are_course_yml_s(site: Path):
     for lesson in LIVE:
         soup = BeautifulSoup(

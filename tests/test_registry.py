@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from infercourse import fmt, registry, roofline, transformer
-from infercourse.snippets import load
 
 QWEN = registry.model("Qwen/Qwen2.5-7B-Instruct").config
 
@@ -90,18 +89,6 @@ def test_unknown_names_are_listed():
         registry.model("Qwen/Qwen9")
 
 
-def test_lesson_0a_snippet_constants_equal_the_registry():
-    pi = load("lesson_0a/phase_intensity.py")
-    kv = load("lesson_0a/kv_growth.py")
-    assert transformer.param_count(QWEN) == pi.PARAMS
-    assert pi.KV_BYTES_PER_TOKEN == transformer.kv_bytes_per_token(QWEN) == kv.KV_BYTES_PER_TOKEN
-    assert pi.WEIGHT_BYTES == 2 == transformer.BYTES_PER_DTYPE[QWEN["torch_dtype"]]
-    for short, (tflops, bandwidth) in zip(("RTX 4090", "H200"), pi.GPUS.values(), strict=True):
-        g = registry.gpu(short)
-        assert (tflops, bandwidth) == (g.bf16_dense_tflops, g.bandwidth_gb_s)
-    assert list(pi.GPUS) == [registry.gpu("RTX 4090").name, registry.gpu("H200").name]
-
-
 def test_attention_flops_per_token_against_hand_arithmetic():
     # 4 * L * h * d_h * c: 4 * 28 * 28 * 128 = 401,408 per token of context; * 8192 = 3,288,334,336
     assert transformer.attention_flops_per_token(QWEN, 8192) == 3_288_334_336
@@ -123,28 +110,6 @@ def test_fp8_weight_bytes():
 def test_attention_flops_bad_context_names_the_argument(bad):
     with pytest.raises(ValueError, match="context_len"):
         transformer.attention_flops_per_token(QWEN, bad)
-
-
-@pytest.mark.parametrize("name", list(load("lesson_0c/param_count.py").CONFIGS))
-def test_lesson_0c_snippet_configs_and_counts_equal_the_registry(name):
-    pc = load("lesson_0c/param_count.py")
-    config = registry.model(name).config
-    assert pc.CONFIGS[name] == dict(config)
-    assert pc.param_count(pc.CONFIGS[name]) == transformer.param_count(config)
-    rows = {module: total for module, _, _, total in pc.modules(pc.CONFIGS[name])}
-    parts = transformer.param_breakdown(config)
-    assert rows["embedding"] == parts["embedding"] and rows["lm_head"] == parts["lm_head"]
-    assert rows["MLP gate, up, down"] == parts["mlp"]
-
-
-def test_lesson_0c_snippet_covers_the_models_with_hand_worked_counts():
-    # the four whose totals are worked by hand (lesson 0C's formula): untied, tied, GQA 4:1, explicit head_dim
-    assert {
-        "Qwen/Qwen2.5-7B-Instruct",
-        "Qwen/Qwen2.5-0.5B-Instruct",
-        "meta-llama/Meta-Llama-3-8B",
-        "Qwen/Qwen3-4B",
-    } <= set(load("lesson_0c/param_count.py").CONFIGS)
 
 
 def test_matmul_params_drop_the_embedding_lookup_and_count_the_head_once():

@@ -1,10 +1,28 @@
-"""Lesson 0B's worked example (snippets/lesson_0b/latency_metrics.py) against hand arithmetic."""
+"""Lesson 0B: the page's headline values and the worked example (lesson_0b/latency_metrics.py), by hand."""
 
 from __future__ import annotations
 
 import pytest
 
+from infercourse.pages import values_for
 from infercourse.snippets import constant, load
+
+
+def _v(page: str, name: str):
+    return values_for(page)[name].value
+
+
+def test_lesson_0b_headline_values():
+    page = "lessons/0b-metrics.md"
+    # 2NS's excess 4Vd per token: 4 * 544,997,376 / (2 * 7,615,616,512) = 14.3 % of 2NS;
+    # against the exact count 2N - 4Vd: 2,179,989,504 / 5,435,627,008 = 16.7 % too high
+    assert _v(page, "prefill_overcount_of_2n") == pytest.approx(0.1431, abs=1e-4)
+    assert _v(page, "prefill_overcount_of_exact") == pytest.approx(0.1671, abs=1e-4)
+    # request C: arrives 100 ms, tokens at 400, 430, 460, 610, 640: TTFT 300, TPOT 240/4 = 60, E2E 540
+    assert (_v(page, "c_ttft"), _v(page, "c_tpot"), _v(page, "c_e2e")) == (300, 60, 540)
+    # goodput break-even: 4/6 of requests must meet the SLO, so more than 1/3 missing lowers it
+    assert _v(page, "q4_break_even_miss") == pytest.approx(1 / 3)
+
 
 lm = load("lesson_0b/latency_metrics.py")
 

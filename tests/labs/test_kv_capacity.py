@@ -25,16 +25,14 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
+from conftest import CPU_MACHINE, GPU_MACHINE, ROOT, make_receipt
 from infercourse import labs, snippets
 from infercourse.labs import kv_capacity as kvc
 from infercourse.registry import VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, VLLM_NON_KV_RESERVE_GIB
 
-ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "snippets" / "labs" / "kv_capacity.py"
 
 

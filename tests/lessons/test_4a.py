@@ -1,0 +1,146 @@
+"""Lesson 4A: its formulas, the lesson's snippet and the page's headline values, on values worked by hand.
+
+The lab's CPU run (tests/test_labs.py runs it): 12 requests of 32 prompt tokens, B = 4, 64 tokens per
+step, output lengths random.Random(0).randint(2, 24) x 12 = 14, 15, 3, 10, 18, 17, 14, 11, 17, 13, 20, 8.
+By hand: in each chunk the first two prompts take step 1 (2 x 32 = 64 tokens); step 2 carries two decodes,
+the third prompt (32) and 30 tokens of the fourth; step 3 the fourth's last 2 tokens, which sample its first
+token. First tokens at steps 1, 1, 2, 3; a request ends at first + n - 1:
+  chunk 1 (14, 15, 3, 10): ends 14, 15, 4, 12 -> 15 steps
+  chunk 2 (18, 17, 14, 11): ends 18, 17, 15, 13 -> 18
+  chunk 3 (17, 13, 20, 8): ends 17, 13, 21, 10 -> 21          static = 15 + 18 + 21 = 54
+Continuous: r0-r3 as in chunk 1 (end 14, 15, 4, 12); a freed slot is refilled the next step, and a 32-token
+prompt always fits beside three decodes: r4 (18) starts 5, ends 22; r5 (17) 13-29; r6 (14) 15-28;
+r7 (11) 16-26; r8 (17) 23-39; r9 (13) 27-39; r10 (20) 29-48; r11 (8) 30-37 -> 48 steps.
+Histogram sum: 12 x 32 + 160 = 544 tokens (160 = the lengths' sum).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from infercourse import batching, labs, snippets
+from infercourse.pages import values_for
+
+SPEC = labs.spec("continuous_batching")
+PAGE = values_for("lessons/4a-continuous-batching.md")
+CPU_LENGTHS = [14, 15, 3, 10, 18, 17, 14, 11, 17, 13, 20, 8]
+
+
+def _v(name: str):
+    return PAGE[name].value
+
+
+def test_schedule_by_hand_with_a_chunked_prompt():
+    # prompts 4, 4, 4; outputs 3, 1, 2; 2 slots; 6 tokens per pass.
+    # pass 1: r0 takes 4 (samples), r1 takes 2 of 4 (no sample). pass 2: r0 decode 1, r1's last 2 (samples,
+    # n = 1: leaves); r2 waits (2 running). pass 3: r0 decode (3rd token, leaves), r2 takes 4 (samples).
+    # pass 4: r2 decode (2nd token). Held KV after each pass: 6, 9, 10, 5.
+    run = batching.schedule([4, 4, 4], [3, 1, 2], 2, 6)
+    assert (run.steps, run.passes) == (4, 4)
+    assert (run.first_token_step, run.last_token_step) == ((1, 2, 3), (3, 2, 4))
+    assert (run.peak_running, run.peak_kv_tokens) == (2, 10)
+
+
+def test_a_pass_that_carries_only_part_of_a_prompt_is_not_a_step():
+    # a 10-token prompt with 4 tokens per pass: passes 1, 2 carry 4 each, pass 3 the last 2 and samples;
+    # pass 4 decodes. vLLM's histogram sees 2 steps.
+    run = batching.schedule([10], [2], 1, 4)
+    assert (run.steps, run.passes, run.first_token_step, run.last_token_step) == (2, 4, (3,), (4,))
+
+
+def test_static_against_continuous_by_hand():
+    # outputs 5, 1, 1, 5 (1-token prompts), 2 slots. Static: chunks (5, 1) and (1, 5): 5 + 5 = 10.
+    # Continuous: slot A r0 steps 1-5; slot B r1 1, r2 2, r3 3-7: 7.
+    assert batching.static_steps([1] * 4, [5, 1, 1, 5], 2, 100) == 10
+    assert batching.schedule([1] * 4, [5, 1, 1, 5], 2, 100).steps == 7
+
+
+def test_the_cpu_run_by_hand():
+    prompts = [32] * 12
+    assert [batching.schedule(prompts[k : k + 4], CPU_LENGTHS[k : k + 4], 4, 64).steps for k in (0, 4, 8)] == [
+        15,
+        18,
+        21,
+    ]
+    assert batching.static_steps(prompts, CPU_LENGTHS, 4, 64) == 54
+    run = batching.schedule(prompts, CPU_LENGTHS, 4, 64)
+    assert run.steps == 48
+    assert run.first_token_step == (1, 1, 2, 3, 5, 13, 15, 16, 23, 27, 29, 30)
+    assert run.last_token_step == (14, 15, 4, 12, 22, 29, 28, 26, 39, 39, 48, 37)
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (([], [], 1, 1), "at least one request"),
+        (([1, 2], [1], 1, 1), "one output length per prompt"),
+        (([0], [1], 1, 1), r"prompt_tokens\[0\]"),
+        (([1], [1], 0, 1), "max_num_seqs"),
+        (([1], [1], 1, True), "max_num_batched_tokens"),
+    ],
+)
+def test_schedule_refuses_bad_input(args, words):
+    with pytest.raises(ValueError, match=words):
+        batching.schedule(*args)
+
+
+def test_expected_max_and_useful_fraction_by_hand():
+    # two lengths uniform on {1, 2}: max = 1 only if both are 1 (1/4): E = 1/4 + 2 * 3/4 = 1.75; E[n] = 1.5
+    assert batching.expected_max_uniform(1, 2, 2) == pytest.approx(1.75, rel=1e-15)
+    assert batching.useful_fraction(1, 2, 2) == pytest.approx(6 / 7, rel=1e-15)
+    assert batching.useful_fraction(7, 7, 32) == 1  # equal lengths waste nothing
+    # SPEC-PARTS section 4A: uniform 1..512, E[max] = 455.6, 497.0, 504.6 at B = 8, 32, 64
+    assert [round(batching.expected_max_uniform(1, 512, b), 1) for b in (8, 32, 64)] == [455.6, 497.0, 504.6]
+    with pytest.raises(ValueError, match="high"):
+        batching.expected_max_uniform(5, 4, 2)
+
+
+def test_lesson_4a_headline_values():
+    # vLLM 0.26.0 defaults (vllm/engine/arg_utils.py:2460-2479): RTX 4090 LLM 8,192 / 256, serve 2,048;
+    # H200 (141 GB >= 70 GiB, not an A100) LLM 16,384 / 1,024, serve 8,192
+    assert (_v("llm_tokens"), _v("llm_seqs"), _v("serve_tokens")) == (8192, 256, 2048)
+    assert (_v("h200_tokens"), _v("h200_seqs"), _v("h200_serve_tokens")) == (16384, 1024, 8192)
+    # 512 + 256 tokens: mean context 512 + 128 = 640; lesson 1A's 110,160 tokens of KV hold
+    # 110,160 // 768 = 143 requests (768 = 48 blocks of 16)
+    assert (_v("c_mean"), _v("S_res"), _v("kv_tokens"), _v("B_kv")) == (640, 768, 110_160, 143)
+    # floors at context 640 (SPEC-PARTS 4A table): RTX 4090 14.07, 15.19, 16.36, 18.69, 31.23 ms; H200 2.95 ms at B = 1
+    rows = {r["B"]: r for r in _v("step_rows")}
+    assert [round(rows[b]["t_4090"] * 1e3, 2) for b in (1, 32, 64, 128, 256)] == [14.07, 15.19, 16.36, 18.69, 31.23]
+    assert round(rows[1]["t_h200"] * 1e3, 2) == 2.95
+    # X with the 1 ms overhead at B = 32: 32 / 16.19 ms = 1,976 tokens/s
+    assert rows[32]["xo_4090"] == pytest.approx(32 / (rows[32]["t_4090"] + 0.001), rel=1e-12)
+    assert round(rows[32]["xo_4090"]) == 1976
+    # Little's law at B = 143: floor 19.2 ms (SPEC-PARTS) + 1 ms; 143 / (256 x t)
+    assert _v("t_kv") == pytest.approx(0.0202, abs=5e-5)
+    assert _v("lam_kv") == pytest.approx(143 / (256 * _v("t_kv")), rel=1e-12)
+    # H200 at 1,024: floor 22.47 ms (SPEC-PARTS) + 1 ms
+    assert _v("t_h200") == pytest.approx(0.02347, abs=5e-5)
+    # problem 2: U(32) on 1..512 = 256.5 / 497.0 = 0.516
+    assert _v("p2_u") == pytest.approx(256.5 / 497.0, abs=1e-4)
+    # the CPU run (module docstring): 15 + 18 + 21 = 54 static, 48 continuous, 544 tokens
+    assert (_v("cpu_chunks"), _v("cpu_static"), _v("cpu_continuous"), _v("cpu_step_tokens")) == (
+        [15, 18, 21],
+        54,
+        48,
+        544,
+    )
+
+
+def test_the_page_describes_the_cpu_run_the_test_makes():
+    args = snippets.load("labs/continuous_batching.py").parse_args(list(SPEC.cpu_args))
+    assert args.batch_sizes == [_v("cpu_B")] and args.requests == _v("cpu_n")
+    assert args.prompt_tokens == _v("cpu_prompt") and args.max_num_batched_tokens == _v("cpu_budget")
+    assert (args.output_min, args.output_max) == (2, 24)
+    assert _v("cpu_lengths_text") == ", ".join(map(str, CPU_LENGTHS))
+    assert " and ".join(f"{r:g}" for r in args.rates) == _v("cpu_rates") == "2 and 8"
+    assert (args.num_prompts, args.online_output_tokens) == (_v("cpu_num_prompts"), _v("cpu_online_out")) == (8, 16)
+    assert _v("cpu_online_generated") == 8 * 16 == 128
+    assert args.parts == ["offline", "online"]
+
+
+def test_snippet_counts_steps_like_the_replay():
+    toy = snippets.load("lesson_4a/batch_steps.py")
+    assert toy.static_steps([5, 1, 1, 5], 2) == 10 and toy.continuous_steps([5, 1, 1, 5], 2) == 7
+    assert toy.expected_max(1, 2, 2) == pytest.approx(1.75, rel=1e-15)
+    # prompts that fit one step: the snippet and the replay agree on a longer case
+    assert toy.continuous_steps(CPU_LENGTHS, 4) == batching.schedule([1] * 12, CPU_LENGTHS, 4, 1000).steps
