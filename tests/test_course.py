@@ -166,13 +166,15 @@ def test_a_lesson_s_lab_exists_is_shown_on_its_page_and_its_spec_names_the_lesso
     assert "{{ lab_box }}" in (DOCS / lesson["page"]).read_text(encoding="utf-8"), f"{lesson['page']} shows no lab box"
     box = values_for(lesson["page"])["lab_box"].value
     assert f"GPU lab: `snippets/labs/{lab}.py`" in box, f"{lesson['page']}'s lab box is not for {lab}.py"
-    if lab in labs.SPECS:
-        assert labs.SPECS[lab].lesson == lesson["code"], f"spec {lab} says lesson {labs.SPECS[lab].lesson}"
+    assert labs.spec(lab).lesson == lesson["code"]  # a spec's lesson is course.yml's
 
 
-def test_every_lab_spec_belongs_to_the_lesson_course_yml_gives_it():
-    by_lab = {lesson["lab"]: lesson["code"] for part in course.parts() for lesson in part["lessons"] if lesson["lab"]}
-    assert {lab: spec.lesson for lab, spec in labs.SPECS.items()} == {lab: by_lab.get(lab) for lab in labs.SPECS}
+def test_every_lab_belongs_to_exactly_one_lesson_of_course_yml(monkeypatch):
+    named = [lesson["lab"] for part in course.parts() for lesson in part["lessons"] if lesson["lab"]]
+    assert sorted(named) == sorted(labs.SPECS), "course.yml names each wired lab once, and only those"
+    monkeypatch.setattr(course, "parts", lambda: [{"lessons": [{"code": "9Z", "lab": "other"}]}])
+    with pytest.raises(LookupError, match="course.yml: 0 lessons name lab 'phases'; exactly one must"):
+        _ = labs.spec("phases").lesson
 
 
 # --- the built pages (a build test: marked by its `site` fixture) -----------------------------------

@@ -294,3 +294,22 @@ def test_labkit_receipt_with_a_missing_row_key_is_refused(tmp_path):
 )
 def test_a_table_names_a_local_model_folder_by_its_last_part(model, label):
     assert labs.model_label(model) == label
+
+
+def test_a_lab_s_row_schema_is_its_script_s_row(tmp_path, monkeypatch):
+    # snippets/labs/phases.py declares ROW once; read by hand there: two ints, three numbers, two ints
+    assert labs.phases.SPEC.row == {
+        "prompt_tokens": (int,),
+        "output_tokens": (int,),
+        "ttft_ms": (int, float),
+        "tpot_ms": (int, float),
+        "decode_s": (int, float),
+        "engine_steps": (int,),
+        "step_tokens": (int,),
+    }
+    (tmp_path / "labs").mkdir()
+    (tmp_path / "labs" / "odd.py").write_text('ROW = {"batch": "int", "kernel": "string | None"}\n')
+    monkeypatch.setattr(labs.core, "LABS_DIR", tmp_path / "labs")
+    monkeypatch.setattr(snippets, "SNIPPETS_DIR", tmp_path)
+    with pytest.raises(ValueError, match=r"ROW\['kernel'\] = 'string \| None' names \['string'\]; use \['int'"):
+        labs.core.lab_row("odd")

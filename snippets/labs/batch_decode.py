@@ -85,6 +85,17 @@ UNITS = {
     "preemptions": "requests",
 }
 """The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+ROW = {
+    "batch": "int",
+    "step_ms": "number",
+    "median_tpot_ms": "number",
+    "tokens_per_s": "number",
+    "bytes_per_step": "int",
+    "achieved_gb_s": "number",
+    "memory_floor_ms": "number | None",
+    "preemptions": "int",
+}
+"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -161,6 +161,31 @@ UNITS = {
     "external_hits": "tokens",
 }
 """The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+ROW = {
+    "part": "str",
+    "chunk": "str",
+    "max_num_batched_tokens": "int",
+    "decoders": "int",
+    "prompt_tokens": "int",
+    "first_token_step": "int | None",
+    "decoder_tokens_min": "int | None",
+    "decoder_tokens_max": "int | None",
+    "requests": "int",
+    "requests_exact": "int",
+    "histogram_tokens": "int",
+    "max_gap_ms": "number | None",
+    "ttft_ms": "number | None",
+    "ttft_cold_ms": "number | None",
+    "long_sent_ms": "number | None",
+    "decoder_token_ms": "list | None",
+    "block_size": "int | None",
+    "kv_bytes_per_token": "int | None",
+    "kv_bytes_written": "int | None",
+    "kv_bytes_consumer": "int | None",
+    "cached_tokens": "int | None",
+    "external_hits": "int | None",
+}
+"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def new_row(part: str, chunk: str, **fields) -> dict:

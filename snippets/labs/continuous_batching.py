@@ -152,6 +152,31 @@ UNITS = {
     "server_requests": "requests",
 }
 """The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+ROW = {
+    "max_num_seqs": "int",
+    "mode": "str",
+    "requests": "int",
+    "steps": "int",
+    "step_tokens": "int",
+    "prompt_tokens": "int",
+    "generated_tokens": "int",
+    "wrong_lengths": "int",
+    "preemptions": "int",
+    "wall_s": "number",
+    "output_tok_s": "number",
+    "tpot_p50_ms": "number",
+    "tpot_p99_ms": "number",
+    "wait_p50_ms": "number | None",
+    "wait_p99_ms": "number | None",
+    "request_rate": "number | None",
+    "failed": "int | None",
+    "ttft_p50_ms": "number | None",
+    "ttft_p99_ms": "number | None",
+    "server_prompt_tokens": "int | None",
+    "server_generated_tokens": "int | None",
+    "server_requests": "int | None",
+}
+"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -87,6 +87,23 @@ UNITS = {
     "estimated_max_model_len": "tokens",
 }
 """The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+ROW = {
+    "run": "str",
+    "kv_cache_dtype": "str",
+    "attention_backend": "str | None",
+    "budget_source": "str",
+    "kv_budget_bytes": "int | None",
+    "kv_bytes_per_token": "int",
+    "block_size": "int | None",
+    "num_blocks": "int | None",
+    "kv_tokens": "int | None",
+    "predicted_kv_tokens": "int | None",
+    "reported_max_concurrency": "number | None",
+    "outcome": "str",
+    "reason": "str | None",
+    "estimated_max_model_len": "int | None",
+}
+"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -64,6 +64,16 @@ ITL_HISTOGRAM = "vllm:inter_token_latency_seconds"
 
 UNITS = {"ttft_ms": "ms", "tpot_ms": "ms", "e2e_ms": "ms", "tpot_mean_ms": "ms", "itl_mean_ms": "ms"}
 """The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+ROW = {
+    "prompt_tokens": "int",
+    "output_tokens": "int",
+    "ttft_ms": "number",
+    "tpot_ms": "number",
+    "e2e_ms": "number",
+    "tpot_mean_ms": "number",
+    "itl_mean_ms": "number",
+}
+"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

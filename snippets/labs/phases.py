@@ -61,6 +61,16 @@ WARMUP_OUTPUT_TOKENS = 8
 
 UNITS = {"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s", "engine_steps": "steps", "step_tokens": "tokens"}
 """The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+ROW = {
+    "prompt_tokens": "int",
+    "output_tokens": "int",
+    "ttft_ms": "number",
+    "tpot_ms": "number",
+    "decode_s": "number",
+    "engine_steps": "int",
+    "step_tokens": "int",
+}
+"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -115,6 +115,22 @@ UNITS = {
     "ttft_hit_ms": "ms",
 }
 """The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+ROW = {
+    "run": "str",
+    "prefix_tokens": "int",
+    "suffix_tokens": "int",
+    "prompt_tokens": "int",
+    "requests": "int",
+    "cached_first": "int | None",
+    "cached_later_min": "int | None",
+    "cached_later_max": "int | None",
+    "queries": "int",
+    "hits": "int",
+    "preemptions": "int",
+    "ttft_cold_ms": "number | None",
+    "ttft_hit_ms": "number | None",
+}
+"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

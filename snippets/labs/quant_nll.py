@@ -108,6 +108,25 @@ UNITS = {
     "step_ms": "ms",
 }
 """The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+ROW = {
+    "format": "str",
+    "model": "str",
+    "quantization": "str | None",
+    "outcome": "str",
+    "reason": "str | None",
+    "kernel": "str | None",
+    "weight_bytes": "int | None",
+    "kv_tokens": "int | None",
+    "kv_bytes_per_token": "int | None",
+    "prompt_tokens": "int | None",
+    "scored_tokens": "int | None",
+    "nll_per_token": "number | None",
+    "repeat_identical": "bool | None",
+    "token_nll": "list | None",
+    "step_batches": "list | None",
+    "step_ms": "list | None",
+}
+"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:

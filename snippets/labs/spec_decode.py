@@ -126,6 +126,26 @@ UNITS = {
     "tpot_ms": "ms",
 }
 """The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+ROW = {
+    "run": "str",
+    "batch": "int",
+    "method": "str | None",
+    "k": "int",
+    "draft_model": "str | None",
+    "draft_is_target": "bool",
+    "outcome": "str",
+    "reason": "str | None",
+    "synthetic_length": "number | None",
+    "output_tokens": "int",
+    "steps": "int | None",
+    "drafts": "int | None",
+    "draft_tokens": "int | None",
+    "accepted": "int | None",
+    "accepted_per_pos": "list | None",
+    "same_as_off": "int | None",
+    "tpot_ms": "number | None",
+}
+"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:

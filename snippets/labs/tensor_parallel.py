@@ -113,6 +113,33 @@ UNITS = {
     "fit_link_gb_s": "GB/s",
 }
 """The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+ROW = {
+    "run": "str",
+    "tensor_parallel_size": "int",
+    "outcome": "str",
+    "reason": "str | None",
+    "ranks": "int | None",
+    "qkv_proj_elements": "list | None",
+    "o_proj_elements": "list | None",
+    "gate_up_proj_elements": "list | None",
+    "down_proj_elements": "list | None",
+    "embed_rows": "list | None",
+    "lm_head_rows": "list | None",
+    "kv_heads": "list | None",
+    "sizes": "dict | None",
+    "greedy_tokens": "list | None",
+    "step_batches": "list | None",
+    "step_ms": "list | None",
+    "backend": "str | None",
+    "message_bytes": "list | None",
+    "allreduce_s": "list | None",
+    "sum_exact": "bool | None",
+    "fit_latency_s": "number | None",
+    "fit_s_per_byte": "number | None",
+    "fit_alpha_s": "number | None",
+    "fit_link_gb_s": "number | None",
+}
+"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:

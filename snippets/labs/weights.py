@@ -48,6 +48,12 @@ GB = 10**9
 
 UNITS = {"elements": "count", "bytes": "B"}
 """The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
+ROW = {
+    "dtype": "str",
+    "elements": "int",
+    "bytes": "int",
+}
+"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -29,6 +29,7 @@ from infercourse.labs.core import (
     gpu_timing,
     lab_constant,
     lab_grid,
+    lab_row,
 )
 from infercourse.registry import COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
 from infercourse.roofline import decode_kernel_floors, decode_step_floor
@@ -225,17 +226,7 @@ def receipts_roofline_svg(receipts: Sequence[Receipt]) -> str:
 
 SPEC = LabSpec(
     lab="batch_decode",
-    lesson="2A",
-    row={
-        "batch": int,
-        "step_ms": (int, float),
-        "median_tpot_ms": (int, float),
-        "tokens_per_s": (int, float),
-        "bytes_per_step": int,
-        "achieved_gb_s": (int, float),
-        "memory_floor_ms": (int, float, type(None)),
-        "preemptions": int,
-    },
+    row=lab_row("batch_decode"),
     units=lab_constant("batch_decode", "UNITS"),
     key=("batch",),
     header="tokens/s",

@@ -32,7 +32,7 @@ the serve rows' exact claims are token counts.
 from __future__ import annotations
 
 from infercourse import fmt
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant
+from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant, lab_row
 from infercourse.registry import COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
 from infercourse.roofline import chunked_prefill_floors, chunked_prefill_steps, prefill_floor
 from infercourse.transformer import kv_bytes_per_token
@@ -245,31 +245,7 @@ _DECODE_TOKENS = lab_constant("chunked_prefill", "DECODE_TOKENS")
 
 SPEC = LabSpec(
     lab="chunked_prefill",
-    lesson="4B",
-    row={
-        "part": str,
-        "chunk": str,
-        "max_num_batched_tokens": int,
-        "decoders": int,
-        "prompt_tokens": int,
-        "first_token_step": (int, type(None)),
-        "decoder_tokens_min": (int, type(None)),
-        "decoder_tokens_max": (int, type(None)),
-        "requests": int,
-        "requests_exact": int,
-        "histogram_tokens": int,
-        "max_gap_ms": (int, float, type(None)),
-        "ttft_ms": (int, float, type(None)),
-        "ttft_cold_ms": (int, float, type(None)),
-        "long_sent_ms": (int, float, type(None)),
-        "decoder_token_ms": (list, type(None)),
-        "block_size": (int, type(None)),
-        "kv_bytes_per_token": (int, type(None)),
-        "kv_bytes_written": (int, type(None)),
-        "kv_bytes_consumer": (int, type(None)),
-        "cached_tokens": (int, type(None)),
-        "external_hits": (int, type(None)),
-    },
+    row=lab_row("chunked_prefill"),
     units=lab_constant("chunked_prefill", "UNITS"),
     key=("part", "chunk", "decoders", "prompt_tokens"),
     header="1st-token step",

@@ -29,7 +29,7 @@ from typing import Any
 
 from infercourse import fmt
 from infercourse.batching import rate_point, schedule, static_steps, step_time, useful_fraction
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant
+from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant, lab_row
 from infercourse.registry import COURSE_MODEL, LAB_GPU, STEP_OVERHEAD_S, gpu, model
 
 BATCH_SIZES = tuple(lab_constant("continuous_batching", "BATCH_SIZES"))
@@ -306,31 +306,7 @@ def _work() -> LabWork:
 
 SPEC = LabSpec(
     lab="continuous_batching",
-    lesson="4A",
-    row={
-        "max_num_seqs": int,
-        "mode": str,
-        "requests": int,
-        "steps": int,
-        "step_tokens": int,
-        "prompt_tokens": int,
-        "generated_tokens": int,
-        "wrong_lengths": int,
-        "preemptions": int,
-        "wall_s": (int, float),
-        "output_tok_s": (int, float),
-        "tpot_p50_ms": (int, float),
-        "tpot_p99_ms": (int, float),
-        "wait_p50_ms": (int, float, type(None)),
-        "wait_p99_ms": (int, float, type(None)),
-        "request_rate": (int, float, type(None)),
-        "failed": (int, type(None)),
-        "ttft_p50_ms": (int, float, type(None)),
-        "ttft_p99_ms": (int, float, type(None)),
-        "server_prompt_tokens": (int, type(None)),
-        "server_generated_tokens": (int, type(None)),
-        "server_requests": (int, type(None)),
-    },
+    row=lab_row("continuous_batching"),
     units=lab_constant("continuous_batching", "UNITS"),
     key=("max_num_seqs", "mode", "request_rate"),
     header="TPOT p99 (ms)",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infercourse import snippets
+from infercourse import course, snippets
 from infercourse.registry import GPUS, GPUFacts, model
 from infercourse.roofline import decode_step_floor, prefill_floor
 from infercourse.transformer import BYTES_PER_DTYPE
@@ -46,6 +46,38 @@ def lab_constant(lab: str, name: str) -> Any:
     if not (LABS_DIR / f"{lab}.py").is_file():
         raise FileNotFoundError(f"no lab {lab!r}: {LABS_DIR / f'{lab}.py'} does not exist")
     return snippets.constant(f"labs/{lab}.py", name)
+
+
+ROW_TYPES: Mapping[str, tuple[type, ...]] = {
+    "int": (int,),
+    "number": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+    "list": (list,),
+    "dict": (dict,),
+    "None": (type(None),),
+}
+"""The JSON types a lab script's ``ROW`` names (``"number"``: an int or a float; ``"None"``: null)."""
+
+
+def lab_row(lab: str) -> dict[str, tuple[type, ...]]:
+    """The row schema ``{key: Python types}`` of ``snippets/labs/<lab>.py``'s ``ROW`` (``{key: "int | None"}``,
+    names from :data:`ROW_TYPES`): the script declares its receipt rows once, and the spec reads them here.
+
+    Raises:
+        FileNotFoundError: no such lab.
+        ValueError: the lab has no ``ROW`` literal, or it names a type not in :data:`ROW_TYPES`.
+    """
+    row = {}
+    for key, spelled in lab_constant(lab, "ROW").items():
+        names = [name.strip() for name in spelled.split("|")]
+        unknown = [name for name in names if name not in ROW_TYPES]
+        if unknown:
+            raise ValueError(
+                f"snippets/labs/{lab}.py: ROW[{key!r}] = {spelled!r} names {unknown}; use {list(ROW_TYPES)}"
+            )
+        row[key] = tuple(t for name in names for t in ROW_TYPES[name])
+    return row
 
 
 def lab_grid(lab: str) -> tuple[tuple[int, ...], ...]:
@@ -214,8 +246,8 @@ class LabSpec:
     """Everything the harness knows about one lab, declared in ``infercourse/labs/<lab>.py`` as ``SPEC``.
 
     Attributes:
-        lab: the script's name, ``snippets/labs/<lab>.py``; also the receipt's ``lab``.
-        lesson: the lesson that runs it, e.g. ``"0A"``.
+        lab: the script's name, ``snippets/labs/<lab>.py``; also the receipt's ``lab``. The lesson that runs
+            it is ``course.yml``'s (:attr:`lesson`).
         row: ``{key: JSON type}`` of each ``results`` row (e.g. ``int``, ``(int, float)``).
             Every number in a row must be finite and non-negative.
         units: ``{key: unit}`` of every measured row key (``"ms"``, ``"s"``, ``"B"``, ``"tokens"``);
@@ -243,7 +275,6 @@ class LabSpec:
     """
 
     lab: str
-    lesson: str
     row: Mapping[str, Any]
     units: Mapping[str, str]
     key: tuple[str, ...]
@@ -270,6 +301,18 @@ class LabSpec:
             raise ValueError(f"{self.lab}: key must name at least one row key")
         if self.grid is not None and any(len(g) != len(self.key) for g in self.grid):
             raise ValueError(f"{self.lab}: every grid entry must have {len(self.key)} values ({self.key})")
+
+    @property
+    def lesson(self) -> str:
+        """The code of the lesson whose ``lab:`` in ``course.yml`` is this lab (e.g. ``"0A"``).
+
+        Raises:
+            LookupError: no lesson of ``course.yml`` names this lab; add ``lab: <lab>`` to its lesson.
+        """
+        found = [lesson["code"] for part in course.parts() for lesson in part["lessons"] if lesson["lab"] == self.lab]
+        if len(found) != 1:
+            raise LookupError(f"course.yml: {len(found)} lessons name lab {self.lab!r}; exactly one must ({found})")
+        return found[0]
 
     def row_problems(self, receipt: Receipt) -> list[str]:
         """Problems of the receipt's ``units`` and ``results`` rows against this spec."""

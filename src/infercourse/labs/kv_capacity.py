@@ -25,7 +25,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt, memory
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, ReceiptError, find_row, lab_constant
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    LabSpec,
+    LabWork,
+    Receipt,
+    ReceiptError,
+    find_row,
+    lab_constant,
+    lab_row,
+)
 from infercourse.registry import (
     COURSE_MODEL,
     LAB_GPU,
@@ -195,23 +205,7 @@ def prediction(model_name: str = COURSE_MODEL, gpu_name: str = LAB_GPU) -> str:
 
 SPEC = LabSpec(
     lab="kv_capacity",
-    lesson="1A",
-    row={
-        "run": str,
-        "kv_cache_dtype": str,
-        "attention_backend": (str, type(None)),
-        "budget_source": str,
-        "kv_budget_bytes": (int, type(None)),
-        "kv_bytes_per_token": int,
-        "block_size": (int, type(None)),
-        "num_blocks": (int, type(None)),
-        "kv_tokens": (int, type(None)),
-        "predicted_kv_tokens": (int, type(None)),
-        "reported_max_concurrency": (int, float, type(None)),
-        "outcome": str,
-        "reason": (str, type(None)),
-        "estimated_max_model_len": (int, type(None)),
-    },
+    row=lab_row("kv_capacity"),
     units=lab_constant("kv_capacity", "UNITS"),
     key=("run",),
     header="KV tokens",

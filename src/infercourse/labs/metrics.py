@@ -22,6 +22,7 @@ from infercourse.labs.core import (
     gpu_for_name,
     lab_constant,
     lab_grid,
+    lab_row,
     model_config_for,
     sequential_work,
     tpot_flat,
@@ -95,16 +96,7 @@ def _ms(digits: int):
 
 SPEC = LabSpec(
     lab="metrics",
-    lesson="0B",
-    row={
-        "prompt_tokens": int,
-        "output_tokens": int,
-        "ttft_ms": (int, float),
-        "tpot_ms": (int, float),
-        "e2e_ms": (int, float),
-        "tpot_mean_ms": (int, float),
-        "itl_mean_ms": (int, float),
-    },
+    row=lab_row("metrics"),
     units=lab_constant("metrics", "UNITS"),
     key=("prompt_tokens", "output_tokens"),
     header="TPOT (ms)",

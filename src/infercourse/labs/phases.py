@@ -27,6 +27,7 @@ from infercourse.labs.core import (
     gpu_timing,
     lab_constant,
     lab_grid,
+    lab_row,
     linear_fit,
     sequential_work,
     tpot_flat,
@@ -143,16 +144,7 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
 
 SPEC = LabSpec(
     lab="phases",
-    lesson="0A",
-    row={
-        "prompt_tokens": int,
-        "output_tokens": int,
-        "ttft_ms": (int, float),
-        "tpot_ms": (int, float),
-        "decode_s": (int, float),
-        "engine_steps": int,
-        "step_tokens": int,
-    },
+    row=lab_row("phases"),
     units=lab_constant("phases", "UNITS"),
     key=("prompt_tokens", "output_tokens"),
     header="TPOT (ms)",

@@ -17,7 +17,17 @@ on GPU receipts only (:func:`~infercourse.labs.core.gpu_timing`).
 from __future__ import annotations
 
 from infercourse import fmt
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant, lab_grid
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    LabSpec,
+    LabWork,
+    Receipt,
+    gpu_timing,
+    lab_constant,
+    lab_grid,
+    lab_row,
+)
 from infercourse.memory import cached_prefix_tokens
 from infercourse.registry import COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
 from infercourse.roofline import prefill_floor
@@ -158,22 +168,7 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
 
 SPEC = LabSpec(
     lab="prefix_cache",
-    lesson="5A",
-    row={
-        "run": str,
-        "prefix_tokens": int,
-        "suffix_tokens": int,
-        "prompt_tokens": int,
-        "requests": int,
-        "cached_first": (int, type(None)),
-        "cached_later_min": (int, type(None)),
-        "cached_later_max": (int, type(None)),
-        "queries": int,
-        "hits": int,
-        "preemptions": int,
-        "ttft_cold_ms": (int, float, type(None)),
-        "ttft_hit_ms": (int, float, type(None)),
-    },
+    row=lab_row("prefix_cache"),
     units=lab_constant("prefix_cache", "UNITS"),
     key=("run", "prefix_tokens", "suffix_tokens"),
     header="TTFT cold (ms)",

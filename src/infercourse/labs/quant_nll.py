@@ -19,6 +19,7 @@ from infercourse.labs.core import (
     Receipt,
     gpu_timing,
     lab_constant,
+    lab_row,
     model_config_for,
 )
 
@@ -253,25 +254,7 @@ def prediction() -> str:
 
 SPEC = LabSpec(
     lab="quant_nll",
-    lesson="3A",
-    row={
-        "format": str,
-        "model": str,
-        "quantization": (str, type(None)),
-        "outcome": str,
-        "reason": (str, type(None)),
-        "kernel": (str, type(None)),
-        "weight_bytes": (int, type(None)),
-        "kv_tokens": (int, type(None)),
-        "kv_bytes_per_token": (int, type(None)),
-        "prompt_tokens": (int, type(None)),
-        "scored_tokens": (int, type(None)),
-        "nll_per_token": (int, float, type(None)),
-        "repeat_identical": (bool, type(None)),
-        "token_nll": (list, type(None)),
-        "step_batches": (list, type(None)),
-        "step_ms": (list, type(None)),
-    },
+    row=lab_row("quant_nll"),
     units=lab_constant("quant_nll", "UNITS"),
     key=("format",),
     header="NLL/token",

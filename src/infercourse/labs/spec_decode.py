@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt, registry, roofline
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant
+from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant, lab_row
 
 K = lab_constant("spec_decode", "K")
 BATCHES = lab_constant("spec_decode", "BATCHES")
@@ -233,26 +233,7 @@ def _opt(v: Any) -> str:
 
 SPEC = LabSpec(
     lab="spec_decode",
-    lesson="6A",
-    row={
-        "run": str,
-        "batch": int,
-        "method": (str, type(None)),
-        "k": int,
-        "draft_model": (str, type(None)),
-        "draft_is_target": bool,
-        "outcome": str,
-        "reason": (str, type(None)),
-        "synthetic_length": (int, float, type(None)),
-        "output_tokens": int,
-        "steps": (int, type(None)),
-        "drafts": (int, type(None)),
-        "draft_tokens": (int, type(None)),
-        "accepted": (int, type(None)),
-        "accepted_per_pos": (list, type(None)),
-        "same_as_off": (int, type(None)),
-        "tpot_ms": (int, float, type(None)),
-    },
+    row=lab_row("spec_decode"),
     units=lab_constant("spec_decode", "UNITS"),
     key=("run", "batch"),
     header="accepted per position",

@@ -26,7 +26,17 @@ from collections.abc import Iterable
 import numpy as np
 
 from infercourse import fmt, registry, roofline, transformer
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_for_name, gpu_timing, lab_constant
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    LabSpec,
+    LabWork,
+    Receipt,
+    gpu_for_name,
+    gpu_timing,
+    lab_constant,
+    lab_row,
+)
 
 KINDS = lab_constant("tensor_parallel", "KINDS")
 EMULATED_T = lab_constant("tensor_parallel", "EMULATED_T")
@@ -274,30 +284,7 @@ def _per_rank(values) -> str:
 
 SPEC = LabSpec(
     lab="tensor_parallel",
-    lesson="7A",
-    row={
-        "run": str,
-        "tensor_parallel_size": int,
-        "outcome": str,
-        "reason": (str, type(None)),
-        "ranks": (int, type(None)),
-        **{f"{k}_elements": (list, type(None)) for k in KINDS},
-        "embed_rows": (list, type(None)),
-        "lm_head_rows": (list, type(None)),
-        "kv_heads": (list, type(None)),
-        "sizes": (dict, type(None)),
-        "greedy_tokens": (list, type(None)),
-        "step_batches": (list, type(None)),
-        "step_ms": (list, type(None)),
-        "backend": (str, type(None)),
-        "message_bytes": (list, type(None)),
-        "allreduce_s": (list, type(None)),
-        "sum_exact": (bool, type(None)),
-        "fit_latency_s": (int, float, type(None)),
-        "fit_s_per_byte": (int, float, type(None)),
-        "fit_alpha_s": (int, float, type(None)),
-        "fit_link_gb_s": (int, float, type(None)),
-    },
+    row=lab_row("tensor_parallel"),
     units=lab_constant("tensor_parallel", "UNITS"),
     key=("run",),
     header="qkv_proj",

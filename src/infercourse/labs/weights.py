@@ -19,6 +19,7 @@ from infercourse.labs.core import (
     dtype_bytes,
     find_row,
     lab_constant,
+    lab_row,
     model_config_for,
 )
 from infercourse.registry import AWQ_GROUP_SIZE, COURSE_MODEL, model
@@ -130,8 +131,7 @@ def prediction(model_name: str = COURSE_MODEL) -> str:
 
 SPEC = LabSpec(
     lab="weights",
-    lesson="0C",
-    row={"dtype": str, "elements": int, "bytes": int},
+    row=lab_row("weights"),
     units=lab_constant("weights", "UNITS"),
     key=("dtype",),
     header="elements",
