@@ -200,3 +200,49 @@ def make_receipt(lab: str, rows: list[dict], units: dict, *, machine: dict = GPU
             "results": rows,
         }
     )
+
+
+def _phases():
+    from infercourse.labs import phases
+
+    return phases
+
+
+# (prompt, output) -> (engine steps, tokens) of 3 runs with max_num_batched_tokens 2,048, by hand: vLLM
+# records only steps that yield a token, so n steps per run (4096's first chunk of 2,048 yields none and is
+# not recorded), and tokens = S + n per run.
+STEPS_BY_HAND = {
+    (128, 32): (3 * 32, 3 * 160),
+    (128, 128): (3 * 128, 3 * 256),
+    (128, 512): (3 * 512, 3 * 640),
+    (1024, 128): (3 * 128, 3 * 1152),
+    (4096, 128): (3 * 128, 3 * 4224),
+}
+
+
+def phases_receipt(kind="gpu", ttft=(20.0, 110.0, 450.0), tpot=17.0, tpot_4096=17.5, decode=None) -> dict:
+    """A receipt shaped like the phases lab's (tests/labs/test_phases.py, tests/test_receipts.py); decode time
+    = TPOT * (n - 1) unless given."""
+    ttft_by_prompt = dict(zip((128, 1024, 4096), ttft, strict=True))
+    rows = []
+    for i, (s, n) in enumerate(_phases().GRID):
+        t = tpot_4096 if s == 4096 else tpot
+        steps, tokens = STEPS_BY_HAND[s, n]
+        rows.append(
+            {
+                "prompt_tokens": s,
+                "output_tokens": n,
+                "ttft_ms": ttft_by_prompt[s],
+                "tpot_ms": t,
+                "decode_s": decode[i] if decode else t * (n - 1) / 1e3,
+                "engine_steps": steps,
+                "step_tokens": tokens,
+            }
+        )
+    return make_receipt(
+        "phases",
+        rows,
+        _phases().SPEC.units,
+        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
+        settings={"repeats": 3, "max_num_batched_tokens": 2048},
+    )

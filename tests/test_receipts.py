@@ -17,53 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
+from conftest import phases_receipt
 from infercourse import labs, snippets
 from infercourse.registry import gpu
 
 ROOT = Path(__file__).resolve().parents[1]
-# (prompt, output) -> (engine steps, tokens) of 3 runs with max_num_batched_tokens 2,048, by hand: vLLM
-# records only steps that yield a token, so n steps per run (4096's first chunk of 2,048 yields none and is
-# not recorded), and tokens = S + n per run.
-STEPS_BY_HAND = {
-    (128, 32): (3 * 32, 3 * 160),
-    (128, 128): (3 * 128, 3 * 256),
-    (128, 512): (3 * 512, 3 * 640),
-    (1024, 128): (3 * 128, 3 * 1152),
-    (4096, 128): (3 * 128, 3 * 4224),
-}
-
-
-def _receipt(kind="gpu", ttft=(20.0, 110.0, 450.0), tpot=17.0, tpot_4096=17.5, decode=None) -> dict:
-    """A receipt shaped like the phases lab's. Decode time = TPOT * (n - 1) unless given."""
-    ttft_by_prompt = dict(zip((128, 1024, 4096), ttft, strict=True))
-    rows = []
-    for i, (s, n) in enumerate(labs.phases.GRID):
-        t = tpot_4096 if s == 4096 else tpot
-        steps, tokens = STEPS_BY_HAND[s, n]
-        rows.append(
-            {
-                "prompt_tokens": s,
-                "output_tokens": n,
-                "ttft_ms": ttft_by_prompt[s],
-                "tpot_ms": t,
-                "decode_s": decode[i] if decode else t * (n - 1) / 1e3,
-                "engine_steps": steps,
-                "step_tokens": tokens,
-            }
-        )
-    return make_receipt(
-        "phases",
-        rows,
-        labs.phases.SPEC.units,
-        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
-        settings={"repeats": 3, "max_num_batched_tokens": 2048},
-    )
 
 
 def test_a_well_formed_receipt_validates():
-    labs.validate_receipt(_receipt())
-    labs.validate_receipt(_receipt(kind="cpu"))
+    labs.validate_receipt(phases_receipt())
+    labs.validate_receipt(phases_receipt(kind="cpu"))
 
 
 @pytest.mark.parametrize(
@@ -89,7 +52,7 @@ def test_a_well_formed_receipt_validates():
     ],
 )
 def test_a_broken_receipt_is_refused(break_it, message):
-    r = _receipt()
+    r = phases_receipt()
     break_it(r)
     with pytest.raises(labs.ReceiptError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")):
         labs.validate_receipt(r)
@@ -110,7 +73,7 @@ def _by_claim(receipt) -> dict:
 
 
 def test_check_refuses_a_lab_without_a_spec():
-    r = _receipt()
+    r = phases_receipt()
     r["lab"] = "nope"
     with pytest.raises(KeyError, match="lab 'nope' has no spec; labs with a spec: .*phases"):
         labs.check(r)
@@ -187,14 +150,14 @@ def test_a_4090_d_receipt_is_refused_in_the_4090_folder(capsys):
     assert "this machine's is receipts/rtx-4090-d/" in capsys.readouterr().err
 
 
-def test_efficiency_of_a_gpu_receipt():
-    eff = labs.efficiency(_receipt())
+def test_efficiency_of_a_gpuphases_receipt():
+    eff = labs.efficiency(phases_receipt())
     # (128, 32): TPOT floor 14.0372 ms / measured 17.0 ms = 0.8257.
     assert (eff[0].row, eff[0].quantity, eff[0].unit, eff[0].measured) == (0, "TPOT", "ms", 17.0)
     assert eff[0].floor == pytest.approx(14.0372, abs=1e-4)
     assert eff[0].ratio == pytest.approx(14.037198 / 17.0, abs=1e-6)
-    assert labs.efficiency(_receipt(kind="cpu")) is None
-    unknown = _receipt()
+    assert labs.efficiency(phases_receipt(kind="cpu")) is None
+    unknown = phases_receipt()
     unknown["machine"]["name"] = "NVIDIA H100 PCIe"
     assert labs.efficiency(unknown) is None
 
@@ -202,9 +165,9 @@ def test_efficiency_of_a_gpu_receipt():
 def test_expected_output_shows_committed_receipts(tmp_path):
     folder = tmp_path / "rtx-4090"
     folder.mkdir()
-    (folder / "phases.json").write_text(json.dumps(_receipt()))
+    (folder / "phases.json").write_text(json.dumps(phases_receipt()))
     (tmp_path / "cpu-amd-epyc").mkdir()
-    (tmp_path / "cpu-amd-epyc" / "phases.json").write_text(json.dumps(_receipt(kind="cpu")))
+    (tmp_path / "cpu-amd-epyc" / "phases.json").write_text(json.dumps(phases_receipt(kind="cpu")))
     text = labs.expected_output("phases", receipts_dir=tmp_path)
     assert "Measured (committed receipts)" in text
     assert "AMD EPYC" not in text  # CPU receipts are not GPU measurements
@@ -221,14 +184,14 @@ def test_gpu_receipts_counts_gpu_runs_only(tmp_path):
     assert labs.gpu_receipts(receipts_dir=tmp_path) == []
     for folder, kind in (("rtx-4090", "gpu"), ("cpu-amd-epyc", "cpu")):
         (tmp_path / folder).mkdir()
-        (tmp_path / folder / "phases.json").write_text(json.dumps(_receipt(kind=kind)))
+        (tmp_path / folder / "phases.json").write_text(json.dumps(phases_receipt(kind=kind)))
     assert [r["machine"]["kind"] for r in labs.gpu_receipts(receipts_dir=tmp_path)] == ["gpu"]
 
 
-def test_expected_output_refuses_a_broken_committed_receipt(tmp_path):
+def test_expected_output_refuses_a_broken_committedphases_receipt(tmp_path):
     folder = tmp_path / "rtx-4090"
     folder.mkdir()
-    broken = _receipt()
+    broken = phases_receipt()
     del broken["versions"]
     (folder / "phases.json").write_text(json.dumps(broken))
     with pytest.raises(labs.ReceiptError, match="missing 'versions'"):
@@ -237,8 +200,8 @@ def test_expected_output_refuses_a_broken_committed_receipt(tmp_path):
 
 def test_check_receipts_script_exit_status(tmp_path):
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
-    good.write_text(json.dumps(_receipt()))
-    bad.write_text(json.dumps(_receipt(ttft=(20.0, 22.0, 450.0))))
+    good.write_text(json.dumps(phases_receipt()))
+    bad.write_text(json.dumps(phases_receipt(ttft=(20.0, 22.0, 450.0))))
     script = ROOT / "scripts" / "check_receipts.py"
     ok = subprocess.run([sys.executable, script, good], capture_output=True, text=True)
     assert ok.returncode == 0 and "FAIL" not in ok.stdout and "efficiency 83%" in ok.stdout, ok.stdout + ok.stderr
@@ -265,7 +228,7 @@ def _write_with_labkit(tmp_path, rows, units):
 
 
 def test_labkit_receipt_passes_the_validator(tmp_path):
-    rows = _receipt()["results"]
+    rows = phases_receipt()["results"]
     path, written = _write_with_labkit(tmp_path, rows, labs.phases.SPEC.units)
     receipt = labs.load_receipt(path)  # the envelope labkit writes, then the phases spec's rows
     assert receipt == written and receipt["schema"] == labs.SCHEMA_VERSION
@@ -277,7 +240,7 @@ def test_labkit_receipt_passes_the_validator(tmp_path):
 
 
 def test_labkit_receipt_with_a_missing_row_key_is_refused(tmp_path):
-    rows = [{k: v for k, v in r.items() if k != "step_tokens"} for r in _receipt()["results"]]
+    rows = [{k: v for k, v in r.items() if k != "step_tokens"} for r in phases_receipt()["results"]]
     path, _ = _write_with_labkit(tmp_path, rows, labs.phases.SPEC.units)
     with pytest.raises(labs.ReceiptError, match="missing 'step_tokens'"):
         labs.load_receipt(path)

@@ -1,9 +1,6 @@
 """Lab chunked_prefill (lesson 4B): its spec's claims, prediction and bad input, on receipts worked by hand.
 
-Qwen2.5-7B by hand (lesson 5A's test has the same figures): M - H = 6,525,621,760 weights a prompt token
-multiplies, 2H = 1,089,994,752 (the output head, one position), 2M = 14,141,238,272 B of weights read;
-attention 4 L h d_h = 4 * 28 * 28 * 128 = 401,408 FLOP per (query, key) pair; kappa = 2 * 28 * 4 * 128 * 2
-= 57,344 B/token. RTX 4090: 165.2e12 FLOP/s, 1.008e12 B/s.
+The hand arithmetic of the model, the card and the floors is in tests/lessons/test_4b.py's docstring.
 """
 
 from __future__ import annotations

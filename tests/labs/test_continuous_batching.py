@@ -1,17 +1,6 @@
 """Lab continuous_batching (lesson 4A): its spec's claims, prediction and bad input, on receipts worked by hand.
 
-The lab's CPU run (tests/test_labs.py runs it): 12 requests of 32 prompt tokens, B = 4, 64 tokens per
-step, output lengths random.Random(0).randint(2, 24) x 12 = 14, 15, 3, 10, 18, 17, 14, 11, 17, 13, 20, 8.
-By hand: in each chunk the first two prompts take step 1 (2 x 32 = 64 tokens); step 2 carries two decodes,
-the third prompt (32) and 30 tokens of the fourth; step 3 the fourth's last 2 tokens, which sample its first
-token. First tokens at steps 1, 1, 2, 3; a request ends at first + n - 1:
-  chunk 1 (14, 15, 3, 10): ends 14, 15, 4, 12 -> 15 steps
-  chunk 2 (18, 17, 14, 11): ends 18, 17, 15, 13 -> 18
-  chunk 3 (17, 13, 20, 8): ends 17, 13, 21, 10 -> 21          static = 15 + 18 + 21 = 54
-Continuous: r0-r3 as in chunk 1 (end 14, 15, 4, 12); a freed slot is refilled the next step, and a 32-token
-prompt always fits beside three decodes: r4 (18) starts 5, ends 22; r5 (17) 13-29; r6 (14) 15-28;
-r7 (11) 16-26; r8 (17) 23-39; r9 (13) 27-39; r10 (20) 29-48; r11 (8) 30-37 -> 48 steps.
-Histogram sum: 12 x 32 + 160 = 544 tokens (160 = the lengths' sum).
+The hand arithmetic of the model, the card and the floors is in tests/lessons/test_4a.py's docstring.
 """
 
 from __future__ import annotations

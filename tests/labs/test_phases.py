@@ -4,48 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
+from conftest import phases_receipt
 from infercourse import labs, snippets
 from infercourse.registry import gpu, model
 
 CFG = model("Qwen/Qwen2.5-7B-Instruct").config
-# (prompt, output) -> (engine steps, tokens) of 3 runs with max_num_batched_tokens 2,048, by hand: vLLM
-# records only steps that yield a token, so n steps per run (4096's first chunk of 2,048 yields none and is
-# not recorded), and tokens = S + n per run.
-STEPS_BY_HAND = {
-    (128, 32): (3 * 32, 3 * 160),
-    (128, 128): (3 * 128, 3 * 256),
-    (128, 512): (3 * 512, 3 * 640),
-    (1024, 128): (3 * 128, 3 * 1152),
-    (4096, 128): (3 * 128, 3 * 4224),
-}
-
-
-def _receipt(kind="gpu", ttft=(20.0, 110.0, 450.0), tpot=17.0, tpot_4096=17.5, decode=None) -> dict:
-    """A receipt shaped like the phases lab's. Decode time = TPOT * (n - 1) unless given."""
-    ttft_by_prompt = dict(zip((128, 1024, 4096), ttft, strict=True))
-    rows = []
-    for i, (s, n) in enumerate(labs.phases.GRID):
-        t = tpot_4096 if s == 4096 else tpot
-        steps, tokens = STEPS_BY_HAND[s, n]
-        rows.append(
-            {
-                "prompt_tokens": s,
-                "output_tokens": n,
-                "ttft_ms": ttft_by_prompt[s],
-                "tpot_ms": t,
-                "decode_s": decode[i] if decode else t * (n - 1) / 1e3,
-                "engine_steps": steps,
-                "step_tokens": tokens,
-            }
-        )
-    return make_receipt(
-        "phases",
-        rows,
-        labs.phases.SPEC.units,
-        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
-        settings={"repeats": 3, "max_num_batched_tokens": 2048},
-    )
 
 
 def test_labs_uses_the_grid_of_the_lab_itself():
@@ -63,7 +26,7 @@ def test_claims_pass_on_a_receipt_that_shows_the_lesson():
     # TPOT 17.0 -> 17.5 ms: +2.9 %; TTFT +2,150 %; 2.9 % <= 0.1 * 2,150 % and 17.5/17 = 1.029 <= 1.25.
     # decode = 17 ms * (n - 1): exactly a line, R^2 = 1, spread 1.0.
     # steps and tokens: STEPS_BY_HAND above.
-    assert _by_claim(_receipt()) == {
+    assert _by_claim(phases_receipt()) == {
         "engine_steps_exact": True,
         "ttft_grows_with_prompt": True,
         "tpot_flat_vs_ttft": True,
@@ -72,9 +35,9 @@ def test_claims_pass_on_a_receipt_that_shows_the_lesson():
     }
 
 
-def test_timing_claims_are_printed_not_asserted_on_a_cpu_receipt():
+def test_timing_claims_are_printed_not_asserted_on_a_cpuphases_receipt():
     # the same failing timings as test_ttft_that_does_not_grow_fails etc., on a CPU receipt: not judged
-    receipt = _receipt(kind="cpu", ttft=(20.0, 22.0, 21.0), tpot_4096=90.1, decode=(1.0, 1.1, 1.0, 1.0, 1.0))
+    receipt = phases_receipt(kind="cpu", ttft=(20.0, 22.0, 21.0), tpot_4096=90.1, decode=(1.0, 1.1, 1.0, 1.0, 1.0))
     results = {r.claim: r for r in labs.check(receipt)}
     timed = ("ttft_grows_with_prompt", "tpot_flat_vs_ttft", "decode_linear_in_output")
     assert all(results[c].passed is None and "CPU receipt: a timing" in results[c].detail for c in timed)
@@ -85,10 +48,10 @@ def test_timing_claims_are_printed_not_asserted_on_a_cpu_receipt():
 
 def test_engine_steps_off_by_one_fail_on_any_machine():
     for kind in ("gpu", "cpu"):
-        receipt = _receipt(kind=kind)
+        receipt = phases_receipt(kind=kind)
         receipt["results"][4]["engine_steps"] = 3 * 129  # as if the chunk that yields no token were recorded
         assert _by_claim(receipt)["engine_steps_exact"] is False
-        receipt = _receipt(kind=kind)
+        receipt = phases_receipt(kind=kind)
         receipt["results"][0]["step_tokens"] = 3 * 159  # S + n - 1: the last token not counted
         assert _by_claim(receipt)["engine_steps_exact"] is False
 
@@ -102,36 +65,36 @@ def test_expected_steps_by_hand():
 
 def test_ttft_that_does_not_grow_fails():
     # 22/20 = 1.1 < 1.2.
-    assert _by_claim(_receipt(ttft=(20.0, 22.0, 450.0)))["ttft_grows_with_prompt"] is False
+    assert _by_claim(phases_receipt(ttft=(20.0, 22.0, 450.0)))["ttft_grows_with_prompt"] is False
 
 
 def test_tpot_growing_like_ttft_fails():
     # TTFT growth 450/20 - 1 = 21.5; TPOT 17 -> 90.1 is growth 4.3 > 0.1 * 21.5 = 2.15; ratio 5.3 > 1.25.
-    claims = _by_claim(_receipt(tpot_4096=90.1))
+    claims = _by_claim(phases_receipt(tpot_4096=90.1))
     assert claims["tpot_flat_vs_ttft"] is False and claims["tpot_within_tolerance_gpu"] is False
 
 
 def test_gpu_tolerance_boundary():
     # 21.25/17 = 1.25 exactly: within; 21.3/17 = 1.253: outside.
-    assert _by_claim(_receipt(tpot_4096=21.25))["tpot_within_tolerance_gpu"] is True
-    assert _by_claim(_receipt(tpot_4096=21.3))["tpot_within_tolerance_gpu"] is False
+    assert _by_claim(phases_receipt(tpot_4096=21.25))["tpot_within_tolerance_gpu"] is True
+    assert _by_claim(phases_receipt(tpot_4096=21.3))["tpot_within_tolerance_gpu"] is False
 
 
-def test_gpu_tolerance_does_not_apply_to_a_cpu_receipt():
-    assert _by_claim(_receipt(kind="cpu", tpot_4096=30.0))["tpot_within_tolerance_gpu"] is None
+def test_gpu_tolerance_does_not_apply_to_a_cpuphases_receipt():
+    assert _by_claim(phases_receipt(kind="cpu", tpot_4096=30.0))["tpot_within_tolerance_gpu"] is None
 
 
 def test_decode_that_does_not_grow_with_output_fails():
     # decode 1.0, 1.1, 1.0 s for n-1 = 31, 127, 511: per step 32.3, 8.66, 1.96 ms, spread x16.5 > 2.
     decode = [1.0, 1.1, 1.0, 17 * 127 / 1e3, 17.5 * 127 / 1e3]
-    assert _by_claim(_receipt(decode=decode))["decode_linear_in_output"] is False
+    assert _by_claim(phases_receipt(decode=decode))["decode_linear_in_output"] is False
     # decode growing with n squared: 31^2, 127^2, 511^2 ms. R^2 of a line is 0.981 (passes R^2 alone),
     # per step 31, 127, 511 ms: spread 511/31 = 16.5 > 2.
     square = [31**2 / 1e3, 127**2 / 1e3, 511**2 / 1e3, 2.0, 2.0]
-    result = {r.claim: r for r in labs.check(_receipt(decode=square))}["decode_linear_in_output"]
+    result = {r.claim: r for r in labs.check(phases_receipt(decode=square))}["decode_linear_in_output"]
     assert result.passed is False and "R^2 = 0.981" in result.detail and "x16.48" in result.detail
     flat = [1.0, 1.0, 1.0, 2.0, 2.0]  # no line to fit at all: fails, does not raise
-    assert _by_claim(_receipt(decode=flat))["decode_linear_in_output"] is False
+    assert _by_claim(phases_receipt(decode=flat))["decode_linear_in_output"] is False
 
 
 def test_linear_fit_by_hand():

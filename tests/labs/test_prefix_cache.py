@@ -1,8 +1,6 @@
 """Lab prefix_cache (lesson 5A): its spec's claims, prediction and bad input, on receipts worked by hand.
 
-Cached tokens by hand: C = floor(min(l, P - 1) / z) * z. With the CPU build's blocks of z = 128:
-l = 4,000, P = 4,064 -> floor(4000 / 128) = 31 -> 3,968; l = P = 2,048 -> floor(2047 / 128) = 15 -> 1,920.
-With vLLM's CUDA blocks of 16: 4,000 = 250 * 16 -> 4,000; 2,047 // 16 = 127 -> 2,032.
+The hand arithmetic of the model, the card and the floors is in tests/lessons/test_5a.py's docstring.
 """
 
 from __future__ import annotations

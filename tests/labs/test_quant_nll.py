@@ -1,9 +1,6 @@
 """Lab quant_nll (lesson 3A): its spec's claims, prediction and bad input, on receipts worked by hand.
 
-Qwen2.5-7B-Instruct (registry config): per layer the linear weights are q and o 2 * 3584 * 3584 =
-25,690,112, k and v 2 * 3584 * 512 = 3,670,016 (4 KV heads of 128), gate/up/down 3 * 3584 * 18944 =
-203,685,888: 233,046,016 per layer, 6,525,288,448 in 28 layers (N_q). N = 7,615,616,512, so 16-bit
-parameters N - N_q = 1,090,328,064. The embedding (and the untied head) is 152,064 * 3584 = 544,997,376.
+The hand arithmetic of the model, the card and the floors is in tests/lessons/test_3a.py's docstring.
 """
 
 from __future__ import annotations

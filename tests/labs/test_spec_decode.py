@@ -1,15 +1,6 @@
 """Lab spec_decode (lesson 6A): its spec's claims, prediction and bad input, on receipts worked by hand.
 
-Floors by hand (RTX 4090: 1,008 GB/s, 165.2 TFLOP/s; BF16; context S = 1,024):
-- Qwen2.5-7B: M = 7,070,619,136 matmul parameters -> M b / beta = 14,141,238,272 / 1.008e12 = 14.02901 ms;
-  kappa S / beta = 57,344 * 1,024 / 1.008e12 = 0.05825 ms per sequence. tau(B=1) = 14.08726 ms.
-- Qwen2.5-0.5B: M = 494,032,768 -> 988,065,536 / 1.008e12 = 0.98022 ms; 12,288 * 1,024 / 1.008e12 =
-  0.01248 ms. tau_d(B=1) = 0.99271 ms; rho = 0.99271 / 14.08726 = 0.070468.
-- verification at B = 1, k = 4: 5 tokens, still weight-bound (2 M 5 / P = 0.428 ms < 14.029 ms); its
-  attention reads the sequence's cache once for all 5 queries (roofline.spec_step_floors), so
-  tau_v = 14.02901 + 0.05825 = 14.08726 ms = tau.
-- E(0.7, 4) = (1 - 0.7^5) / 0.3 = 0.83193 / 0.3 = 2.7731; sigma = 2.7731 * 14.08726 / (4 * 0.99271 + 14.08726)
-  = 39.0654 / 18.0581 = 2.1633.
+The hand arithmetic of the model, the card and the floors is in tests/lessons/test_6a.py's docstring.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """Lab tensor_parallel (lesson 7A): its spec's claims, prediction and bad input, on receipts worked by hand.
 
-The tiny test model (``.cache/models/tiny-qwen2``): L = 2, d = 256, h = 4, h_kv = 2, d_h = 64, I = 512,
-V = 512. Per rank at T = 1: QKV 2 * 256 * (4 + 2 * 2) * 64 = 262,144; o_proj 2 * 4 * 64 * 256 = 131,072;
-gate/up 2 * 256 * 2 * 512 = 524,288; down 2 * 512 * 256 = 262,144. At T = 2 each is halved (131,072,
-65,536, 262,144, 131,072) and each rank has 1 KV head and 256 of the 512 vocabulary rows.
-
-Qwen2.5-7B: L = 28, d = 3,584, h = 28, h_kv = 4, d_h = 128, I = 18,944.
+The hand arithmetic of the model, the card and the floors is in tests/lessons/test_7a.py's docstring.
 """
 
 from __future__ import annotations
