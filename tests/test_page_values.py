@@ -162,3 +162,20 @@ def test_attention_flops_refuse_mla():
 
     with pytest.raises(ValueError, match="MLA"):
         transformer.attention_flops_per_token(registry.model("deepseek-ai/DeepSeek-V3").config, 1024)
+
+
+def test_facts_used_are_the_registry_s_own_words_by_id():
+    from infercourse import registry
+    from infercourse.pages import facts_used
+
+    (row,) = facts_used("vllm-block-size")
+    # the registry's fact vllm-block-size: 16 tokens per block on CUDA
+    assert row["what"] == "tokens per KV-cache block (vLLM on CUDA, FlashAttention)" and row["value"] == "16"
+    assert (
+        row["source"].endswith("(../facts.md#vllm-block-size) (primary)") or "facts.md#vllm-block-size" in row["source"]
+    )
+    extra = {"what": "an assumption of this lesson", "value": "1", "source": "here"}
+    assert facts_used("vllm-block-size", extra=(extra,))[-1] == extra
+    with pytest.raises(KeyError, match=r"no registry fact \['vllm-blok-size'\]"):
+        facts_used("vllm-blok-size")
+    assert registry.VLLM_DEFAULT_BLOCK_SIZE == 16

@@ -153,6 +153,24 @@ def lesson_values(module: str) -> PageValues:
     return values
 
 
+def facts_used(*fact_ids: str, extra: tuple[dict, ...] = ()) -> list[dict]:
+    """A lesson's "Facts used" rows: each registry fact of ``fact_ids`` in the registry's own words (what, value)
+    with its source linked to the Facts & sources page, then the ``extra`` rows (``{"what", "value",
+    "source"}``) for what the registry does not hold (a lesson's own assumption, a link to another lesson).
+
+    Raises:
+        KeyError: an id is not a registry fact (the message lists where to find the ids).
+    """
+    from infercourse import registry
+
+    by_id = {fact.id: fact for fact in registry.facts()}
+    missing = [fact_id for fact_id in fact_ids if fact_id not in by_id]
+    if missing:
+        raise KeyError(f"no registry fact {missing}; the ids are listed by infercourse.registry.facts()")
+    rows = [{"what": by_id[i].what, "value": by_id[i].value, "source": fact_link(i)} for i in fact_ids]
+    return rows + list(extra)
+
+
 def fact_link(fact_id: str, docs_root: str = "../") -> str:
     """A lesson's "Facts used" source cell: the fact's source, linked to its entry on the Facts & sources page.
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infercourse import fmt, notation, registry, roofline, snippets, transformer
-from infercourse.pages import fact_link, lesson_values
+from infercourse.pages import facts_used, lesson_values
 
 P = lesson_values(__name__)
 
@@ -127,33 +127,13 @@ P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
 P.add(
     "facts_used",
-    [
-        {
-            "what": f"{registry.COURSE_MODEL} config",
-            "value": f"{cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']:,}, "
-            f"{cfg['num_attention_heads']} heads, {cfg['num_key_value_heads']} KV heads, "
-            f"vocab {cfg['vocab_size']:,}, untied embeddings",
-            "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL)),
-        },
-        *[
-            {
-                "what": g.name,
-                "value": f"{g.bf16_dense_tflops:.1f} TFLOP/s BF16 dense, {g.bandwidth_gb_s:,g} GB/s",
-                "source": fact_link(registry.gpu_fact_id(key)),
-            }
-            for key, g in (("RTX 4090", g4090), ("H200", gh200))
-        ],
-        {
-            "what": "vLLM `gpu_memory_utilization` default",
-            "value": f"{registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}",
-            "source": fact_link("vllm-gpu-memory-utilization"),
-        },
-        {"what": "AWQ group size", "value": f"{registry.AWQ_GROUP_SIZE}", "source": fact_link("awq-group-size")},
-        {
-            "what": "a prompt leaves room for one output token",
-            "value": "prompt ≤ `max_model_len` − 1 tokens",
-            "source": fact_link("vllm-prompt-leaves-one-token"),
-        },
-    ],
+    facts_used(
+        "model-qwen-qwen2-5-7b-instruct",
+        "gpu-rtx-4090",
+        "gpu-h200",
+        "vllm-gpu-memory-utilization",
+        "awq-group-size",
+        "vllm-prompt-leaves-one-token",
+    ),
     "record",
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infercourse import fmt, notation, registry, roofline, snippets, transformer
-from infercourse.pages import fact_link, lesson_values
+from infercourse.pages import facts_used, lesson_values
 
 P = lesson_values(__name__)
 
@@ -73,57 +73,23 @@ P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
 P.add(
     "facts_used",
-    [
-        {
-            "what": registry.COURSE_MODEL,
-            "value": "the config values lesson 0A lists",
-            "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL)),
-        },
-        *[
+    facts_used(
+        "model-qwen-qwen2-5-7b-instruct",
+        "gpu-rtx-4090",
+        "vllm-bench-latency-prefix-caching",
+        "vllm-bench-serve-itl-per-chunk",
+        "vllm-bench-serve-result-keys",
+        "vllm-itl-histogram",
+        "vllm-startup-compile-and-graphs",
+        "vllm-int-suffixes",
+        extra=(
             {
-                "what": g.name,
-                "value": f"{g.bf16_dense_tflops:.1f} TFLOP/s BF16 dense, {g.bandwidth_gb_s:,g} GB/s",
-                "source": fact_link(registry.gpu_fact_id(key)),
-            }
-            for key, g in (("RTX 4090", g),)
-        ],
-        {
-            "what": "`vllm bench latency` and prefix caching",
-            "value": "off by default",
-            "source": fact_link("vllm-bench-latency-prefix-caching"),
-        },
-        {
-            "what": "`vllm bench serve` ITL",
-            "value": "one gap per streamed chunk",
-            "source": fact_link("vllm-bench-serve-itl-per-chunk"),
-        },
-        {
-            "what": "`vllm bench serve` goodput and result keys",
-            "value": "as quoted",
-            "source": fact_link("vllm-bench-serve-result-keys"),
-        },
-        {
-            "what": "`LLM.get_metrics()` ITL histogram",
-            "value": "`vllm:inter_token_latency_seconds`",
-            "source": fact_link("vllm-itl-histogram"),
-        },
-        {
-            "what": "compile and CUDA graphs at start-up",
-            "value": "before `LLM(...)` returns",
-            "source": fact_link("vllm-startup-compile-and-graphs"),
-        },
-        {
-            "what": "integer flag suffixes",
-            "value": "`1k` = 1,000, `1K` = 1,024",
-            "source": fact_link("vllm-int-suffixes"),
-        },
-        {
-            "what": "`RequestOutput.metrics` fields, `vllm bench` flags",
-            "value": "as quoted",
-            "source": "vLLM "
-            + registry.VLLM_GPU_VERSION
-            + "'s API surface, extracted by `scripts/vllm_signatures.py` (ADR-0004)",
-        },
-    ],
+                "what": "`RequestOutput.metrics` fields, `vllm bench` flags",
+                "value": "as quoted",
+                "source": f"vLLM {registry.VLLM_GPU_VERSION}'s API surface, extracted by `scripts/vllm_signatures.py` "
+                "(ADR-0004)",
+            },
+        ),
+    ),
     "record",
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infercourse import fmt, memory, notation, registry, roofline, transformer
-from infercourse.pages import fact_link, lesson_values
+from infercourse.pages import facts_used, lesson_values
 
 P = lesson_values(__name__)
 
@@ -129,43 +129,13 @@ P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
 P.add(
     "facts_used",
-    [
-        *[
-            {
-                "what": m["name"],
-                "value": f"V {m['config']['vocab_size']:,}, d {m['config']['hidden_size']:,}, "
-                f"f {m['config']['intermediate_size']:,}, "
-                f"L {m['config']['num_hidden_layers']}, h {m['config']['num_attention_heads']}, "
-                f"h_kv {m['config']['num_key_value_heads']}, d_h {m['d_h']}"
-                f"{' (explicit)' if m['explicit_head'] else ''}, "
-                f"tied {m['tied']}; the publisher states {m['card']} parameters",
-                "source": fact_link(registry.model_fact_id(m["name"]))
-                + "; "
-                + fact_link(registry.model_fact_id(m["name"]) + "-card"),
-            }
-            for m in P.values()["model_rows"].value
-        ],
-        {
-            "what": g.name,
-            "value": f"{g.memory_gb:g} GB (datasheet), {g.bandwidth_gb_s:,g} GB/s",
-            "source": fact_link(registry.gpu_fact_id(registry.LAB_GPU)),
-        },
-        {
-            "what": f"{g.name} memory as CUDA reports it",
-            "value": f"{registry.GPU_MEMORY_TOTAL_MIB[registry.LAB_GPU]:,} MiB",
-            "source": fact_link("gpu-memory-total-rtx-4090"),
-        },
-        {
-            "what": "vLLM `gpu_memory_utilization` default",
-            "value": f"{u}",
-            "source": fact_link("vllm-gpu-memory-utilization"),
-        },
-        {
-            "what": "vLLM's non-KV memory",
-            "value": f"about {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB",
-            "source": fact_link("vllm-non-kv-reserve"),
-        },
-        {"what": "AWQ group size", "value": f"{awq_group}", "source": fact_link("awq-group-size")},
-    ],
+    facts_used(
+        *[registry.model_fact_id(name) + suffix for name in models for suffix in ("", "-card")],
+        registry.gpu_fact_id(registry.LAB_GPU),
+        "gpu-memory-total-rtx-4090",
+        "vllm-gpu-memory-utilization",
+        "vllm-non-kv-reserve",
+        "awq-group-size",
+    ),
     "record",
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infercourse import fmt, memory, notation, registry, snippets, transformer
-from infercourse.pages import fact_link, lesson_values
+from infercourse.pages import facts_used, lesson_values
 
 P = lesson_values(__name__)
 
@@ -51,24 +51,9 @@ ds_mha = P.add(
 P.add("ds_factor", ds_mha / kappa_ds, "1")
 
 
-def _config_summary(config) -> str:
-    """The config fields lesson 1A's formulas read, as one line of text."""
-    parts = [
-        f"{config['num_hidden_layers']} layers",
-        f"{config['num_attention_heads']} heads",
-        f"{config['num_key_value_heads']} KV heads",
-    ]
-    for key in ("head_dim", "kv_lora_rank", "qk_rope_head_dim", "sliding_window"):
-        if config.get(key):
-            parts.append(f"{key} {config[key]}")
-    return ", ".join(parts)
-
-
-FACT_MODELS = (qwen, qwen3, llama2, mistral, ds)
-
 # The budget on the RTX 4090 at vLLM's defaults (the reserve is an assumption).
 g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
-total_mib = P.add("total_mib", registry.GPU_MEMORY_TOTAL_MIB["RTX 4090"], "count")
+P.add("total_mib", registry.GPU_MEMORY_TOTAL_MIB["RTX 4090"], "count")
 total = P.add("total", memory.device_total_bytes("RTX 4090"), "B")
 u = P.add("u", registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, "1")
 P.add("total_u", total * u, "B")
@@ -121,37 +106,18 @@ P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
 P.add(
     "facts_used",
-    [
-        *[
-            {"what": m.name, "value": _config_summary(m.config), "source": fact_link(registry.model_fact_id(m.name))}
-            for m in FACT_MODELS
-        ],
-        {
-            "what": f"{g4090.name} memory as CUDA reports it",
-            "value": f"{total_mib:,} MiB",
-            "source": fact_link("gpu-memory-total-rtx-4090"),
-        },
-        {
-            "what": "vLLM `gpu_memory_utilization` default",
-            "value": f"{u}",
-            "source": fact_link("vllm-gpu-memory-utilization"),
-        },
-        {"what": "vLLM KV block size", "value": f"{block} tokens", "source": fact_link("vllm-block-size")},
-        {
-            "what": "reserve besides weights and KV",
-            "value": f"{registry.VLLM_NON_KV_RESERVE_GIB:g} GiB",
-            "source": fact_link("vllm-non-kv-reserve"),
-        },
-        {
-            "what": "start-up free-memory check",
-            "value": "free ≥ total × u, measured after vLLM's CUDA context exists",
-            "source": fact_link("vllm-free-memory-check"),
-        },
-        {
-            "what": "a prompt leaves room for one output token",
-            "value": "prompt ≤ `max_model_len` − 1 tokens",
-            "source": fact_link("vllm-prompt-leaves-one-token"),
-        },
-    ],
+    facts_used(
+        "model-qwen-qwen2-5-7b-instruct",
+        "model-qwen-qwen3-4b",
+        "model-meta-llama-llama-2-13b-hf",
+        "model-mistralai-mistral-7b-v0-1",
+        "model-deepseek-ai-deepseek-v3",
+        "gpu-memory-total-rtx-4090",
+        "vllm-gpu-memory-utilization",
+        "vllm-block-size",
+        "vllm-non-kv-reserve",
+        "vllm-free-memory-check",
+        "vllm-prompt-leaves-one-token",
+    ),
     "record",
 )

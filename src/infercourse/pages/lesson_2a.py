@@ -6,7 +6,7 @@ import math
 
 from infercourse import fmt, labs, memory, notation, registry, roofline, snippets, transformer
 from infercourse.labs.batch_decode import receipts_roofline_svg
-from infercourse.pages import fact_link, lesson_values
+from infercourse.pages import fact_link, facts_used, lesson_values
 
 P = lesson_values(__name__)
 
@@ -136,33 +136,23 @@ P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
 P.add(
     "facts_used",
-    [
-        {
-            "what": registry.COURSE_MODEL,
-            "value": f"N = {fmt.count(N)}, κ = {fmt.count(kappa)} B",
-            "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL)),
-        },
-        *[
+    facts_used(
+        "model-qwen-qwen2-5-7b-instruct",
+        "gpu-rtx-4090",
+        "gpu-h200",
+        "gpu-h100",
+        "gpu-a100",
+        "vllm-scheduler-defaults",
+        extra=(
             {
-                "what": g.name,
-                "value": f"{g.bf16_dense_tflops:.1f} TFLOP/s BF16 dense, {g.bandwidth_gb_s:,g} GB/s",
-                "source": fact_link(registry.gpu_fact_id(key)),
-            }
-            for key, g in registry.GPUS.items()
-        ],
-        {
-            "what": "vLLM's scheduler defaults",
-            "value": f"`LLM` on the {g4090.name}: {default_tokens:,} tokens, {default_seqs} sequences per step",
-            "source": fact_link("vllm-scheduler-defaults"),
-        },
-        {
-            "what": f"KV budget on the {g4090.name}",
-            "value": fmt.gb(kv_budget),
-            "source": "[lesson 1A](1a-kv-cache.md#principle) (includes the **assumed** reserve: "
-            + fact_link("vllm-non-kv-reserve")
-            + ")",
-        },
-    ],
+                "what": f"KV budget on the {g4090.name}",
+                "value": fmt.gb(kv_budget),
+                "source": "[lesson 1A](1a-kv-cache.md#principle) (includes the **assumed** reserve: "
+                + fact_link("vllm-non-kv-reserve")
+                + ")",
+            },
+        ),
+    ),
     "record",
 )
 

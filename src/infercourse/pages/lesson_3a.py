@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from infercourse import figures, fmt, memory, notation, registry, roofline, snippets, transformer
-from infercourse.pages import fact_link, lesson_values
+from infercourse.pages import fact_link, facts_used, lesson_values
 
 P = lesson_values(__name__)
 
@@ -180,54 +180,27 @@ P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
 P.add(
     "facts_used",
-    [
-        {
-            "what": registry.COURSE_MODEL,
-            "value": f"N = {fmt.count(N)}, of which {fmt.count(N_q)} in linear layers",
-            "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL)),
-        },
-        {"what": "AWQ group size", "value": f"G = {G}", "source": fact_link("awq-group-size")},
-        {
-            "what": g4090.name,
-            "value": f"{g4090.bf16_dense_tflops:g} TFLOP/s BF16 dense, {g4090.bandwidth_gb_s:,g} GB/s",
-            "source": fact_link(registry.gpu_fact_id("RTX 4090")),
-        },
-        *[
+    facts_used(
+        "model-qwen-qwen2-5-7b-instruct",
+        "awq-group-size",
+        "gpu-rtx-4090",
+        "gpu-rtx-4090-fp8",
+        "gpu-h200-fp8",
+        "gpu-h100-fp8",
+        "vllm-fp8-linear-layers-only",
+        "vllm-online-fp8-per-tensor",
+        "vllm-fp8-without-fp8-cores",
+        "vllm-prompt-logprobs",
+        extra=(
             {
-                "what": registry.gpu(key).name,
-                "value": f"{tflops:g} TFLOP/s FP8 dense (FP32 accumulate)",
-                "source": fact_link(registry.gpu_fact_id(key) + "-fp8"),
-            }
-            for key, tflops in registry.FP8_DENSE_TFLOPS.items()
-        ],
-        {
-            "what": "vLLM's FP8 quantises linear layers only",
-            "value": "embedding, lm_head, norms stay 16-bit",
-            "source": fact_link("vllm-fp8-linear-layers-only"),
-        },
-        {
-            "what": "vLLM's online FP8",
-            "value": "one float32 scale per weight tensor",
-            "source": fact_link("vllm-online-fp8-per-tensor"),
-        },
-        {
-            "what": "FP8 without FP8 tensor cores",
-            "value": "weight-only (W8A16, Marlin)",
-            "source": fact_link("vllm-fp8-without-fp8-cores"),
-        },
-        {
-            "what": "prompt logprobs",
-            "value": "prompt tokens - 1 scored positions",
-            "source": fact_link("vllm-prompt-logprobs"),
-        },
-        {
-            "what": f"KV budget on the {g4090.name}",
-            "value": f"u = {u}, reserve {fmt.gib(reserve, 0)}",
-            "source": "[lesson 1A](1a-kv-cache.md#principle) (the reserve is an **assumption**: "
-            + fact_link("vllm-non-kv-reserve")
-            + ")",
-        },
-    ],
+                "what": f"KV budget on the {g4090.name}",
+                "value": f"u = {u}, reserve {fmt.gib(reserve, 0)}",
+                "source": "[lesson 1A](1a-kv-cache.md#principle) (the reserve is an **assumption**: "
+                + fact_link("vllm-non-kv-reserve")
+                + ")",
+            },
+        ),
+    ),
     "record",
 )
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from infercourse import batching, figures, fmt, labs, memory, notation, registry, snippets, transformer
 from infercourse.labs.continuous_batching import online_rows
-from infercourse.pages import fact_link, lesson_values
+from infercourse.pages import facts_used, lesson_values
 
 P = lesson_values(__name__)
 
@@ -284,44 +284,18 @@ P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
 P.add(
     "facts_used",
-    [
-        {
-            "what": f"{registry.COURSE_MODEL} config",
-            "value": f"{cfg['num_hidden_layers']} layers, {cfg['num_key_value_heads']} KV heads",
-            "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL)),
-        },
-        *[
-            {
-                "what": f"{g.name} datasheet",
-                "value": f"{fmt.count(g.bandwidth_gb_s)} GB/s, {g.bf16_dense_tflops:g} TFLOP/s",
-                "source": fact_link(registry.gpu_fact_id(key)),
-            }
-            for key, g in (("RTX 4090", g4090), ("H200", h200))
-        ],
-        {
-            "what": "scheduler defaults",
-            "value": f"{llm_tokens:,} tokens / {llm_seqs} sequences (RTX 4090, LLM)",
-            "source": fact_link("vllm-scheduler-defaults"),
-        },
-        {
-            "what": "scheduling order",
-            "value": "running first, then waiting (FCFS)",
-            "source": fact_link("vllm-scheduler-running-first"),
-        },
-        {"what": "preemption victim", "value": "last admitted", "source": fact_link("vllm-preemption-victim")},
-        {
-            "what": "preemption",
-            "value": "frees the blocks, recomputes later",
-            "source": fact_link("vllm-preemption-recompute"),
-        },
-        {"what": "step histogram", "value": "steps with outputs", "source": fact_link("vllm-iteration-tokens")},
-        {"what": "async scheduling", "value": "on (GPU)", "source": fact_link("vllm-async-scheduling-default")},
-        {"what": "step overhead (assumed)", "value": fmt.ms(tau0), "source": fact_link("step-overhead-assumed")},
-        {
-            "what": "non-KV reserve (assumed)",
-            "value": f"{registry.VLLM_NON_KV_RESERVE_GIB:g} GiB",
-            "source": fact_link("vllm-non-kv-reserve"),
-        },
-    ],
+    facts_used(
+        "model-qwen-qwen2-5-7b-instruct",
+        "gpu-rtx-4090",
+        "gpu-h200",
+        "vllm-scheduler-defaults",
+        "vllm-scheduler-running-first",
+        "vllm-preemption-victim",
+        "vllm-preemption-recompute",
+        "vllm-iteration-tokens",
+        "vllm-async-scheduling-default",
+        "step-overhead-assumed",
+        "vllm-non-kv-reserve",
+    ),
     "record",
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from infercourse import figures, fmt, labs, memory, notation, registry, roofline, snippets, transformer
 from infercourse.labs import chunked_prefill as cp_lab
 from infercourse.labs.chunked_prefill import stored_tokens
-from infercourse.pages import fact_link, lesson_values
+from infercourse.pages import facts_used, lesson_values
 
 P = lesson_values(__name__)
 
@@ -279,36 +279,23 @@ P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
 P.add(
     "facts_used",
-    [
-        {
-            "what": f"{registry.COURSE_MODEL} config",
-            "value": f"{cfg['num_hidden_layers']} layers, {cfg['num_key_value_heads']} KV heads",
-            "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL)),
-        },
-        *[
-            {
-                "what": f"{g.name} datasheet",
-                "value": f"{fmt.count(g.bandwidth_gb_s)} GB/s, {g.bf16_dense_tflops:g} TFLOP/s",
-                "source": fact_link(registry.gpu_fact_id(key)),
-            }
-            for key, g in (("RTX 4090", g4090), ("H200", h200))
-        ],
-        {
-            "what": "default `max_num_batched_tokens`",
-            "value": f"{fmt.count(serve_budget)} (`vllm serve`, {g4090.name})",
-            "source": fact_link("vllm-scheduler-defaults"),
-        },
-        *[
-            {"what": f.what, "value": f.value, "source": fact_link(f.id)}
-            for f in (
-                registry.BEHAVIOURS["vllm-chunked-prefill-default"],
-                *registry.CHUNKED_PREFILL_BEHAVIOURS.values(),
-            )
-        ],
-        *[
-            {"what": f"{name} bandwidth", "value": f"{gb_s:g} GB/s", "source": fact_link(registry.link_fact_id(name))}
-            for name, gb_s in registry.LINK_GB_S.items()
-        ],
-    ],
+    facts_used(
+        "model-qwen-qwen2-5-7b-instruct",
+        "gpu-rtx-4090",
+        "gpu-h200",
+        "vllm-scheduler-defaults",
+        "vllm-chunked-prefill-default",
+        "vllm-token-budget",
+        "vllm-unchunked-budget",
+        "vllm-chunked-prefill-off-warning",
+        "vllm-partial-prefills-refused",
+        "vllm-long-prefill-threshold",
+        "vllm-step-histogram",
+        "vllm-example-connector",
+        "vllm-kv-transfer-config",
+        "link-pcie-4-0-x16",
+        "link-h200-nvlink",
+        "link-400-gb-s-nic",
+    ),
     "record",
 )

@@ -8,7 +8,7 @@ modules; the page only looks the names up and formats them.
 from __future__ import annotations
 
 from infercourse import figures, fmt, memory, notation, registry, roofline, snippets, transformer
-from infercourse.pages import fact_link, lesson_values
+from infercourse.pages import facts_used, lesson_values
 
 P = lesson_values(__name__)
 
@@ -203,56 +203,22 @@ P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
 P.add(
     "facts_used",
-    [
-        {
-            "what": f"{registry.COURSE_MODEL} config",
-            "value": f"{cfg['num_hidden_layers']} layers, {cfg['num_key_value_heads']} KV heads",
-            "source": fact_link(registry.model_fact_id(registry.COURSE_MODEL)),
-        },
-        *[
-            {
-                "what": f"{g.name} datasheet",
-                "value": f"{fmt.count(g.bandwidth_gb_s)} GB/s, {g.bf16_dense_tflops:g} TFLOP/s",
-                "source": fact_link(registry.gpu_fact_id(key)),
-            }
-            for key, g in (("RTX 4090", g4090), ("H200", h200))
-        ],
-        {"what": "vLLM KV block size", "value": f"{z} tokens", "source": fact_link("vllm-block-size")},
-        {"what": "prefix caching default", "value": "on", "source": fact_link("vllm-prefix-caching-default")},
-        {
-            "what": "block hash",
-            "value": "sha256 over (parent hash, block tokens, extra keys), full blocks only",
-            "source": fact_link("vllm-prefix-caching-hash"),
-        },
-        {
-            "what": "full blocks only",
-            "value": "a partial block is never hashed",
-            "source": fact_link("vllm-prefix-cache-full-blocks"),
-        },
-        {"what": "hit cap", "value": "prompt length − 1", "source": fact_link("vllm-prefix-cache-hit-cap")},
-        {"what": "prefix-cache counters", "value": "count tokens", "source": fact_link("vllm-prefix-cache-counters")},
-        {
-            "what": "eviction",
-            "value": "least recently used free block first",
-            "source": fact_link("vllm-prefix-cache-lru"),
-        },
-        {
-            "what": "preemption",
-            "value": "frees the blocks, recomputes later",
-            "source": fact_link("vllm-preemption-recompute"),
-        },
-        {
-            "what": "n > 1",
-            "value": "n child requests with the same prompt",
-            "source": fact_link("vllm-parallel-sampling-fanout"),
-        },
-        {
-            "what": "when blocks enter the cache",
-            "value": "at allocation, before they are computed",
-            "source": fact_link("vllm-prefix-cache-at-allocation"),
-        },
-        {"what": "null block", "value": "one block of the pool, never used", "source": fact_link("vllm-null-block")},
-        {"what": "freeing order", "value": "last block first", "source": fact_link("vllm-free-tail-first")},
-    ],
+    facts_used(
+        "model-qwen-qwen2-5-7b-instruct",
+        "gpu-rtx-4090",
+        "gpu-h200",
+        "vllm-block-size",
+        "vllm-prefix-caching-default",
+        "vllm-prefix-caching-hash",
+        "vllm-prefix-cache-full-blocks",
+        "vllm-prefix-cache-hit-cap",
+        "vllm-prefix-cache-counters",
+        "vllm-prefix-cache-lru",
+        "vllm-preemption-recompute",
+        "vllm-parallel-sampling-fanout",
+        "vllm-prefix-cache-at-allocation",
+        "vllm-null-block",
+        "vllm-free-tail-first",
+    ),
     "record",
 )

@@ -8,7 +8,7 @@ modules; the page only looks the names up and formats them.
 from __future__ import annotations
 
 from infercourse import figures, fmt, memory, notation, registry, roofline, snippets, transformer
-from infercourse.pages import fact_link, lesson_values
+from infercourse.pages import facts_used, lesson_values
 
 P = lesson_values(__name__)
 
@@ -207,59 +207,19 @@ P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
 P.add(
     "facts_used",
-    [
-        *[
-            {
-                "what": f"{name} config",
-                "value": f"{c['num_hidden_layers']} layers, vocab_size {fmt.count(c['vocab_size'])}",
-                "source": fact_link(registry.model_fact_id(name)),
-            }
-            for name, c in ((registry.COURSE_MODEL, cfg), (DRAFT, dcfg))
-        ],
-        *[
-            {
-                "what": f"{g.name} datasheet",
-                "value": f"{fmt.count(g.bandwidth_gb_s)} GB/s, {g.bf16_dense_tflops:g} TFLOP/s",
-                "source": fact_link(registry.gpu_fact_id(key)),
-            }
-            for key, g in (("RTX 4090", g4090), ("H200", h200))
-        ],
-        {
-            "what": "drafters vLLM accepts",
-            "value": '`speculative_config["method"]`',
-            "source": fact_link("vllm-spec-methods"),
-        },
-        {
-            "what": "greedy verification",
-            "value": "keep while draft = target argmax",
-            "source": fact_link("vllm-spec-greedy-accept"),
-        },
-        {
-            "what": "draft vocabulary",
-            "value": "same size, or `use_heterogeneous_vocab`",
-            "source": fact_link("vllm-spec-equal-vocab"),
-        },
-        {
-            "what": "n-gram drafter",
-            "value": "prompt lookup, min = max = 5 by default",
-            "source": fact_link("vllm-spec-ngram"),
-        },
-        {
-            "what": "synthetic acceptance",
-            "value": "acceptance set by rate, not by the draft",
-            "source": fact_link("vllm-spec-synthetic"),
-        },
-        {"what": "CPU build", "value": "no synthetic acceptance", "source": fact_link("vllm-cpu-no-synthetic")},
-        {
-            "what": "counters",
-            "value": "drafts, draft tokens, accepted, per position",
-            "source": fact_link("vllm-spec-counters"),
-        },
-        {
-            "what": "ITL in `vllm bench serve`",
-            "value": "one gap per streamed chunk",
-            "source": fact_link("vllm-bench-serve-itl-per-chunk"),
-        },
-    ],
+    facts_used(
+        "model-qwen-qwen2-5-7b-instruct",
+        "model-qwen-qwen2-5-0-5b-instruct",
+        "gpu-rtx-4090",
+        "gpu-h200",
+        "vllm-spec-methods",
+        "vllm-spec-greedy-accept",
+        "vllm-spec-equal-vocab",
+        "vllm-spec-ngram",
+        "vllm-spec-synthetic",
+        "vllm-cpu-no-synthetic",
+        "vllm-spec-counters",
+        "vllm-bench-serve-itl-per-chunk",
+    ),
     "record",
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from infercourse import figures, fmt, labs, memory, notation, registry, roofline, snippets, transformer
 from infercourse.labs import tensor_parallel as tp_lab
-from infercourse.pages import fact_link, lesson_values
+from infercourse.pages import facts_used, lesson_values
 
 P = lesson_values(__name__)
 
@@ -17,9 +17,9 @@ MODEL = registry.COURSE_MODEL
 cfg = registry.model(MODEL).config
 L = P.add("L", cfg["num_hidden_layers"], "count")
 d = P.add("d", cfg["hidden_size"], "count")
-h = P.add("h", cfg["num_attention_heads"], "count")
+P.add("h", cfg["num_attention_heads"], "count")
 h_kv = P.add("h_kv", cfg["num_key_value_heads"], "count")
-I_ = P.add("I", cfg["intermediate_size"], "count")
+P.add("I", cfg["intermediate_size"], "count")
 g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
 h200 = P.add("h200", registry.gpu("H200"), "record")
 link_4090_name, link_4090 = registry.TP_LINKS["RTX 4090"]
@@ -226,64 +226,20 @@ SYMBOLS: list[str | tuple[str, str]] = [
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 P.add(
     "facts_used",
-    [
-        {
-            "what": f"{MODEL} config",
-            "value": f"L {L}, d {d:,}, h {h}, h_kv {h_kv}, I {I_:,}",
-            "source": fact_link(registry.model_fact_id(MODEL)),
-        },
-        {
-            "what": f"{big} config",
-            "value": f"L {big_cfg['num_hidden_layers']}, d {big_cfg['hidden_size']:,}",
-            "source": fact_link(registry.model_fact_id(big)),
-        },
-        {
-            "what": f"{g4090.name} bandwidth and peak",
-            "value": f"{g4090.bandwidth_gb_s:g} GB/s",
-            "source": fact_link(registry.gpu_fact_id("RTX 4090")),
-        },
-        {
-            "what": f"{h200.name} bandwidth and peak",
-            "value": f"{h200.bandwidth_gb_s:g} GB/s",
-            "source": fact_link(registry.gpu_fact_id("H200")),
-        },
-        {
-            "what": f"{link_4090_name}, per direction",
-            "value": f"{link_4090:g} GB/s",
-            "source": fact_link(registry.link_fact_id(link_4090_name)),
-        },
-        {
-            "what": f"{link_h200_name}, per direction",
-            "value": f"{link_h200:g} GB/s",
-            "source": fact_link(registry.link_fact_id(link_h200_name)),
-        },
-        {
-            "what": "ring step latency α (assumption)",
-            "value": f"{registry.TP_HOP_LATENCY_US['RTX 4090']:g} / {registry.TP_HOP_LATENCY_US['H200']:g} µs",
-            "source": fact_link("tp-hop-latency"),
-        },
-        {
-            "what": "row-parallel layers all-reduce",
-            "value": "o_proj, down_proj",
-            "source": fact_link("vllm-row-parallel-all-reduce"),
-        },
-        {
-            "what": "vocabulary-parallel embedding and logits",
-            "value": "all-reduce + gather",
-            "source": fact_link("vllm-vocab-parallel"),
-        },
-        {
-            "what": "KV heads replicated past h_kv",
-            "value": "max(1, h_kv / T)",
-            "source": fact_link("vllm-kv-head-replication"),
-        },
-        {
-            "what": "custom all-reduce needs P2P",
-            "value": "else NCCL",
-            "source": fact_link("vllm-custom-all-reduce-needs-p2p"),
-        },
-        {"what": "GeForce cards have no P2P", "value": "no P2P", "source": fact_link("geforce-no-p2p")},
-        {"what": "vLLM's Qwen2 derives head size", "value": "d / h", "source": fact_link("vllm-qwen2-head-dim")},
-    ],
+    facts_used(
+        "model-qwen-qwen2-5-7b-instruct",
+        "model-meta-llama-llama-2-13b-hf",
+        "gpu-rtx-4090",
+        "gpu-h200",
+        "link-pcie-4-0-x16",
+        "link-h200-nvlink",
+        "tp-hop-latency",
+        "vllm-row-parallel-all-reduce",
+        "vllm-vocab-parallel",
+        "vllm-kv-head-replication",
+        "vllm-custom-all-reduce-needs-p2p",
+        "geforce-no-p2p",
+        "vllm-qwen2-head-dim",
+    ),
     "record",
 )
