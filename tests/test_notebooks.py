@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, phases_receipt
 from infercourse import autodl, course, labbox, labnotebook, labs
 
 _spec = importlib.util.spec_from_file_location("make_notebooks", ROOT / "scripts" / "make_notebooks.py")
@@ -198,22 +198,18 @@ def test_the_figure_draws_each_measured_column_and_on_a_gpu_the_floor():
     import matplotlib
 
     matplotlib.use("Agg")
-    from test_receipts import _receipt
-
     # phases' table columns: prompt_tokens, output_tokens (the key), ttft_ms, tpot_ms, decode_s: 3 panels
-    cpu = labnotebook.figure(_receipt(kind="cpu"))
+    cpu = labnotebook.figure(phases_receipt(kind="cpu"))
     assert [ax.get_title() for ax in cpu.axes if ax.get_visible()] == ["ttft_ms", "tpot_ms", "decode_s"]
     # an RTX 4090 is in the registry: one more panel, measured beside the roofline floor, 5 rows each
-    gpu = labnotebook.figure(_receipt(kind="gpu"))
+    gpu = labnotebook.figure(phases_receipt(kind="gpu"))
     panels = [ax for ax in gpu.axes if ax.get_visible()]
     assert len(panels) == 4 and panels[3].get_title().endswith(": measured and floor")
     assert [len(bars) for bars in panels[3].containers] == [5, 5]
 
 
 def test_the_comparison_puts_the_prediction_beside_this_run():
-    from test_receipts import _receipt
-
-    text = labnotebook.comparison(_receipt(kind="cpu"))
+    text = labnotebook.comparison(phases_receipt(kind="cpu"))
     assert text.startswith("**Prediction for the RTX 4090 from ")
     assert "**This run** (" in text and "A CPU run of " in text and "**Measured (committed receipts).**" not in text
     this_run = text.split("**This run**")[1]
