@@ -21,6 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # fixture), or from its file when the whole file needs it. New tests inherit them by using the fixtures.
 MARK_BY_FIXTURE = {"build": "build", "site": "build", "server": "build", "browser": "browser", "lab_setup": "lab"}
 MARK_BY_FILE = {"test_build.py": "build", "test_browser.py": "browser"}
+# `make test` runs two pytest-xdist workers with --dist loadgroup: every lab test on one (one vLLM engine at a
+# time), every build and browser test on the other (one site build per worker, and the serve test's), the
+# fast tests wherever a worker is free. A plain `pytest` ignores the groups.
+GROUP_BY_MARK = {"lab": "lab", "build": "site", "browser": "site"}
 
 
 def pytest_addoption(parser):
@@ -60,6 +64,9 @@ def pytest_collection_modifyitems(config, items):
             names.add(MARK_BY_FILE[item.path.name])
         for name in sorted(names):
             item.add_marker(name)
+        group = next((GROUP_BY_MARK[m] for m in GROUP_BY_MARK if item.get_closest_marker(m)), None)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
     if config.getoption("--lesson"):
         files, words = lesson_tests(config.getoption("--lesson"))
         params = lambda item: getattr(getattr(item, "callspec", None), "params", {}).values()  # noqa: E731
@@ -72,8 +79,8 @@ def pytest_collection_modifyitems(config, items):
 SITE_SOURCES = ("docs", "snippets", "hooks", "overrides", "src", "receipts", "mkdocs.yml")
 # The content caches of drawn formulas and diagrams (hooks/math.py, hooks/diagrams.py), keyed by each
 # formula's or diagram's own text: a copy that carries them redraws only what it changed, so a fault
-# planted in a copy is always drawn (and fails) while the rest is reused (test_snippet_that_raises_fails_the_build
-# 40 s -> 22 s measured here). A copy made before the first build of this checkout simply draws everything.
+# planted in a copy is always drawn (and fails) while the rest is reused (test_snippet_that_raises_fails_the_build:
+# 26 s -> 19 s measured here on a loaded machine). A copy made before this checkout's first build draws everything.
 CONTENT_CACHES = (".cache/katex.json", ".cache/mermaid.json")
 
 

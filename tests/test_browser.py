@@ -269,6 +269,16 @@ def test_no_page_loads_a_diagram_or_math_runtime(browser, server, pages):
     context.close()
 
 
+def test_lesson_0a_prints_in_at_most_20_a4_pages(browser, server):
+    """Lesson 0A, the longest lab lesson, printed to A4 as a reader's browser would (its print style sheet): at
+    most 20 pages (42 when it inlined labkit.py whole; excerpts and a link now, issue 26)."""
+    context, page, _ = _open(browser, 1280, 800)
+    page.goto(server + "/lessons/0a-prefill-decode/", wait_until="load")
+    pages = len(re.findall(rb"/Type\s*/Page[^s]", page.pdf(format="A4")))
+    context.close()
+    assert 10 <= pages <= 20, f"lesson 0A prints in {pages} A4 pages"
+
+
 def test_print_shows_every_collapsed_block_and_every_diagram(browser, server, pages):
     """Printed (or saved as PDF), a page shows the body of every <details> (answers, listings) and every
     diagram drawn, not its mermaid source. The page is loaded on screen, never scrolled (its diagrams never

@@ -92,5 +92,10 @@ def test_every_cpu_run_but_one_starts_eager():
     run_labs = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_labs)
     eager = {lab: "--enforce-eager" in run_labs.cpu_args(lab)[1] for lab in labs.wired()}
-    assert [lab for lab, is_eager in eager.items() if not is_eager] == ["phases"]
+    compiled = [lab for lab, is_eager in eager.items() if not is_eager]
+    assert compiled == ["phases"], (
+        f"CPU runs without --enforce-eager: {compiled}; only phases may keep its CPU run compiled (its spec's "
+        "cpu_compiled=True): unset cpu_compiled in the others' specs, or restore the --enforce-eager that "
+        "scripts/run_labs.py's cpu_args adds"
+    )
     assert all(run_labs.cpu_args(lab)[1].count("--enforce-eager") <= 1 for lab in labs.wired())

@@ -176,6 +176,6 @@ def test_facts_used_are_the_registry_s_own_words_by_id():
     )
     extra = {"what": "an assumption of this lesson", "value": "1", "source": "here"}
     assert facts_used("vllm-block-size", extra=(extra,))[-1] == extra
-    with pytest.raises(KeyError, match=r"no registry fact \['vllm-blok-size'\]"):
+    with pytest.raises(KeyError, match=r"no registry fact \['vllm-blok-size'\].*did you mean 'vllm-block-size'\?"):
         facts_used("vllm-blok-size")
     assert registry.VLLM_DEFAULT_BLOCK_SIZE == 16

@@ -457,11 +457,13 @@ def test_serve_caches_have_one_switch(monkeypatch):
         monkeypatch.setenv("SERVE_CACHES", "off")
         for hook in hooks.values():
             hook.on_startup("serve", False)
-        assert [getattr(owner, name) for owner, name in originals] == [f for _, _, f in saved]
+        wrapped = [f"{owner.__name__}.{name}" for owner, name, f in saved if getattr(owner, name) is not f]
+        assert not wrapped, f"SERVE_CACHES=off, yet a serve cache wrapped {wrapped}; gate its on_startup on caches_on()"
         monkeypatch.setenv("SERVE_CACHES", "on")
         for hook in hooks.values():
             hook.on_startup("serve", False)
-        assert all(getattr(owner, name) is not f for owner, name, f in saved), "a cache did not switch on"
+        unwrapped = [f"{owner.__name__}.{name}" for owner, name, f in saved if getattr(owner, name) is f]
+        assert not unwrapped, f"under `mkdocs serve` with the caches on, nothing wrapped {unwrapped}"
     finally:
         for owner, name, f in saved:
             setattr(owner, name, f)

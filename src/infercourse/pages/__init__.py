@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from difflib import get_close_matches
 from functools import cache
 from types import MappingProxyType
 from typing import Any
@@ -166,7 +167,10 @@ def facts_used(*fact_ids: str, extra: tuple[dict, ...] = ()) -> list[dict]:
     by_id = {fact.id: fact for fact in registry.facts()}
     missing = [fact_id for fact_id in fact_ids if fact_id not in by_id]
     if missing:
-        raise KeyError(f"no registry fact {missing}; the ids are listed by infercourse.registry.facts()")
+        hints = [f"{m!r}: did you mean {close[0]!r}?" for m in missing if (close := get_close_matches(m, by_id, 1))]
+        raise KeyError(
+            f"no registry fact {missing}; the ids are listed by infercourse.registry.facts(). {' '.join(hints)}".strip()
+        )
     rows = [{"what": by_id[i].what, "value": by_id[i].value, "source": fact_link(i)} for i in fact_ids]
     return rows + list(extra)
 
