@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -71,6 +72,10 @@ def test_lab_code_is_the_marked_sections_and_a_link_to_the_whole_file():
     assert code.index('--8<-- "labs/tensor_parallel.py:shards"') < code.index('--8<-- "labs/tensor_parallel.py:engine"')
     assert code.endswith("[`snippets/labs/tensor_parallel.py`](../code/labs/tensor_parallel.py).")
     assert '--8<-- "labs/tensor_parallel.py"\n' not in code  # never the whole file
+    # each excerpt is numbered as in the whole file: its first line there is the first line shown
+    lines = (labbox.snippets.SNIPPETS_DIR / "labs" / "tensor_parallel.py").read_text(encoding="utf-8").splitlines()
+    first = int(re.search(r'shards \(excerpt\)" linenums="(\d+)"', code).group(1))
+    assert lines[first - 1].startswith("def rank_shapes(") and "[start:shards]" in lines[first - 2]
 
 
 def test_a_lab_script_without_a_section_is_refused_with_the_fix(tmp_path, monkeypatch):

@@ -174,7 +174,7 @@ def parameter_bytes(model) -> dict:
     return by_dtype
 
 
-# --8<-- [start:engine]
+# --8<-- [start:token_nll]
 def token_nll(output) -> tuple[list[int], list[float]]:
     """The prompt's token ids and, for every position after the first, -log p(token | tokens before it).
 
@@ -188,6 +188,10 @@ def token_nll(output) -> tuple[list[int], list[float]]:
     return ids, [-logprobs[i][ids[i]].logprob for i in range(1, len(ids))]
 
 
+# --8<-- [end:token_nll]
+
+
+# --8<-- [start:engine]
 def child(args) -> int:
     """Start one engine, print its row (``ROW_TAG`` + JSON) and exit; vLLM's errors end the process."""
     engine_core_in_process()  # apply_model needs the model in this process

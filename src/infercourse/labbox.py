@@ -130,7 +130,7 @@ SECTION_START = re.compile(r"^[ \t]*# --8<-- \[start:([\w-]+)\][ \t]*$", re.M)
 def lab_code(script: str) -> str:
     """Markdown for the code of the lab ``snippets/labs/<script>`` on its lesson: one listing per section the
     script marks (``# --8<-- [start:NAME]`` ... ``# --8<-- [end:NAME]``, in file order), each included by
-    pymdownx.snippets, then a link to the whole file (``code/labs/<script>``, published by
+    pymdownx.snippets and numbered as in the whole file, then a link to it (``code/labs/<script>``, published by
     ``hooks/code_files.py``). A page shows excerpts of a lab, never the whole file.
 
     Raises:
@@ -141,14 +141,16 @@ def lab_code(script: str) -> str:
     if not path.is_file():
         raise FileNotFoundError(f"no lab script {path}")
     text = path.read_text(encoding="utf-8")
-    names = SECTION_START.findall(text)
+    starts = {m.group(1): text.count("\n", 0, m.start()) + 2 for m in SECTION_START.finditer(text)}
+    names = list(starts)
     if not names:
         raise ValueError(
             f"snippets/labs/{script} marks no section for its lesson; put '# --8<-- [start:NAME]' and "
             "'# --8<-- [end:NAME]' around the lines the lesson explains"
         )
     listings = [
-        f'```python title="snippets/labs/{script}: {name} (excerpt)"\n--8<-- "labs/{script}:{name}"\n```'
+        f'```python title="snippets/labs/{script}: {name} (excerpt)" linenums="{starts[name]}"\n'
+        f'--8<-- "labs/{script}:{name}"\n```'
         for name in names
     ]
     lines = text.count("\n")

@@ -43,7 +43,7 @@ def test_measured_points_by_hand():
 
 
 def test_receipts_drawn_against_the_roofline(tmp_path):
-    assert "No GPU receipt of this lab" in batch_decode.receipts_roofline_svg([])
+    assert "None yet: the first GPU receipt of this lab" in batch_decode.receipts_roofline_svg([])
     (tmp_path / "rtx-4090").mkdir()
     (tmp_path / "rtx-4090" / "batch_decode.json").write_text(json.dumps(_receipt()))
     (tmp_path / "cpu-amd-epyc").mkdir()
@@ -53,7 +53,7 @@ def test_receipts_drawn_against_the_roofline(tmp_path):
     svg = batch_decode.receipts_roofline_svg(gpu_only)
     assert svg.startswith('<div class="course-figure"><svg') and svg.count("<svg") == 1
     # a machine the registry has no roof for is left out rather than drawn against a guess
-    assert "No GPU receipt of this lab" in batch_decode.receipts_roofline_svg([_receipt(kind="cpu")])
+    assert "None yet: the first GPU receipt of this lab" in batch_decode.receipts_roofline_svg([_receipt(kind="cpu")])
     mixed = batch_decode.receipts_roofline_svg([_receipt(), _receipt(kind="cpu")])
     assert "RTX 4090 roof" in mixed and CPU_MACHINE["name"] not in mixed
 

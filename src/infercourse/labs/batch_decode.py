@@ -194,8 +194,8 @@ def receipts_roofline_svg(receipts: Sequence[Receipt]) -> str:
     drawn = [(r, g) for r in receipts if (g := gpu_for_name(r["machine"]["name"])) is not None]
     if not drawn:
         return (
-            "<p><em>No GPU receipt of this lab is committed yet: once one is, its measured points are "
-            "drawn here against that GPU's roofline.</em></p>"
+            "<p><em>None yet: the first GPU receipt of this lab is drawn here against its GPU's roofline "
+            "(CPU receipts are not).</em></p>"
         )
     fig, ax = figures.subplots(salt="batch-decode-receipts", figsize=(7, 4.2))
     for receipt, facts in drawn:
