@@ -72,9 +72,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# Everything, as CI runs it; the lint gates first, so a lint failure shows in seconds.
+# Everything, as CI runs it; the lint gates first, so a lint failure shows in seconds. Two pytest-xdist workers:
+# the whole-lab engine runs on one, the site build and browser tests on the other (groups in tests/conftest.py);
+# the 25 slowest tests are printed on every run.
 test: lint node chromium labenv testmodels modelscope-wheel
-	$(BIN)/pytest --durations=25
+	$(BIN)/pytest --durations=25 -n 2 --dist loadgroup
 
 # The pinned ModelScope client's wheel (about 0.3 MB, not installed): tests/test_autodl.py reads the
 # `modelscope download` flags the AutoDL page may use from its source.

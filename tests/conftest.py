@@ -21,10 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # fixture), or from its file when the whole file needs it. New tests inherit them by using the fixtures.
 MARK_BY_FIXTURE = {"build": "build", "site": "build", "server": "build", "browser": "browser", "lab_setup": "lab"}
 MARK_BY_FILE = {"test_build.py": "build", "test_browser.py": "browser"}
-# `make test` runs two pytest-xdist workers with --dist loadgroup: every lab test on one (one vLLM engine at a
-# time), every build and browser test on the other (one site build per worker, and the serve test's), the
-# fast tests wherever a worker is free. A plain `pytest` ignores the groups.
-GROUP_BY_MARK = {"lab": "lab", "build": "site", "browser": "site"}
+# `make test` runs two pytest-xdist workers with --dist loadgroup: the whole-lab engine runs on one (one lab
+# at a time), every build and browser test on the other (one site build per worker), and the rest (fast tests,
+# the lab tests that start no full lab) wherever a worker is free. A plain `pytest` ignores the groups.
+GROUP_BY_MARK = {"engine": "lab", "build": "site", "browser": "site"}
 
 
 def pytest_addoption(parser):

@@ -136,6 +136,7 @@ def cpu_parameters(receipt_path: Path) -> dict:
 
 
 @pytest.mark.lab
+@pytest.mark.engine
 @pytest.mark.parametrize("lab", run_labs.labs())
 def test_lab_runs_on_cpu_engine_and_keeps_its_lesson_s_claims(lab, lab_setup, tmp_path):
     spec = labs.spec(lab)
