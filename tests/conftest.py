@@ -209,12 +209,6 @@ def make_receipt(lab: str, rows: list[dict], units: dict, *, machine: dict = GPU
     )
 
 
-def _phases():
-    from infercourse.labs import phases
-
-    return phases
-
-
 # (prompt, output) -> (engine steps, tokens) of 3 runs with max_num_batched_tokens 2,048, by hand: vLLM
 # records only steps that yield a token, so n steps per run (4096's first chunk of 2,048 yields none and is
 # not recorded), and tokens = S + n per run.
@@ -230,9 +224,11 @@ STEPS_BY_HAND = {
 def phases_receipt(kind="gpu", ttft=(20.0, 110.0, 450.0), tpot=17.0, tpot_4096=17.5, decode=None) -> dict:
     """A receipt shaped like the phases lab's (tests/labs/test_phases.py, tests/test_receipts.py); decode time
     = TPOT * (n - 1) unless given."""
+    from infercourse.labs import phases  # imported when called: conftest loads before the package is needed
+
     ttft_by_prompt = dict(zip((128, 1024, 4096), ttft, strict=True))
     rows = []
-    for i, (s, n) in enumerate(_phases().GRID):
+    for i, (s, n) in enumerate(phases.GRID):
         t = tpot_4096 if s == 4096 else tpot
         steps, tokens = STEPS_BY_HAND[s, n]
         rows.append(
@@ -249,7 +245,7 @@ def phases_receipt(kind="gpu", ttft=(20.0, 110.0, 450.0), tpot=17.0, tpot_4096=1
     return make_receipt(
         "phases",
         rows,
-        _phases().SPEC.units,
+        phases.SPEC.units,
         machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
         settings={"repeats": 3, "max_num_batched_tokens": 2048},
     )

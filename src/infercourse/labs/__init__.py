@@ -325,5 +325,5 @@ def expected_output(lab: str, receipts_dir: Path | str = RECEIPTS_DIR) -> str:
         ReceiptError: a committed receipt does not follow the schema.
     """
     lab_spec = spec(lab)
-    gpu_receipts = [r for r in committed_receipts(lab, receipts_dir) if r["machine"]["kind"] == "gpu"]
-    return f"{prediction_label(lab_spec)} {lab_spec.prediction()}\n\n{measured_table(lab_spec, gpu_receipts)}\n"
+    measured = gpu_receipts(lab, receipts_dir)
+    return f"{prediction_label(lab_spec)} {lab_spec.prediction()}\n\n{measured_table(lab_spec, measured)}\n"
