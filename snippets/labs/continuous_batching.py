@@ -66,7 +66,6 @@ import time
 from pathlib import Path
 
 from labkit import (
-    ENGINE_IN_PROCESS_ENV,
     LOG_CONFIG_ENV,
     LOOPBACK,
     PREEMPTIONS_METRIC,
@@ -534,7 +533,6 @@ def main(argv: list[str] | None = None) -> int:
                 "kv_tokens": min(kv_tokens) if kv_tokens else None,
                 "enable_prefix_caching": False,
                 "async_scheduling": False,
-                ENGINE_IN_PROCESS_ENV: "0",
                 "statistic": (
                     "offline TPOT, wait: nearest-rank percentiles over the requests, wait from the workload start; "
                     "online TPOT, TTFT: vllm bench serve's (numpy's linear percentiles)"

@@ -814,9 +814,11 @@ def write_receipt(
     The envelope is every lab's: schema, lab, command, git commit, UTC date, machine, versions,
     and from ``args`` (the parsed command line) model, load_format, dtype (``"auto"`` when the lab
     has no ``--dtype``: vLLM's default) and max_model_len. The lab gives its ``settings`` (what it
-    fixed, e.g. repeats; ``enforce_eager`` from ``args`` is added unless the lab sets it), ``units`` (unit of every
-    measured row key; ``engine_start_s`` in s is added), ``results`` (one dict per row, the keys its spec in
-    ``infercourse.labs`` declares) and ``engine_start_s`` (s from ``LLM(...)`` called to returned).
+    fixed, e.g. repeats; ``enforce_eager`` from ``args`` and ``VLLM_ENABLE_V1_MULTIPROCESSING`` from the
+    environment, ``"0"`` when the engine core ran in the lab's process, are added unless the lab sets
+    them), ``units`` (unit of every measured row key; ``engine_start_s`` in s is added), ``results``
+    (one dict per row, the keys its spec in ``infercourse.labs`` declares) and ``engine_start_s`` (s from
+    ``LLM(...)`` called to returned).
     """
     receipt = {
         "schema": SCHEMA,
@@ -830,7 +832,11 @@ def write_receipt(
         "load_format": args.load_format,
         "dtype": getattr(args, "dtype", "auto"),
         "max_model_len": args.max_model_len,
-        "settings": {"enforce_eager": args.enforce_eager, **settings},
+        "settings": {
+            "enforce_eager": args.enforce_eager,
+            ENGINE_IN_PROCESS_ENV: os.environ.get(ENGINE_IN_PROCESS_ENV, "1"),
+            **settings,
+        },
         "engine_start_s": round(engine_start_s, 3),
         "units": {**units, "engine_start_s": "s"},
         "results": results,
