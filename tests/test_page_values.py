@@ -16,8 +16,8 @@ from infercourse import fmt, macros
 from infercourse.pages import PAGES, PageValues, values_for
 
 DOCS = ROOT / "docs"
-FORMATS = {"count", "fixed", "gb", "gib", "pct", "ms", "join"}
-UNIT_OF_FORMAT = {"gb": {"B"}, "gib": {"B"}, "ms": {"s"}, "pct": {"1"}}
+FORMATS = {"count", "fixed", "gb", "gib", "pct", "ms", "tflop", "join"}
+UNIT_OF_FORMAT = {"gb": {"B"}, "gib": {"B"}, "ms": {"s"}, "pct": {"1"}, "tflop": {"FLOP"}}
 ALLOWED = (
     nodes.Template,
     nodes.Output,

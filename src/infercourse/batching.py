@@ -187,67 +187,159 @@ def throughput(
     return batch / step_time(gpu, config, batch, context_len, overhead_s, weight_bytes)
 
 
-def max_request_rate(concurrency: float, mean_output_tokens: float, step_s: float) -> float:
-    """Little's law for a server kept at ``concurrency`` running requests: each stays n-bar steps of
-    ``step_s`` seconds, so it completes lambda = B / (n-bar * t) requests per second (requests/s).
-    Prefill time is left out (an upper bound on the rate).
+def serving_step_time(
+    gpu: GPUFacts,
+    config,
+    batch: int,
+    prompt_len: int,
+    output_len: int,
+    overhead_s: float = 0.0,
+    weight_bytes: float = 2,
+) -> float:
+    """Time (s) of one engine step of a server in steady state with ``batch`` requests running, each of
+    ``prompt_len`` prompt and ``output_len`` output tokens: the B decodes plus the prompts that arrive.
+
+    By Little's law B / n-bar requests finish, and as many start, per step, so a step carries B decode
+    tokens at the mean context c = S_in + n-bar // 2 and P = B S_in / n-bar prompt tokens (chunked prefill
+    mixes them in). Its floor, weights read once: linear max(2 (M - H)(B + P) + 2 H B, M b), H = vocab x
+    hidden (the head runs on the B sampling positions); attention max(4 L h d_h (B c + (B / n-bar) S_in
+    (S_in + 1) / 2), kappa (B c + P)) (decodes read their caches, prefills attend causally and write
+    theirs); plus ``overhead_s``. At large B the compute of the prompts dominates: a request costs
+    2 (M - H)(S_in + n-bar) FLOPs, whatever the batch.
 
     Raises:
-        ValueError: a non-positive argument.
+        ValueError: a non-positive batch, length or width; a negative or non-finite overhead.
     """
-    positive("concurrency", concurrency)
-    positive("mean_output_tokens", mean_output_tokens)
-    positive("step_s", step_s)
-    return concurrency / (mean_output_tokens * step_s)
+    from infercourse.roofline import matmul_params, time_floor
+    from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token
+
+    positive("batch", batch)
+    positive("prompt_len", prompt_len)
+    positive("output_len", output_len)
+    positive("weight_bytes", weight_bytes)
+    if overhead_s != 0:
+        positive("overhead_s", overhead_s)
+    arrivals = batch / output_len  # requests started (and finished) per step
+    prompt = arrivals * prompt_len  # prompt tokens per step
+    context = prompt_len + output_len // 2
+    m, head = matmul_params(config), config["vocab_size"] * config["hidden_size"]
+    linear = time_floor(gpu, 2 * (m - head) * (batch + prompt) + 2 * head * batch, m * weight_bytes)
+    keys = batch * context + arrivals * prompt_len * (prompt_len + 1) / 2
+    attention = time_floor(
+        gpu, attention_flops_per_token(config, 1) * keys, kv_bytes_per_token(config, 2) * (batch * context + prompt)
+    )
+    return linear + attention + overhead_s
+
+
+def step_tokens(batch: int, prompt_len: int, output_len: int) -> float:
+    """Tokens one steady-state step carries (tokens): B decodes plus B S_in / n-bar prompt tokens
+    (:func:`serving_step_time`); a batch whose steps need more than ``max_num_batched_tokens`` cannot
+    keep up with its own arrivals."""
+    return batch * (1 + prompt_len / output_len)
 
 
 def batch_at_rate(
     gpu: GPUFacts,
     config,
     rate: float,
-    mean_output_tokens: float,
-    context_len: int,
+    prompt_len: int,
+    output_len: int,
     overhead_s: float,
     max_batch: int,
+    max_num_batched_tokens: int,
     weight_bytes: float = 2,
 ) -> int | None:
-    """The running batch B (sequences) that carries ``rate`` requests/s of ``mean_output_tokens`` each in
-    steady decode: the smallest B with B >= rate * n-bar * t(B) (Little's law, L = lambda W, with W = n-bar
-    steps of :func:`step_time`). None when no B up to ``max_batch`` carries it: above the knee, the queue
-    grows without bound. Prefill time is left out, as in :func:`max_request_rate`.
+    """The running batch B (sequences) that carries ``rate`` requests/s of ``prompt_len`` + ``output_len``
+    tokens in steady state: the smallest B with B >= rate * n-bar * t(B) (Little's law, L = lambda W,
+    with W = n-bar steps of :func:`serving_step_time`) whose steps fit ``max_num_batched_tokens``
+    (:func:`step_tokens`). None when no B up to ``max_batch`` carries it: above the knee, the queue
+    grows without bound.
 
     Raises:
-        ValueError: a non-positive rate, length or ``max_batch``; as :func:`step_time`.
+        ValueError: a non-positive rate, length, ``max_batch`` or budget; as :func:`serving_step_time`.
     """
     positive("rate", rate)
-    positive("mean_output_tokens", mean_output_tokens)
     positive("max_batch", max_batch)
+    positive("max_num_batched_tokens", max_num_batched_tokens)
     for batch in range(1, max_batch + 1):
-        if batch >= rate * mean_output_tokens * step_time(gpu, config, batch, context_len, overhead_s, weight_bytes):
+        if step_tokens(batch, prompt_len, output_len) > max_num_batched_tokens:
+            return None
+        t = serving_step_time(gpu, config, batch, prompt_len, output_len, overhead_s, weight_bytes)
+        if batch >= rate * output_len * t:
             return batch
     return None
+
+
+def max_request_rate(
+    gpu: GPUFacts,
+    config,
+    prompt_len: int,
+    output_len: int,
+    overhead_s: float,
+    max_batch: int,
+    max_num_batched_tokens: int,
+    weight_bytes: float = 2,
+) -> dict:
+    """The knee: the highest rate (requests/s) a server of at most ``max_batch`` running requests
+    sustains, lambda_max = max over B of B / (n-bar t(B)) with t :func:`serving_step_time` (prefill
+    counted), over the batches whose steps fit ``max_num_batched_tokens``. Returns ``{"rate", "B",
+    "tpot", "x", "demand"}``: the rate, the batch that reaches it, its step time (s), the output rate X
+    (tokens/s) and what it asks of the card (:class:`~infercourse.roofline.Demand`).
+
+    Raises:
+        ValueError: a non-positive length, ``max_batch`` or budget; a budget too small for B = 1; as
+            :func:`serving_step_time`.
+    """
+    from infercourse.roofline import serving_demand
+
+    positive("max_batch", max_batch)
+    positive("max_num_batched_tokens", max_num_batched_tokens)
+    batches = [b for b in range(1, max_batch + 1) if step_tokens(b, prompt_len, output_len) <= max_num_batched_tokens]
+    if not batches:
+        raise ValueError(
+            f"max_num_batched_tokens = {max_num_batched_tokens} cannot carry even one request's share of its "
+            f"{prompt_len}-token prompt per step; raise it to at least {step_tokens(1, prompt_len, output_len):g}"
+        )
+    rate, batch, t = max(
+        (b / (output_len * t), b, t)
+        for b in batches
+        for t in [serving_step_time(gpu, config, b, prompt_len, output_len, overhead_s, weight_bytes)]
+    )
+    what = f"{rate:.1f} requests/s of {prompt_len} + {output_len} tokens at B = {batch}"
+    demand = serving_demand(gpu, config, rate, prompt_len, output_len, t, what)
+    return {"rate": rate, "B": batch, "tpot": t, "x": rate * output_len, "demand": demand}
 
 
 def rate_point(
     gpu: GPUFacts,
     config,
     rate: float,
-    mean_output_tokens: float,
-    context_len: int,
+    prompt_len: int,
+    output_len: int,
     overhead_s: float,
     max_batch: int,
+    max_num_batched_tokens: int,
     weight_bytes: float = 2,
 ) -> dict:
     """The predicted steady state of open-loop load at ``rate`` requests/s: ``{"rate", "B", "tpot",
-    "x", "knee"}``. Below the knee B is :func:`batch_at_rate`, TPOT (s) its :func:`step_time` and the
-    output rate X (tokens/s) what arrives, rate * n-bar. Past it (``knee`` True) the batch stays at
-    ``max_batch``, TPOT at that batch's step time, X at :func:`throughput` there, and the queue grows.
+    "x", "knee", "demand"}``. Below the knee B is :func:`batch_at_rate`, TPOT (s) its
+    :func:`serving_step_time` and the output rate X (tokens/s) what arrives, rate * n-bar. Past it
+    (``knee`` True) the server runs at :func:`max_request_rate`'s point and the queue grows. ``demand``
+    is what the point asks of the card (:class:`~infercourse.roofline.Demand`).
 
     Raises:
-        ValueError: as :func:`batch_at_rate`.
+        ValueError: as :func:`batch_at_rate` and :func:`max_request_rate`.
     """
-    batch = batch_at_rate(gpu, config, rate, mean_output_tokens, context_len, overhead_s, max_batch, weight_bytes)
-    b = max_batch if batch is None else batch
-    tpot = step_time(gpu, config, b, context_len, overhead_s, weight_bytes)
-    x = b / tpot if batch is None else rate * mean_output_tokens
-    return {"rate": rate, "B": b, "tpot": tpot, "x": x, "knee": batch is None}
+    from infercourse.roofline import serving_demand
+
+    args = (gpu, config, rate, prompt_len, output_len, overhead_s, max_batch, max_num_batched_tokens, weight_bytes)
+    batch = batch_at_rate(*args)
+    if batch is None:
+        knee = max_request_rate(
+            gpu, config, prompt_len, output_len, overhead_s, max_batch, max_num_batched_tokens, weight_bytes
+        )
+        return {**knee, "rate": rate, "knee": True}
+    tpot = serving_step_time(gpu, config, batch, prompt_len, output_len, overhead_s, weight_bytes)
+    what = f"{rate:g} requests/s of {prompt_len} + {output_len} tokens at B = {batch}"
+    demand = serving_demand(gpu, config, rate, prompt_len, output_len, tpot, what)
+    return {"rate": rate, "B": batch, "tpot": tpot, "x": rate * output_len, "knee": False, "demand": demand}

@@ -84,5 +84,5 @@ def define_env(env) -> None:
     """Register the number formats (the only filters a page needs). The page values are those of the
     package as imported: hooks/reload.py imports it afresh when a file under src/, snippets/ or receipts/
     changed, so ``mkdocs serve`` shows an edited page module and a prose edit reuses the values."""
-    for name in ("count", "fixed", "gb", "gib", "pct", "ms"):
+    for name in ("count", "fixed", "gb", "gib", "pct", "ms", "tflop"):
         env.filter(getattr(fmt, name), name)

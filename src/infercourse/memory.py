@@ -106,6 +106,19 @@ def device_total_upper_bytes(gpu_name: str) -> int:
     return math.ceil(registry.gpu(gpu_name).memory_gb * 2**30)  # whole bytes, rounded up: still an upper bound
 
 
+def default_kv_budget_bytes(gpu_name: str, weight_bytes: float) -> float:
+    """Bytes vLLM 0.26.0 leaves for the KV cache on ``gpu_name`` with its defaults (B): the device's
+    memory (:func:`device_total_upper_bytes`: as CUDA reports it where the registry has that figure,
+    else an upper bound), times ``gpu_memory_utilization`` 0.9, less ``weight_bytes`` (B) and the
+    course's non-KV reserve (``registry.VLLM_NON_KV_RESERVE_GIB``).
+
+    Raises:
+        KeyError: ``gpu_name`` is not in the registry.
+        ValueError: as :func:`kv_budget_bytes` (the weights leave nothing for the cache).
+    """
+    return kv_budget_bytes(device_total_upper_bytes(gpu_name), weight_bytes, registry.VLLM_NON_KV_RESERVE_GIB * 2**30)
+
+
 def max_sequences(
     budget_bytes: float, kv_bytes_per_token: float, context_len: int, block_size: int = registry.VLLM_DEFAULT_BLOCK_SIZE
 ) -> int:

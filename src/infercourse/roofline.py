@@ -5,6 +5,8 @@ Units: FLOP/s and bytes/s in SI (10^12, 10^9) as the registry states them; times
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from infercourse.checks import positive as _positive
 from infercourse.registry import GPUFacts
 
@@ -453,3 +455,135 @@ def tp_decode_step(
 
 
 # --- end of lesson 7A ---
+
+
+# --- The physics check: what a predicted rate asks of the card ----------------------------------
+# Counted from the model's shapes (infercourse.transformer), not from the step model above, so a step
+# model that leaves work out (prefill, say) predicts a rate that asks more than the card has.
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What a predicted rate asks of one GPU, sustained: FLOP/s and bytes/s.
+
+    Attributes:
+        gpu: the card (its datasheet peak and bandwidth).
+        flop_s: floating-point operations per second the prediction needs, on this card (FLOP/s).
+        byte_s: bytes per second it must read from the card's memory (bytes/s).
+        what: the prediction, in words (for the message when it is impossible).
+        peak_tflops: the peak of the math it runs (TFLOP/s); default the card's dense BF16 peak.
+    """
+
+    gpu: GPUFacts
+    flop_s: float
+    byte_s: float
+    what: str
+    peak_tflops: float | None = None
+
+    def problems(self) -> list[str]:
+        """What makes the prediction impossible: an empty list when it needs at most the peak FLOP/s and
+        at most the bandwidth, else one sentence per excess, with the share of the peak it needs."""
+        peak = (self.gpu.bf16_dense_tflops if self.peak_tflops is None else self.peak_tflops) * 1e12
+        bandwidth = self.gpu.bandwidth_gb_s * 1e9
+        out = []
+        if self.flop_s > peak * (1 + 1e-9):
+            out.append(
+                f"{self.what} needs {self.flop_s / 1e12:,.1f} TFLOP/s, {self.flop_s / peak:.0%} of the "
+                f"{self.gpu.name}'s peak of {peak / 1e12:,.1f} TFLOP/s: the model leaves work out"
+            )
+        if self.byte_s > bandwidth * (1 + 1e-9):
+            out.append(
+                f"{self.what} needs {self.byte_s / 1e9:,.0f} GB/s, {self.byte_s / bandwidth:.0%} of the "
+                f"{self.gpu.name}'s {bandwidth / 1e9:,.0f} GB/s: the model leaves bytes out"
+            )
+        return out
+
+
+def _head_params(config) -> int:
+    return config["vocab_size"] * config["hidden_size"]
+
+
+def request_flops(config, prompt_len: int, output_len: int) -> float:
+    """The least FLOPs one request of ``prompt_len`` prompt and ``output_len`` output tokens costs (FLOP).
+
+    Its S_in + n - 1 positions each go through the decoder layers' linear weights (2 FLOPs per weight,
+    :func:`infercourse.transformer.linear_weight_count`) and attend causally to every position up to
+    their own (:func:`infercourse.transformer.attention_flops_per_token`); the output head runs on the n
+    positions that sample a token (the prompt's last and each decode step's). Norms, biases and
+    the embedding's row lookup are left out, so it is a lower bound. Qwen2.5-7B at 512 in, 256 out:
+    1.04e13 FLOP (prefill 6.7e12, decode 3.7e12).
+
+    Raises:
+        ValueError: a length that is not a positive whole number, a config key missing, or an MLA config.
+    """
+    from infercourse.transformer import attention_flops_per_token, linear_weight_count
+
+    positions = prompt_len + output_len - 1
+    _positive("output_len", output_len)
+    attention = attention_flops_per_token(config, positions) * (positions + 1) / 2  # keys 1 + 2 + ... + positions
+    return 2 * linear_weight_count(config) * positions + 2 * _head_params(config) * output_len + attention
+
+
+def decode_demand(
+    gpu: GPUFacts,
+    config,
+    batch: int,
+    context_len: int,
+    step_s: float,
+    what: str,
+    ranks: int = 1,
+    weight_bytes: float = 2,
+    peak_tflops: float | None = None,
+) -> Demand:
+    """What a decode step of ``batch`` sequences at ``context_len`` tokens of context, predicted to take
+    ``step_s`` seconds, asks of each of ``ranks`` GPUs (tensor parallel: the work split evenly, a floor).
+
+    FLOP per step: B x (2 x linear weights + 2 x output head + attention over the context); bytes per
+    step: the linear weights at ``weight_bytes`` per weight plus the 16-bit output head (read once) and
+    B x context_len tokens of 16-bit KV.
+
+    Raises:
+        ValueError: a non-positive batch, length, time or rank count; a config key missing.
+    """
+    from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token, linear_weight_count
+
+    _positive("batch", batch)
+    _positive("step_s", step_s)
+    _positive("ranks", ranks)
+    linear, head = linear_weight_count(config), _head_params(config)
+    flops = batch * (2 * linear + 2 * head + attention_flops_per_token(config, context_len))
+    bytes_moved = linear * weight_bytes + 2 * head + batch * context_len * kv_bytes_per_token(config, 2)
+    return Demand(gpu, flops / ranks / step_s, bytes_moved / ranks / step_s, what, peak_tflops)
+
+
+def prefill_demand(gpu: GPUFacts, config, prompt_len: int, seconds: float, what: str) -> Demand:
+    """What a prefill of ``prompt_len`` tokens, predicted to take ``seconds``, asks of one GPU:
+    :func:`request_flops` of the prompt and its first token over the time, and the BF16 linear
+    weights and output head read once.
+
+    Raises:
+        ValueError: a non-positive length or time; a config key missing.
+    """
+    from infercourse.transformer import linear_weight_count
+
+    _positive("seconds", seconds)
+    bytes_moved = 2 * (linear_weight_count(config) + _head_params(config))
+    return Demand(gpu, request_flops(config, prompt_len, 1) / seconds, bytes_moved / seconds, what)
+
+
+def serving_demand(
+    gpu: GPUFacts, config, rate: float, prompt_len: int, output_len: int, step_s: float, what: str
+) -> Demand:
+    """What serving ``rate`` requests/s of ``prompt_len`` + ``output_len`` tokens, with engine steps of
+    ``step_s`` seconds, asks of one GPU: rate x :func:`request_flops` FLOP/s, and each step reads the
+    BF16 linear weights and output head at least once.
+
+    Raises:
+        ValueError: a non-positive rate, length or time; a config key missing.
+    """
+    from infercourse.transformer import linear_weight_count
+
+    _positive("rate", rate)
+    _positive("step_s", step_s)
+    bytes_per_step = 2 * (linear_weight_count(config) + _head_params(config))
+    return Demand(gpu, rate * request_flops(config, prompt_len, output_len), bytes_per_step / step_s, what)

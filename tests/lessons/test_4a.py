@@ -110,11 +110,22 @@ def test_lesson_4a_headline_values():
     # X with the 1 ms overhead at B = 32: 32 / 16.19 ms = 1,976 tokens/s
     assert rows[32]["xo_4090"] == pytest.approx(32 / (rows[32]["t_4090"] + 0.001), rel=1e-12)
     assert round(rows[32]["xo_4090"]) == 1976
-    # Little's law at B = 143: floor 19.2 ms (SPEC-PARTS) + 1 ms; 143 / (256 x t)
-    assert _v("t_kv") == pytest.approx(0.0202, abs=5e-5)
-    assert _v("lam_kv") == pytest.approx(143 / (256 * _v("t_kv")), rel=1e-12)
-    # H200 at 1,024: floor 22.47 ms (SPEC-PARTS) + 1 ms
-    assert _v("t_h200") == pytest.approx(0.02347, abs=5e-5)
+    # decode alone at B = 143: floor 19.2 ms (SPEC-PARTS) + 1 ms
+    assert _v("t_kv_decode") == pytest.approx(0.0202, abs=5e-5)
+    # serving at B = 143 (tests/labs/test_continuous_batching.py writes t(B) out): P = 143 x 512 / 256 = 286
+    # prompt tokens; t = 0.243606 x 143 + 0.0365227 x 143 + 1 = 41.058 ms; 143 / (256 x t) = 13.60 requests/s
+    assert (_v("S_arr_kv"), _v("step_tokens_kv")) == (286, 429)
+    assert _v("t_kv") == pytest.approx(0.041058, abs=5e-6)
+    assert _v("lam_kv") == pytest.approx(143 / (256 * 0.041058), rel=2e-4)
+    # H200 SXM (989 TFLOP/s, 4,800 GB/s) at B = 1,024: linear 1,024 x 40,243,725,312 / 989e12 = 41.668 ms,
+    # attention 1,024 x 36,814,848 / 4.8e12 = 7.854 ms, + 1 ms = 50.52 ms
+    assert _v("t_h200") == pytest.approx(0.05052, abs=5e-6)
+    # a request: 2 x 6,525,288,448 x 767 + 2 x 544,997,376 x 256 + 401,408 x (767 x 768 / 2) = 10,407,057,031,168
+    # FLOP, so the card's peak carries 165.2e12 / 1.0407e13 = 15.87 requests/s; leaving the prompts out
+    # gives 143 / (256 x 20.2 ms) = 27.6 requests/s, 27.6 x 1.0407e13 / 165.2e12 = 174 % of the peak
+    assert _v("req_flops") == 10_407_057_031_168
+    assert _v("lam_peak") == pytest.approx(15.874, abs=5e-4)
+    assert round(_v("lam_naive"), 1) == 27.6 and round(_v("naive_share"), 2) == 1.74
     # problem 2: U(32) on 1..512 = 256.5 / 497.0 = 0.516
     assert _v("p2_u") == pytest.approx(256.5 / 497.0, abs=1e-4)
     # the CPU run (module docstring): 15 + 18 + 21 = 54 static, 48 continuous, 544 tokens

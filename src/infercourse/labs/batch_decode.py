@@ -32,7 +32,7 @@ from infercourse.labs.core import (
     lab_row,
 )
 from infercourse.registry import COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
-from infercourse.roofline import decode_kernel_floors, decode_step_floor
+from infercourse.roofline import Demand, decode_demand, decode_kernel_floors, decode_step_floor
 from infercourse.transformer import kv_bytes_per_token
 
 GRID = lab_grid("batch_decode")
@@ -171,6 +171,16 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     return "\n".join(lines)
 
 
+def demands(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> list[Demand]:
+    """What each step floor of :func:`prediction` asks of ``gpu_name`` (the physics check's input)."""
+    facts, config = gpu(gpu_name), model(model_name).config
+    ctx = PROMPT_LEN + OUTPUT_LEN // 2
+    return [
+        decode_demand(facts, config, b, ctx, decode_step_floor(facts, config, ctx, b), f"batch_decode: B = {b}")
+        for (b,) in GRID
+    ]
+
+
 def measured_points(receipt: Receipt) -> list[tuple[int, float, float]]:
     """Per row of a receipt: (batch, the weight matmuls' intensity 2B/b in FLOP/byte, the matmul
     FLOP/s the step achieved, 2 M B / step time). M is the receipt's ``matmul_params``.
@@ -248,6 +258,7 @@ SPEC = LabSpec(
     grid=None,  # the CPU run uses fewer batches (cpu_args); GRID above is the GPU run's
     cpu_max_model_len=128,
     cpu_args=("--batches", "1,2,4,8", "--prompt-len", "64", "--output-len", "32"),
+    demands=demands,
     work=LabWork(
         engines=1,
         decode_steps=2 * OUTPUT_LEN * len(GRID),  # a warm-up and a timed batch per size

@@ -34,7 +34,7 @@ from __future__ import annotations
 from infercourse import fmt
 from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant, lab_row
 from infercourse.registry import COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
-from infercourse.roofline import chunked_prefill_floors, chunked_prefill_steps, prefill_floor
+from infercourse.roofline import Demand, chunked_prefill_floors, chunked_prefill_steps, prefill_demand, prefill_floor
 from infercourse.transformer import kv_bytes_per_token
 
 CHUNKS = lab_constant("chunked_prefill", "CHUNKS")
@@ -243,12 +243,25 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
 
 _DECODE_TOKENS = lab_constant("chunked_prefill", "DECODE_TOKENS")
 
+
+def demands(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> list[Demand]:
+    """What each TTFT floor of :func:`prediction` (the long prompt, per chunk setting) asks of ``gpu_name``."""
+    facts, config = gpu(gpu_name), model(model_name).config
+    out = []
+    for chunk in CHUNKS:
+        room = (MAX_MODEL_LEN if chunk == "off" else int(chunk)) - DECODERS
+        ttft = sum(chunked_prefill_floors(facts, config, LONG_PROMPT, min(room, LONG_PROMPT)))
+        out.append(prefill_demand(facts, config, LONG_PROMPT, ttft, f"chunked_prefill: TTFT floor, chunk {chunk}"))
+    return out
+
+
 SPEC = LabSpec(
     lab="chunked_prefill",
     row=lab_row("chunked_prefill"),
     units=lab_constant("chunked_prefill", "UNITS"),
     key=("part", "chunk", "decoders", "prompt_tokens"),
     header="1st-token step",
+    demands=demands,
     claims=(
         first_token_steps_exact,
         decoders_never_stall,

@@ -30,7 +30,10 @@ from typing import Any
 from infercourse import fmt
 from infercourse.batching import rate_point, schedule, static_steps, step_time, useful_fraction
 from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant, lab_row
+from infercourse.memory import default_kv_budget_bytes, max_sequences
 from infercourse.registry import COURSE_MODEL, LAB_GPU, STEP_OVERHEAD_S, gpu, model
+from infercourse.roofline import Demand, decode_demand
+from infercourse.transformer import kv_bytes_per_token, weight_bytes
 
 BATCH_SIZES = tuple(lab_constant("continuous_batching", "BATCH_SIZES"))
 REQUESTS = lab_constant("continuous_batching", "REQUESTS")
@@ -237,6 +240,26 @@ def online_tradeoff(receipt: Receipt) -> ClaimResult:
     )
 
 
+def online_points(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> tuple[int, list[dict]]:
+    """``(KV room, points)`` of the online part on ``gpu_name``: how many whole requests of
+    PROMPT_TOKENS + ONLINE_OUTPUT_TOKENS vLLM's default KV cache holds, and per rate of RATES the
+    :func:`~infercourse.batching.rate_point` of a server capped at the smaller of that and the largest
+    ``max_num_seqs``, MAX_NUM_BATCHED_TOKENS per step."""
+    facts, config = gpu(gpu_name), model(model_name).config
+    per_request = PROMPT_TOKENS + ONLINE_OUTPUT_TOKENS
+    kv_seqs = max_sequences(
+        default_kv_budget_bytes(gpu_name, weight_bytes(config)), kv_bytes_per_token(config), per_request
+    )
+    online = (
+        PROMPT_TOKENS,
+        ONLINE_OUTPUT_TOKENS,
+        STEP_OVERHEAD_S,
+        min(max(BATCH_SIZES), kv_seqs),
+        MAX_NUM_BATCHED_TOKENS,
+    )
+    return kv_seqs, [rate_point(facts, config, rate, *online) for rate in RATES]
+
+
 def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     """Markdown: per batch size, the exact engine steps of both modes and the decode floor on ``gpu_name``."""
     facts, config = gpu(gpu_name), model(model_name).config
@@ -263,24 +286,36 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
             f"{fmt.fixed(useful_fraction(OUTPUT_MIN, OUTPUT_MAX, batch), 2)} | "
             f"{fmt.fixed(step_time(facts, config, batch, context) * 1e3, 2)} |"
         )
-    cap, online_context = max(BATCH_SIZES), PROMPT_TOKENS + ONLINE_OUTPUT_TOKENS // 2
+    kv_seqs, points = online_points(gpu_name, model_name)
     lines += [
         "",
-        f"Online: one server with max_num_seqs {cap}, {NUM_PROMPTS} requests per rate of {PROMPT_TOKENS} prompt "
+        f"Online: one server with max_num_seqs {max(BATCH_SIZES)} (its KV cache holds {kv_seqs} whole requests), "
+        f"{NUM_PROMPTS} requests per rate of {PROMPT_TOKENS} prompt "
         f"and {ONLINE_OUTPUT_TOKENS} output tokens. Below the knee a rate is carried by the smallest batch B with "
-        "B >= rate x n x t(B) (Little's law; prefill left out, the step time with lesson 4A's assumed overhead); "
-        "past it the batch stays at its cap and the queue, and TTFT, grow.",
+        "B >= rate x n x t(B) (Little's law), where a step t(B) carries the B decodes and the prompt tokens "
+        "arriving meanwhile, B x prompt / n, plus lesson 4A's assumed overhead; past the knee the server runs at "
+        "its highest sustainable rate and the queue, and TTFT, grow.",
         "",
         "| rate (/s) | B | TPOT (ms) | output tok/s |",
         "|---:|---:|---:|---:|",
     ]
-    for rate in RATES:
-        r = rate_point(facts, config, rate, ONLINE_OUTPUT_TOKENS, online_context, STEP_OVERHEAD_S, cap)
+    for r in points:
         lines.append(
-            f"| {rate:g} | {r['B']}{' (cap: past the knee)' if r['knee'] else ''} | "
+            f"| {r['rate']:g} | {r['B']}{' (past the knee)' if r['knee'] else ''} | "
             f"{fmt.fixed(r['tpot'] * 1e3, 2)} | {fmt.count(round(r['x']))} |"
         )
     return "\n".join(lines)
+
+
+def demands(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> list[Demand]:
+    """What :func:`prediction`'s step floors and online rates ask of ``gpu_name`` (the physics check's input)."""
+    facts, config = gpu(gpu_name), model(model_name).config
+    context = PROMPT_TOKENS + (OUTPUT_MIN + OUTPUT_MAX) // 4
+    floors = [
+        decode_demand(facts, config, b, context, step_time(facts, config, b, context), f"step floor at B = {b}")
+        for b in BATCH_SIZES
+    ]
+    return floors + [point["demand"] for point in online_points(gpu_name, model_name)[1]]
 
 
 def _work() -> LabWork:
@@ -356,4 +391,5 @@ SPEC = LabSpec(
         "16",
     ),
     work=_work(),
+    demands=demands,
 )

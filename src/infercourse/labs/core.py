@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from infercourse import course, snippets
 from infercourse.registry import GPUS, GPUFacts, model
-from infercourse.roofline import decode_step_floor, prefill_floor
+from infercourse.roofline import Demand, decode_demand, decode_step_floor, prefill_demand, prefill_floor
 from infercourse.transformer import BYTES_PER_DTYPE
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -269,6 +269,9 @@ class LabSpec:
             compiled, and no exact quantity a CPU claim checks (token, step, block, preemption counts)
             depends on it; one lab (phases) stays compiled so that the CPU tests keep torch.compile covered.
         work: what the GPU run does (:class:`LabWork`), computed from the lab's own constants.
+        demands: what each time and rate of :attr:`prediction` asks of the card
+            (:class:`~infercourse.roofline.Demand`); ``tests/test_physics.py`` holds each to the card's peak
+            and bandwidth. None for a prediction with no time or rate (bytes, counts, NLL).
 
     Raises:
         ValueError: units, key, grid or columns name keys the row does not have.
@@ -289,6 +292,7 @@ class LabSpec:
     cpu_args: tuple[str, ...] = field(default_factory=tuple)
     cpu_compiled: bool = False
     work: LabWork | None = None
+    demands: Callable[[], list[Demand]] | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_]*", self.lab):
@@ -470,6 +474,21 @@ def floors(
     ttft = prefill_floor(gpu_facts, config, prompt_tokens, weight_bytes=dtype_bytes, kv_dtype_bytes=dtype_bytes)
     tpot = decode_step_floor(gpu_facts, config, mean_context, weight_bytes=dtype_bytes, kv_dtype_bytes=dtype_bytes)
     return {"ttft_s": ttft, "tpot_s": tpot, "decode_s": (output_tokens - 1) * tpot}
+
+
+def floor_demands(
+    gpu_facts: GPUFacts, config: Mapping[str, Any], grid: Sequence[tuple[int, ...]], lab: str
+) -> list[Demand]:
+    """What the :func:`floors` of each ``(prompt, output)`` row of ``grid`` ask of ``gpu_facts``: the TTFT
+    floor's prefill and the TPOT floor's decode step (the physics check's input)."""
+    out = []
+    for s, n in grid:
+        f = floors(gpu_facts, config, s, n)
+        out.append(prefill_demand(gpu_facts, config, s, f["ttft_s"], f"{lab}: TTFT floor at {s} prompt tokens"))
+        out.append(
+            decode_demand(gpu_facts, config, 1, s + n // 2, f["tpot_s"], f"{lab}: TPOT floor at {s} + {n} tokens")
+        )
+    return out
 
 
 def efficiency(receipt: Receipt, gpu_facts: GPUFacts, config: Mapping[str, Any]) -> list[Efficiency]:

@@ -18,6 +18,7 @@ from infercourse.labs.core import (
     LabSpec,
     Receipt,
     efficiency,
+    floor_demands,
     floors,
     gpu_for_name,
     lab_constant,
@@ -112,6 +113,7 @@ SPEC = LabSpec(
     ),
     efficiency=efficiency,
     grid=GRID,
+    demands=lambda: floor_demands(gpu(LAB_GPU), model(COURSE_MODEL).config, GRID, "metrics"),
     cpu_max_model_len=max(s + n for s, n in GRID),  # 4096 + 128 = 4224
     cpu_args=("--repeats", "3"),
     work=sequential_work("metrics"),

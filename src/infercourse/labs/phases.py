@@ -23,6 +23,7 @@ from infercourse.labs.core import (
     Receipt,
     efficiency,
     find_row,
+    floor_demands,
     floors,
     gpu_timing,
     lab_constant,
@@ -159,6 +160,7 @@ SPEC = LabSpec(
     ),
     efficiency=efficiency,
     grid=GRID,
+    demands=lambda: floor_demands(gpu(LAB_GPU), model(COURSE_MODEL).config, GRID, "phases"),
     cpu_max_model_len=max(s + n for s, n in GRID),  # 4096 + 128 = 4224
     cpu_compiled=True,  # the one CPU run that compiles (torch.compile stays covered); the others start eager
     work=sequential_work("phases"),

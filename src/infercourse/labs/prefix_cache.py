@@ -30,7 +30,7 @@ from infercourse.labs.core import (
 )
 from infercourse.memory import cached_prefix_tokens
 from infercourse.registry import COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
-from infercourse.roofline import prefill_floor
+from infercourse.roofline import Demand, prefill_demand, prefill_floor
 
 GRID = lab_grid("prefix_cache")
 """(run, shared prefix tokens, unique suffix tokens) rows of the lab, read from the lab itself."""
@@ -166,12 +166,27 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     return "\n".join(lines)
 
 
+def demands(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> list[Demand]:
+    """What the cold and hit TTFT floors of :func:`prediction` ask of ``gpu_name`` (a hit prefills the
+    uncached tokens only)."""
+    facts, config = gpu(gpu_name), model(model_name).config
+    out = []
+    for prefix, suffix in SEQUENTIAL:
+        p = prefix + suffix
+        new = p - cached_prefix_tokens(prefix, p, VLLM_DEFAULT_BLOCK_SIZE)
+        for tokens, what in ((p, "cold"), (new, "hit")):
+            ttft = prefill_floor(facts, config, tokens)
+            out.append(prefill_demand(facts, config, tokens, ttft, f"prefix_cache: TTFT floor {what}, {p} tokens"))
+    return out
+
+
 SPEC = LabSpec(
     lab="prefix_cache",
     row=lab_row("prefix_cache"),
     units=lab_constant("prefix_cache", "UNITS"),
     key=("run", "prefix_tokens", "suffix_tokens"),
     header="TTFT cold (ms)",
+    demands=demands,
     claims=(first_request_cold, cached_tokens_exact, counters_exact, eviction_exact, pressure_preempts, hit_faster),
     prediction=prediction,
     columns=(

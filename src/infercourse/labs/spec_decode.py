@@ -231,12 +231,24 @@ def _opt(v: Any) -> str:
     return "-" if v is None else fmt.count(v)
 
 
+def demands(gpu_name: str = registry.LAB_GPU) -> list[roofline.Demand]:
+    """What the plain and draft step floors of :func:`predicted_rows` ask of ``gpu_name``."""
+    g = registry.gpu(gpu_name)
+    target, draft = registry.model(registry.COURSE_MODEL).config, registry.model(DRAFT_MODEL).config
+    return [
+        roofline.decode_demand(g, config, r["batch"], CONTEXT, r[key], f"spec_decode: {key} at B = {r['batch']}")
+        for r in predicted_rows(gpu_name)
+        for config, key in ((target, "target_s"), (draft, "draft_s"))
+    ]
+
+
 SPEC = LabSpec(
     lab="spec_decode",
     row=lab_row("spec_decode"),
     units=lab_constant("spec_decode", "UNITS"),
     key=("run", "batch"),
     header="accepted per position",
+    demands=demands,
     claims=(lossless, draft_counts, steps_exact, ngram_drafts_and_accepts, gain_fades_with_batch),
     prediction=prediction,
     prediction_basis="the roofline step floors and the acceptance model",

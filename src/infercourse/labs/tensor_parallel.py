@@ -282,12 +282,33 @@ def _per_rank(values) -> str:
     return " + ".join(fmt.count(v) for v in values)
 
 
+def demands(gpu_name: str = registry.LAB_GPU, model_name: str = registry.COURSE_MODEL) -> list[roofline.Demand]:
+    """What the T = 1 and T = 2 step times of :func:`prediction` ask of each ``gpu_name`` card."""
+    config = registry.model(model_name).config
+    g, (_, link) = registry.gpu(gpu_name), registry.TP_LINKS[gpu_name]
+    alpha_s = registry.TP_HOP_LATENCY_US[gpu_name] * 1e-6
+    return [
+        roofline.decode_demand(
+            g,
+            config,
+            b,
+            STEP_CONTEXT,
+            sum(roofline.tp_decode_step(g, config, STEP_CONTEXT, b, ranks, link, alpha_s)),
+            f"tensor_parallel: T = {ranks} at B = {b}, per card",
+            ranks=ranks,
+        )
+        for b in STEP_BATCHES
+        for ranks in (1, 2)
+    ]
+
+
 SPEC = LabSpec(
     lab="tensor_parallel",
     row=lab_row("tensor_parallel"),
     units=lab_constant("tensor_parallel", "UNITS"),
     key=("run",),
     header="qkv_proj",
+    demands=demands,
     claims=(
         rank_counts_exact,
         shards_sum_to_whole,

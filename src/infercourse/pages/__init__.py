@@ -46,12 +46,19 @@ UNITS = {
 only on ``s`` and ``pct`` only on ``1``, so a token count can never be printed as gigabytes."""
 
 
+RATE_UNITS = ("requests/s", "tokens/s")
+"""Units of a predicted rate: a page value in one of them says what it asks of the card (``demand``)."""
+
+
 @dataclass(frozen=True)
 class Value:
-    """One named page value: ``value`` in ``unit`` (a key of :data:`UNITS`)."""
+    """One named page value: ``value`` in ``unit`` (a key of :data:`UNITS`); for a rate, ``demand``: what
+    it asks of the card (:class:`infercourse.roofline.Demand`, or several), or a sentence saying why it
+    asks nothing of one."""
 
     value: Any
     unit: str
+    demand: Any = None
 
 
 class PageValues:
@@ -65,12 +72,17 @@ class PageValues:
         self.page = page
         self._values: dict[str, Value] = {}
 
-    def add(self, name: str, value: Any, unit: str) -> Any:
+    def add(self, name: str, value: Any, unit: str, demand: Any = None) -> Any:
         """Bind ``name`` to ``value`` in ``unit`` and return ``value`` (for use in later values).
 
+        ``demand``: required for a rate (:data:`RATE_UNITS`) and for no other unit: what the predicted
+        rate asks of the card, an :class:`infercourse.roofline.Demand` (or a list of them), which
+        ``tests/test_physics.py`` holds to the card's peak and bandwidth; or a sentence saying why the
+        value asks nothing of a card (a made-up example, say).
+
         Raises:
-            ValueError: ``name`` is already bound on this page, is not an identifier, or ``unit``
-                is not one of :data:`UNITS`.
+            ValueError: ``name`` is already bound on this page, is not an identifier, ``unit``
+                is not one of :data:`UNITS`, or a rate comes without its ``demand``.
         """
         if not name.isidentifier():
             raise ValueError(f"{self.page}: page value name {name!r} is not an identifier")
@@ -78,7 +90,17 @@ class PageValues:
             raise ValueError(f"{self.page}: {name!r} is bound twice; give the second value its own name")
         if unit not in UNITS:
             raise ValueError(f"{self.page}: {name!r} has unit {unit!r}; use one of {', '.join(UNITS)}")
-        self._values[name] = Value(value, unit)
+        if (unit in RATE_UNITS) != (demand is not None):
+            raise ValueError(
+                f"{self.page}: {name!r} is in {unit}: "
+                + (
+                    "a predicted rate must say what it asks of the card; pass demand=roofline.Demand(...) "
+                    "(e.g. roofline.serving_demand or decode_demand), or a sentence saying why it asks nothing"
+                    if demand is None
+                    else f"only a rate ({', '.join(RATE_UNITS)}) takes a demand"
+                )
+            )
+        self._values[name] = Value(value, unit, demand)
         return value
 
     def values(self) -> Mapping[str, Value]:

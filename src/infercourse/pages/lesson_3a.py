@@ -77,8 +77,18 @@ P.add("floor_fp8", floor["fp8"], "s")
 P.add("floor_awq", floor["awq"], "s")
 P.add("speedup_awq", floor["bf16"] / floor["awq"], "1")
 P.add("speedup_fp8", floor["bf16"] / floor["fp8"], "1")
-P.add("rate_bf16", 1 / floor["bf16"], "tokens/s")
-P.add("rate_awq", 1 / floor["awq"], "tokens/s")
+_linear = transformer.linear_weight_count(cfg)
+
+
+def _rate_demand(fmt_name: str) -> roofline.Demand:
+    """What one token per floor asks of the RTX 4090 (B = 1, a one-token context: the weights alone)."""
+    per_linear = (matmul_bytes[fmt_name] - 2 * (M - _linear)) / _linear  # the rest of M stays 16-bit
+    what = f"{fmt_name} decode at B = 1, one token per {floor[fmt_name] * 1e3:.2f} ms"
+    return roofline.decode_demand(g4090, cfg, 1, 1, floor[fmt_name], what, weight_bytes=per_linear)
+
+
+P.add("rate_bf16", 1 / floor["bf16"], "tokens/s", _rate_demand("bf16"))
+P.add("rate_awq", 1 / floor["awq"], "tokens/s", _rate_demand("awq"))
 P.add("floor_awq_h200", weight_floor(gh200, "awq"), "s")
 P.add("floor_bf16_h200", weight_floor(gh200, "bf16"), "s")
 P.add("floor_fp8_h200", weight_floor(gh200, "fp8"), "s")

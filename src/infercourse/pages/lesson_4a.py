@@ -12,7 +12,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from infercourse import batching, figures, fmt, labs, memory, notation, registry, snippets, transformer
+from infercourse import batching, figures, fmt, labs, memory, notation, registry, roofline, snippets, transformer
 from infercourse.labs.continuous_batching import online_rows
 from infercourse.pages import facts_used, lesson_values
 
@@ -41,13 +41,10 @@ n_bar = P.add("n_bar", 256, "tokens")
 c_mean = P.add("c_mean", S_in + n_bar // 2, "tokens")  # mean context over a request's decode
 S_res = P.add("S_res", S_in + n_bar, "tokens")  # what a request holds at its end
 weights = transformer.weight_bytes(cfg, 2)
-reserve = registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB
-u = registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
-kv_budget = P.add("kv_budget", memory.kv_budget_bytes(memory.device_total_bytes("RTX 4090"), weights, reserve, u), "B")
+kv_budget = P.add("kv_budget", memory.default_kv_budget_bytes("RTX 4090", weights), "B")
 kv_tokens = P.add("kv_tokens", memory.kv_capacity_tokens(kv_budget, kappa, registry.VLLM_DEFAULT_BLOCK_SIZE), "tokens")
 B_kv = P.add("B_kv", memory.max_sequences(kv_budget, kappa, S_res), "sequences")
-kv_budget_h200 = memory.kv_budget_bytes(memory.device_total_upper_bytes("H200"), weights, reserve, u)
-P.add("B_kv_h200", memory.max_sequences(kv_budget_h200, kappa, S_res), "sequences")
+P.add("B_kv_h200", memory.max_sequences(memory.default_kv_budget_bytes("H200", weights), kappa, S_res), "sequences")
 
 
 def _row(batch: int) -> dict:
@@ -64,14 +61,41 @@ step_rows = P.add("step_rows", [_row(b) for b in (1, 32, 64, 128, 256)], "record
 r1 = step_rows[0]
 P.add("x1_4090_overhead_loss", 1 - r1["xo_4090"] / r1["x_4090"], "1")
 
-# --- the binding budget: KV on the RTX 4090, max_num_seqs on the H200 (Little's law) ---
-t_kv = P.add("t_kv", batching.step_time(g4090, cfg, B_kv, c_mean, tau0), "s")
-P.add("x_kv", B_kv / t_kv, "tokens/s")
-P.add("lam_kv", batching.max_request_rate(B_kv, n_bar, t_kv), "requests/s")
-t_h200 = P.add("t_h200", batching.step_time(h200, cfg, h200_seqs, c_mean, tau0), "s")
-P.add("x_h200", h200_seqs / t_h200, "tokens/s")
-P.add("lam_h200", batching.max_request_rate(h200_seqs, n_bar, t_h200), "requests/s")
+# --- serving: prompts arrive as requests finish; the binding budget is KV on the RTX 4090, max_num_seqs on
+# the H200; the knee (Little's law) with every step carrying the B decodes and the B S_in / n_bar prompt tokens
+P.add("S_arr_kv", B_kv * S_in / n_bar, "tokens")
+P.add("step_tokens_kv", batching.step_tokens(B_kv, S_in, n_bar), "tokens")
+knee_4090 = batching.max_request_rate(g4090, cfg, S_in, n_bar, tau0, B_kv, llm_tokens)
+knee_h200 = batching.max_request_rate(h200, cfg, S_in, n_bar, tau0, h200_seqs, h200_tokens)
+if (knee_4090["B"], knee_h200["B"]) != (B_kv, h200_seqs):
+    raise ValueError(f"the page puts the knee at the binding budget, B = {B_kv} and {h200_seqs}: rewrite it")
+t_kv = P.add("t_kv", knee_4090["tpot"], "s")
+P.add("x_kv", knee_4090["x"], "tokens/s", knee_4090["demand"])
+lam_kv = P.add("lam_kv", knee_4090["rate"], "requests/s", knee_4090["demand"])
+t_h200 = P.add("t_h200", knee_h200["tpot"], "s")
+P.add("x_h200", knee_h200["x"], "tokens/s", knee_h200["demand"])
+P.add("lam_h200", knee_h200["rate"], "requests/s", knee_h200["demand"])
 tpot_slo = P.add("tpot_slo", 0.050, "s")
+# what a request costs, and the card's ceiling whatever the scheduler does: peak / FLOP per request
+req_flops = P.add("req_flops", roofline.request_flops(cfg, S_in, n_bar), "FLOP")
+P.add("req_prefill_flops", roofline.request_flops(cfg, S_in, 1), "FLOP")
+peak_4090 = g4090.bf16_dense_tflops * 1e12
+lam_peak = P.add(
+    "lam_peak",
+    peak_4090 / req_flops,
+    "requests/s",
+    roofline.Demand(g4090, peak_4090, 0, "the RTX 4090's peak over one request's FLOPs"),
+)
+P.add("knee_share", knee_4090["demand"].flop_s / peak_4090, "1")
+# the same knee with the prompts left out (decode steps only): a rate no card can carry
+t_decode = P.add("t_kv_decode", batching.step_time(g4090, cfg, B_kv, c_mean, tau0), "s")
+lam_naive = P.add(
+    "lam_naive",
+    B_kv / (n_bar * t_decode),
+    "requests/s",
+    "the counter-example the page shows: the knee with the prompts left out, to show it asks too much",
+)
+P.add("naive_share", lam_naive * req_flops / peak_4090, "1")
 
 # --- static batching's waste: outputs uniform on 1..512 ---
 n_lo = P.add("n_lo", 1, "tokens")
@@ -90,9 +114,10 @@ P.add("u_limit", (n_lo + n_hi) / 2 / n_hi, "1")
 # --- problem 2: static vs continuous at B = 32 on the RTX 4090 ---
 p2_B = P.add("p2_B", 32, "sequences")
 p2_u = P.add("p2_u", batching.useful_fraction(n_lo, n_hi, p2_B), "1")
-p2_t = P.add("p2_t", batching.step_time(g4090, cfg, p2_B, c_mean, tau0), "s")
-p2_x = P.add("p2_x", p2_B / p2_t, "tokens/s")
-P.add("p2_x_static", p2_u * p2_B / p2_t, "tokens/s")
+p2_t = P.add("p2_t", batching.serving_step_time(g4090, cfg, p2_B, S_in, n_bar, tau0), "s")
+_p2_demand = roofline.serving_demand(g4090, cfg, p2_B / n_bar / p2_t, S_in, n_bar, p2_t, "B = 32, continuous")
+p2_x = P.add("p2_x", p2_B / p2_t, "tokens/s", _p2_demand)
+P.add("p2_x_static", p2_u * p2_B / p2_t, "tokens/s", _p2_demand)
 P.add("p2_gain", 1 / p2_u, "1")
 
 # --- the lab's workload, GPU and CPU, replayed exactly ---
@@ -111,17 +136,11 @@ P.add("lab_rates", ", ".join(f"{r:g}" for r in lab_rates), "text")
 P.add("lab_num_prompts", snippets.constant(lab, "NUM_PROMPTS"), "sequences")
 lab_online_out = P.add("lab_online_out", snippets.constant(lab, "ONLINE_OUTPUT_TOKENS"), "tokens")
 lab_server_seqs = P.add("lab_server_seqs", max(snippets.constant(lab, "BATCH_SIZES")), "sequences")
-online_context = lab_prompt + lab_online_out // 2  # the same mean context as section 3's workload
 online_cap = P.add("online_cap", min(lab_server_seqs, B_kv), "sequences")
-
-
-rate_rows = P.add(
-    "rate_rows",
-    [batching.rate_point(g4090, cfg, r, lab_online_out, online_context, tau0, online_cap) for r in lab_rates],
-    "record",
-)
-t_cap = batching.step_time(g4090, cfg, online_cap, online_context, tau0)
-P.add("lam_knee", batching.max_request_rate(online_cap, lab_online_out, t_cap), "requests/s")
+online = (lab_prompt, lab_online_out, tau0, online_cap, lab_budget)
+rate_rows = P.add("rate_rows", [batching.rate_point(g4090, cfg, r, *online) for r in lab_rates], "record")
+lab_knee = batching.max_request_rate(g4090, cfg, *online)
+P.add("lam_knee", lab_knee["rate"], "requests/s", lab_knee["demand"])
 P.add("knee_rates", " and ".join(f"{r['rate']:g}" for r in rate_rows if r["knee"]), "text")
 
 
@@ -172,8 +191,9 @@ def pareto_figure(measured: list[tuple[str, Mapping[str, Any]]]) -> str:
     fig, ax = figures.subplots(salt="lesson-4a-pareto", figsize=(6, 4.2))
     for g, color, cap in ((g4090, "tab:blue", B_kv), (h200, "tab:red", h200_seqs)):
         batches = [b for b in PARETO_BATCHES if b < cap] + [cap]
-        tpot = [batching.step_time(g, cfg, b, c_mean, tau0) * 1e3 for b in batches]
-        tput = [batching.throughput(g, cfg, b, c_mean, tau0) for b in batches]
+        steps = [batching.serving_step_time(g, cfg, b, S_in, n_bar, tau0) for b in batches]
+        tpot = [t * 1e3 for t in steps]
+        tput = [b / t for b, t in zip(batches, steps, strict=True)]
         ax.plot(tpot, tput, "o-", color=color, markersize=4, label=f"{g.name} (B = 1 to {cap:,})")
         for b, x, y in zip(batches, tpot, tput, strict=True):
             if b in (1, 32, cap):
@@ -249,15 +269,16 @@ P.add("fig_static_steps", sum(fig_static), "count")
 P.add("fig_cont_steps", batching.schedule([cpu_prompt] * 8, cpu_lengths[:8], cpu_B, cpu_budget).steps, "count")
 P.add("fig_timeline", _timeline_figure(), "text")
 P.add("fig_pareto", pareto_figure(_measured), "text")
-_r32 = step_rows[1]
+_t1 = batching.serving_step_time(g4090, cfg, 1, S_in, n_bar, tau0)
 P.add(
     "fig_pareto_alt",
     "a line chart of output tokens per second against TPOT, one point per batch size. On the "
-    f"{g4090.name} the curve climbs from {fmt.count(round(r1['xo_4090']))} tokens/s at B = 1 "
-    f"({fmt.ms(r1['t_4090'] + tau0)} per step) to {fmt.count(round(B_kv / t_kv))} tokens/s at B = {B_kv}, where the KV "
-    f"cache is full, with TPOT only rising to {fmt.ms(t_kv)}; on the {h200.name} it climbs to "
+    f"{g4090.name} the curve climbs from {fmt.count(round(1 / _t1))} tokens/s at B = 1 "
+    f"({fmt.ms(_t1)} per step) to {fmt.count(round(B_kv / t_kv))} tokens/s at B = {B_kv}, where the KV "
+    f"cache is full, as TPOT rises to {fmt.ms(t_kv)}; on the {h200.name} it climbs to "
     f"{fmt.count(round(h200_seqs / t_h200))} tokens/s at the default max_num_seqs of {h200_seqs:,} "
-    f"({fmt.ms(t_h200)} per step). Every point lies left of a 50 ms TPOT target. Squares mark the lab's "
+    f"({fmt.ms(t_h200)} per step, {'right' if t_h200 > tpot_slo else 'left'} of a dotted "
+    f"{fmt.ms(tpot_slo, 0)} TPOT target). Squares mark the lab's "
     f"online request rates on the {g4090.name}: "
     + "; ".join(
         f"{r['rate']:g} per second at {fmt.count(round(r['x']))} tokens/s and {fmt.ms(r['tpot'])}"
@@ -279,7 +300,21 @@ P.add(
     "text",
 )
 
-SYMBOLS: list[str | tuple[str, str]] = ["B", "n", "tau", "tau_0", "X", "c", "lambda", "n_bar", "E", "U"]
+SYMBOLS: list[str | tuple[str, str]] = [
+    "B",
+    "n",
+    "tau",
+    "tau_0",
+    "X",
+    "c",
+    "lambda",
+    "n_bar",
+    "S",
+    "S_arr",
+    "tau_s",
+    "E",
+    "U",
+]
 P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
 
 P.add(

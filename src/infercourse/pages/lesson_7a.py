@@ -141,10 +141,25 @@ P.add("p1_ar", roofline.ring_allreduce_time(m1, 4, link_4090, alpha_4090), "s")
 r4090_64 = step_rows[1]
 P.add("p2_t1", r4090_64["t1"], "s")
 P.add("p2_t2", r4090_64["t2"], "s")
-P.add("p2_dp_tps", 2 * 64 / r4090_64["t1"], "tokens/s")
-P.add("p2_tp_tps", 64 / r4090_64["t2"], "tokens/s")
-P.add("p2_tp128_t2", _step(g4090, link_4090, alpha_4090, 128, 2)[2], "s")
-P.add("p2_tp128_tps", 128 / _step(g4090, link_4090, alpha_4090, 128, 2)[2], "tokens/s")
+P.add(
+    "p2_dp_tps",
+    2 * 64 / r4090_64["t1"],
+    "tokens/s",
+    roofline.decode_demand(g4090, cfg, 64, S, r4090_64["t1"], "each of two replicas at B = 64"),
+)
+P.add(
+    "p2_tp_tps",
+    64 / r4090_64["t2"],
+    "tokens/s",
+    roofline.decode_demand(g4090, cfg, 64, S, r4090_64["t2"], "TP = 2 at B = 64, per card", ranks=2),
+)
+tp128_t2 = P.add("p2_tp128_t2", _step(g4090, link_4090, alpha_4090, 128, 2)[2], "s")
+P.add(
+    "p2_tp128_tps",
+    128 / tp128_t2,
+    "tokens/s",
+    roofline.decode_demand(g4090, cfg, 128, S, tp128_t2, "TP = 2 at B = 128, per card", ranks=2),
+)
 # KV room per card: one replica holds all weights, a TP = 2 rank half of them (lesson 1A's budget and reserve)
 reserve = registry.VLLM_NON_KV_RESERVE_GIB * 2**30
 D4090 = memory.device_total_bytes("RTX 4090")
