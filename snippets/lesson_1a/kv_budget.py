@@ -48,7 +48,7 @@ MODELS = {
         "qk_rope_head_dim": 64,
     },  # MLA
 }
-CONTEXTS = (4096, 32768)  # tokens of context per sequence, for the "one sequence" columns
+CONTEXTS = (4096, 8192, 32768)  # tokens of context per sequence, for the "one sequence" columns
 
 # The capacity example: Qwen2.5-7B-Instruct in bf16 on an RTX 4090 with vLLM 0.26.0's defaults.
 DEVICE_TOTAL_MIB = 24564  # RTX 4090 as CUDA / nvidia-smi report it (secondary; a lab receipt records it)

@@ -2,8 +2,9 @@
 wastes, and what a batch buys in throughput and costs in time per output token.
 
 Units: steps and tokens are whole counts; times in seconds; throughput in tokens per second;
-arrival rates in requests per second. The step-time model is lesson 2A's decode floor
-(:func:`infercourse.roofline.decode_step_floor`) plus a fixed per-step overhead.
+arrival rates in requests per second. A decode step's time is lesson 2A's floor
+(:func:`infercourse.roofline.decode_step_floor`) plus a fixed per-step overhead; a serving step
+(:func:`serving_step_time`) also carries the prompt tokens that arrive while requests finish.
 """
 
 from __future__ import annotations

@@ -109,8 +109,8 @@ def device_total_upper_bytes(gpu_name: str) -> int:
 def default_kv_budget_bytes(gpu_name: str, weight_bytes: float) -> float:
     """Bytes vLLM 0.26.0 leaves for the KV cache on ``gpu_name`` with its defaults (B): the device's
     memory (:func:`device_total_upper_bytes`: as CUDA reports it where the registry has that figure,
-    else an upper bound), times ``gpu_memory_utilization`` 0.9, less ``weight_bytes`` (B) and the
-    course's non-KV reserve (``registry.VLLM_NON_KV_RESERVE_GIB``).
+    else an upper bound), times ``gpu_memory_utilization`` (``registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION``),
+    less ``weight_bytes`` (B) and the course's non-KV reserve (``registry.VLLM_NON_KV_RESERVE_GIB``).
 
     Raises:
         KeyError: ``gpu_name`` is not in the registry.

@@ -33,6 +33,8 @@ P.add(
 )
 ridge4090 = P.add("ridge4090", roofline.ridge_point(g4090), "FLOP/B")
 ridgeh200 = roofline.ridge_point(gh200)
+P.add("h200_peak_x", gh200.bf16_dense_tflops / g4090.bf16_dense_tflops, "1")
+P.add("h200_bw_x", gh200.bandwidth_gb_s / g4090.bandwidth_gb_s, "1")
 u = registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 
 # Section 3: prefill and decode intensity under the 2N model (attention FLOPs left out).

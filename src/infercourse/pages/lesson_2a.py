@@ -36,6 +36,8 @@ P.add(
 )
 r4090 = P.add("r4090", roofline.ridge_point(g4090), "FLOP/B")
 rh200 = P.add("rh200", roofline.ridge_point(gh200), "FLOP/B")
+P.add("h200_peak_x", gh200.bf16_dense_tflops / g4090.bf16_dense_tflops, "1")
+P.add("h200_bw_x", gh200.bandwidth_gb_s / g4090.bandwidth_gb_s, "1")
 S = P.add("S", 512, "tokens")
 iatt = P.add("iatt", roofline.attention_intensity(cfg, b_kv), "FLOP/B")
 bstar = P.add("bstar", roofline.compute_bound_batch(g4090, b), "sequences")
