@@ -150,7 +150,10 @@ def test_time_and_cost_are_the_runner_s_estimate():
     for row in v["lab_rows"]:
         m = labbox.lab_minutes(row["lab"])
         assert row["minutes"] == pytest.approx(m["engines"] + m["decode"] + m["arrivals"])
-        assert row["cny"] == pytest.approx(row["minutes"] / 60 * registry.AUTODL_RTX_4090.cny_per_hour)
+        # priced per card: lab 7A runs tensor parallelism on two cards at once, every other lab on one
+        cards = 2 if row["lab"] == "tensor_parallel" else 1
+        assert row["cards"] == cards
+        assert row["cny"] == pytest.approx(row["minutes"] / 60 * registry.AUTODL_RTX_4090.cny_per_hour * cards)
     # in the course's order (course.yml: 0A's lab first), not the file names' order
     course_order = [lesson["lab"] for lesson in course.live_lessons() if lesson.get("lab")]
     assert course_order != sorted(course_order)  # the file names' order differs: the check can tell them apart
@@ -158,7 +161,9 @@ def test_time_and_cost_are_the_runner_s_estimate():
     assert sorted(r["lab"] for r in v["lab_rows"]) == sorted(labs.wired())
     total = sum(r["minutes"] for r in v["lab_rows"]) + v["first_download_min"] + v["extra_download_min"]
     assert v["total_min"] == pytest.approx(total)
-    assert v["total_cny"] == pytest.approx(total / 60 * 2.0)  # at 2 yuan/h, the registry's assumption
+    tp_minutes = next(r["minutes"] for r in v["lab_rows"] if r["lab"] == "tensor_parallel")
+    # at 2 yuan/h per card, the registry's assumption; lab 7A's minutes paid twice
+    assert v["total_cny"] == pytest.approx((total + tp_minutes) / 60 * 2.0)
     assert v["first_download_cny"] == pytest.approx(5.0771 / 30, abs=1e-4)  # 5.0771 min at 2 yuan/h = 0.1692
     assert (
         registry.AUTODL_RTX_4090.source.kind == "assumption" and "2026-12-01" in registry.AUTODL_RTX_4090.source.where

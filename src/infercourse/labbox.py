@@ -55,7 +55,7 @@ STEP_CONTEXT = 2048
 """Context (tokens) at which the estimate's decode step is priced: the labs' typical context."""
 
 
-def _work(lab: str) -> LabWork:
+def lab_work(lab: str) -> LabWork:
     """What ``lab``'s GPU run does, from its spec.
 
     Raises:
@@ -86,7 +86,7 @@ def lab_minutes(lab: str, model_name: str = registry.COURSE_MODEL) -> dict[str, 
         KeyError: ``lab`` has no spec.
         ValueError: its spec sets no ``work``.
     """
-    work = _work(lab)
+    work = lab_work(lab)
     rent = registry.AUTODL_RTX_4090
     config = registry.model(model_name).config
     step_s = roofline.decode_step_floor(registry.gpu(rent.card), config, STEP_CONTEXT) / DECODE_EFFICIENCY_ASSUMED
@@ -98,6 +98,17 @@ def lab_minutes(lab: str, model_name: str = registry.COURSE_MODEL) -> dict[str, 
     }
     run = parts["engines"] + parts["decode"] + parts["arrivals"]
     return {**parts, "run": run, "total": run + parts["download"]}
+
+
+def lab_cny(lab: str, minutes: float) -> float:
+    """Yuan for ``minutes`` of ``lab`` on AutoDL: the registry's price per card-hour
+    (``registry.AUTODL_RTX_4090``) times the cards the lab needs at once (its :class:`LabWork` ``gpus``).
+
+    Raises:
+        KeyError: ``lab`` has no spec.
+        ValueError: its spec sets no ``work``.
+    """
+    return minutes / 60 * registry.AUTODL_RTX_4090.cny_per_hour * lab_work(lab).gpus
 
 
 def time_estimate(labs: list[str], download: bool = True) -> str:
@@ -114,7 +125,8 @@ def time_estimate(labs: list[str], download: bool = True) -> str:
     for lab in labs:
         m = lab_minutes(lab)
         total += m["run"]
-        lines.append(f"  {lab:<14} {m['run']:5.1f} min")
+        cards = lab_work(lab).gpus
+        lines.append(f"  {lab:<14} {m['run']:5.1f} min" + (f" on {cards} cards at once" if cards > 1 else ""))
     if download:
         m = lab_minutes(labs[0])
         total += m["download"]
@@ -178,7 +190,7 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
     from infercourse.labs import spec  # the specs read the lab scripts; the build imports this lazily
 
     name = script.removesuffix(".py")
-    work = _work(name)
+    work = lab_work(name)
     rent = registry.AUTODL_RTX_4090
     card = registry.gpu(rent.card)
     config = registry.model(model_name).config
@@ -193,6 +205,7 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
     both = " in both models' layers" if work.draft_model else ""
     total = memory.device_total_bytes(rent.card)
     m = lab_minutes(name, model_name)
+    cards = f"{card.name} (24 GB)" if work.gpus == 1 else f"{work.gpus} × {card.name} (24 GB each) in one instance"
     fits = "fits" if need <= total else "does NOT fit"
     engines = f"{work.engines} engine start{'s' if work.engines > 1 else ''}"
     parts = snippets.constant(f"labs/{script}", "PARTS", default={})
@@ -213,11 +226,11 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
       cache of {fmt.count(work.peak_kv_tokens)} tokens{both} and vLLM's other memory
       (assumed {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB), over the default `gpu_memory_utilization` of
       {registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}. That {fits} an {card.name}, which reports {fmt.gib(total, 1)}.
-    - **Card:** {card.name} (24 GB) on AutoDL, with vLLM {registry.VLLM_GPU_VERSION}.
+    - **Card:** {cards} on AutoDL, with vLLM {registry.VLLM_GPU_VERSION}.
     - **Time and cost (estimate):** about {math.ceil(m["total"])} minutes: the first download of
       {fmt.gb(weights)} at an assumed {rent.download_mb_s:g} MB/s ({m["download"]:.0f} min; later labs reuse it),
       {engines} at an assumed {rent.engine_start_min:g} min each{decode}. At
-      ¥{rent.cny_per_hour:.2f}/h, about ¥{m["total"] / 60 * rent.cny_per_hour:.2f} ({rent.source}).
+      ¥{rent.cny_per_hour:.2f}/h per card, about ¥{lab_cny(name, m["total"]):.2f} ({rent.source}).
     - **Platform notes:** an NVIDIA GPU whose driver is {LABKIT_MIN_DRIVER} or newer (`nvidia-smi` shows CUDA
       13.0 or newer): vLLM {registry.VLLM_GPU_VERSION} from PyPI is a CUDA 13 build, and the image's own CUDA
       does not matter. `python scripts/run_labs.py --check` says in one line what is missing before anything

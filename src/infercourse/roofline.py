@@ -265,6 +265,13 @@ def chunk_step_floor(
     Raises:
         ValueError: a non-positive chunk or width, a negative or fractional context, or a config key missing.
     """
+    return sum(_chunk_kernel_floors(gpu, config, chunk, context, weight_bytes, kv_dtype_bytes))
+
+
+def _chunk_kernel_floors(
+    gpu: GPUFacts, config, chunk: int, context: int, weight_bytes: float, kv_dtype_bytes: int
+) -> tuple[float, float]:
+    """(weight matmuls, attention) floors (s) of :func:`chunk_step_floor`."""
     from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token
 
     _positive("chunk", chunk)
@@ -280,7 +287,7 @@ def chunk_step_floor(
         attention_flops_per_token(config, 1) * positions,
         kv_bytes_per_token(config, kv_dtype_bytes) * (context + chunk),
     )
-    return linear + attention
+    return linear, attention
 
 
 def chunked_prefill_steps(prompt_len: int, budget: int, decoders: int = 0) -> int:
@@ -435,6 +442,37 @@ def ring_allreduce_time(message_bytes: float, ranks: int, link_gb_s: float, hop_
     return steps / ranks * message_bytes / (link_gb_s * 1e9) + steps * hop_latency_s
 
 
+def tp_collectives_time(
+    config, tokens: int, logit_rows: int, ranks: int, link_gb_s: float, hop_latency_s: float
+) -> float:
+    """Time (s) of the collectives one tensor-parallel BF16 forward pass over ``tokens`` positions pays,
+    one after the other: 2 L + 1 ring all-reduces of m = tokens x d x 2 bytes (two per layer, after
+    o_proj and down_proj, and one after the vocabulary-parallel embedding; :func:`ring_allreduce_time`),
+    then the gather of ``logit_rows`` rows of V BF16 logits to one rank, (T - 1) / T x rows V 2 / beta +
+    (T - 1) alpha. Zero for T = 1. Over a link staged through host memory (the RTX 4090's PCIe) each
+    byte crosses the bus twice, so ``link_gb_s`` per direction makes this a lower bound there.
+
+    Raises:
+        ValueError: as :func:`ring_allreduce_time`; a config key missing.
+    """
+    if ranks == 1:
+        return 0.0
+    message = tokens * config["hidden_size"] * 2
+    all_reduces = (2 * config["num_hidden_layers"] + 1) * ring_allreduce_time(message, ranks, link_gb_s, hop_latency_s)
+    return all_reduces + logits_gather_time(config, logit_rows, ranks, link_gb_s, hop_latency_s)
+
+
+def logits_gather_time(config, rows: int, ranks: int, link_gb_s: float, hop_latency_s: float) -> float:
+    """Time (s) to gather ``rows`` rows of V BF16 logits, split by vocabulary over ``ranks`` GPUs, to one
+    rank: (T - 1) / T x rows V 2 / beta + (T - 1) alpha (each other rank sends its slice once).
+
+    Raises:
+        ValueError: a config key missing.
+    """
+    logits = rows * config["vocab_size"] * 2
+    return (ranks - 1) / ranks * logits / (link_gb_s * 1e9) + (ranks - 1) * hop_latency_s
+
+
 def tp_decode_step(
     gpu: GPUFacts, config, context_len: int, batch: int, ranks: int, link_gb_s: float, hop_latency_s: float
 ) -> tuple[float, float]:
@@ -442,16 +480,33 @@ def tp_decode_step(
 
     compute: :func:`decode_kernel_floors` with the weight matmuls divided by T (every matmul, the
     vocab-parallel output head included, is split) and attention by min(T, h_kv) (past h_kv the KV
-    heads are replicated); communication: 2 L ring all-reduces of the step's activations, m = B d 2
-    bytes (:func:`ring_allreduce_time`). The embedding's all-reduce and the logits gather are left out.
+    heads are replicated); communication: :func:`tp_collectives_time` over the B tokens, B rows of logits.
 
     Raises:
         ValueError: as :func:`decode_kernel_floors` and :func:`ring_allreduce_time`.
     """
     linear, attention = decode_kernel_floors(gpu, config, context_len, batch)
     compute = linear / ranks + attention / min(ranks, config["num_key_value_heads"])
-    message = batch * config["hidden_size"] * 2
-    return compute, 2 * config["num_hidden_layers"] * ring_allreduce_time(message, ranks, link_gb_s, hop_latency_s)
+    return compute, tp_collectives_time(config, batch, batch, ranks, link_gb_s, hop_latency_s)
+
+
+def tp_prefill_step(
+    gpu: GPUFacts, config, prompt_len: int, ranks: int, link_gb_s: float, hop_latency_s: float
+) -> tuple[float, float]:
+    """(compute, communication) floors (s) of one BF16 prefill of ``prompt_len`` tokens at tensor-parallel
+    degree ``ranks``: TTFT is at least their sum.
+
+    compute: :func:`prefill_floor`'s weight matmuls divided by T and its attention by min(T, h_kv);
+    communication: :func:`tp_collectives_time` over the S prompt tokens (each all-reduce carries S d 2
+    bytes, so a long prompt's are bandwidth-bound where a decode step's are latency-bound) and one row
+    of logits (the last position's).
+
+    Raises:
+        ValueError: as :func:`prefill_floor` and :func:`ring_allreduce_time`.
+    """
+    linear, attention = _chunk_kernel_floors(gpu, config, prompt_len, 0, 2, 2)
+    compute = linear / ranks + attention / min(ranks, config["num_key_value_heads"])
+    return compute, tp_collectives_time(config, prompt_len, 1, ranks, link_gb_s, hop_latency_s)
 
 
 # --- end of lesson 7A ---

@@ -287,6 +287,22 @@ def forward_flops_per_token(config: Mapping[str, Any], context_len: int) -> int:
 # --- lesson 7A: tensor parallelism ---
 
 
+def tp_sizes(config: Mapping[str, Any]) -> list[int]:
+    """The tensor-parallel degrees T vLLM 0.26.0 can split ``config`` into, ascending: T divides the query
+    heads (vllm/config/model.py:1228-1234 at v0.26.0 refuses the rest before loading) and the MLP width
+    (each rank's gate/up/down slice), and T and h_kv divide one another (past h_kv each KV head is copied
+    to T / h_kv ranks). Qwen2.5-7B (28 heads, 4 KV heads, width 18,944): [1, 2, 4].
+
+    Raises:
+        ValueError: a config key is missing or not a positive integer.
+    """
+    heads, kv_heads = _need(config, "num_attention_heads"), _need(config, "num_key_value_heads")
+    inter = _need(config, "intermediate_size")
+    return [
+        t for t in range(1, heads + 1) if heads % t == 0 and inter % t == 0 and (kv_heads % t == 0 or t % kv_heads == 0)
+    ]
+
+
 def tp_rank_linear_elements(config: Mapping[str, Any], ranks: int) -> dict[str, int]:
     """Weights of the sharded linear layers one rank holds under Megatron tensor parallelism, per kind,
     summed over the layers (biases excluded; plain counts).
@@ -302,14 +318,15 @@ def tp_rank_linear_elements(config: Mapping[str, Any], ranks: int) -> dict[str, 
     """
     if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1:
         raise ValueError(f"ranks must be a positive whole number, got {ranks!r}")
+    if ranks not in tp_sizes(config):
+        raise ValueError(
+            f"T = {ranks} must divide num_attention_heads {config['num_attention_heads']} and intermediate_size "
+            f"{config['intermediate_size']}, and T and num_key_value_heads {config['num_key_value_heads']} must "
+            f"divide one another; pick one of {tp_sizes(config)}"
+        )
     hidden, d_h = _need(config, "hidden_size"), head_dim(config)
     heads, kv_heads = _need(config, "num_attention_heads"), _need(config, "num_key_value_heads")
     inter, layers = _need(config, "intermediate_size"), _need(config, "num_hidden_layers")
-    if heads % ranks or inter % ranks or (kv_heads % ranks and ranks % kv_heads):
-        raise ValueError(
-            f"T = {ranks} must divide num_attention_heads {heads} and intermediate_size {inter}, and T and "
-            f"num_key_value_heads {kv_heads} must divide one another; pick another T"
-        )
     kv_per_rank = max(1, kv_heads // ranks)
     return {
         "qkv_proj": layers * hidden * (heads // ranks + 2 * kv_per_rank) * d_h,

@@ -10,7 +10,7 @@ import copy
 import pytest
 
 from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
-from infercourse import labs, registry
+from infercourse import labbox, labs, registry
 from infercourse.labs import tensor_parallel as spec
 
 TINY_SIZES = {
@@ -203,7 +203,8 @@ def test_the_shard_run_is_one_rank_of_two():
 
 
 def test_gpu_step_claims_by_hand():
-    # predicted t(2)/t(1) on two RTX 4090s at B = 1: 8.1518 / 14.0381 = 0.5807; bound 1.15 x = 0.668
+    # predicted t(2)/t(1) on two RTX 4090s at B = 1 (tests/lessons/test_7a.py writes both out):
+    # (7.019057 + 1.167800) / 14.03811 = 0.58318; bound 1.15 x = 0.6707
     rows = [
         _row("tp1", 1, TINY_SIZES, WHOLE, 2, 512, [14.5]),
         _row("shard", 1, SHARD_SIZES, HALF, 1, 512, [7.4]),
@@ -220,11 +221,11 @@ def test_gpu_step_claims_by_hand():
             "intermediate_size": 18944,
             "vocab_size": 152064,
         }
-    assert spec.predicted_ratio("RTX 4090", registry.model().config, 1) == pytest.approx(0.5807, abs=1e-4)
+    assert spec.predicted_ratio("RTX 4090", registry.model().config, 1) == pytest.approx(0.58318, abs=1e-4)
     got = _results(receipt)
-    assert got["tp2_speedup_in_range"].passed  # 9.5 / 14.5 = 0.655 <= 0.668
+    assert got["tp2_speedup_in_range"].passed  # 9.5 / 14.5 = 0.655 <= 0.6707
     assert got["shard_step_below_tp2"].passed
-    receipt["results"][2]["step_ms"] = [9.8]  # 0.676 > 0.668
+    receipt["results"][2]["step_ms"] = [9.8]  # 0.676 > 0.6707
     receipt["results"][1]["step_ms"] = [9.9]
     got = _results(receipt)
     assert not got["tp2_speedup_in_range"].passed and not got["shard_step_below_tp2"].passed
@@ -234,6 +235,14 @@ def test_gpu_step_claims_by_hand():
 
 def test_prediction_table_by_hand():
     text = spec.prediction()
-    # B = 1 row: t(1) 14.04, shard 7.02, all-reduces 1.13, t(2) 8.15, ratio 0.58
-    assert "| 1 | 14.04 | 7.02 | 1.13 | 8.15 | 0.58 |" in text
+    # B = 1 row: t(1) 14.04, shard 7.02, collectives 1.17, t(2) 8.19, ratio 0.58 (numbers above)
+    assert "| 1 | 14.04 | 7.02 | 1.17 | 8.19 | 0.58 |" in text
     assert "PCIe 4.0 x16 (31.5 GB/s per direction, assumed 10.0 µs per ring step)" in text
+
+
+def test_the_lab_box_rents_two_cards():
+    # tensor parallelism at T = 2 needs both cards in one instance, and pays for both
+    box = labbox.lab_box("tensor_parallel.py")
+    assert "**Card:** 2 × RTX 4090 (24 GB each) in one instance" in box
+    minutes = labbox.lab_minutes("tensor_parallel")["total"]
+    assert f"about ¥{minutes / 60 * 2.0 * 2:.2f}" in box  # 2 yuan/h per card (registry assumption), two cards

@@ -91,10 +91,24 @@ def test_tp_step_of_qwen_7b_on_two_rtx_4090s_by_hand():
     # attention at S = 160: kappa S = 57,344 * 160 = 9,175,040 B / 1.008e12 = 9.1022 us (memory-bound)
     one_compute, one_comm = roofline.tp_decode_step(g, config, 160, 1, 1, 31.5, 10e-6)
     assert one_comm == 0 and one_compute == pytest.approx(14.02901e-3 + 9.1022e-6, rel=1e-5)
-    # T = 2: 7.014506 + 0.004551 = 7.019057 ms; 56 all-reduces of 20.2276 us = 1.13275 ms
+    # T = 2: 7.014506 + 0.004551 = 7.019057 ms; 2 x 28 + 1 (embedding) = 57 all-reduces of 20.2276 us =
+    # 1.152973 ms, then the logits gather: 1/2 x 152,064 x 2 B / 31.5e9 + 10 us = 14.8274 us: 1.167800 ms
     compute, comm = roofline.tp_decode_step(g, config, 160, 1, 2, 31.5, 10e-6)
     assert compute == pytest.approx(7.019057e-3, rel=1e-5)
-    assert comm == pytest.approx(1.13275e-3, rel=1e-4)
+    assert comm == pytest.approx(1.167800e-3, rel=1e-5)
+
+
+def test_tp_prefill_of_qwen_7b_on_two_rtx_4090s_by_hand():
+    g, config = registry.gpu("RTX 4090"), registry.model().config
+    # 2,048 prompt tokens: each all-reduce carries 2,048 x 3,584 x 2 = 14,680,064 B:
+    # 14,680,064 / 31.5e9 + 2 x 10 us = 466.034 + 20 = 486.034 us; 57 of them 27.7039 ms; the gather of one
+    # row of logits 14.8274 us: 27.7187 ms. Compute: the prefill's matmuls 2 (M - H) S + 2 H =
+    # 2 x 6,525,621,760 x 2,048 + 1,089,994,752 = 2.67295e13 FLOP / 165.2e12 = 161.801 ms, attention
+    # 401,408 x (2,048 x 2,049 / 2) = 8.42244e11 FLOP / 165.2e12 = 5.0983 ms: halved, 83.4496 ms
+    compute, comm = roofline.tp_prefill_step(g, config, 2048, 2, 31.5, 10e-6)
+    assert comm == pytest.approx(27.7187e-3, rel=1e-5)
+    assert compute == pytest.approx(83.4496e-3, rel=1e-4)
+    assert roofline.tp_prefill_step(g, config, 2048, 1, 31.5, 10e-6)[1] == 0
 
 
 def test_registry_links_and_assumed_latencies():
@@ -115,21 +129,32 @@ def _v(name):
 def test_page_step_model_on_two_rtx_4090s_by_hand():
     # S = 1,024: attention kappa S = 57,344 * 1024 = 58,720,256 B / 1.008e12 = 58.254 us; weights 14.02901 ms
     assert _v("t1_4090") == pytest.approx(14.08727e-3, rel=1e-5)
-    # T = 2: 7.014506 + 0.029127 = 7.043633 ms of compute, 56 x 20.2276 us = 1.13275 ms of all-reduces
+    # T = 2: 7.014506 + 0.029127 = 7.043633 ms of compute, 57 x 20.2276 us + 14.8274 us = 1.167800 ms of
+    # collectives (test_tp_step_of_qwen_7b_on_two_rtx_4090s_by_hand)
     assert _v("compute2_4090") == pytest.approx(7.043633e-3, rel=1e-5)
-    assert _v("comm2_4090") == pytest.approx(1.13275e-3, rel=1e-4)
-    # speed-up 14.08727 / 8.17638 = 1.7229, efficiency 0.8615
-    assert _v("speedup_4090") == pytest.approx(1.7229, abs=1e-4)
-    assert _v("eta_4090") == pytest.approx(0.8615, abs=1e-4)
-    assert _v("n_ar") == 56
+    assert _v("comm2_4090") == pytest.approx(1.167800e-3, rel=1e-5)
+    # speed-up 14.08727 / 8.211433 = 1.71556, efficiency 0.85778
+    assert _v("speedup_4090") == pytest.approx(1.71556, abs=1e-4)
+    assert _v("eta_4090") == pytest.approx(0.85778, abs=1e-4)
+    assert _v("n_ar") == 57
 
 
 def test_page_messages_and_crossover_by_hand():
     assert (_v("m1"), _v("m64")) == (7_168, 458_752)  # 3,584 * 2 and 64 * 3,584 * 2
     # m / beta = 2 alpha at m = 2 * 10 us * 31.5e9 B/s = 630,000 B = 87.89 sequences of 7,168 B
     assert _v("B_cross_4090") == pytest.approx(87.89, abs=0.01)
-    # KV per GPU: 57,344 / 2 = 28,672; / 4 = 14,336; at T = 8 > h_kv = 4 still 14,336 (replicated)
-    assert (_v("kappa_rank2"), _v("kappa_rank4"), _v("kappa_rank8")) == (28_672, 14_336, 14_336)
+    # KV per GPU: 57,344 / 2 = 28,672; / 4 = 14,336
+    assert (_v("kappa_rank2"), _v("kappa_rank4")) == (28_672, 14_336)
+    # T must divide the 28 query heads (1, 2, 4, 7, 14, 28) and the width 18,944 = 2^8 x 74 (drops 7, 14, 28),
+    # and T and the 4 KV heads must divide one another: 1, 2, 4. Llama-2-13B: 40 heads and 40 KV heads,
+    # width 13,824 = 2^9 x 27: 1, 2, 4, 8
+    assert _v("tp_sizes") == "1, 2, 4"
+    assert transformer.tp_sizes(registry.model("meta-llama/Llama-2-13b-hf").config) == [1, 2, 4, 8]
+    with pytest.raises(ValueError, match=r"pick one of \[1, 2, 4\]"):
+        transformer.tp_rank_linear_elements(registry.model().config, 8)
+    # prefill of 2,048 tokens on two RTX 4090s (test_tp_prefill_of_qwen_7b_on_two_rtx_4090s_by_hand):
+    # 27.7187 ms of collectives against 83.4496 ms of compute, 33.2 %
+    assert _v("m2k") == 14_680_064 and _v("p2k_ratio") == pytest.approx(27.7187 / 83.4496, rel=1e-4)
 
 
 def test_page_model_that_does_not_fit_by_hand():

@@ -232,6 +232,7 @@ class LabWork:
             summed over the rates), on top of its steps.
         draft_model: a registry model the engine loads beside the lab's own (speculative decoding's draft),
             or None: its weights and its layers' share of the KV cache count in the lab box's VRAM.
+        gpus: cards the lab needs at once (tensor parallelism: 2); the instance costs that many cards' price.
     """
 
     engines: int
@@ -239,6 +240,7 @@ class LabWork:
     peak_kv_tokens: int
     arrival_s: float = 0.0
     draft_model: str | None = None
+    gpus: int = 1
 
 
 @dataclass(frozen=True)

@@ -262,10 +262,10 @@ def prediction(gpu_name: str = registry.LAB_GPU, model_name: str = registry.COUR
     lines = [
         f"{model_name} in BF16 on two {gpu_name}s over {link_name} ({fmt.fixed(link, 1)} GB/s per direction, "
         f"assumed {fmt.fixed(alpha_us, 1)} µs per ring step), context {STEP_CONTEXT} tokens. "
-        "`roofline.tp_decode_step`: compute floor / T (attention / min(T, h_kv)) plus 2 L ring all-reduces "
-        "of B d 2 bytes. The shard run measures the T = 2 compute without the all-reduces.",
+        "`roofline.tp_decode_step`: compute floor / T (attention / min(T, h_kv)) plus 2 L + 1 ring all-reduces "
+        "of B d 2 bytes and the gather of B rows of logits. The shard run measures the T = 2 compute without them.",
         "",
-        "| batch B | t(1) floor (ms) | shard floor (ms) | all-reduces (ms) | t(2) (ms) | t(2) / t(1) |",
+        "| batch B | t(1) floor (ms) | shard floor (ms) | collectives (ms) | t(2) (ms) | t(2) / t(1) |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
     for b in STEP_BATCHES:
@@ -332,5 +332,6 @@ SPEC = LabSpec(
         engines=len(RUNS) - 1,  # the allreduce run starts no engine
         decode_steps=(len(RUNS) - 1) * 2 * len(STEP_BATCHES) * STEP_OUTPUT_LEN,
         peak_kv_tokens=max(STEP_BATCHES) * (STEP_PROMPT_LEN + STEP_OUTPUT_LEN),
+        gpus=2,
     ),
 )

@@ -57,7 +57,8 @@ for lab in names:
             "lesson": course.lesson_label(page),
             "page": page,
             "minutes": run_min,
-            "cny": run_min / 60 * rent.cny_per_hour,
+            "cards": labbox.lab_work(lab).gpus,
+            "cny": labbox.lab_cny(lab, run_min),
         }
     )
 P.add("lab_rows", rows, "record")
@@ -66,7 +67,11 @@ P.add("extra_download_min", extra_download_min, "min")
 P.add("first_download_cny", first_download_min / 60 * rent.cny_per_hour, "CNY")
 P.add("extra_download_cny", extra_download_min / 60 * rent.cny_per_hour, "CNY")
 total_min = P.add("total_min", sum(r["minutes"] for r in rows) + first_download_min + extra_download_min, "min")
-P.add("total_cny", total_min / 60 * rent.cny_per_hour, "CNY")
+P.add(
+    "total_cny",
+    sum(r["cny"] for r in rows) + (first_download_min + extra_download_min) / 60 * rent.cny_per_hour,
+    "CNY",
+)
 P.add("cny_per_hour", rent.cny_per_hour, "CNY")
 P.add("price_source", fact_link("autodl-rtx-4090", ""), "text")
 P.add("download_mb_s", rent.download_mb_s, "count")

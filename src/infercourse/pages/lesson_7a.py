@@ -57,17 +57,18 @@ P.add("qkv_rank2", rank2["qkv_proj"], "params")
 P.add("down_rank2", rank2["down_proj"], "params")
 P.add("linear_whole", sum(whole.values()), "params")
 P.add("linear_rank2", sum(rank2.values()), "params")
-n_ar = P.add("n_ar", 2 * L, "count")
+n_ar = P.add("n_ar", 2 * L + 1, "count")  # two per layer and the vocabulary-parallel embedding's
 P.add("vocab", cfg["vocab_size"], "count")
 
 # --- what TP buys: weights and KV per GPU ---
 W = transformer.weight_bytes(cfg, 2)
 P.add("W", W, "B")
+P.add("Mb", roofline.matmul_params(cfg) * 2, "B")  # what a decode step reads: every weight but the embedding
 P.add("W_rank2", W / 2, "B")
 kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
 P.add("kappa_rank2", kappa // 2, "B/token")
 P.add("kappa_rank4", kappa // 4, "B/token")
-P.add("kappa_rank8", kappa // min(8, h_kv), "B/token")  # T = 8 > h_kv: one KV head per rank, replicated
+P.add("tp_sizes", ", ".join(map(str, transformer.tp_sizes(cfg))), "text")
 
 # --- what TP costs: messages and one all-reduce ---
 m1 = P.add("m1", 1 * d * 2, "B")
@@ -75,6 +76,7 @@ m64 = P.add("m64", 64 * d * 2, "B")
 ar1_4090 = P.add("ar1_4090", roofline.ring_allreduce_time(m1, 2, link_4090, alpha_4090), "s")
 ar64_4090 = P.add("ar64_4090", roofline.ring_allreduce_time(m64, 2, link_4090, alpha_4090), "s")
 P.add("ar1_h200", roofline.ring_allreduce_time(m1, 2, link_h200, alpha_h200), "s")
+P.add("gather1_4090", roofline.logits_gather_time(cfg, 1, 2, link_4090, alpha_4090), "s")
 P.add("ar64_h200", roofline.ring_allreduce_time(m64, 2, link_h200, alpha_h200), "s")
 # the batch where T = 2's bandwidth term m / beta equals its latency term 2 alpha: B = 2 alpha beta / (2 d)
 P.add("B_cross_4090", 2 * alpha_4090 * link_4090 * 1e9 / (2 * d), "sequences")
@@ -127,7 +129,33 @@ big_t2 = _step(g4090, link_4090, alpha_4090, 1, 2, big_cfg)
 P.add("big_compute2", big_t2[0], "s")
 P.add("big_comm2", big_t2[1], "s")
 P.add("big_t2", big_t2[2], "s")
-P.add("big_n_ar", 2 * big_cfg["num_hidden_layers"], "count")
+P.add("big_n_ar", 2 * big_cfg["num_hidden_layers"] + 1, "count")
+
+# --- prefill under TP: TTFT's floor, compute halved, the collectives carry S d 2 bytes each ---
+prefill_rows = []
+for g, link, alpha in ((g4090, link_4090, alpha_4090), (h200, link_h200, alpha_h200)):
+    for prompt in (512, 2048, 8192):
+        ttft1 = sum(roofline.tp_prefill_step(g, cfg, prompt, 1, link, alpha))
+        compute, comm = roofline.tp_prefill_step(g, cfg, prompt, 2, link, alpha)
+        prefill_rows.append(
+            {
+                "gpu": g.name,
+                "S": prompt,
+                "ttft1": ttft1,
+                "compute2": compute,
+                "comm2": comm,
+                "ttft2": compute + comm,
+                "speedup": ttft1 / (compute + comm),
+                "comm_vs_compute": comm / compute,
+            }
+        )
+prefill_rows = P.add("prefill_rows", prefill_rows, "record")
+p2k = next(r for r in prefill_rows if r["gpu"] == g4090.name and r["S"] == 2048)
+P.add("m2k", 2048 * d * 2, "B")
+P.add("p2k_comm", p2k["comm2"], "s")
+P.add("p2k_compute", p2k["compute2"], "s")
+P.add("p2k_ratio", p2k["comm_vs_compute"], "1")
+P.add("ar2k_4090", roofline.ring_allreduce_time(2048 * d * 2, 2, link_4090, alpha_4090), "s")
 
 # --- problems ---
 # P1: efficiency at T = 4 on PCIe (B = 1) for the course model
@@ -137,6 +165,7 @@ P.add("p1_comm", p1[1], "s")
 P.add("p1_t4", p1[2], "s")
 P.add("p1_eta", r4090_1["t1"] / (4 * p1[2]), "1")
 P.add("p1_ar", roofline.ring_allreduce_time(m1, 4, link_4090, alpha_4090), "s")
+P.add("p1_gather", roofline.logits_gather_time(cfg, 1, 4, link_4090, alpha_4090), "s")
 # P2: replicas vs TP on two RTX 4090s at B = 64 per engine: tokens/s
 r4090_64 = step_rows[1]
 P.add("p2_t1", r4090_64["t1"], "s")
@@ -212,9 +241,10 @@ eta4 = {
 P.add(
     "fig_eta_alt",
     "a line chart of scaling efficiency against T = 1, 2, 4, for both GPUs at batch 1 and 64. Efficiency "
-    f"falls as T grows on both links, because the {2 * L} all-reduces per step cost about the same while the "
-    f"compute shrinks as 1/T: at batch 1 and T = 4 it is {fmt.pct(eta4[g4090.name])} on the {g4090.name}s "
-    f"and {fmt.pct(eta4[h200.name])} on the {h200.name}s. The lines rest on assumed all-reduce latencies.",
+    f"falls as T grows on both links, because the {n_ar} all-reduces and the gather per step cost about the "
+    f"same while the compute shrinks as 1/T: at batch 1 and T = 4 it is {fmt.pct(eta4[g4090.name])} on the "
+    f"{g4090.name}s and {fmt.pct(eta4[h200.name])} on the {h200.name}s. The lines rest on assumed all-reduce "
+    "latencies.",
     "text",
 )
 
@@ -235,6 +265,8 @@ SYMBOLS: list[str | tuple[str, str]] = [
     "alpha_ar",
     "beta_link",
     "t_ar",
+    "t_gather",
+    "V",
     "tau",
     "eta",
 ]
