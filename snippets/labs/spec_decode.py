@@ -254,6 +254,9 @@ def child(args) -> int:
             enable_prefix_caching=False,  # every batch computes its prompts; nothing is reused
             disable_log_stats=False,  # fills the counters and RequestOutput.metrics
             speculative_config=speculative_config(args, args.run),
+            # vLLM turns async scheduling off for draft-model and n-gram speculation (vllm/config/vllm.py:1071-1082
+            # at v0.26.0); off in every run, `off` included, so the runs differ only in speculation
+            async_scheduling=False,
             enforce_eager=args.enforce_eager,
         )
     except Exception as exc:  # vLLM raises many kinds; the parent reads the reason from this output
@@ -391,6 +394,7 @@ def main(argv=None) -> int:
                 "temperature": 0,
                 "seed": SEED,
                 "enable_prefix_caching": False,
+                "async_scheduling": False,
                 "synthetic_length": {r: SYNTHETIC_LENGTH[r] for r in args.runs if r in SYNTHETIC_LENGTH},
             },
             units=UNITS,

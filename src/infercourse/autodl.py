@@ -19,15 +19,19 @@ DATA_DISK = "/root/autodl-tmp"
 """AutoDL's data disk, a local disk kept when the instance is shut down; the system disk (``/``) holds
 the image, Python and its packages and is small. Source: :data:`DOCS_ENV`."""
 
-SYSTEM_DISK_GB = 20
+SYSTEM_DISK_GB = 30
 """The system disk's size in AutoDL's documentation (GB), :data:`DOCS_ENV`; ``df -h /`` shows an instance's own."""
 
+DATA_DISK_MIN_GB = 50
+"""The data disk's smallest size in AutoDL's documentation (GB, "50GB起", expandable), :data:`DOCS_ENV`."""
+
 DOCS_ENV = registry.Source(
-    'AutoDL documentation, "实例中的目录" (directories of an instance) table: system disk "/" 20GB, data disk '
-    "/root/autodl-tmp, both kept when the instance is shut down; only the system disk is saved into an image",
+    'AutoDL documentation, "实例中的目录" (directories of an instance) table: system disk "/" 30GB, data disk '
+    "/root/autodl-tmp from 50GB (expandable), both kept when the instance is shut down; only the system disk "
+    "is saved into an image or moved with a migrated instance",
     "https://www.autodl.com/docs/env/",
     "secondary",
-    "read in a stored copy of the page on 2026-12-01; check `df -h` on your instance",
+    "read in a stored copy of the page on 2026-12-05; check `df -h` on your instance",
 )
 
 CACHE_ENV: dict[str, tuple[str, str]] = {
