@@ -118,6 +118,8 @@ def test_lesson_6a_headline_values():
     assert _v("E_ex") == pytest.approx(2.7731, rel=1e-12)
     # sigma = 2.7731 * 14.08726 / (4 * 0.99271 + 14.08726) = 39.0654 / 18.0581 = 2.1633
     assert _v("sigma_ex") == pytest.approx(2.1633, abs=1e-4)
+    # with 1 ms on every step: 2.7731 * 15.08726 / (4 * 1.99271 + 15.08726) = 41.8385 / 23.0581 = 1.8145
+    assert _v("sigma_ex_overhead") == pytest.approx(1.8145, abs=1e-4)
     # B* = R b / 2 = (165.2e12 / 1.008e12) * 2 / 2 = 163.89; / (k + 1) = 32.78
     assert _v("bstar") == pytest.approx(165.2 / 1.008, rel=1e-12)
     assert _v("bstar_over_k1") == pytest.approx(165.2 / 1.008 / 5, rel=1e-12)

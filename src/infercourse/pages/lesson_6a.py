@@ -16,6 +16,7 @@ LAB = "labs/spec_decode.py"
 DRAFT = snippets.constant(LAB, "DRAFT_MODEL")
 cfg = registry.model(registry.COURSE_MODEL).config
 dcfg = registry.model(DRAFT).config
+P.add("draft_layers", dcfg["num_hidden_layers"], "count")
 P.add("draft_model", DRAFT, "text")
 g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
 h200 = P.add("h200", registry.gpu("H200"), "record")
@@ -71,6 +72,14 @@ P.add("tpot_spec_ex", (k_lab * tau_d + tau_v) / E_ex, "s")  # problem 1
 P.add("draft_time_ex", k_lab * tau_d, "s")
 P.add("step_time_ex", k_lab * tau_d + tau_v, "s")
 P.add("sigma_free", roofline.expected_tokens_per_step(alpha_ex, k_lab), "1")  # rho = 0, tau_v = tau: sigma = E
+# the band's other end: every step (each draft step, the verification, plain decode's) pays lesson 4A's
+# assumed overhead; a 24-layer draft's step at 1 ms of floor is launch-bound, not bandwidth-bound
+tau0 = P.add("tau0", registry.STEP_OVERHEAD_S, "s")
+P.add(
+    "sigma_ex_overhead",
+    roofline.spec_speedup(alpha_ex, k_lab, tau + tau0, tau_d + tau0, tau_v + tau0),
+    "1",
+)
 
 # --- 4. batch dependence (k = K, alpha = 0.7) ---
 BATCHES = (1, 4, 16, 32, 64, 128)
@@ -200,6 +209,7 @@ SYMBOLS: list[str | tuple[str, str]] = [
     "tau",
     "tau_d",
     "tau_v",
+    "tau_0",
     "rho",
     "sigma",
     "B",
@@ -222,6 +232,7 @@ P.add(
         "vllm-cpu-no-synthetic",
         "vllm-spec-counters",
         "vllm-bench-serve-itl-per-chunk",
+        "step-overhead-assumed",
     ),
     "record",
 )
