@@ -31,11 +31,13 @@ def test_roofline_and_memory_agree_on_infinity_and_nan(bad):
 
 
 def test_device_total_upper_bytes_is_a_whole_number_of_bytes(monkeypatch):
-    # the H200 has no CUDA-reported total in the registry: its datasheet 141 "GB" read as GiB,
-    # 141 * 1,073,741,824 = 151,397,597,184 B
-    assert "H200" not in registry.GPU_MEMORY_TOTAL_MIB
-    total = memory.device_total_upper_bytes("H200")
-    assert type(total) is int and total == 151_397_597_184
+    # the A100 has no CUDA-reported total in the registry: its datasheet "GB" read as GiB
+    assert "A100" not in registry.GPU_MEMORY_TOTAL_MIB
+    a100 = registry.gpu("A100")
+    total = memory.device_total_upper_bytes("A100")
+    assert type(total) is int and total == round(a100.memory_gb) * 1_073_741_824
+    # the H200 has one: 143,771 MiB = 150,754,820,096 B, below its 141 "GB" read as GiB (151,397,597,184)
+    assert memory.device_total_upper_bytes("H200") == 143_771 * 1_048_576 == 150_754_820_096
     # memory_gb is declared float: a datasheet stating 80.0 GB must still give whole bytes, an int
     # (it returned the float 85899345920.0): 80 * 1,073,741,824 = 85,899,345,920
     h100 = dataclasses.replace(registry.gpu("H100"), memory_gb=80.0)

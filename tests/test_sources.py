@@ -13,7 +13,10 @@ from conftest import ROOT
 from infercourse import course, registry
 
 LESSONS = [lesson["page"] for p in course.parts() for lesson in p["lessons"] if lesson["page"]]
-UNLINKED = {"gpu-memory-total-rtx-4090": "public nvidia-smi logs have no one address; the page says so"}
+UNLINKED = {
+    "gpu-memory-total-rtx-4090": "public nvidia-smi logs have no one address; the page says so",
+    "gpu-memory-total-h200": "public nvidia-smi logs have no one address; the page says so",
+}
 """Facts whose source has no address, and why (assumptions need none)."""
 
 

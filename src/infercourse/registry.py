@@ -388,12 +388,15 @@ VLLM_GPU_VERSION = "0.26.0"
 VLLM_DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 """``gpu_memory_utilization`` default of ``vllm.LLM`` in 0.26.0: vllm/config/cache.py:68 at v0.26.0."""
 
-GPU_MEMORY_TOTAL_MIB: Mapping[str, int] = MappingProxyType({"RTX 4090": 24564})
+GPU_MEMORY_TOTAL_MIB: Mapping[str, int] = MappingProxyType({"RTX 4090": 24564, "H200": 143771})
 """Total device memory as CUDA reports it (``nvidia-smi --query-gpu=memory.total``, the total of
 ``torch.cuda.mem_get_info``), in MiB (2^20 bytes). vLLM multiplies *this* by
 ``gpu_memory_utilization``. The datasheet's "24 GB" is really 24 GiB of GDDR6X (12 chips of
-16 Gbit), less a little the driver keeps. Secondary: the value widely published in ``nvidia-smi``
-output for the RTX 4090; a lab receipt records the real figure of its card."""
+16 Gbit), less a little the driver keeps; the H200 SXM's "141 GB" shows as 143,771 MiB (140.4 GiB,
+150.8 GB), between the datasheet read as GB and read as GiB. Secondary: the values widely published in
+``nvidia-smi`` output for each card (the H200's in many public logs of ``nvidia-smi`` on H200 SXM
+machines); a lab receipt records the real figure of its card. Every lesson takes a card's memory from
+here (:func:`infercourse.memory.device_total_upper_bytes`), so one card has one KV budget."""
 
 VLLM_NON_KV_RESERVE_GIB = 2.0
 """ASSUMPTION (labelled as such on every page that uses it), GiB: memory vLLM keeps besides the
@@ -867,6 +870,17 @@ def facts() -> list[Fact]:
             f"{GPU_MEMORY_TOTAL_MIB['RTX 4090']:,} MiB",
             Source(
                 "`nvidia-smi --query-gpu=memory.total` as printed in many public logs of RTX 4090 machines",
+                "",
+                "secondary",
+                "no receipt of this course records it yet; a lab receipt records its card's figure",
+            ),
+        ),
+        Fact(
+            "gpu-memory-total-h200",
+            "H200 SXM: total memory as CUDA reports it",
+            f"{GPU_MEMORY_TOTAL_MIB['H200']:,} MiB",
+            Source(
+                "`nvidia-smi` as printed in many public logs of H200 SXM machines (141 GB HBM3e on the datasheet)",
                 "",
                 "secondary",
                 "no receipt of this course records it yet; a lab receipt records its card's figure",

@@ -116,7 +116,7 @@ def test_lesson_4b_headline_values():
     assert _v("p2_over") == pytest.approx(
         (2 * 6_525_621_760 * 2304 + 1_089_994_752) / 989e12 + PAIR * 34_505_856 / 989e12, rel=1e-12
     )
-    # H200 pool: 141e9 * 0.92 - 15,231,233,024 - 2 * 2^30 = 112,341,283,328 B; / (57,344 * 16) = 122,442 blocks
-    # = 1,959,072 tokens; / (8,192 + 512) = 225 requests
-    assert _v("kv_budget_h200") == pytest.approx(112_341_283_328)
-    assert _v("B_pd") == 225
+    # H200 pool: CUDA reports 143,771 MiB = 150,754,820,096 B; * 0.92 - 15,231,233,024 - 2 * 2^30 =
+    # 121,315,717,816.32 B; / (57,344 * 16) = 132,223 blocks = 2,115,568 tokens; / (8,192 + 512) = 243 requests
+    assert _v("kv_budget_h200") == pytest.approx(121_315_717_816.32)
+    assert _v("B_pd") == 243

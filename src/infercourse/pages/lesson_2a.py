@@ -52,6 +52,7 @@ P.add("s_fit", fit_tokens // block // bstar_n * block, "tokens")
 
 # The capacity table: for each GPU, B* sequences at each context against what its card can give.
 contexts = P.add("contexts", [512, 1024, 4096, 32768], "record")
+P.add("cuda_cards", " and ".join(registry.gpu(key).name for key in registry.GPU_MEMORY_TOTAL_MIB), "text")
 
 
 def _capacity_row(key: str, card: registry.GPUFacts) -> dict:
@@ -142,6 +143,7 @@ P.add(
         "model-qwen-qwen2-5-7b-instruct",
         "gpu-rtx-4090",
         "gpu-h200",
+        "gpu-memory-total-h200",
         "gpu-h100",
         "gpu-a100",
         "vllm-scheduler-defaults",

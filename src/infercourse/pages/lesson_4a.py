@@ -323,6 +323,7 @@ P.add(
         "model-qwen-qwen2-5-7b-instruct",
         "gpu-rtx-4090",
         "gpu-h200",
+        "gpu-memory-total-h200",
         "vllm-scheduler-defaults",
         "vllm-scheduler-running-first",
         "vllm-preemption-victim",

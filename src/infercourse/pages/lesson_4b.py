@@ -91,13 +91,7 @@ weights = P.add("weights", transformer.weight_bytes(cfg, 2), "B")
 
 # --- sizing the pools (H200, 8k in / 512 out): prefill GPU-seconds vs decode GPU-seconds per request ---
 n_out = P.add("n_out", 512, "tokens")
-kv_budget_h200 = memory.kv_budget_bytes(
-    h200.memory_gb * 1e9,
-    weights,
-    registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB,
-    registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
-)  # the datasheet's GB as the total: a lower bound on what CUDA reports
-P.add("kv_budget_h200", kv_budget_h200, "B")
+kv_budget_h200 = P.add("kv_budget_h200", memory.default_kv_budget_bytes("H200", weights), "B")
 B_pd = P.add("B_pd", memory.kv_capacity_tokens(kv_budget_h200, kappa) // (S_8k + n_out), "sequences")
 tau_pd = P.add("tau_pd", roofline.decode_step_floor(h200, cfg, S_8k + n_out // 2, B_pd), "s")
 t_pf = P.add("t_pf", roofline.prefill_floor(h200, cfg, S_8k), "s")
@@ -283,6 +277,7 @@ P.add(
         "model-qwen-qwen2-5-7b-instruct",
         "gpu-rtx-4090",
         "gpu-h200",
+        "gpu-memory-total-h200",
         "vllm-scheduler-defaults",
         "vllm-chunked-prefill-default",
         "vllm-token-budget",
