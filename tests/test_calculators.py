@@ -153,7 +153,8 @@ def _roofline_cases() -> list[dict]:
 
 def _spec_cases() -> list[dict]:
     cases = []
-    alphas, ks, rhos, batches = [0, 0.5, 0.7, 0.9, 1], [1, 4, 8], [0.05, 0.1, 0.3], [1, 16, 64]
+    alphas, ks, batches = [0, 0.5, 0.7, 0.9, 1], [1, 4, 8], [1, 16, 64]
+    drafts = [dict(registry.model(m).config) for m in (calculators.DRAFT_MODEL, registry.COURSE_MODEL)]
     for i, (model, gpu, alpha, k) in enumerate(itertools.product(MODELS, GPUS, alphas, ks)):
         cases.append(
             dict(
@@ -161,26 +162,33 @@ def _spec_cases() -> list[dict]:
                 gpu=gpu,
                 alpha=alpha,
                 k=k,
-                rho=rhos[i % len(rhos)],
                 batch=batches[i % len(batches)],
                 context=[512, 1024, 8192][i % 3],
+                draft=drafts[i % len(drafts)],
             )
         )
-    base = dict(config=dict(registry.model().config), gpu="RTX 4090", alpha=0.7, k=4, rho=0.1, batch=1, context=1024)
+    base = dict(
+        config=dict(registry.model().config),
+        gpu="RTX 4090",
+        alpha=0.7,
+        k=4,
+        batch=1,
+        context=1024,
+        draft=drafts[0],
+    )
     for bad in (
         dict(alpha=-0.1),
         dict(alpha=1.1),
         dict(k=0),
         dict(k=2.5),
-        dict(rho=0),
-        dict(rho=-1),
         dict(batch=0),
         dict(context=-1),
-        dict(alpha=2, k=0, rho=0),
+        dict(alpha=2, k=0, batch=0),
     ):
         cases.append(base | bad)
     for config in PASTED:
         cases.append(base | dict(config=config))
+        cases.append(base | dict(draft=config))
     return cases
 
 

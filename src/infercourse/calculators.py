@@ -16,7 +16,10 @@ import math
 from collections.abc import Mapping
 from typing import Any, cast
 
-from infercourse import fmt, memory, registry, roofline, transformer
+from infercourse import fmt, memory, registry, roofline, snippets, transformer
+
+DRAFT_MODEL = snippets.constant("labs/spec_decode.py", "DRAFT_MODEL")
+"""The spec calculator's default draft: lesson 6A's, the lab's ``DRAFT_MODEL`` (a registry model)."""
 
 KV_DTYPE_BYTES = {"bf16": 2, "fp8": 1}
 """Bytes per cached element b_kv by the calculators' KV dtype choice."""
@@ -233,25 +236,27 @@ def spec_calc(
     gpu: str,
     alpha: float = 0.7,
     k: int = 4,
-    rho: float = 0.1,
     batch: int = 1,
     context: int = 1024,
+    draft: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Lesson 6A's calculator: expected tokens per step and the speedup of speculative decoding.
 
-    The target's plain step tau and verification step tau_v are its BF16 floors on ``gpu`` (a registry short name;
-    :func:`infercourse.roofline.spec_step_floors`); the draft step is ``rho`` * tau (the draft-cost ratio).
+    The three steps are lesson 6A's BF16 floors on ``gpu`` (a registry short name;
+    :func:`infercourse.roofline.spec_step_floors`): the target's plain step tau and verification tau_v, and the
+    ``draft`` model's step tau_d at the same batch and context (default: the lesson's draft,
+    :data:`DRAFT_MODEL`), so the draft's cost grows with the batch as the lesson's does.
 
     Returns:
-        ``expected`` (tokens per target step), ``tau``, ``tau_d``, ``tau_v``, ``step_s`` (k tau_d + tau_v),
-        ``tpot`` (s per token with speculation), ``speedup`` (sigma), ``errors``.
+        ``expected`` (tokens per target step), ``tau``, ``tau_d``, ``tau_v``, ``rho`` (tau_d / tau), ``step_s``
+        (k tau_d + tau_v), ``tpot`` (s per token with speculation), ``speedup`` (sigma), ``errors``.
     """
-    out: dict[str, Any] = dict.fromkeys(("expected", "tau", "tau_d", "tau_v", "step_s", "tpot", "speedup"))
+    draft = registry.model(DRAFT_MODEL).config if draft is None else draft
+    out: dict[str, Any] = dict.fromkeys(("expected", "tau", "tau_d", "tau_v", "rho", "step_s", "tpot", "speedup"))
     out["errors"] = errors = {}
     checks = (
         ("alpha", lambda: roofline.expected_tokens_per_step(alpha, 1)),
         ("k", lambda: roofline.expected_tokens_per_step(0.5, k)),
-        ("rho", lambda: _positive_number("draft-cost ratio", rho)),
         ("batch", lambda: _whole("batch", batch)),
         ("context", lambda: _whole("context", context)),
     )
@@ -265,9 +270,12 @@ def spec_calc(
             tau, _, tau_v = roofline.spec_step_floors(registry.gpu(gpu), config, config, context, batch, k)
         except ValueError as e:
             errors["config"] = str(e)
+        try:
+            tau_d = roofline.decode_step_floor(registry.gpu(gpu), draft, context, batch)
+        except ValueError as e:
+            errors["draft"] = str(e)
     if errors:
         return out
-    tau_d = rho * tau
     expected = roofline.expected_tokens_per_step(alpha, k)
     step = k * tau_d + tau_v
     out.update(
@@ -275,6 +283,7 @@ def spec_calc(
         tau=tau,
         tau_d=tau_d,
         tau_v=tau_v,
+        rho=tau_d / tau,
         step_s=step,
         tpot=step / expected,
         speedup=roofline.spec_speedup(alpha, k, tau, tau_d, tau_v),
@@ -305,5 +314,6 @@ def registry_export() -> dict[str, Any]:
             "reserve_gib": registry.VLLM_NON_KV_RESERVE_GIB,
             "block_size": registry.VLLM_DEFAULT_BLOCK_SIZE,
             "awq_group_size": registry.AWQ_GROUP_SIZE,
+            "draft": DRAFT_MODEL,
         },
     }

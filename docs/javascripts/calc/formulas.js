@@ -293,18 +293,19 @@ export function rooflineCalc(inp, reg) {
   return out;
 }
 
-// spec_calc. `inp`: {config, gpu, alpha, k, rho, batch, context}.
+// spec_calc. `inp`: {config, gpu, alpha, k, batch, context, draft} (draft: the draft model's config).
 export function specCalc(inp, reg) {
   const c = inp.config;
-  const out = { expected: null, tau: null, tau_d: null, tau_v: null, step_s: null, tpot: null, speedup: null, errors: {} };
+  const out = {
+    expected: null, tau: null, tau_d: null, tau_v: null, rho: null, step_s: null, tpot: null, speedup: null, errors: {},
+  };
   const errors = out.errors;
   attempt(errors, "alpha", () => expectedTokensPerStep(inp.alpha, 1));
   attempt(errors, "k", () => expectedTokensPerStep(0.5, inp.k));
-  attempt(errors, "rho", () => positiveNumber("draft-cost ratio", inp.rho));
   attempt(errors, "batch", () => whole("batch", inp.batch));
   attempt(errors, "context", () => whole("context", inp.context));
   const g = reg.gpus[inp.gpu];
-  let tau, tauV;
+  let tau, tauV, tauD;
   if (!Object.keys(errors).length) {
     attempt(errors, "config", () => { // spec_step_floors(g, c, c, context, batch, k): the plain and verify steps
       const tokens = inp.batch * (inp.k + 1);
@@ -315,13 +316,16 @@ export function specCalc(inp, reg) {
       tau = l1 + a1;
       tauV = linear + attention;
     });
+    attempt(errors, "draft", () => { // decode_step_floor(g, draft, context, batch)
+      const [l, a] = decodeKernelFloors(g, inp.draft, inp.context, inp.batch);
+      tauD = l + a;
+    });
   }
   if (Object.keys(errors).length) return out;
-  const tauD = inp.rho * tau;
   const expected = expectedTokensPerStep(inp.alpha, inp.k);
   const step = inp.k * tauD + tauV;
   Object.assign(out, {
-    expected, tau, tau_d: tauD, tau_v: tauV, step_s: step, tpot: step / expected,
+    expected, tau, tau_d: tauD, tau_v: tauV, rho: tauD / tau, step_s: step, tpot: step / expected,
     speedup: expected * tau / (inp.k * tauD + tauV),
   });
   return out;
