@@ -61,9 +61,9 @@ bench: $(STAMP) node chromium
 
 # --- tests --------------------------------------------------------------------------------
 # The fast loop while editing: every test that needs no site build, no browser and no lab environment
-# (markers set in tests/conftest.py); installs only the docs environment. `make check LESSON=6A`: one
+# (markers set in tests/conftest.py); installs only the docs environment, and Node (the calculators' JavaScript runs under it). `make check LESSON=6A`: one
 # lesson's (tests/lessons/test_6a.py, tests/labs/test_<its lab>.py, the tests parametrized by its page or lab).
-check: $(STAMP)
+check: $(STAMP) node
 	$(BIN)/pytest -m "not build and not browser and not lab" $(if $(LESSON),--lesson $(LESSON))
 
 # Lint, format and type gates (configured in pyproject.toml).
