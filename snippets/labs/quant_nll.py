@@ -15,8 +15,9 @@ Each child measures, inside its engine:
 - the KV tokens vLLM allocated (``vllm:cache_config_info``: blocks x block size);
 - the kernel vLLM says it selected for the linear layers (its start-up log, :data:`KERNEL_PATTERN`);
 - the decode step time at each batch of :data:`STEP_BATCHES` (``labkit.decode_step_s``, the method of
-  lab 2A): where weight-only AWQ reads 4x fewer bytes but, dequantising to BF16, turns compute-bound
-  at a third of BF16's batch;
+  lab 2A): where weight-only AWQ reads about a quarter of the bytes per quantised weight (4 bits plus
+  its group's scale and zero; lesson 3A has the exact ratios) but, multiplying in 16 bits, turns
+  compute-bound at a third of BF16's batch;
 - the quality cost: the mean negative log-likelihood (NLL, nats per token) of :data:`TEXT` under the
   model, from ``SamplingParams(max_tokens=1, prompt_logprobs=0)``. vLLM returns, for every prompt
   position after the first, the log-probability of the prompt's own token given the tokens before

@@ -234,8 +234,18 @@ def decode_step_floor(
     return sum(decode_kernel_floors(gpu, config, context_len, batch, weight_bytes, kv_dtype_bytes, peak_tflops))
 
 
-def prefill_floor(gpu: GPUFacts, config, prompt_len: int, weight_bytes: float = 2, kv_dtype_bytes: int = 2) -> float:
+def prefill_floor(
+    gpu: GPUFacts,
+    config,
+    prompt_len: int,
+    weight_bytes: float = 2,
+    kv_dtype_bytes: int = 2,
+    peak_tflops: float | None = None,
+) -> float:
     """Least time (s) of one prefill pass over ``prompt_len`` tokens (a lower bound on TTFT).
+
+    ``peak_tflops``: the weight matmuls' peak (TFLOP/s), default BF16: the FP8 peak for W8A8 FP8. Weight-only
+    formats (AWQ's W4A16) multiply in BF16, so only their bytes (``weight_bytes``) change.
 
     weight matmuls: max((2 (M - H) S + 2 H) / peak, M b / bandwidth), where H = vocab x hidden is the
     output head, applied to the last position only (vLLM computes logits for it alone);
@@ -244,7 +254,7 @@ def prefill_floor(gpu: GPUFacts, config, prompt_len: int, weight_bytes: float = 
     Raises:
         ValueError: a non-positive length or width, or a config key missing.
     """
-    return chunk_step_floor(gpu, config, prompt_len, 0, weight_bytes, kv_dtype_bytes)
+    return sum(_chunk_kernel_floors(gpu, config, prompt_len, 0, weight_bytes, kv_dtype_bytes, peak_tflops))
 
 
 # --- lesson 4B: chunked prefill and PD disaggregation ---
@@ -269,7 +279,13 @@ def chunk_step_floor(
 
 
 def _chunk_kernel_floors(
-    gpu: GPUFacts, config, chunk: int, context: int, weight_bytes: float, kv_dtype_bytes: int
+    gpu: GPUFacts,
+    config,
+    chunk: int,
+    context: int,
+    weight_bytes: float,
+    kv_dtype_bytes: int,
+    peak_tflops: float | None = None,
 ) -> tuple[float, float]:
     """(weight matmuls, attention) floors (s) of :func:`chunk_step_floor`."""
     from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token
@@ -280,7 +296,7 @@ def _chunk_kernel_floors(
         raise ValueError(f"context must be a whole number of tokens >= 0, got {context!r}")
     m = matmul_params(config)
     head = config["vocab_size"] * config["hidden_size"]
-    linear = time_floor(gpu, 2 * (m - head) * chunk + 2 * head, m * weight_bytes)
+    linear = time_floor(gpu, 2 * (m - head) * chunk + 2 * head, m * weight_bytes, peak_tflops)
     positions = chunk * (2 * context + chunk + 1) / 2  # context+1 + ... + context+chunk
     attention = time_floor(
         gpu,

@@ -225,6 +225,28 @@ def predicted_rows(gpu_name: str = registry.LAB_GPU, model_name: str = registry.
     return rows
 
 
+def demands(gpu_name: str = registry.LAB_GPU, model_name: str = registry.COURSE_MODEL) -> list[roofline.Demand]:
+    """What each decode step floor of :func:`predicted_rows` asks of ``gpu_name`` (the physics check's input):
+    the format's bytes per quantised weight, from its weight bytes with the rest of the model 16-bit."""
+    cfg, gpu = registry.model(model_name).config, registry.gpu(gpu_name)
+    n, n_q = transformer.param_count(cfg), transformer.linear_weight_count(cfg)
+    context = STEP_PROMPT_LEN + STEP_OUTPUT_LEN // 2
+    return [
+        roofline.decode_demand(
+            gpu,
+            cfg,
+            batch,
+            context,
+            step_s,
+            f"quant_nll: {r['format']} at B = {batch}",
+            weight_bytes=(r["weight_bytes"] - 2 * (n - n_q)) / n_q,
+            peak_tflops=registry.fp8_dense_tflops(gpu_name) if r["format"] == "fp8" else None,
+        )
+        for r in predicted_rows(gpu_name, model_name)
+        for batch, step_s in zip(STEP_BATCHES, r["step_floor_s"], strict=True)
+    ]
+
+
 def prediction() -> str:
     """Markdown: the RTX 4090's weight bytes, KV tokens and weight floor per decode step, per format."""
     rows = predicted_rows()
@@ -268,6 +290,7 @@ SPEC = LabSpec(
         awq_gain_shrinks_with_batch,
     ),
     prediction=prediction,
+    demands=demands,
     prediction_basis="the weight bytes, the KV budget with an assumed reserve and the roofline",
     columns=(
         Column("format", "format", str, align_right=False),

@@ -116,6 +116,22 @@ P.add("big_fp8", matmul_floor("fp8", big_batch), "s")
 P.add("big_awq", matmul_floor("awq", big_batch), "s")
 P.add("big_edge_awq", matmul_floor("bf16", big_batch) / matmul_floor("awq", big_batch), "1")
 
+# Prefill (TTFT) of a 2,048-token prompt on the RTX 4090: compute-bound, so what counts is the peak the
+# matmuls run at, not their bytes (lesson 0A): W4A16 multiplies in BF16, W8A8 FP8 at the FP8 peak.
+prompt_2k = P.add("prompt_2k", 2048, "tokens")
+
+
+def ttft_floor(fmt_name: str) -> float:
+    """TTFT floor (s) of the 2,048-token prompt on the RTX 4090 in a format (:func:`roofline.prefill_floor`)."""
+    peak = P_fp8 if fmt_name == "fp8" else None
+    return roofline.prefill_floor(g4090, cfg, prompt_2k, b_bar[fmt_name], peak_tflops=peak)
+
+
+P.add("ttft_bf16", ttft_floor("bf16"), "s")
+P.add("ttft_awq", ttft_floor("awq"), "s")
+P.add("ttft_fp8", ttft_floor("fp8"), "s")
+P.add("ttft_fp8_gain", ttft_floor("bf16") / ttft_floor("fp8"), "1")
+
 # Freed memory becomes KV cache on the 24 GB card (lesson 1A's budget, same assumed reserve).
 kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
 D = P.add("D", memory.device_total_bytes("RTX 4090"), "B")
@@ -162,6 +178,15 @@ P.add("step_bf16_small", step_floor("bf16", step_small), "s")
 P.add("step_awq_small", step_floor("awq", step_small), "s")
 P.add("step_bf16_large", step_floor("bf16", step_large), "s")
 P.add("step_awq_large", step_floor("awq", step_large), "s")
+# the whole step at batch 1 adds the KV reads of the sweep's context to the matmuls' floor of section 3
+P.add(
+    "step_kv_small",
+    step_small
+    * transformer.kv_bytes_per_token(cfg, 2)
+    * (step_prompt + step_output // 2)
+    / (g4090.bandwidth_gb_s * 1e9),
+    "s",
+)
 
 SYMBOLS: list[str | tuple[str, str]] = [
     ("N", f"Here {fmt.count(N)}."),
