@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 
 import pytest
@@ -30,7 +31,13 @@ def test_vram_needed_counts_a_draft_model_s_weights_and_kv_cache():
 
 def test_box_names_the_install_the_driver_the_hub_workaround_and_the_receipt_folder():
     box = labbox.lab_box("phases.py")
-    assert box.startswith('!!! example "GPU lab: `snippets/labs/phases.py`"')
+    # one line, collapsed: the lab, its cards, its VRAM, its time and price; the details open on a click
+    title = box.splitlines()[0]
+    minutes = labbox.lab_minutes("phases")["total"]
+    assert title == (
+        f'??? example "GPU lab: `snippets/labs/phases.py` · 1 × RTX 4090 · 18.1 GiB of VRAM · '
+        f'about {math.ceil(minutes)} min, ¥{minutes / 60 * 2.0:.2f}"'
+    )
     assert "pip install -r requirements-labs-gpu.txt" in box and "run_labs.py --check" in box
     assert "driver is 580 or newer" in box and "CUDA 12" not in box
     assert "VLLM_USE_MODELSCOPE=True" in box

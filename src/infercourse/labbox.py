@@ -173,8 +173,9 @@ def lab_code(script: str) -> str:
 
 
 def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL) -> str:
-    """Markdown admonition for the lab ``snippets/labs/<script>``: VRAM, card, time, cost, platform notes
-    and commands, every figure computed from the lab's own settings (its spec's :class:`LabWork`). A lab
+    """Markdown admonition for the lab ``snippets/labs/<script>``, collapsed behind a one-line title (cards,
+    VRAM, minutes, yuan): VRAM, card, time, cost, platform notes and commands, every figure computed from
+    the lab's own settings (its spec's :class:`LabWork`). A lab
     that takes ``--parts`` declares them in the script, ``PARTS = {name: what it shows}``: the box lists
     each, with the command that runs it alone.
 
@@ -221,7 +222,11 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
         if work.decode_steps
         else ""
     ) + (f", {m['arrivals']:.1f} min of requests arriving at fixed rates" if work.arrival_s else "")
-    return f"""!!! example "GPU lab: `snippets/labs/{script}`"
+    title = (
+        f"GPU lab: `snippets/labs/{script}` · {work.gpus} × {card.name} · {fmt.gib(need, 1)} of VRAM · "
+        f"about {math.ceil(m['total'])} min, ¥{lab_cny(name, m['total']):.2f}"
+    )
+    return f"""??? example "{title}"
     - **Minimum VRAM:** {fmt.gib(need, 1)}: {model_name}'s BF16 weights ({fmt.gib(weights, 1)}){draft}, the KV
       cache of {fmt.count(work.peak_kv_tokens)} tokens{both} and vLLM's other memory
       (assumed {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB), over the default `gpu_memory_utilization` of
