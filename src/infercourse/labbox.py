@@ -242,7 +242,8 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
       downloads. If Hugging Face is slow or blocked, set `VLLM_USE_MODELSCOPE=True`: every file the lab reads
       goes through vLLM, which then fetches from ModelScope. On vLLM's CPU build the script runs as it is
       (it sets `VLLM_CPU_KVCACHE_SPACE` to 1 GiB when unset), but its timings belong to that CPU; our
-      tests run it there with a tiny random model, so it is known to run end to end.{parts_note}
+      tests run it there with a tiny random model, so it is known to run end to end
+      ([how the course checks itself](../checks.md#labs)).{parts_note}
 
     - **Notebook:** the same lab cell by cell for JupyterLab (preflight, install, model download to
       AutoDL's data disk, the lab, its receipt against the lesson's prediction):

@@ -143,9 +143,6 @@ def test_the_page_describes_the_cpu_run_the_test_makes():
     assert args.prompt_tokens == _v("cpu_prompt") and args.max_num_batched_tokens == _v("cpu_budget")
     assert (args.output_min, args.output_max) == (2, 24)
     assert _v("cpu_lengths_text") == ", ".join(map(str, CPU_LENGTHS))
-    assert " and ".join(f"{r:g}" for r in args.rates) == _v("cpu_rates") == "2 and 8"
-    assert (args.num_prompts, args.online_output_tokens) == (_v("cpu_num_prompts"), _v("cpu_online_out")) == (8, 16)
-    assert _v("cpu_online_generated") == 8 * 16 == 128
     assert args.parts == ["offline", "online"]
 
 

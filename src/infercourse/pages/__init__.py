@@ -118,6 +118,7 @@ def _pages() -> Mapping[str, str]:
         "facts.md": "facts_page",
         "autodl.md": "autodl_page",
         "receipts.md": "receipts_page",
+        "checks.md": "checks_page",
     }
     for part in course.parts():
         for lesson in part["lessons"]:

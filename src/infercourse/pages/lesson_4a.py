@@ -175,11 +175,6 @@ P.add("cpu_continuous", batching.schedule(_cpu_prompts, cpu_lengths, cpu_B, cpu_
 P.add("cpu_step_tokens", cpu_n * cpu_prompt + sum(cpu_lengths), "tokens")
 P.add("cpu_generated", sum(cpu_lengths), "tokens")
 P.add("cpu_first_fit", cpu_budget // cpu_prompt, "sequences")
-# the online part's CPU run: 8 requests per rate at 2 and 8 per second, 16 output tokens
-cpu_rates = P.add("cpu_rates", "2 and 8", "text")
-cpu_num_prompts = P.add("cpu_num_prompts", 8, "sequences")
-cpu_online_out = P.add("cpu_online_out", 16, "tokens")
-P.add("cpu_online_generated", cpu_num_prompts * cpu_online_out, "tokens")
 
 # --- the figures ---
 PARETO_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
