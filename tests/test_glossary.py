@@ -50,12 +50,19 @@ def test_every_term_has_a_chinese_term_and_says_where_it_comes_from():
     assert "键值缓存" in zh["kv-cache"] and "屋顶线模型" in zh["roofline"]
 
 
+def _first() -> dict:
+    return yaml.safe_load(glossary.SOURCE.read_text(encoding="utf-8"))[0]
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
         (lambda e: e.pop("zh"), "missing ['zh']"),
         (lambda e: e.update(zh="prefill"), "no Chinese characters"),
         (lambda e: e.update(zh_source="a blog"), "zh_source must be an http(s) address or null"),
+        # a repeated term under a new id (entry 0's, with other case and spacing), in either language
+        (lambda e: e.update(term=str(_first()["term"]).upper() + " "), "is already the term of entry"),
+        (lambda e: e.update(zh=_first()["zh"]), "is already the zh of entry"),
     ],
 )
 def test_an_entry_without_a_proper_chinese_term_is_refused(tmp_path, monkeypatch, change, message):

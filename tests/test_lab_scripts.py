@@ -37,6 +37,10 @@ def test_help_runs_without_vllm(script):
         ("metrics.py", ["--model", "./no/such/folder"], "not found"),
         ("weights.py", ["--max-model-len", "1"], "--max-model-len"),
         ("weights.py", ["--model", "/no/such/folder"], "not found"),
+        # before any engine starts (it used to measure, then die dividing by zero, or write negative floors)
+        ("batch_decode.py", ["--bandwidth-gb-s", "0"], "--bandwidth-gb-s must be a positive number"),
+        ("batch_decode.py", ["--bandwidth-gb-s", "-5"], "--bandwidth-gb-s must be a positive number"),
+        ("batch_decode.py", ["--bandwidth-gb-s", "nan"], "--bandwidth-gb-s must be a positive number"),
     ],
 )
 def test_bad_input_is_one_line_and_nonzero(script, args, says):

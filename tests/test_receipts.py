@@ -209,6 +209,18 @@ def test_check_receipts_script_exit_status(tmp_path):
     assert failed.returncode == 1 and "FAIL ttft_grows_with_prompt" in failed.stdout
     missing = subprocess.run([sys.executable, script, tmp_path / "none.json"], capture_output=True, text=True)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe{")  # not UTF-8: one line, not a traceback
+    unreadable = subprocess.run([sys.executable, script, binary], capture_output=True, text=True)
+    assert unreadable.returncode == 2 and unreadable.stderr.count("\n") == 1 and "not UTF-8" in unreadable.stderr
+
+
+def test_every_committed_receipt_keeps_its_lesson_s_claims():
+    # what scripts/check_receipts.py does, in the fast tier: an edited count in a committed receipt fails here
+    paths = sorted(labs.RECEIPTS_DIR.glob("*/*.json"))
+    assert paths, "no committed receipts found"
+    failed = [f"{p}:\n{text}" for p in paths for passed, text in [labs.report(labs.load_receipt(p))] if not passed]
+    assert not failed, "\n".join(failed)
 
 
 def _write_with_labkit(tmp_path, rows, units):

@@ -33,11 +33,13 @@ def entries() -> list[dict]:
     Raises:
         ValueError: an entry lacks ``term``/``id``/``zh``/``zh_source``/``definition``, has an unknown
             field, a ``zh`` without Chinese characters, a ``zh_source`` that is neither null nor an
-            http(s) address, a malformed or repeated ``id``, or two entries claim the same tooltip word.
+            http(s) address, a malformed or repeated ``id``, a term (English or Chinese, ignoring case and
+            spacing) that an earlier entry already has, or two entries claim the same tooltip word.
     """
     items = yaml.safe_load(SOURCE.read_text(encoding="utf-8"))
     seen_ids: set[str] = set()
     seen_abbr: set[str] = set()
+    seen_terms: dict[tuple[str, str], str] = {}  # ("term" or "zh", normalised) -> the id of the entry with it
     for item in items:
         where = f"{SOURCE.name}, entry {item.get('term', item)!r}"
         missing = _REQUIRED - item.keys()
@@ -52,6 +54,14 @@ def entries() -> list[dict]:
             raise ValueError(f"{where}: zh {item['zh']!r} has no Chinese characters; give the Chinese term")
         if item["zh_source"] is not None and not str(item["zh_source"]).startswith(("https://", "http://")):
             raise ValueError(f"{where}: zh_source must be an http(s) address or null, got {item['zh_source']!r}")
+        for key in ("term", "zh"):
+            norm = (key, " ".join(str(item[key]).lower().split()))
+            if norm in seen_terms:
+                raise ValueError(
+                    f"{where}: {key} {item[key]!r} is already the {key} of entry {seen_terms[norm]!r}; "
+                    "add to that entry instead of repeating it under a new id"
+                )
+            seen_terms[norm] = item["id"]
         for word in item.get("abbr", []):
             if word in seen_abbr:
                 raise ValueError(f"{where}: tooltip word {word!r} is claimed twice")

@@ -159,11 +159,13 @@ def load_receipt(path: Path | str) -> dict:
 
     Raises:
         FileNotFoundError: no such file.
-        ReceiptError: not JSON, or not the schema (:func:`validate_receipt`).
+        ReceiptError: not UTF-8 text, not JSON, or not the schema (:func:`validate_receipt`).
     """
     path = Path(path)
     try:
-        receipt = json.loads(path.read_text())
+        receipt = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ReceiptError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}): a receipt is JSON") from None
     except json.JSONDecodeError as exc:
         raise ReceiptError(f"{path} is not JSON: {exc}") from None
     try:
