@@ -143,6 +143,8 @@ def test_page_messages_and_crossover_by_hand():
     assert (_v("m1"), _v("m64")) == (7_168, 458_752)  # 3,584 * 2 and 64 * 3,584 * 2
     # m / beta = 2 alpha at m = 2 * 10 us * 31.5e9 B/s = 630,000 B = 87.89 sequences of 7,168 B
     assert _v("B_cross_4090") == pytest.approx(87.89, abs=0.01)
+    # B = 64: 458,752 / 31.5e9 + 2 x 10 us = 14.5636 + 20 = 34.5636 us against 20.2276 us: 1.7087 times
+    assert _v("ar_growth_4090") == pytest.approx(34.5636 / 20.2276, rel=1e-5)
     # KV per GPU: 57,344 / 2 = 28,672; / 4 = 14,336
     assert (_v("kappa_rank2"), _v("kappa_rank4")) == (28_672, 14_336)
     # T must divide the 28 query heads (1, 2, 4, 7, 14, 28) and the width 18,944 = 2^8 x 74 (drops 7, 14, 28),

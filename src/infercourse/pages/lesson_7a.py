@@ -76,6 +76,7 @@ m64 = P.add("m64", 64 * d * 2, "B")
 ar1_4090 = P.add("ar1_4090", roofline.ring_allreduce_time(m1, 2, link_4090, alpha_4090), "s")
 ar64_4090 = P.add("ar64_4090", roofline.ring_allreduce_time(m64, 2, link_4090, alpha_4090), "s")
 P.add("ar1_h200", roofline.ring_allreduce_time(m1, 2, link_h200, alpha_h200), "s")
+P.add("ar_growth_4090", ar64_4090 / ar1_4090, "1")
 P.add("gather1_4090", roofline.logits_gather_time(cfg, 1, 2, link_4090, alpha_4090), "s")
 P.add("ar64_h200", roofline.ring_allreduce_time(m64, 2, link_h200, alpha_h200), "s")
 # the batch where T = 2's bandwidth term m / beta equals its latency term 2 alpha: B = 2 alpha beta / (2 d)
@@ -155,6 +156,9 @@ P.add("m2k", 2048 * d * 2, "B")
 P.add("p2k_comm", p2k["comm2"], "s")
 P.add("p2k_compute", p2k["compute2"], "s")
 P.add("p2k_ratio", p2k["comm_vs_compute"], "1")
+_shares_4090 = [r["comm_vs_compute"] for r in prefill_rows if r["gpu"] == g4090.name]
+P.add("prefill_share_min", min(_shares_4090), "1")
+P.add("prefill_share_max", max(_shares_4090), "1")
 P.add("ar2k_4090", roofline.ring_allreduce_time(2048 * d * 2, 2, link_4090, alpha_4090), "s")
 
 # --- problems ---
