@@ -10,6 +10,8 @@ the step model, so a step model that leaves work out predicts a rate whose deman
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from infercourse import batching, labs, registry, roofline
@@ -42,14 +44,25 @@ def test_every_time_and_rate_on_a_page_is_physically_possible(page):
     assert problems_of(values_for(page)) == []
 
 
-@pytest.mark.parametrize("lab", labs.wired())
+TIME_OR_RATE = re.compile(r"\d\s*(?:ms|µs)\b|/s\b|\(ms\)|\(s\)")
+"""A time or a rate in a prediction's Markdown: "14.0 ms", "tok/s", a "(ms)" or "(s)" column."""
+
+
+@pytest.mark.parametrize("lab", [lab for lab in labs.wired() if labs.spec(lab).demands is not None])
 def test_every_time_and_rate_a_lab_predicts_is_physically_possible(lab):
-    spec = labs.spec(lab)
-    if spec.demands is None:
-        pytest.skip(f"{lab}'s prediction has no time or rate")
-    demands = spec.demands()
+    demands = labs.spec(lab).demands()
     assert demands, f"{lab}: demands() returned nothing; return what each predicted time or rate asks of the card"
     assert [p for d in demands for p in d.problems()] == []
+
+
+@pytest.mark.parametrize("lab", labs.wired())
+def test_a_lab_that_predicts_a_time_or_a_rate_declares_its_demands(lab):
+    spec = labs.spec(lab)
+    shown = TIME_OR_RATE.findall(spec.prediction())
+    assert spec.demands is not None or not shown, (
+        f"{lab}'s prediction shows {shown[:3]}: give its LabSpec demands=... (what each time or rate asks of the "
+        "card, roofline.decode_demand / prefill_demand / serving_demand) so the physics check can hold it"
+    )
 
 
 def test_lesson_4a_shows_rates_with_their_demands():
