@@ -291,8 +291,6 @@ def max_request_rate(
         ValueError: a non-positive length, ``max_batch`` or budget; a budget too small for B = 1; as
             :func:`serving_step_time`.
     """
-    from infercourse.roofline import serving_demand
-
     positive("max_batch", max_batch)
     positive("max_num_batched_tokens", max_num_batched_tokens)
     batches = [b for b in range(1, max_batch + 1) if step_tokens(b, prompt_len, output_len) <= max_num_batched_tokens]
@@ -306,9 +304,16 @@ def max_request_rate(
         for b in batches
         for t in [serving_step_time(gpu, config, b, prompt_len, output_len, overhead_s, weight_bytes)]
     )
-    what = f"{rate:.1f} requests/s of {prompt_len} + {output_len} tokens at B = {batch}"
-    demand = serving_demand(gpu, config, rate, prompt_len, output_len, t, what)
-    return {"rate": rate, "B": batch, "tpot": t, "x": rate * output_len, "demand": demand}
+    return _serving_point(gpu, config, rate, batch, t, prompt_len, output_len)
+
+
+def _serving_point(gpu: GPUFacts, config, rate: float, batch: int, tpot: float, prompt_len: int, output_len: int):
+    """``{"rate", "B", "tpot", "x", "demand"}`` of a steady state serving ``rate`` requests/s at ``batch``."""
+    from infercourse.roofline import serving_demand
+
+    what = f"{rate:.3g} requests/s of {prompt_len} + {output_len} tokens at B = {batch}"
+    demand = serving_demand(gpu, config, rate, prompt_len, output_len, tpot, what)
+    return {"rate": rate, "B": batch, "tpot": tpot, "x": rate * output_len, "demand": demand}
 
 
 def rate_point(
@@ -331,8 +336,6 @@ def rate_point(
     Raises:
         ValueError: as :func:`batch_at_rate` and :func:`max_request_rate`.
     """
-    from infercourse.roofline import serving_demand
-
     args = (gpu, config, rate, prompt_len, output_len, overhead_s, max_batch, max_num_batched_tokens, weight_bytes)
     batch = batch_at_rate(*args)
     if batch is None:
@@ -341,6 +344,4 @@ def rate_point(
         )
         return {**knee, "rate": rate, "knee": True}
     tpot = serving_step_time(gpu, config, batch, prompt_len, output_len, overhead_s, weight_bytes)
-    what = f"{rate:g} requests/s of {prompt_len} + {output_len} tokens at B = {batch}"
-    demand = serving_demand(gpu, config, rate, prompt_len, output_len, tpot, what)
-    return {"rate": rate, "B": batch, "tpot": tpot, "x": rate * output_len, "knee": False, "demand": demand}
+    return {**_serving_point(gpu, config, rate, batch, tpot, prompt_len, output_len), "knee": False}
