@@ -13,9 +13,9 @@ One engine per run, each in a fresh Python process (this script with ``--child``
    (on a GPU pair vLLM would otherwise use its own all-reduce kernel where peer-to-peer access works).
 5. ``allreduce``: no engine: ``torch.distributed.all_reduce`` timed over :data:`ALLREDUCE_BYTES` on every
    visible GPU (NCCL; one GPU: ``n/a``), or on two CPU processes (gloo), then the least-squares fit
-   t = a + n b (``torch.linalg.lstsq``) that gives the lesson's ring model its alpha (a / (2 (T - 1)), per
-   ring step) and link bandwidth (2 (T - 1) / (T b)). Each rank's first result is checked against the
-   element-wise sum of the ranks' inputs (small whole numbers: exact in float32).
+   t = a + n b in relative error (``torch.linalg.lstsq``) that gives the lesson's ring model its alpha
+   (a / (2 (T - 1)), per ring step) and link bandwidth (2 (T - 1) / (T b)). Each rank's first result is
+   checked against the element-wise sum of the ranks' inputs (small whole numbers: exact in float32).
 
 Each child reads, on every rank (``LLM.apply_model`` returns one result per worker), the elements of the
 sharded linear layers from vLLM's own shard sizes (``input_size_per_partition`` x
@@ -299,18 +299,22 @@ def allreduce_rank(rank: int, world: int, backend: str, init_method: str, out: s
 
 
 def fit_latency_bandwidth(message_bytes, seconds) -> tuple[float, float]:
-    """Least-squares fit of t = a + n b (``torch.linalg.lstsq``, float64): ``(a, b)``, a in s, b in s per byte.
+    """Least-squares fit of t = a + n b in relative error (``torch.linalg.lstsq``, float64, each row divided by
+    its time, so the 4 MiB message does not outweigh the 4 KiB one): ``(a, b)``, a in s, b in s per byte.
 
     Raises:
-        ValueError: fewer than two sizes, or sizes and times of different lengths.
+        ValueError: fewer than two sizes, sizes and times of different lengths, or a time not positive.
     """
     import torch
 
     if len(message_bytes) < 2 or len(message_bytes) != len(seconds):
         raise ValueError(f"need two or more sizes with one time each, got {len(message_bytes)} and {len(seconds)}")
+    if not all(t > 0 for t in seconds):
+        raise ValueError(f"every time must be positive to fit in relative error, got {seconds}")
     n = torch.tensor(message_bytes, dtype=torch.float64)
-    design = torch.stack([torch.ones_like(n), n], dim=1)
-    solution = torch.linalg.lstsq(design, torch.tensor(seconds, dtype=torch.float64).unsqueeze(1)).solution
+    t = torch.tensor(seconds, dtype=torch.float64)
+    design = torch.stack([torch.ones_like(n), n], dim=1) / t.unsqueeze(1)
+    solution = torch.linalg.lstsq(design, torch.ones_like(t).unsqueeze(1)).solution
     return float(solution[0, 0]), float(solution[1, 0])
 
 

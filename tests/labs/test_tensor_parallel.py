@@ -105,10 +105,13 @@ def test_a_cpu_receipt_worked_by_hand_passes_the_exact_claims():
 def test_least_squares_through_points_on_a_line_by_hand():
     row = _allreduce()
     assert spec.least_squares(row["message_bytes"], row["allreduce_s"]) == pytest.approx((20e-6, 1e-10), rel=1e-9)
-    # two points (0, 1) and (2, 5): slope 2, intercept 1; three points (0, 0), (1, 1), (2, 1): the normal equations
-    # give b = 0.5, a = 1/6 (mean t 2/3 - 0.5 * mean n 1)
+    # two points (0, 1) and (2, 5): slope 2, intercept 1, whatever the weights. Three points (0, 1), (1, 2), (2, 2)
+    # in relative error: minimise (a - 1)^2 + ((a + b - 2) / 2)^2 + ((a + 2b - 2) / 2)^2; d/da = 0 gives
+    # 3a + 1.5b = 4, d/db = 0 gives 1.5a + 2.5b = 3, so b = 4/7, a = 22/21 (a plain fit: b = 1/2, a = 7/6)
     assert spec.least_squares([0, 2], [1, 5]) == pytest.approx((1.0, 2.0), rel=1e-12)
-    assert spec.least_squares([0, 1, 2], [0, 1, 1]) == pytest.approx((1 / 6, 0.5), rel=1e-12)
+    assert spec.least_squares([0, 1, 2], [1, 2, 2]) == pytest.approx((22 / 21, 4 / 7), rel=1e-12)
+    with pytest.raises(ValueError, match="every time must be positive"):
+        spec.least_squares([0, 1], [0, 1])
 
 
 @pytest.mark.parametrize(
