@@ -15,6 +15,7 @@ import gzip
 import itertools
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,9 @@ PASTED = [  # every layout the registry covers, and each way a config can be wro
     _cfg(sliding_window=0),  # a window of no tokens
     _cfg(n_routed_experts=8),  # mixture of experts: not a dense count
     dict(registry.model("deepseek-ai/DeepSeek-V3").config, max_position_embeddings=163840),  # MLA
+    _cfg(hidden_size=1e308),  # a float (JSON's 1e308): no config size is one
+    _cfg(vocab_size=2**24 + 1),  # one past transformer.CONFIG_SIZE_MAX
+    _cfg(num_hidden_layers=2**40),  # far past it (below 2^53: JavaScript prints it as Python does)
 ]
 
 
@@ -114,6 +118,15 @@ def _memory_cases() -> list[dict]:
         dict(gpu=None, memory_gib=8),  # the weights do not fit
         dict(max_model_len=32769),  # beyond max_position_embeddings
         dict(max_model_len=32768, gpu="H200", weights="awq", kv="fp8"),
+        # the ends of calculators.LIMITS and past them (2^24 = 16,777,216 tokens; 4,096 GiB)
+        dict(gpu=None, memory_gib=4096),
+        dict(gpu=None, memory_gib=4097),
+        dict(gpu=None, memory_gib=1e300),
+        dict(reserve_gib=4096),  # nothing left for the KV cache
+        dict(reserve_gib=1e308),
+        dict(max_model_len=2**24),  # beyond max_position_embeddings, within the range
+        dict(max_model_len=2**24 + 1),
+        dict(max_model_len=10**20),
     ):
         cases.append(dict(base, config=qwen, max_model_len=None) | bad)
     return cases
@@ -144,6 +157,12 @@ def _roofline_cases() -> list[dict]:
         dict(context=0),
         dict(context=1.5),
         dict(batch=0, context=0),
+        # the ends of calculators.LIMITS (4 x 1,024 = 4,096 sequences; 2^24 tokens) and past them
+        dict(batch=4096, context=2**24),
+        dict(batch=4097),
+        dict(batch=1e308),
+        dict(context=2**24 + 1),
+        dict(context=1e308),
     ):
         cases.append(base | bad)
     for config in PASTED:
@@ -184,6 +203,11 @@ def _spec_cases() -> list[dict]:
         dict(batch=0),
         dict(context=-1),
         dict(alpha=2, k=0, batch=0),
+        dict(k=32, batch=4096, context=2**24),  # the ends of calculators.LIMITS
+        dict(k=33),
+        dict(k=1e308),
+        dict(batch=1e308),
+        dict(context=1e308),
     ):
         cases.append(base | bad)
     for config in PASTED:
@@ -269,7 +293,9 @@ def test_the_form_shows_python_s_numbers_and_messages_beside_the_fields(browser,
     assert page.inner_text("#ic-m-utilization-msg") == "gpu_memory_utilization must be in (0, 1], got 1.5"
     assert page.get_attribute("#ic-m-utilization", "aria-invalid") == "true"
     page.fill("#ic-m-utilization", "abc")
-    assert page.inner_text("#ic-m-utilization-msg") == 'gpu_memory_utilization: "abc" is not a number'
+    assert page.inner_text("#ic-m-utilization-msg") == (
+        'gpu_memory_utilization: "abc" is not a plain decimal number (digits and at most one point, like 1024 or 0.9)'
+    )
     page.fill("#ic-m-utilization", "0.92")
     assert page.inner_text("#ic-m-utilization-msg") == ""
 
@@ -279,7 +305,7 @@ def test_the_form_shows_python_s_numbers_and_messages_beside_the_fields(browser,
         ('{"hidden_size": 3584}', "the config.json has no num_attention_heads: use the model's whole config.json"),
         (
             '{"hidden_size": 3584, "num_hidden_layers": 0, "num_attention_heads": 28, "num_key_value_heads": 4}',
-            "config['num_hidden_layers'] must be a positive integer, got 0",
+            "config['num_hidden_layers'] must be a positive integer up to 16,777,216, got 0",
         ),
         (
             '{"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 27, "num_key_value_heads": 3}',
@@ -312,6 +338,87 @@ def test_the_form_shows_python_s_numbers_and_messages_beside_the_fields(browser,
         again.input_value("#ic-m-kv") == "fp8"
         and again.locator(".ic-calc[data-calc=memory] .ic-out").inner_text() == shown
     )
+    errors, outside = watch.take()
+    assert not errors and not outside, (errors, outside)
+    context.close()
+
+
+# Text a reader might type or paste into a numeric field: huge, tiny, signed, hexadecimal, with separators,
+# full-width digits, JavaScript's own words for infinity and not-a-number, an exponent, nothing.
+HOSTILE = [
+    "1e308", "-1e308", "1e300", "2e9", "999999999999999999999", "4097", "16777217", "33", "1.5", "0", "-5", "",
+    "abc", "0x10", "1_000", "１２", "Infinity", "-Infinity", "NaN", "1..2", "1e-400", "0.000000001", " 12 ",
+]  # fmt: skip
+NUMERIC = {
+    "memory": ("memory_gib", "utilization", "max_model_len", "reserve_gib"),
+    "roofline": ("batch", "context"),
+    "spec": ("alpha", "k", "batch", "context"),
+}
+NOT_PLAIN = {"1e308", "-1e308", "1e300", "2e9", "abc", "0x10", "1_000", "１２", "Infinity", "-Infinity", "NaN", "1..2"}
+# An output a reader must never see: infinity, not-a-number, a negative quantity (a minus sign before a digit that
+# does not continue a name such as Qwen2.5-7B), or a count of 10^15 or more written out in full.
+NONSENSE = re.compile(r"∞|NaN|Infinity|(?<![\w.])[-−]\d|\d{1,3}(?:,\d{3}){5,}")
+
+
+def _nonsense(page, kind: str) -> list[str]:
+    """The nonsense in one calculator's shown results and its drawing's text (its fields' own messages
+    excluded), and any NaN or Infinity in the drawing's coordinates."""
+    shown, drawing = page.eval_on_selector(
+        f".ic-calc[data-calc={kind}]",
+        "el => [el.querySelector('.ic-out').innerText + ' ' + el.querySelector('.ic-fig').textContent,"
+        " el.querySelector('.ic-fig').innerHTML]",
+    )
+    return NONSENSE.findall(shown) + re.findall(r"NaN|Infinity", drawing)
+
+
+def test_hostile_input_never_shows_infinity_nan_or_a_negative_size(browser, server):  # noqa: F811
+    """Every numeric field of every calculator, typed into and given through the URL: anything that is not a
+    plain decimal gets a message on its field, values past calculators.LIMITS get the range, and nothing shown
+    is ∞, NaN, negative or a wall of digits. (Planted: without the memory range, 1e300 GiB showed ∞.)"""
+    context, page, watch = _open(browser, 1280, 800)
+    page.goto(server + PAGE, wait_until="load")
+    for kind in NUMERIC:
+        _ready(page, kind)
+    page.select_option("#ic-m-gpu", "custom")
+    problems = []
+    for kind, keys in NUMERIC.items():
+        for key in keys:
+            field = f"#ic-{kind[0]}-{key}"  # the prefixes m, r and s
+            default = page.input_value(field)
+            for text in HOSTILE:
+                page.fill(field, text)
+                message = page.inner_text(f"{field}-msg")
+                if text in NOT_PLAIN and "is not a plain decimal number" not in message:
+                    problems.append(f"{kind}.{key} = {text!r}: no plain-decimal message ({message!r})")
+                problems += [f"{kind}.{key} = {text!r} shows {bad!r}" for bad in _nonsense(page, kind)]
+            page.fill(field, default)
+    # A config pasted with absurd sizes.
+    page.select_option("#ic-m-model", "paste")
+    for size in ("1e308", "1e21", "16777217", "-1"):
+        config = dict(registry.model().config, hidden_size=json.loads(size))
+        page.fill("#ic-m-config", json.dumps(config).replace(json.dumps(json.loads(size)), size, 1))
+        if "must be a positive integer up to 16,777,216" not in page.inner_text("#ic-m-config-msg"):
+            problems.append(f"hidden_size {size}: {page.inner_text('#ic-m-config-msg')!r}")
+        problems += [f"pasted hidden_size {size} shows {bad!r}" for bad in _nonsense(page, "memory")]
+    # The same through the address bar, which a shared link can set to anything: text that is not a plain
+    # decimal, then plain decimals past every range (a field's range is checked once the others parse).
+    for query, fields in (
+        (
+            "m.gpu=custom&m.memory_gib=1e300&m.max_model_len=0x10&r.batch=1e308&r.context=Infinity&s.alpha=NaN",
+            ("m-memory_gib", "m-max_model_len", "r-batch", "r-context", "s-alpha"),
+        ),
+        (
+            "m.gpu=custom&m.memory_gib=99999999999999999999&m.reserve_gib=5000&m.max_model_len=16777217"
+            "&r.batch=4097&r.context=16777217&s.k=99999&s.batch=4097&s.context=-1&s.alpha=1.5",
+            ("m-memory_gib", "m-reserve_gib", "m-max_model_len", "r-batch", "r-context", "s-k", "s-batch", "s-alpha"),
+        ),
+    ):
+        page.goto(f"{server}{PAGE}?{query}", wait_until="load")
+        for kind in NUMERIC:
+            _ready(page, kind)
+            problems += [f"URL ?{query}: {kind} shows {bad!r}" for bad in _nonsense(page, kind)]
+        problems += [f"URL ?{query}: no message on {f}" for f in fields if not page.inner_text(f"#ic-{f}-msg")]
+    assert not problems, "\n".join(problems)
     errors, outside = watch.take()
     assert not errors and not outside, (errors, outside)
     context.close()

@@ -27,6 +27,22 @@ KV_DTYPE_BYTES = {"bf16": 2, "fp8": 1}
 WEIGHT_DTYPES = ("bf16", "fp8", "awq")
 """Weight formats: BF16 (2 B each), FP8 (W8: 1 B per linear weight), AWQ 4-bit (group size 128)."""
 
+LIMITS = {
+    "memory_gib": 4096,
+    "reserve_gib": 4096,
+    "max_model_len": 2**24,
+    "batch": 4 * max(seqs for _, seqs in registry.VLLM_SCHEDULER_DEFAULTS.values()),
+    "context": 2**24,
+    "k": 32,
+}
+"""The largest value each numeric field of the calculators takes (GiB, tokens, sequences, draft tokens): a
+reader's range, not a fact. 4 TiB is more memory than any one card has; 2^24 = 16,777,216 tokens is longer
+than any model's context; the batch goes to four times vLLM's largest default ``max_num_seqs``
+(:data:`infercourse.registry.VLLM_SCHEDULER_DEFAULTS`: 1,024, so 4,096); a
+draft of 32 tokens is far past where speculation pays. Beyond them a field gets a message naming its range,
+so no output is infinite or a wall of digits. The lower ends are each field's own: above 0 (memory), 0 or
+more (reserve), 1 or more (the whole numbers); ``gpu_memory_utilization`` in (0, 1] and alpha in [0, 1]."""
+
 
 def weight_bytes(config: Mapping[str, Any], dtype: str) -> float:
     """Bytes of the checkpoint's weights in ``dtype`` (``"bf16"``, ``"fp8"`` or ``"awq"``), B.
@@ -49,22 +65,30 @@ def gpu_total_bytes(gpu_name: str | None, memory_gib: float | None) -> float:
     datasheet's "GB" read as GiB, an upper bound).
 
     Raises:
-        ValueError: ``memory_gib`` is not a positive finite number. KeyError: an unknown GPU.
+        ValueError: ``memory_gib`` is not a number in (0, ``LIMITS["memory_gib"]``]. KeyError: an unknown GPU.
     """
     if memory_gib is not None:
-        _positive_number("memory_gib", memory_gib)
+        high = LIMITS["memory_gib"]
+        if not _real(memory_gib) or not 0 < memory_gib <= high:
+            raise ValueError(f"memory_gib must be a positive number of GiB up to {high:,}, got {memory_gib!r}")
         return memory_gib * fmt.GIB
     return memory.device_total_upper_bytes(gpu_name or registry.LAB_GPU)
 
 
-def _positive_number(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
+def _real(value: Any) -> bool:
+    """A finite int or float (not a bool)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def _whole(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+def _whole(name: str, value: Any, field: str | None = None) -> None:
+    """Refuse ``value`` unless it is a whole number from 1 to ``LIMITS[field or name]``.
+
+    Raises:
+        ValueError: naming ``name`` and the range.
+    """
+    high = LIMITS[field or name]
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise ValueError(f"{name} must be a whole number from 1 to {high:,}, got {value!r}")
 
 
 def memory_calc(
@@ -119,8 +143,9 @@ def memory_calc(
         errors["memory_gib"] = str(e)
     if not (isinstance(utilization, (int, float)) and not isinstance(utilization, bool) and 0 < utilization <= 1):
         errors["utilization"] = f"gpu_memory_utilization must be in (0, 1], got {utilization!r}"
-    if isinstance(reserve_gib, bool) or not isinstance(reserve_gib, (int, float)) or not reserve_gib >= 0:
-        errors["reserve_gib"] = f"reserve must be a non-negative number of GiB, got {reserve_gib!r}"
+    if not _real(reserve_gib) or not 0 <= reserve_gib <= LIMITS["reserve_gib"]:
+        high = LIMITS["reserve_gib"]
+        errors["reserve_gib"] = f"reserve must be a non-negative number of GiB up to {high:,}, got {reserve_gib!r}"
     mml = cast(int, config.get("max_position_embeddings") if max_model_len is None else max_model_len)  # checked next
     try:
         _whole("max_model_len", mml)
@@ -256,7 +281,7 @@ def spec_calc(
     out["errors"] = errors = {}
     checks = (
         ("alpha", lambda: roofline.expected_tokens_per_step(alpha, 1)),
-        ("k", lambda: roofline.expected_tokens_per_step(0.5, k)),
+        ("k", lambda: _whole("k (draft tokens per step)", k, "k")),
         ("batch", lambda: _whole("batch", batch)),
         ("context", lambda: _whole("context", context)),
     )
@@ -316,4 +341,5 @@ def registry_export() -> dict[str, Any]:
             "awq_group_size": registry.AWQ_GROUP_SIZE,
             "draft": DRAFT_MODEL,
         },
+        "limits": {**LIMITS, "config_size": transformer.CONFIG_SIZE_MAX},
     }

@@ -18,13 +18,19 @@ _ARCH_WITH_QKV_BIAS = {"qwen2"}  # Qwen2 always has q/k/v biases; its config has
 _ARCH_WITH_QK_NORM = {"qwen3"}  # Qwen3 applies an RMSNorm of size head_dim to q and to k
 
 
+CONFIG_SIZE_MAX = 2**24
+"""The largest size a config key read here may hold (16,777,216): far above any real model's (the largest
+among the registry's models is Qwen2.5-7B's vocabulary, 152,064), so a config pasted into a calculator with
+an absurd size (``1e308``, ``2**60``) gets this message, not a count that prints as a wall of digits."""
+
+
 def _need(config: Mapping[str, Any], key: str) -> int:
     try:
         value = config[key]
     except KeyError:
         raise ValueError(f"the config.json has no {key}: use the model's whole config.json") from None
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"config[{key!r}] must be a positive integer, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= CONFIG_SIZE_MAX:
+        raise ValueError(f"config[{key!r}] must be a positive integer up to {CONFIG_SIZE_MAX:,}, got {value!r}")
     return value
 
 

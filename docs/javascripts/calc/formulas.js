@@ -24,6 +24,9 @@ export function repr(v) {
 }
 
 const isInt = (v) => typeof v === "number" && Number.isInteger(v);
+const commas = (x) => x.toLocaleString("en-US"); // Python's f"{x:,}" for whole numbers
+// transformer.CONFIG_SIZE_MAX: each calculator below sets it from the registry it is given (limits.config_size)
+let configSizeMax = Infinity;
 const isNum = (v) => typeof v === "number" && !Number.isNaN(v);
 const has = (c, k) => c[k] !== undefined && c[k] !== null;
 
@@ -44,7 +47,9 @@ const ceilDiv = (a, b) => -intDiv(-a, b);
 function need(c, key) { // _need
   if (!(key in c)) throw new Error(`the config.json has no ${key}: use the model's whole config.json`);
   const v = c[key];
-  if (!isInt(v) || v <= 0) throw new Error(`config['${key}'] must be a positive integer, got ${repr(v)}`);
+  if (!isInt(v) || !(v > 0 && v <= configSizeMax)) {
+    throw new Error(`config['${key}'] must be a positive integer up to ${commas(configSizeMax)}, got ${repr(v)}`);
+  }
   return v;
 }
 
@@ -178,11 +183,9 @@ function expectedTokensPerStep(alpha, k) { // expected_tokens_per_step
 }
 
 // --- calculators.py ---------------------------------------------------------------------------
-function positiveNumber(name, v) { // _positive_number
-  if (!isNum(v) || !Number.isFinite(v) || v <= 0) throw new Error(`${name} must be a positive number, got ${repr(v)}`);
-}
-function whole(name, v) { // _whole
-  if (!isInt(v) || v <= 0) throw new Error(`${name} must be a positive whole number, got ${repr(v)}`);
+const real = (v) => isNum(v) && Number.isFinite(v); // _real
+function whole(name, v, high) { // _whole (high: LIMITS[field])
+  if (!isInt(v) || !(v >= 1 && v <= high)) throw new Error(`${name} must be a whole number from 1 to ${commas(high)}, got ${repr(v)}`);
 }
 const attempt = (errors, field, fn) => {
   try { fn(); return true; } catch (e) { errors[field] = e.message; return false; }
@@ -195,6 +198,8 @@ export function memoryCalc(inp, reg) {
   const out = { attention: null, params: null, weight_bytes: null, kappa: null, total_bytes: null, budget: null,
     tokens: null, concurrency: null, sequences: null, starts: null, reason: "", note: "", errors: {} };
   const errors = out.errors;
+  const lim = reg.limits;
+  configSizeMax = lim.config_size;
   const configOk = attempt(errors, "config", () => {
     out.attention = attentionKind(c);
     out.kappa = kvBytesPerToken(c, KV_DTYPE_BYTES[inp.kv]);
@@ -208,7 +213,9 @@ export function memoryCalc(inp, reg) {
   }
   attempt(errors, "memory_gib", () => {
     if (inp.memory_gib !== null && inp.memory_gib !== undefined) {
-      positiveNumber("memory_gib", inp.memory_gib);
+      if (!real(inp.memory_gib) || !(inp.memory_gib > 0 && inp.memory_gib <= lim.memory_gib)) {
+        throw new Error(`memory_gib must be a positive number of GiB up to ${commas(lim.memory_gib)}, got ${repr(inp.memory_gib)}`);
+      }
       out.total_bytes = inp.memory_gib * GIB;
     } else {
       out.total_bytes = reg.gpus[inp.gpu ?? reg.defaults.gpu].total_bytes;
@@ -217,11 +224,13 @@ export function memoryCalc(inp, reg) {
   const u = inp.utilization;
   if (!(isNum(u) && u > 0 && u <= 1)) errors.utilization = `gpu_memory_utilization must be in (0, 1], got ${repr(u)}`;
   const reserve = inp.reserve_gib;
-  if (!(isNum(reserve) && reserve >= 0)) errors.reserve_gib = `reserve must be a non-negative number of GiB, got ${repr(reserve)}`;
+  if (!(real(reserve) && reserve >= 0 && reserve <= lim.reserve_gib)) {
+    errors.reserve_gib = `reserve must be a non-negative number of GiB up to ${commas(lim.reserve_gib)}, got ${repr(reserve)}`;
+  }
   let mml = inp.max_model_len;
   if (mml === null || mml === undefined) mml = c.max_position_embeddings ?? null;
   if (mml !== null || !("config" in errors)) attempt(errors, "max_model_len", () => { // no second message for a bad config
-    try { whole("max_model_len", mml); } catch (e) {
+    try { whole("max_model_len", mml, lim.max_model_len); } catch (e) {
       throw new Error(e.message + (mml !== null ? "" : " (the config has no max_position_embeddings)"));
     }
   });
@@ -266,8 +275,10 @@ export function rooflineCalc(inp, reg) {
     attention_intensity: null, linear_s: null, attention_s: null, step_s: null, linear_bound: null,
     attention_bound: null, tokens_per_s: null, bstar: null, errors: {} };
   const errors = out.errors;
-  attempt(errors, "batch", () => whole("batch", inp.batch));
-  attempt(errors, "context", () => whole("context", inp.context));
+  const lim = reg.limits;
+  configSizeMax = lim.config_size;
+  attempt(errors, "batch", () => whole("batch", inp.batch, lim.batch));
+  attempt(errors, "context", () => whole("context", inp.context, lim.context));
   let b;
   attempt(errors, "config", () => {
     attentionFlopsPerToken(c, 1);
@@ -300,10 +311,12 @@ export function specCalc(inp, reg) {
     expected: null, tau: null, tau_d: null, tau_v: null, rho: null, step_s: null, tpot: null, speedup: null, errors: {},
   };
   const errors = out.errors;
+  const lim = reg.limits;
+  configSizeMax = lim.config_size;
   attempt(errors, "alpha", () => expectedTokensPerStep(inp.alpha, 1));
-  attempt(errors, "k", () => expectedTokensPerStep(0.5, inp.k));
-  attempt(errors, "batch", () => whole("batch", inp.batch));
-  attempt(errors, "context", () => whole("context", inp.context));
+  attempt(errors, "k", () => whole("k (draft tokens per step)", inp.k, lim.k));
+  attempt(errors, "batch", () => whole("batch", inp.batch, lim.batch));
+  attempt(errors, "context", () => whole("context", inp.context, lim.context));
   const g = reg.gpus[inp.gpu];
   let tau, tauV, tauD;
   if (!Object.keys(errors).length) {

@@ -57,7 +57,8 @@ const CALCS = {
       ["κ (KV bytes per token)", o.kappa === null ? null : `${count(o.kappa)} B`],
       ["Device memory", o.total_bytes === null ? null : gb(o.total_bytes)
         + (v.gpu !== CUSTOM && !reg.gpus[v.gpu].total_is_cuda ? ", the datasheet's figure read as GiB: an upper bound" : "")],
-      ["KV budget", o.budget === null ? null : o.budget > 0 ? gb(o.budget) : `none (${gb(o.budget)})`],
+      ["KV budget", o.budget === null ? null : o.budget > 0 ? gb(o.budget)
+        : `none: the weights and the reserve exceed total × utilization by ${gb(-o.budget)}`],
       ["KV capacity", o.tokens === null ? null : `${count(o.tokens)} tokens`],
       ["Maximum concurrency", o.concurrency === null ? null : `${fixed(o.concurrency, 2)}×`],
       ["Whole requests of max_model_len", o.sequences === null ? null : count(o.sequences)],
@@ -125,13 +126,18 @@ const CALCS = {
   },
 };
 
-// A number from a text field, or a message for the field (never NaN into the formulas).
+// A number from a text field, or a message for the field (never NaN into the formulas). Only plain decimals:
+// Number() would also read "0x10", "1e308", "Infinity"; full-width digits and "1_000" are refused here too.
+// Each field's range is checked by formulas.js, with the message Python gives (calculators.LIMITS).
+const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)$/;
 function num(text, label, errors, field) {
   const t = String(text).trim();
   if (t === "") { errors[field] = `${label}: enter a number`; return null; }
-  const x = Number(t);
-  if (Number.isNaN(x)) { errors[field] = `${label}: "${t}" is not a number`; return null; }
-  return x;
+  if (!DECIMAL.test(t)) {
+    errors[field] = `${label}: "${t}" is not a plain decimal number (digits and at most one point, like 1024 or 0.9)`;
+    return null;
+  }
+  return Number(t);
 }
 
 function configOf(v, reg, errors) {
