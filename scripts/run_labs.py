@@ -34,6 +34,7 @@ wrote a bad receipt or failed a claim; 2 on bad input or a failed ``--check`` (o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -50,6 +51,9 @@ ROOT = Path(__file__).resolve().parents[1]
 LABS_DIR = ROOT / "snippets" / "labs"
 LAB_TIMEOUT_S = 1800
 """Default wall-clock limit of one lab (s): a first download of 15 GB at 10 MB/s takes 25 minutes."""
+INTERRUPT_GRACE_S = 10
+"""Seconds a lab has, after Ctrl-C reaches the runner, to stop on the SIGINT passed on to it before its
+whole process group (vLLM's engine processes too) is killed."""
 
 CPU_ENV = {
     "HF_HUB_OFFLINE": "1",  # the test models are local folders; never ask a hub
@@ -152,7 +156,8 @@ def run_lab(
 ) -> dict:
     """Run ``<labs_dir>/<lab>.py`` with ``--receipt receipt`` in its own process group; pass every line
     it prints to ``echo`` as it comes (its stderr lines to ``echo_err`` when given, else to ``echo``);
-    stop it (the whole group: vLLM's engine processes too) after ``timeout_s`` seconds.
+    stop it (the whole group: vLLM's engine processes too) after ``timeout_s`` seconds, or at once on Ctrl-C
+    (:func:`stop_group`; the KeyboardInterrupt then goes on to the caller).
 
     Returns ``{"status": "ok" | "crashed" | "timed out", "code", "wall_s", "stdout", "stderr"}``
     (``stderr``: its last 200 lines).
@@ -201,6 +206,9 @@ def run_lab(
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         code, status = proc.wait(), "timed out"
+    except KeyboardInterrupt:
+        stop_group(proc)
+        raise
     for t in threads:
         t.join(timeout=10)
     return {
@@ -210,6 +218,23 @@ def run_lab(
         "stdout": "".join(out),
         "stderr": "".join(err),
     }
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float = INTERRUPT_GRACE_S) -> None:
+    """Stop a lab started in its own session and everything it started: SIGINT to its process group (the
+    lab's own Ctrl-C), up to ``grace_s`` seconds for it to exit, then SIGKILL to whatever of the group is left
+    (an engine process can outlive its lab). Ctrl-C pressed again meanwhile does not interrupt the stop."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:  # the group is gone
+                break
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=wait_s)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def preflight(python: str) -> tuple[str, str | None]:
@@ -281,7 +306,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     harness = _harness()  # puts this repository's src/ on sys.path (the lab environment does not install infercourse)
     from infercourse import labbox
-    from infercourse.labs import ReceiptError, load_receipt, machine_slug, report
 
     stand_in = args.labs_dir.resolve() != LABS_DIR
     available = harness.lab_scripts(args.labs_dir) if stand_in else labs()
@@ -295,7 +319,26 @@ def main(argv: list[str] | None = None) -> int:
     if not stand_in and not args.cpu:
         print(labbox.time_estimate(names, download=args.load_format != "dummy"), flush=True)
 
-    summary = []
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is a KeyboardInterrupt, even if inherited off
+    summary: list[tuple[str, str, float, str]] = []
+    try:
+        run_all(args, names, out, stand_in, summary)
+    except KeyboardInterrupt:
+        lab = names[len(summary)] if len(summary) < len(names) else "the runner"
+        ended = "; before it: " + ", ".join(f"{name} ({result})" for name, result, _, _ in summary) if summary else ""
+        print(f"\ninterrupted: {lab} stopped, with every process it started{ended}", file=sys.stderr)
+        return 130
+    print(f"\n{'lab':<14} {'result':<13} {'wall (s)':>8}  detail")
+    for lab, result, wall, detail in summary:
+        print(f"{lab:<14} {result:<13} {wall:>8.0f}  {detail}")
+    return 0 if all(result == "claims hold" for _, result, _, _ in summary) else 1
+
+
+def run_all(args, names: list[str], out: Path, stand_in: bool, summary: list) -> None:
+    """Run ``names`` one after another as :func:`main` asked, appending ``(lab, result, wall_s, detail)`` to
+    ``summary`` as each ends (so an interrupted run still knows what finished)."""
+    from infercourse.labs import ReceiptError, load_receipt, machine_slug, report
+
     for k, lab in enumerate(names, 1):
         print(f"=== [{k}/{len(names)}] {lab} ===", flush=True)
         with tempfile.TemporaryDirectory() as tmp:
@@ -333,11 +376,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{lab}: {wall:.0f} s wall, receipt {dest.relative_to(ROOT) if dest.is_relative_to(ROOT) else dest}")
         print(text, flush=True)
         summary.append((lab, "claims hold" if passed else "claim failed", wall, str(dest)))
-
-    print(f"\n{'lab':<14} {'result':<13} {'wall (s)':>8}  detail")
-    for lab, result, wall, detail in summary:
-        print(f"{lab:<14} {result:<13} {wall:>8.0f}  {detail}")
-    return 0 if all(result == "claims hold" for _, result, _, _ in summary) else 1
 
 
 if __name__ == "__main__":

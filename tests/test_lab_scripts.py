@@ -7,6 +7,7 @@ runner survives a lab that hangs or crashes (stand-in scripts, real subprocesses
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -145,6 +146,37 @@ def test_runner_survives_a_timeout_and_a_crash_and_goes_on(tmp_path):
     assert (
         not Path(f"/proc/{grandchild}").exists() or "zombie" in Path(f"/proc/{grandchild}/status").read_text().lower()
     )
+
+
+def test_ctrl_c_stops_the_running_lab_and_everything_it_started(tmp_path):
+    """A real SIGINT to the runner (what Ctrl-C sends; the lab runs in a session of its own, so the terminal's
+    SIGINT reaches only the runner): the lab and its grandchild are gone, the lab that finished keeps its row,
+    and the runner says so in one line with exit status 130 (128 + SIGINT), no traceback."""
+    (tmp_path / "a_finishes.py").write_text("print('[a_finishes] done', flush=True)\n")
+    (tmp_path / "b_hangs.py").write_text(
+        "import os, subprocess, sys, time\nchild = subprocess.Popen(['sleep', '300'])\n"
+        "open(sys.argv[0] + '.pids', 'w').write(f'{os.getpid()} {child.pid}')\n"
+        "print('[b_hangs] engine ready', flush=True)\ntime.sleep(300)\n"
+    )
+    runner = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--labs-dir", str(tmp_path)]
+        + ["--python", sys.executable, "--model", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in runner.stdout:  # wait until the hanging lab has started its grandchild
+        if "[b_hangs] engine ready" in line:
+            break
+    runner.send_signal(signal.SIGINT)
+    out, err = runner.communicate(timeout=60)
+    assert runner.returncode == 130, err
+    assert "Traceback" not in err and err.strip().splitlines() == [
+        "interrupted: b_hangs stopped, with every process it started; before it: a_finishes (bad receipt)"
+    ], err
+    for pid in map(int, (tmp_path / "b_hangs.py.pids").read_text().split()):
+        status = Path(f"/proc/{pid}/status")
+        assert not status.exists() or "zombie" in status.read_text().lower(), f"process {pid} still runs"
 
 
 def test_runner_refuses_an_unknown_lab_and_a_bad_timeout(tmp_path):
