@@ -6,6 +6,8 @@ runner survives a lab that hangs or crashes (stand-in scripts, real subprocesses
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import signal
 import subprocess
@@ -34,14 +36,15 @@ def test_help_runs_without_vllm(script):
     "script, args, says",
     [
         ("metrics.py", ["--max-model-len", "1000"], "--max-model-len 4224"),  # 4096 + 128 tokens needed
-        ("metrics.py", ["--repeats", "0"], "--repeats"),
+        ("metrics.py", ["--repeats", "0"], "argument --repeats: must be a whole number >= 1, got 0"),
+        ("metrics.py", ["--no-such-flag"], "unrecognized arguments: --no-such-flag (see --help)"),
         ("metrics.py", ["--model", "./no/such/folder"], "not found"),
         ("weights.py", ["--max-model-len", "1"], "--max-model-len"),
         ("weights.py", ["--model", "/no/such/folder"], "not found"),
         # before any engine starts (it used to measure, then die dividing by zero, or write negative floors)
-        ("batch_decode.py", ["--bandwidth-gb-s", "0"], "--bandwidth-gb-s must be a positive number"),
-        ("batch_decode.py", ["--bandwidth-gb-s", "-5"], "--bandwidth-gb-s must be a positive number"),
-        ("batch_decode.py", ["--bandwidth-gb-s", "nan"], "--bandwidth-gb-s must be a positive number"),
+        ("batch_decode.py", ["--bandwidth-gb-s", "0"], "argument --bandwidth-gb-s: must be a positive number"),
+        ("batch_decode.py", ["--bandwidth-gb-s", "-5"], "argument --bandwidth-gb-s: must be a positive number"),
+        ("batch_decode.py", ["--bandwidth-gb-s", "nan"], "argument --bandwidth-gb-s: must be a positive number"),
     ],
 )
 def test_bad_input_is_one_line_and_nonzero(script, args, says):
@@ -49,6 +52,48 @@ def test_bad_input_is_one_line_and_nonzero(script, args, says):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], result.stderr
+
+
+def _numeric_options() -> list[tuple[str, str, str]]:
+    """``(script, flag, type)`` of every lab flag whose ``type=`` is a name (``whole``, ``positive``, ``port``,
+    or a bare ``int``/``float``), read from the scripts' ``add_argument`` calls."""
+    found = []
+    for script in sorted(LABS.glob("*.py")):
+        for node in ast.walk(ast.parse(script.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+                kind = next((k.value for k in node.keywords if k.arg == "type"), None)
+                if isinstance(kind, ast.Name) and kind.id in ("whole", "positive", "port", "int", "float"):
+                    found.append((script.name, node.args[0].value, kind.id))
+    return found
+
+
+CHECKED_LATER = {("kv_capacity.py", "--reserve-gib")}  # a float that may be 0: check_input refuses outside [0, 1024)
+
+
+def test_every_numeric_lab_flag_refuses_a_bad_value_in_one_line(monkeypatch, capsys):
+    """Each count, rate and port of every lab (and of labkit.lab_parser) is refused by argparse, as one
+    ``error:`` line with exit 2, before any engine, import of vLLM or download: 0 for a count or a rate, 70000
+    for a port. (Before: ``type=int`` took 0 and negative counts, and argparse printed its usage as well.)"""
+    options = _numeric_options()
+    assert len(options) >= 20, options  # the scan sees the labs' flags
+    assert [o for o in options if o[2] == "int" or (o[2] == "float" and o[:2] not in CHECKED_LATER)] == []
+    monkeypatch.syspath_prepend(str(LABS))
+    problems = []
+    for script, flag, kind in options:
+        if kind not in ("whole", "positive", "port"):
+            continue
+        script = "metrics.py" if script == "labkit.py" else script  # lab_parser's flags: on every lab
+        spec = importlib.util.spec_from_file_location(f"lab_{script[:-3]}", LABS / script)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        bad = "70000" if kind == "port" else "0"
+        with pytest.raises(SystemExit) as stop:
+            module.parse_args([flag, bad])
+        err = capsys.readouterr().err.strip().splitlines()
+        want = f"error: argument {flag}: "
+        if stop.value.code != 2 or len(err) != 1 or not err[0].startswith(want) or "vllm" in sys.modules:
+            problems.append(f"{script} {flag} {bad}: exit {stop.value.code}, {err}")
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("script", ["metrics.py", "weights.py"])

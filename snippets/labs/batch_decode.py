@@ -53,11 +53,13 @@ from labkit import (
     machine,
     metric_totals,
     param_count,
+    positive,
     prepare,
     progress,
     random_prompt,
     registry_bandwidth_gb_s,
     request_times,
+    whole,
     write_receipt,
 )
 
@@ -100,8 +102,8 @@ ROW = {
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = lab_parser("Decode at batch sizes 1..64; tokens/s and achieved bandwidth.", max_model_len=MAX_MODEL_LEN)
-    p.add_argument("--prompt-len", type=int, default=PROMPT_LEN, help="prompt tokens per request")
-    p.add_argument("--output-len", type=int, default=OUTPUT_LEN, help="output tokens per request (exact)")
+    p.add_argument("--prompt-len", type=whole, default=PROMPT_LEN, help="prompt tokens per request")
+    p.add_argument("--output-len", type=whole, default=OUTPUT_LEN, help="output tokens per request (exact)")
     p.add_argument(
         "--batches",
         default=",".join(map(str, BATCHES)),
@@ -109,7 +111,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument(
         "--bandwidth-gb-s",
-        type=float,
+        type=positive,
         help="datasheet bandwidth (GB/s) for the printed floor (default: the course registry's, by GPU name)",
     )
     return p.parse_args(argv)

@@ -90,6 +90,7 @@ from labkit import (
     served_metric_totals,
     stream_completion,
     vllm_cli,
+    whole,
     write_receipt,
 )
 
@@ -199,11 +200,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--chunks", default=",".join(CHUNKS), help="steps part: comma-separated chunk sizes C or 'off'")
     p.add_argument("--serve-chunks", default=",".join(CHUNKS), help="serve part: chunk sizes C or 'off'")
     p.add_argument("--alone", default=",".join(map(str, ALONE_PROMPTS)), help="prompt tokens of the alone rows")
-    p.add_argument("--long-prompt", type=int, default=LONG_PROMPT, help="prompt tokens that arrive among decoders")
-    p.add_argument("--decoders", type=int, default=DECODERS, help="decoders D running when the long prompt arrives")
-    p.add_argument("--decoder-prompt", type=int, default=DECODER_PROMPT, help="prompt tokens of each decoder")
-    p.add_argument("--decode-tokens", type=int, default=DECODE_TOKENS, help="tokens each decoder generates")
-    p.add_argument("--pd-prompt", type=int, default=PD_PROMPT, help="prompt tokens of the pd part")
+    p.add_argument("--long-prompt", type=whole, default=LONG_PROMPT, help="prompt tokens that arrive among decoders")
+    p.add_argument("--decoders", type=whole, default=DECODERS, help="decoders D running when the long prompt arrives")
+    p.add_argument("--decoder-prompt", type=whole, default=DECODER_PROMPT, help="prompt tokens of each decoder")
+    p.add_argument("--decode-tokens", type=whole, default=DECODE_TOKENS, help="tokens each decoder generates")
+    p.add_argument("--pd-prompt", type=whole, default=PD_PROMPT, help="prompt tokens of the pd part")
     p.add_argument("--kv-path", type=Path, help="empty folder for the pd part's KV files (default: a temporary one)")
     # internal: one engine in this process (a steps setting, or a pd role); prints its rows after ROW_TAG
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

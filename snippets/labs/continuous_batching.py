@@ -80,7 +80,9 @@ from labkit import (
     free_port,
     lab_parser,
     metric_totals,
+    port,
     port_free,
+    positive,
     prepare,
     progress,
     random_prompt,
@@ -89,6 +91,7 @@ from labkit import (
     serve,
     served_metrics,
     vllm_cli,
+    whole,
     write_receipt,
 )
 
@@ -180,21 +183,21 @@ ROW = {
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = lab_parser("Count vLLM's engine steps under static and continuous batching.", max_model_len=MAX_MODEL_LEN)
-    p.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES), help="max_num_seqs per engine")
-    p.add_argument("--requests", type=int, default=REQUESTS, help="requests per run")
-    p.add_argument("--prompt-tokens", type=int, default=PROMPT_TOKENS, help="tokens per prompt")
-    p.add_argument("--output-min", type=int, default=OUTPUT_MIN, help="shortest output (tokens)")
-    p.add_argument("--output-max", type=int, default=OUTPUT_MAX, help="longest output (tokens)")
+    p.add_argument("--batch-sizes", type=whole, nargs="+", default=list(BATCH_SIZES), help="max_num_seqs per engine")
+    p.add_argument("--requests", type=whole, default=REQUESTS, help="requests per run")
+    p.add_argument("--prompt-tokens", type=whole, default=PROMPT_TOKENS, help="tokens per prompt")
+    p.add_argument("--output-min", type=whole, default=OUTPUT_MIN, help="shortest output (tokens)")
+    p.add_argument("--output-max", type=whole, default=OUTPUT_MAX, help="longest output (tokens)")
     p.add_argument(
-        "--max-num-batched-tokens", type=int, default=MAX_NUM_BATCHED_TOKENS, help="token budget per engine step"
+        "--max-num-batched-tokens", type=whole, default=MAX_NUM_BATCHED_TOKENS, help="token budget per engine step"
     )
     p.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="offline, online or both")
-    p.add_argument("--rates", type=float, nargs="+", default=list(RATES), help="online request rates (requests/s)")
-    p.add_argument("--num-prompts", type=int, default=NUM_PROMPTS, help="online requests per rate")
+    p.add_argument("--rates", type=positive, nargs="+", default=list(RATES), help="online request rates (requests/s)")
+    p.add_argument("--num-prompts", type=whole, default=NUM_PROMPTS, help="online requests per rate")
     p.add_argument(
-        "--online-output-tokens", type=int, default=ONLINE_OUTPUT_TOKENS, help="output tokens per online request"
+        "--online-output-tokens", type=whole, default=ONLINE_OUTPUT_TOKENS, help="output tokens per online request"
     )
-    p.add_argument("--port", type=int, default=0, help="the online server's port on 127.0.0.1 (0: a free one)")
+    p.add_argument("--port", type=port, default=0, help="the online server's port on 127.0.0.1 (0: a free one)")
     # internal: one engine in this process; prints its rows after ROW_TAG
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)

@@ -56,6 +56,7 @@ from labkit import (
     param_count,
     prepare,
     progress,
+    whole,
     write_receipt,
 )
 
@@ -110,7 +111,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = lab_parser("Read vLLM's KV-cache capacity and compare it with the prediction.", max_model_len=MAX_MODEL_LEN)
     p.add_argument(
         "--reserve-gib",
-        type=float,
+        type=float,  # 0 is allowed: checked in [0, 1024) below
         default=RESERVE_GIB,
         help="GPU only: assumed non-KV, non-weight memory for the prediction (GiB)",
     )
@@ -118,7 +119,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     # internal: one engine in this process; prints its row after ROW_TAG
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--kv-cache-dtype", default="auto", help=argparse.SUPPRESS)
-    p.add_argument("--kv-cache-memory-bytes", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--kv-cache-memory-bytes", type=whole, help=argparse.SUPPRESS)
     p.add_argument("--attention-backend", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 

@@ -150,6 +150,56 @@ def check_receipt_arg(receipt: Path | None) -> None:
         fail(f"--receipt {receipt} is not writable by this user; pass a path you can write")
 
 
+def whole(text: str) -> int:
+    """argparse ``type`` of a count (tokens, requests, repeats, batch sizes, blocks): a whole number >= 1.
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (argparse names the flag; :func:`lab_parser` prints one line).
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {value}")
+    return value
+
+
+def positive(text: str) -> float:
+    """argparse ``type`` of a rate, a size or a bandwidth: a finite number > 0.
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (``0``, ``-5``, ``nan``, ``inf``, text).
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def port(text: str) -> int:
+    """argparse ``type`` of a TCP port: 0 (the system picks a free one) to 65535.
+
+    Raises:
+        argparse.ArgumentTypeError: anything else.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 0 (a free one) to 65535, got {value}")
+    return value
+
+
+class _LabParser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse prints the usage and exits 2; a lab's every refusal is one line
+        fail(f"{message} (see --help)")
+
+
 def lab_parser(description: str, max_model_len: int) -> argparse.ArgumentParser:
     """An argument parser with the flags every lab takes; a lab adds its own to it.
 
@@ -158,11 +208,13 @@ def lab_parser(description: str, max_model_len: int) -> argparse.ArgumentParser:
     ``max_model_len``), ``--receipt`` (where to write the JSON receipt), ``--enforce-eager`` (vLLM's
     ``enforce_eager``: no torch.compile and no CUDA graphs; a lab passes it to every engine it starts, and
     its receipt's ``settings`` record it) and ``-v`` (vLLM's log on the terminal instead of a file).
+    A bad argument (a count of 0 with :func:`whole`, an unknown flag) is one ``error:`` line and exit 2,
+    before anything slow starts.
     """
-    p = argparse.ArgumentParser(description=description)
+    p = _LabParser(description=description)
     p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
     p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
-    p.add_argument("--max-model-len", type=int, default=max_model_len, help="context length the engine reserves")
+    p.add_argument("--max-model-len", type=whole, default=max_model_len, help="context length the engine reserves")
     p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
     p.add_argument(
         "--enforce-eager",

@@ -47,6 +47,7 @@ from labkit import (
     progress,
     random_prompt,
     request_times,
+    whole,
     write_receipt,
 )
 
@@ -78,7 +79,7 @@ ROW = {
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = lab_parser("Measure TTFT, TPOT, E2E and the mean ITL per request with vLLM.", max_model_len=MAX_MODEL_LEN)
-    p.add_argument("--repeats", type=int, default=REPEATS, help="timed runs per grid row; the median is kept")
+    p.add_argument("--repeats", type=whole, default=REPEATS, help="timed runs per grid row; the median is kept")
     return p.parse_args(argv)
 
 

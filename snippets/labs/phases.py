@@ -45,6 +45,7 @@ from labkit import (
     progress,
     random_prompt,
     request_times,
+    whole,
     write_receipt,
 )
 
@@ -76,7 +77,7 @@ ROW = {
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = lab_parser("Time prefill (TTFT) and decode (TPOT) with vLLM.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--dtype", default="auto", help="weights/activations dtype (auto = the config's)")
-    p.add_argument("--repeats", type=int, default=REPEATS, help="timed runs per grid row; the median is kept")
+    p.add_argument("--repeats", type=whole, default=REPEATS, help="timed runs per grid row; the median is kept")
     return p.parse_args(argv)
 
 

@@ -52,6 +52,7 @@ from labkit import (
     progress,
     random_prompt,
     request_times,
+    whole,
     write_receipt,
 )
 
@@ -137,10 +138,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = lab_parser(
         "Measure vLLM's automatic prefix caching, block sharing, eviction and preemption.", max_model_len=MAX_MODEL_LEN
     )
-    p.add_argument("--requests", type=int, default=REQUESTS, help="prompts per sequential row (the first is cold)")
+    p.add_argument("--requests", type=whole, default=REQUESTS, help="prompts per sequential row (the first is cold)")
     p.add_argument(
         "--num-gpu-blocks-override",
-        type=int,
+        type=whole,
         default=NUM_GPU_BLOCKS,
         help="KV blocks in the pool (vLLM's option; CUDA blocks hold 16 tokens; on vLLM's CPU build, 128: pass 40)",
     )
