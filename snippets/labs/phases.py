@@ -36,6 +36,7 @@ import time
 
 from labkit import (
     STEP_TOKENS_METRIC,
+    VLLM_DTYPES,
     check_grid,
     engine_failure,
     fail,
@@ -76,7 +77,9 @@ ROW = {
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = lab_parser("Time prefill (TTFT) and decode (TPOT) with vLLM.", max_model_len=MAX_MODEL_LEN)
-    p.add_argument("--dtype", default="auto", help="weights/activations dtype (auto = the config's)")
+    p.add_argument(
+        "--dtype", default="auto", choices=VLLM_DTYPES, help="weights/activations dtype (auto = the config's)"
+    )
     p.add_argument("--repeats", type=whole, default=REPEATS, help="timed runs per grid row; the median is kept")
     return p.parse_args(argv)
 

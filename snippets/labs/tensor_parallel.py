@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 
 from labkit import (
+    VLLM_DTYPES,
     check_model_arg,
     child_run,
     decode_step_sweep,
@@ -145,7 +146,12 @@ ROW = {
 def parse_args(argv=None) -> argparse.Namespace:
     p = lab_parser("What each tensor-parallel rank holds, greedy tokens at T = 1 and 2, step times.", MAX_MODEL_LEN)
     p.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated subset of {','.join(RUNS)}")
-    p.add_argument("--dtype", default="auto", help="the engines' dtype ('float32' makes the greedy check exact)")
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=VLLM_DTYPES,
+        help="the engines' dtype ('float32' makes the greedy check exact)",
+    )
     p.add_argument(
         "--step-batches",
         default=",".join(map(str, STEP_BATCHES)),
