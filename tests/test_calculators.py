@@ -1,11 +1,12 @@
-"""The calculators (ADR-0008) compute what the course's Python computes, in the built site, in Chromium.
+"""The calculators (ADR-0008) compute what the course's Python computes, under Node and in Chromium.
 
-The bulk: a grid of input combinations per calculator (every registry model x card x weight and KV
-format, edge cases, bad inputs) is handed to the JavaScript port's pure functions in the page
-(``page.evaluate``) and every output is compared with :mod:`infercourse.calculators` run here: whole
-numbers and strings exactly, real numbers to a relative 1e-12, messages word for word. Then real form
-interactions: messages beside the fields, the state in the URL, loading on approach, instant
-navigation, a phone in the dark palette, and axe-core (pinned in package.json, vendored under
+The bulk, in the fast loop: a grid of input combinations per calculator (every registry model x card x
+weight and KV format, edge cases, bad inputs, the ends of ``calculators.LIMITS``) is handed to the
+JavaScript port's pure functions under Node (the build's own) and every output is compared with
+:mod:`infercourse.calculators` run here, the reference: whole numbers and strings exactly, real numbers to
+a relative 1e-12, messages word for word. Then, in the built site: the registry it serves, real form
+interactions (messages beside the fields, hostile input, the state in the URL, loading on approach,
+instant navigation, a phone in the dark palette), and axe-core (pinned in package.json, vendored under
 tests/vendor/ for this test only) finding no accessibility violation.
 """
 
@@ -16,11 +17,13 @@ import itertools
 import json
 import math
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 from test_browser import Watch, _open, browser  # noqa: F401  (the Playwright browser fixture)
 
+from conftest import ROOT
 from infercourse import calculators, registry
 
 AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
@@ -29,12 +32,30 @@ GPUS = list(registry.GPUS)
 LESSON_1A = "/lessons/1a-kv-cache/"
 PAGE = "/calculators/"
 
-# Calls the port's pure function on every case, in the page, with the registry the site serves.
-EVALUATE = """async ([fn, cases]) => {
-  const f = await import('/javascripts/calc/formulas.js');
-  const reg = await (await fetch('/assets/calc/registry.json')).json();
-  return cases.map((c) => f[fn](c, reg));
-}"""
+FORMULAS = ROOT / "docs" / "javascripts" / "calc" / "formulas.js"
+# Calls one of the port's pure functions on every case read from stdin, with the registry given there.
+NODE = """
+import * as f from "%s";
+let text = "";
+for await (const chunk of process.stdin) text += chunk;
+const { fn, reg, cases } = JSON.parse(text);
+console.log(JSON.stringify(cases.map((c) => f[fn](c, reg))));
+"""
+
+
+def node_calc(fn: str, cases: list[dict]) -> list[dict]:
+    """``fn`` of docs/javascripts/calc/formulas.js (``memoryCalc``, ``rooflineCalc``, ``specCalc``) on each case,
+    run under Node with the registry the build exports (``calculators.registry_export``): the JavaScript's
+    outputs, as JSON. Node is the build's own (`make node`); no browser is needed.
+
+    Raises:
+        AssertionError: Node failed (its stderr is the message).
+    """
+    payload = json.dumps({"fn": fn, "reg": calculators.registry_export(), "cases": cases})
+    script = NODE % FORMULAS.as_uri()
+    done = subprocess.run(["node", "--input-type=module", "-e", script], input=payload, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def _cfg(**changes):
@@ -234,27 +255,19 @@ def _differences(expected: dict, got: dict) -> list[str]:
         else:
             ok = have == want
         if not ok:
-            out.append(f"{key}: Python {want!r}, JavaScript {have!r}")
+            out.append(f"{key}: Python (the reference) {want!r}, JavaScript {have!r}")
     out += [f"{key}: only in JavaScript ({got[key]!r})" for key in got.keys() - expected.keys()]
     return out
-
-
-@pytest.fixture(scope="module")
-def page(browser, server):  # noqa: F811
-    context, page, watch = _open(browser, 1280, 800)
-    page.goto(server + PAGE, wait_until="load")
-    yield page
-    errors, outside = watch.take()
-    assert not errors and not outside, (errors, outside)
-    context.close()
 
 
 @pytest.mark.parametrize(
     "fn, cases", [("memoryCalc", _memory_cases()), ("rooflineCalc", _roofline_cases()), ("specCalc", _spec_cases())]
 )
-def test_the_port_computes_what_the_python_computes(page, fn, cases):
+def test_the_port_computes_what_the_python_computes(fn, cases):
+    """Under Node, in the fast loop: a slip in formulas.js (KV bytes from the query heads, a GiB taken as 10^9)
+    fails here, with the case, the output, and which side is the reference (Python)."""
     assert len(cases) >= 100, len(cases)
-    results = page.evaluate(EVALUATE, [fn, cases])
+    results = node_calc(fn, cases)
     problems, failed = [], 0
     for case, got in zip(cases, results, strict=True):
         expected = PYTHON[fn](case)
@@ -265,7 +278,20 @@ def test_the_port_computes_what_the_python_computes(page, fn, cases):
             problems.append(f"{shown} config={case['config'].get('model_type')}: " + "; ".join(diff))
     print(f"\n{fn}: {len(cases)} cases compared, {failed} of them with input errors")
     assert 10 <= failed < len(cases) // 2, failed  # both kinds are exercised
-    assert not problems, f"{len(problems)} of {len(cases)} cases differ:\n" + "\n".join(problems[:15])
+    assert not problems, (
+        f"formulas.js's {fn} differs from the reference, infercourse.calculators, in {len(problems)} of {len(cases)} "
+        "cases (fix the JavaScript, or the Python and its tests if the formula changed):\n" + "\n".join(problems[:15])
+    )
+
+
+@pytest.fixture(scope="module")
+def page(browser, server):  # noqa: F811
+    context, page, watch = _open(browser, 1280, 800)
+    page.goto(server + PAGE, wait_until="load")
+    yield page
+    errors, outside = watch.take()
+    assert not errors and not outside, (errors, outside)
+    context.close()
 
 
 def test_the_site_serves_the_registry_s_facts(page):

@@ -14,10 +14,8 @@ Floors by hand (RTX 4090: 1,008 GB/s, 165.2 TFLOP/s; BF16; context S = 1,024):
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import pytest
+from test_calculators import node_calc
 
 from conftest import ROOT
 from infercourse import calculators, registry, roofline, snippets
@@ -145,15 +143,6 @@ def test_lesson_6a_headline_values():
     assert 64 < _v("break_4090") <= 128
 
 
-NODE_SPEC = """
-import { specCalc } from "%s";
-let text = "";
-for await (const chunk of process.stdin) text += chunk;
-const { reg, cases } = JSON.parse(text);
-console.log(JSON.stringify(cases.map((c) => specCalc(c, reg))));
-"""
-
-
 def test_the_calculator_says_what_the_lesson_says_in_python_and_in_javascript():
     # lesson 6A's inputs (alpha 0.7, k = 4, context 1,024, the lab's draft) on both cards at every batch of its
     # table: the Python reference and the JavaScript port under Node both give the page's speedups
@@ -170,13 +159,8 @@ def test_the_calculator_says_what_the_lesson_says_in_python_and_in_javascript():
     for case, out in zip(cases, python, strict=True):
         assert out["speedup"] == pytest.approx(page[case["batch"], case["gpu"]], rel=1e-12), case
     draft = dict(registry.model(calculators.DRAFT_MODEL).config)
-    script = NODE_SPEC % (ROOT / "docs" / "javascripts" / "calc" / "formulas.js").as_uri()
-    payload = json.dumps({"reg": calculators.registry_export(), "cases": [c | {"draft": draft} for c in cases]})
-    done = subprocess.run(
-        ["node", "--input-type=module", "-e", script], input=payload, capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    for case, py, js in zip(cases, python, json.loads(done.stdout), strict=True):
+    javascript = node_calc("specCalc", [c | {"draft": draft} for c in cases])
+    for case, py, js in zip(cases, python, javascript, strict=True):
         assert js["errors"] == {} and js["speedup"] == pytest.approx(py["speedup"], rel=1e-12), (case["batch"], js)
         assert js["tau_d"] == pytest.approx(py["tau_d"], rel=1e-12)
     # the old calculator held the draft at rho = 0.1 of tau: x1.98 at B = 1 and x1.364 at B = 64 (6A: x2.16, x1.29)
