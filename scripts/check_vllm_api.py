@@ -965,7 +965,7 @@ class _Lab(ast.NodeVisitor):
             if kw.arg is None:
                 self.problem(node, f"{what}(**...): keywords passed through ** cannot be checked; name them")
             elif kw.arg not in allowed:
-                self.problem(kw, f"{what}(): no keyword argument {kw.arg!r}")
+                self.problem(kw, f"{what}(): no keyword argument {kw.arg!r}{_close(kw.arg, allowed)}")
 
     def visit_Call(self, node: ast.Call) -> None:
         export = self._export(node.func)
@@ -977,7 +977,9 @@ class _Lab(ast.NodeVisitor):
         f = node.func
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in self.llms:
             if f.attr not in self.s["llm_methods"]:
-                self.problem(node, f"LLM.{f.attr}(): LLM has no method {f.attr!r}")
+                self.problem(
+                    node, f"LLM.{f.attr}(): LLM has no method {f.attr!r}{_close(f.attr, self.s['llm_methods'])}"
+                )
             else:
                 self._keywords(node, set(self.s["llm_method_params"].get(f.attr, [])), f"LLM.{f.attr}")
         self.generic_visit(node)
@@ -1042,11 +1044,15 @@ class _Lab(ast.NodeVisitor):
         v = node.value
         is_output = (isinstance(v, ast.Name) and v.id in self.outputs) or self._kind_of(v) == "outputs"
         if is_output and node.attr not in self.s["request_output"]:
-            self.problem(node, f"RequestOutput has no attribute {node.attr!r}")
+            self.problem(
+                node, f"RequestOutput has no attribute {node.attr!r}{_close(node.attr, self.s['request_output'])}"
+            )
         if isinstance(v, ast.Name) and v.id in self.metrics and node.attr not in self.s["request_metrics"]:
-            self.problem(node, f"RequestOutput.metrics (RequestStateStats) has no attribute {node.attr!r}")
+            near = _close(node.attr, self.s["request_metrics"])
+            self.problem(node, f"RequestOutput.metrics (RequestStateStats) has no attribute {node.attr!r}{near}")
         if isinstance(v, ast.Attribute) and v.attr == "metrics" and node.attr not in self.s["request_metrics"]:
-            self.problem(node, f"RequestOutput.metrics has no attribute {node.attr!r}")
+            near = _close(node.attr, self.s["request_metrics"])
+            self.problem(node, f"RequestOutput.metrics has no attribute {node.attr!r}{near}")
         self.generic_visit(node)
 
 

@@ -329,7 +329,7 @@ PLANTED = {  # kind of mistake: (lab, text in it, the mistake, what the report m
         "labkit.py",
         "outputs = llm.generate(prompts, params, use_tqdm=False)",
         "outputs = llm.generate(prompts, params, use_tqdmm=False)",
-        "no keyword argument 'use_tqdmm'",
+        "no keyword argument 'use_tqdmm' (did you mean 'use_tqdm'?)",
     ),
     "env-var": (
         "labkit.py",
@@ -377,7 +377,7 @@ PLANTED = {  # kind of mistake: (lab, text in it, the mistake, what the report m
         "phases.py",
         "ignore_eos=True, temperature=0",
         "ignore_eoss=True, temperature=0",
-        "SamplingParams(): no keyword argument 'ignore_eoss'",
+        "SamplingParams(): no keyword argument 'ignore_eoss' (did you mean 'ignore_eos'?)",
     ),
 }
 
