@@ -249,8 +249,6 @@ def check_input(args) -> None:
     need = max((*alone, args.long_prompt if {"steps", "serve"} & set(args.parts) else 0)) + LONG_OUTPUT
     if need > args.max_model_len:
         fail(f"the longest prompt needs {need} tokens but --max-model-len is {args.max_model_len}; raise it")
-    if args.decoders < 1 or args.decoder_prompt < 1:
-        fail("--decoders and --decoder-prompt must be at least 1")
     settings = set(args.chunks if "steps" in args.parts else ())
     settings |= set(args.serve_chunks if "serve" in args.parts else ())
     for c in sorted(settings):

@@ -205,8 +205,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def check_input(args) -> None:
     check_model_arg(args.model)
-    if min(args.batch_sizes) < 1 or args.requests < 1 or args.prompt_tokens < 1:
-        fail("--batch-sizes, --requests and --prompt-tokens must be at least 1")
     if not 2 <= args.output_min <= args.output_max:
         fail(f"need 2 <= --output-min <= --output-max, got {args.output_min} and {args.output_max}")
     if args.prompt_tokens + args.output_max > args.max_model_len:
@@ -216,14 +214,12 @@ def check_input(args) -> None:
         fail(f"--max-num-batched-tokens must be at least the largest batch size, {max(args.batch_sizes)}")
     if "online" not in args.parts or args.child:
         return
-    if not all(0 < r < math.inf for r in args.rates):
-        fail(f"--rates must be positive and finite (requests/s), got {' '.join(map(str, args.rates))}")
-    if args.num_prompts < 1 or args.online_output_tokens < 2:
-        fail("need --num-prompts >= 1 and --online-output-tokens >= 2 (TPOT needs a decode step)")
+    if args.online_output_tokens < 2:  # counts >= 1 and positive rates: argparse (labkit.whole, positive)
+        fail("need --online-output-tokens >= 2 (TPOT needs a decode step)")
     if args.prompt_tokens + args.online_output_tokens > args.max_model_len:
         need = args.prompt_tokens + args.online_output_tokens
         fail(f"an online request needs {need} tokens but --max-model-len is {args.max_model_len}; pass {need} or more")
-    if not 0 <= args.port <= 65535 or (args.port and not port_free(args.port)):
+    if args.port and not port_free(args.port):  # 0 to 65535: argparse (labkit.port)
         fail(f"--port {args.port} is not a free port on {LOOPBACK}; pass another, or 0 for any free one")
 
 

@@ -380,8 +380,8 @@ def prepare(args, lab: str) -> None:
 
 
 def check_grid(args, grid) -> None:
-    """Refuse, before the slow engine start, a model folder that cannot work, a (prompt, output)
-    grid that does not fit in ``--max-model-len``, or fewer than one ``--repeats``."""
+    """Refuse, before the slow engine start, a model folder that cannot work or a (prompt, output)
+    grid that does not fit in ``--max-model-len`` (``--repeats`` >= 1: argparse, :func:`whole`)."""
     check_model_arg(args.model)
     need = max(prompt + output for prompt, output in grid)
     if need > args.max_model_len:
@@ -389,8 +389,6 @@ def check_grid(args, grid) -> None:
             f"the grid needs {need} tokens (prompt + output) but --max-model-len is {args.max_model_len}; "
             f"pass --max-model-len {need} or more"
         )
-    if args.repeats < 1:
-        fail(f"--repeats must be at least 1, got {args.repeats}")
 
 
 def kv_bytes_per_token(hf_config, dtype_bytes: int) -> int:

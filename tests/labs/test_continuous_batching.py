@@ -268,11 +268,11 @@ def test_prediction_replays_the_gpu_workload():
         (["--output-min", "1"], "need 2 <= --output-min <= --output-max"),
         (["--output-max", "600"], "a request needs 1112 tokens but --max-model-len is 1024"),  # 512 + 600
         (["--batch-sizes", "64", "--max-num-batched-tokens", "32"], "at least the largest batch size, 64"),
-        (["--rates", "2", "0"], "--rates must be positive and finite (requests/s), got 2.0 0.0"),
-        (["--rates", "-1"], "--rates must be positive"),
-        (["--online-output-tokens", "1"], "need --num-prompts >= 1 and --online-output-tokens >= 2"),
+        (["--rates", "2", "0"], "argument --rates: must be a positive number, got 0"),
+        (["--rates", "-1"], "argument --rates: must be a positive number, got -1"),
+        (["--online-output-tokens", "1"], "need --online-output-tokens >= 2"),
         (["--online-output-tokens", "600"], "an online request needs 1112 tokens"),  # 512 + 600 > 1024
-        (["--port", "70000"], "--port 70000 is not a free port"),
+        (["--port", "70000"], "argument --port: must be a port from 0 (a free one) to 65535, got 70000"),
     ],
 )
 def test_lab_refuses_bad_input_in_one_line(tmp_path, extra, words):
