@@ -169,7 +169,7 @@ def test_runner_survives_a_timeout_and_a_crash_and_goes_on(tmp_path):
             "--labs-dir",
             str(tmp_path),
             "--timeout",
-            "5",
+            "2",
             "--python",
             sys.executable,
             "--model",
@@ -182,7 +182,7 @@ def test_runner_survives_a_timeout_and_a_crash_and_goes_on(tmp_path):
     out = done.stdout
     assert done.returncode == 1, done.stderr
     assert "=== [1/3] a_hangs ===" in out and "  a_hangs | [a_hangs] downloading 1/2" in out  # streamed
-    assert "a_hangs: TIMED OUT (after 5 s" in out
+    assert "a_hangs: TIMED OUT (after 2 s" in out
     assert "  b_crashes | RuntimeError: CUDA out of memory (a stand-in)" in out
     assert "b_crashes: CRASHED (exit 1" in out
     assert "  c_finishes | [c_finishes] done" in out and "c_finishes: bad receipt" in out  # it still ran
