@@ -479,6 +479,24 @@ def test_the_code_loads_only_when_a_calculator_comes_near(browser, server):  # n
     context.close()
 
 
+@pytest.mark.parametrize("width, height", [(1280, 800), (390, 844)])
+def test_a_link_to_a_calculator_lands_on_it_and_keeps_its_address(browser, server, width, height):  # noqa: F811
+    """/calculators/#spec: the calculators above it grow as they load; the reader still sees the spec
+    calculator's heading, and the address keeps #spec (also after a field is edited)."""
+    context, page, watch = _open(browser, width, height)
+    page.goto(server + PAGE + "#spec", wait_until="load")
+    page.wait_for_function("document.querySelector('.ic-calc[data-calc=spec]').dataset.state === 'ready'")
+    page.wait_for_timeout(500)  # what loads after (the figure, the other calculators) has settled
+    top = page.evaluate("document.getElementById('spec').getBoundingClientRect().top")
+    assert 0 <= top < height / 2, f"the #spec heading is at {top:.0f} px in a {height} px window"
+    assert page.evaluate("location.hash") == "#spec"
+    page.fill("#ic-s-k", "5")
+    assert page.evaluate("location.hash") == "#spec" and "s.k=5" in page.url, page.url
+    errors, outside = watch.take()
+    assert not errors and not outside, (errors, outside)
+    context.close()
+
+
 def test_instant_navigation_mounts_the_calculators(browser, server):  # noqa: F811
     context, page, watch = _open(browser, 1280, 800)
     page.goto(server + "/", wait_until="load")

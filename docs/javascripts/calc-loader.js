@@ -9,15 +9,23 @@
   const registry = new URL("../assets/calc/registry.json", base).href;
   let loaded = null;
   const load = () => loaded ||= Promise.all([import(ui), fetch(registry).then((r) => r.json())]);
+  // A link to a place below a calculator (/calculators/#spec): each calculator that mounts above it grows the
+  // page and would carry the place out of view (and Material's navigation.tracking would then rewrite the
+  // address to the section now in view). Until the reader scrolls, keep the linked place where it was.
+  let target = null;
+  const release = () => { target = null; };
+  for (const kind of ["wheel", "touchstart", "keydown", "mousedown"]) addEventListener(kind, release, { passive: true });
+  const keepTarget = () => { if (target) target.scrollIntoView(); };
   const mount = (el) => {
     if (el.dataset.state) return;
     el.dataset.state = "loading";
-    load().then(([mod, reg]) => mod.mount(el, reg)).catch((e) => {
+    load().then(([mod, reg]) => { mod.mount(el, reg); keepTarget(); }).catch((e) => {
       el.dataset.state = "failed";
       el.textContent = `The calculator could not load (${e.message}); reload the page to try again.`;
     });
   };
   const scan = () => {
+    target = location.hash ? document.getElementById(decodeURIComponent(location.hash.slice(1))) : null;
     const placeholders = document.querySelectorAll(".ic-calc:not([data-state])");
     if (!placeholders.length) return;
     const observer = new IntersectionObserver((entries) => {
