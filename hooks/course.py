@@ -12,6 +12,11 @@ from mkdocs.exceptions import PluginError
 from infercourse import course
 
 PLACEHOLDER = "course.yml"
+LESSON_SEARCH_BOOST = 4
+"""Material's search boost of every lesson page (front matter ``search: boost:``, set here for all of them):
+a reader who searches a topic ("KV cache") gets the lesson that teaches it before the reference pages that
+mention it more often (Facts, Receipts). Measured 2026-12-05: with no boost or 2, "KV cache" listed Facts
+first; with 4, lesson 1A. tests/test_browser.py holds it for three topics."""
 
 
 def on_config(config):
@@ -21,3 +26,9 @@ def on_config(config):
     at = nav.index(PLACEHOLDER)
     config.nav = [*nav[:at], *course.nav(), *course.notebook_nav(), *nav[at + 1 :]]
     return config
+
+
+def on_page_markdown(markdown, page, **kwargs):
+    if page.file.src_uri.startswith("lessons/"):
+        page.meta.setdefault("search", {}).setdefault("boost", LESSON_SEARCH_BOOST)
+    return markdown

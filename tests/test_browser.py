@@ -327,6 +327,26 @@ def test_search_finds_symbols_and_shows_no_raw_tex(browser, server, query, expec
 
 
 @pytest.mark.parametrize(
+    "query, lesson",
+    [("KV cache", "/lessons/1a-kv-cache/"), ("roofline", "/lessons/2a-roofline/"), ("PagedAttention", "/lessons/5a")],
+)
+def test_search_lists_the_lesson_on_a_topic_first(browser, server, query, lesson):
+    """A reader who searches a lesson's topic gets the lesson first, not a reference page that mentions the term
+    more often (Facts, Receipts, Glossary): lessons carry a search boost (hooks/course.py)."""
+    context, page, watch = _open(browser, 1280, 800)
+    page.goto(f"{server}/?q={quote(query)}", wait_until="load")  # Material's search deep link
+    page.wait_for_selector(".md-search-result__item", timeout=15_000)
+    hrefs = page.eval_on_selector_all(".md-search-result__link", "links => links.map(a => a.href)")
+    errors, outside = watch.take()
+    context.close()
+    first = urlsplit(hrefs[0]).path
+    assert first.startswith(lesson), (
+        f"search for {query!r}: first {first}, then {[urlsplit(h).path for h in hrefs[1:6]]}"
+    )
+    assert not errors and not outside, (errors, outside)
+
+
+@pytest.mark.parametrize(
     "query, anchor", [("预填充", "prefill"), ("分页注意力", "pagedattention"), ("Goodput", "goodput")]
 )
 def test_search_in_either_language_finds_the_glossary_entry(browser, server, query, anchor):
