@@ -143,8 +143,8 @@ def memory_calc(
         errors["memory_gib"] = str(e)
     if not (isinstance(utilization, (int, float)) and not isinstance(utilization, bool) and 0 < utilization <= 1):
         errors["utilization"] = f"gpu_memory_utilization must be in (0, 1], got {utilization!r}"
-    if not _real(reserve_gib) or not 0 <= reserve_gib <= LIMITS["reserve_gib"]:
-        high = LIMITS["reserve_gib"]
+    high = LIMITS["reserve_gib"]
+    if not _real(reserve_gib) or not 0 <= reserve_gib <= high:
         errors["reserve_gib"] = f"reserve must be a non-negative number of GiB up to {high:,}, got {reserve_gib!r}"
     mml = cast(int, config.get("max_position_embeddings") if max_model_len is None else max_model_len)  # checked next
     try:

@@ -25,7 +25,7 @@ export function repr(v) {
 
 const isInt = (v) => typeof v === "number" && Number.isInteger(v);
 const commas = (x) => x.toLocaleString("en-US"); // Python's f"{x:,}" for whole numbers
-// transformer.CONFIG_SIZE_MAX: each calculator below sets it from the registry it is given (limits.config_size)
+// transformer.CONFIG_SIZE_MAX, which need() checks: set by useLimits() from the registry each calculator is given
 let configSizeMax = Infinity;
 const isNum = (v) => typeof v === "number" && !Number.isNaN(v);
 const has = (c, k) => c[k] !== undefined && c[k] !== null;
@@ -183,6 +183,11 @@ function expectedTokensPerStep(alpha, k) { // expected_tokens_per_step
 }
 
 // --- calculators.py ---------------------------------------------------------------------------
+// calculators.LIMITS as exported with the registry (reg.limits); config sizes go to need()
+function useLimits(reg) {
+  configSizeMax = reg.limits.config_size;
+  return reg.limits;
+}
 const real = (v) => isNum(v) && Number.isFinite(v); // _real
 function whole(name, v, high) { // _whole (high: LIMITS[field])
   if (!isInt(v) || !(v >= 1 && v <= high)) throw new Error(`${name} must be a whole number from 1 to ${commas(high)}, got ${repr(v)}`);
@@ -198,8 +203,7 @@ export function memoryCalc(inp, reg) {
   const out = { attention: null, params: null, weight_bytes: null, kappa: null, total_bytes: null, budget: null,
     tokens: null, concurrency: null, sequences: null, starts: null, reason: "", note: "", errors: {} };
   const errors = out.errors;
-  const lim = reg.limits;
-  configSizeMax = lim.config_size;
+  const lim = useLimits(reg);
   const configOk = attempt(errors, "config", () => {
     out.attention = attentionKind(c);
     out.kappa = kvBytesPerToken(c, KV_DTYPE_BYTES[inp.kv]);
@@ -275,8 +279,7 @@ export function rooflineCalc(inp, reg) {
     attention_intensity: null, linear_s: null, attention_s: null, step_s: null, linear_bound: null,
     attention_bound: null, tokens_per_s: null, bstar: null, errors: {} };
   const errors = out.errors;
-  const lim = reg.limits;
-  configSizeMax = lim.config_size;
+  const lim = useLimits(reg);
   attempt(errors, "batch", () => whole("batch", inp.batch, lim.batch));
   attempt(errors, "context", () => whole("context", inp.context, lim.context));
   let b;
@@ -311,8 +314,7 @@ export function specCalc(inp, reg) {
     expected: null, tau: null, tau_d: null, tau_v: null, rho: null, step_s: null, tpot: null, speedup: null, errors: {},
   };
   const errors = out.errors;
-  const lim = reg.limits;
-  configSizeMax = lim.config_size;
+  const lim = useLimits(reg);
   attempt(errors, "alpha", () => expectedTokensPerStep(inp.alpha, 1));
   attempt(errors, "k", () => whole("k (draft tokens per step)", inp.k, lim.k));
   attempt(errors, "batch", () => whole("batch", inp.batch, lim.batch));

@@ -168,14 +168,15 @@ def allreduce_fit_exact(receipt: Receipt) -> ClaimResult:
     problems = []
     if sizes != list(ALLREDUCE_BYTES):
         problems.append(f"sizes {sizes} != the lab's {list(ALLREDUCE_BYTES)}")
-    if len(times) != len(sizes) or not all(math.isfinite(t) and t > 0 for t in times):
+    times_ok = len(times) == len(sizes) and all(math.isfinite(t) and t > 0 for t in times)
+    if not times_ok:
         problems.append(f"{len(times)} times for {len(sizes)} sizes, or a time not finite and > 0: {times}")
     if row["sum_exact"] is not True:
         problems.append("a rank's all-reduce differs from the element-wise sum")
     a, b = row["fit_latency_s"], row["fit_s_per_byte"]
     if not all(math.isfinite(v) and v > 0 for v in (a, b)):
         problems.append(f"fit a = {a}, b = {b}: not finite and > 0")
-    elif len(times) == len(sizes) >= 2 and all(t > 0 for t in times):
+    elif times_ok and len(times) >= 2:
         want_a, want_b = least_squares(sizes, times)
         if not (math.isclose(a, want_a, rel_tol=1e-6) and math.isclose(b, want_b, rel_tol=1e-6)):
             problems.append(f"fit ({a:.6g}, {b:.6g}) is not the least-squares fit ({want_a:.6g}, {want_b:.6g})")
