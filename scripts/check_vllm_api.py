@@ -8,8 +8,10 @@ every Python file in ``snippets/labs/`` (each lab and the shared ``labkit.py``) 
 - ``from vllm import X``: X must be a top-level export; other ``vllm.*`` imports are refused
   (labs use the public top level only, so the check can follow them);
 - ``LLM(...)`` keywords: ``LLM.__init__`` parameters, or ``EngineArgs`` fields (LLM passes the rest
-  there and EngineArgs raises TypeError on an unknown name); ``SamplingParams(...)`` keywords: its
-  fields; ``**kwargs`` in such a call cannot be checked and is refused;
+  there and EngineArgs raises TypeError on an unknown name); so are the keywords of every call of
+  labkit's ``start_llm`` (:data:`ENGINE_STARTER`), which hands them to ``LLM``, and whose first
+  returned value is an ``LLM``; ``SamplingParams(...)`` keywords: its fields; ``**kwargs`` in such a
+  call cannot be checked and is refused (but in ``start_llm`` itself, whose callers are checked);
 - methods called on an ``LLM`` instance and their keywords;
 - attributes read from what ``generate``/``chat`` return (``RequestOutput``), and from any
   ``.metrics`` (``RequestStateStats``);
@@ -193,7 +195,10 @@ reads another program's text (e.g. nvidia-smi's), so it is not checked against v
 ENGINE_PROCESS_ONLY = ("driver_worker", "model_runner")
 """Objects that live in the engine-core process in vLLM's default multiprocess mode: a lab
 reaches them only through ``LLM.apply_model`` / ``LLM.collective_rpc``."""
-ENGINE_CONSTRUCTORS = {"LLM", "EngineArgs", "AsyncEngineArgs"}
+ENGINE_STARTER = "start_llm"
+"""labkit's function that starts an ``LLM``: ``start_llm(args, **engine_args)`` passes its keywords to
+``LLM(...)`` and returns ``(llm, engine_start_s)``. Its call sites are checked as ``LLM``'s are."""
+ENGINE_CONSTRUCTORS = {"LLM", "EngineArgs", "AsyncEngineArgs", ENGINE_STARTER}
 RE_FUNCTIONS = {"compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"}
 PLACEHOLDER = re.compile(r"%%|\{\{|\}\}|%(?:\([^)]*\))?[-+ #0]*(?:\d+|\*)?(?:\.\d+)?[sdifrxXeEgGc]|\{[^{}]*\}")
 STRING_SAMPLES = (
@@ -872,6 +877,7 @@ class _Lab(ast.NodeVisitor):
         self.metrics: set[str] = set()
         self.typed: dict[str, str] = {}  # local name -> class in surface["objects"] (x = llm.llm_engine)
         self.in_chain: set[int] = set()  # attribute nodes already checked as part of a longer chain
+        self.functions: list[str] = []  # the enclosing function definitions, innermost last
         engine = surface["objects"]["LLM"]["types"].get("llm_engine")
         self.process_only = set(ENGINE_PROCESS_ONLY) | set(surface["objects"].get(engine, {}).get("conditional", {}))
 
@@ -905,6 +911,11 @@ class _Lab(ast.NodeVisitor):
         return None
 
     # bindings ----------------------------------------------------------------------------------
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self.functions.append(node.name)
+        self.generic_visit(node)
+        self.functions.pop()
+
     def visit_arg(self, node: ast.arg) -> None:
         if node.arg == "llm":  # a helper's engine parameter (labkit's and the labs' one name for it)
             self.llms.add(node.arg)
@@ -940,6 +951,10 @@ class _Lab(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.visit(node.value)
+        if isinstance(node.value, ast.Call) and _call_name(node.value.func) == ENGINE_STARTER:
+            for t in node.targets:  # llm, engine_start_s = start_llm(args, ...)
+                if isinstance(t, (ast.Tuple, ast.List)) and t.elts:
+                    self._bind(t.elts[0], "llms")
         kind = self._kind_of(node.value)
         if kind:
             for t in node.targets:
@@ -962,6 +977,8 @@ class _Lab(ast.NodeVisitor):
     # uses --------------------------------------------------------------------------------------
     def _keywords(self, node: ast.Call, allowed: set[str], what: str) -> None:
         for kw in node.keywords:
+            if kw.arg is None and what == "LLM" and self.functions[-1:] == [ENGINE_STARTER]:
+                continue  # start_llm(**engine_args) passes them on: its call sites are checked
             if kw.arg is None:
                 self.problem(node, f"{what}(**...): keywords passed through ** cannot be checked; name them")
             elif kw.arg not in allowed:
@@ -969,9 +986,9 @@ class _Lab(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         export = self._export(node.func)
-        if export == "LLM":
+        if export == "LLM" or _call_name(node.func) == ENGINE_STARTER:
             allowed = set(self.s["llm_init"]) | (set(self.s["engine_args"]) if self.s["llm_init_has_kwargs"] else set())
-            self._keywords(node, allowed, "LLM")
+            self._keywords(node, allowed, "LLM" if export else ENGINE_STARTER)
         elif export == "SamplingParams":
             self._keywords(node, set(self.s["sampling_params"]), "SamplingParams")
         f = node.func

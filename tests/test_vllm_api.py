@@ -108,11 +108,10 @@ PHASES = (ROOT / "snippets" / "labs" / "phases.py").read_text()
         ("ignore_eos=True", "ignore_eoss=True", "SamplingParams(): no keyword argument 'ignore_eoss'"),
         ("llm.get_tokenizer()", "llm.get_tokenzer()", "LLM has no method 'get_tokenzer'"),
         ("use_tqdm=False", "use_tqmd=False", "LLM.generate(): no keyword argument 'use_tqmd'"),
-        (
-            "from vllm import LLM, SamplingParams",
-            "from vllm import LLM, SamplingParam",
-            "vllm exports no SamplingParam",
-        ),
+        ("from vllm import SamplingParams", "from vllm import SamplingParam", "vllm exports no SamplingParam"),
+        # start_llm(...) hands its keywords to LLM(...), and what it returns first is an LLM
+        ("seed=SEED,", "sead=SEED,", "start_llm(): no keyword argument 'sead' (did you mean 'seed'?)"),
+        ("llm.llm_engine.vllm_config", "llm.llm_engine.vllm_conf", "LLMEngine has no attribute 'vllm_conf'"),
     ],
 )
 def test_misspelling_is_reported(good, bad, expected):
@@ -135,6 +134,16 @@ def test_output_attributes_and_kwargs_passthrough_are_checked():
     problems = api.check_source(src, SURFACES["vllm-0.26.0"])
     assert len(problems) == 2, problems
     assert "cannot be checked" in problems[0] and "no attribute 'metric'" in problems[1]
+
+
+def test_start_llm_passes_keywords_through_only_inside_itself():
+    """labkit.start_llm may hand ``**engine_args`` to LLM (its callers are checked); a lab may not."""
+    labkit = (ROOT / "snippets" / "labs" / "labkit.py").read_text()
+    assert api.check_source(labkit, GPU, "labkit.py") == []
+    src = "from labkit import start_llm\nllm, s = start_llm(args, seed=0, **extra)\nllm.generat(['x'])\n"
+    problems = api.check_source(src, GPU)
+    assert len(problems) == 2, problems
+    assert "start_llm(**...)" in problems[0] and "LLM has no method 'generat'" in problems[1]
 
 
 @pytest.mark.parametrize(

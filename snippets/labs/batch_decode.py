@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import time
 
 from labkit import (
     PREEMPTIONS_METRIC,
@@ -46,7 +45,6 @@ from labkit import (
     check_model_arg,
     decode_step_s,
     engine_core_in_process,
-    engine_failure,
     fail,
     kv_bytes_per_token,
     lab_parser,
@@ -59,6 +57,7 @@ from labkit import (
     random_prompt,
     registry_bandwidth_gb_s,
     request_times,
+    start_llm,
     whole,
     write_receipt,
 )
@@ -146,34 +145,20 @@ def main(argv=None) -> int:
         bandwidth = registry_bandwidth_gb_s(machine()["name"])
     if bandwidth is None:
         progress("no datasheet bandwidth for this device (pass --bandwidth-gb-s): the floor column shows '-'")
-    try:
-        from vllm import LLM, SamplingParams
-    except ImportError as exc:
-        fail(f"vLLM is not importable ({exc}); install vllm==0.26.0")
 
     # --8<-- [start:measure]
     # every request of the largest batch scheduled at once; prefills in a few steps of at most MAX_BATCHED_TOKENS
     batched_tokens = min(max(batches) * args.prompt_len, MAX_BATCHED_TOKENS)
-    progress(f"starting the engine for {args.model} (a first run downloads the weights)")
-    started = time.perf_counter()
-    try:
-        llm = LLM(
-            model=args.model,
-            load_format=args.load_format,
-            max_model_len=args.max_model_len,
-            enforce_eager=args.enforce_eager,
-            seed=SEED,
-            max_num_seqs=max(batches),
-            max_num_batched_tokens=batched_tokens,
-            enable_prefix_caching=False,
-            disable_log_stats=False,
-        )
-    except Exception as exc:  # vLLM raises many kinds; the message says which
-        engine_failure(exc, args.model)
-    engine_start_s = time.perf_counter() - started
-    progress(f"engine ready after {engine_start_s:.0f} s")
-
+    llm, engine_start_s = start_llm(
+        args,
+        seed=SEED,
+        max_num_seqs=max(batches),
+        max_num_batched_tokens=batched_tokens,
+        enable_prefix_caching=False,
+        disable_log_stats=False,
+    )
     import torch
+    from vllm import SamplingParams
 
     model_config = llm.llm_engine.vllm_config.model_config
     b = torch.empty((), dtype=model_config.dtype).element_size()

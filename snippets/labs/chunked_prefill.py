@@ -75,7 +75,6 @@ from labkit import (
     check_model_arg,
     child_run,
     engine_core_in_process,
-    engine_failure,
     engine_flags,
     fail,
     free_port,
@@ -88,6 +87,7 @@ from labkit import (
     request_times,
     serve,
     served_metric_totals,
+    start_llm,
     stream_completion,
     vllm_cli,
     whole,
@@ -270,32 +270,22 @@ def child(args) -> int:
     """One engine (args.chunks holds one setting, or args.pd_role names a pd instance): run its rows and
     print them after ROW_TAG."""
     engine_core_in_process()  # steps are counted in this process
-    try:
-        from vllm import LLM, SamplingParams
-    except ImportError as exc:
-        fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.txt")
     if args.pd_role:
-        return pd_child(args, LLM, SamplingParams)
+        return pd_child(args)
     (chunk,) = args.chunks
     tokens = budget(chunk, args.max_model_len)
-    started = time.perf_counter()
-    try:
-        llm = LLM(
-            model=args.model,
-            load_format=args.load_format,
-            max_model_len=args.max_model_len,
-            enforce_eager=args.enforce_eager,
-            seed=SEED,
-            enable_chunked_prefill=chunk != "off",
-            max_num_batched_tokens=tokens,
-            max_num_seqs=max(args.decoders + 1, 2),
-            async_scheduling=False,  # one step() = one scheduler step, so steps can be counted
-            enable_prefix_caching=False,  # every prompt is prefilled in full
-            disable_log_stats=False,  # fills RequestOutput.metrics and the step histogram
-        )
-    except Exception as exc:  # vLLM raises many kinds; the parent reads the reason from this output
-        engine_failure(exc, args.model)
-    engine_start_s = time.perf_counter() - started
+    llm, engine_start_s = start_llm(
+        args,
+        seed=SEED,
+        enable_chunked_prefill=chunk != "off",
+        max_num_batched_tokens=tokens,
+        max_num_seqs=max(args.decoders + 1, 2),
+        async_scheduling=False,  # one step() = one scheduler step, so steps can be counted
+        enable_prefix_caching=False,  # every prompt is prefilled in full
+        disable_log_stats=False,  # fills RequestOutput.metrics and the step histogram
+    )
+    from vllm import SamplingParams
+
     engine = llm.llm_engine
     tokenizer = llm.get_tokenizer()
     vocab_size, special = len(tokenizer), set(tokenizer.all_special_ids)
@@ -385,31 +375,25 @@ def tensor_bytes(folder: Path) -> int:
     return total
 
 
-def pd_child(args, LLM, SamplingParams) -> int:
+def pd_child(args) -> int:
     """One pd instance (``args.pd_role``): vLLM's ExampleConnector on the folder ``args.kv_path``; the same
     PD_PROMPT-token prompt in both (same seed and tokenizer), PREFILL_OUTPUT tokens from the producer and
     LONG_OUTPUT from the consumer. Prints what it measured after ROW_TAG."""
-    started = time.perf_counter()
-    try:
-        llm = LLM(
-            model=args.model,
-            load_format=args.load_format,
-            max_model_len=args.max_model_len,
-            enforce_eager=args.enforce_eager,
-            seed=SEED,
-            # the prompt in one step: ExampleConnector stores a new prompt's slots in the step that schedules it
-            max_num_batched_tokens=args.max_model_len,
-            enable_prefix_caching=False,  # the consumer's hits can only come from the connector
-            disable_log_stats=False,
-            kv_transfer_config={
-                "kv_connector": CONNECTOR,
-                "kv_role": args.pd_role,
-                "kv_connector_extra_config": {"shared_storage_path": str(args.kv_path)},
-            },
-        )
-    except Exception as exc:  # vLLM raises many kinds; the parent reads the reason from this output
-        engine_failure(exc, args.model)
-    engine_start_s = time.perf_counter() - started
+    llm, engine_start_s = start_llm(
+        args,
+        seed=SEED,
+        # the prompt in one step: ExampleConnector stores a new prompt's slots in the step that schedules it
+        max_num_batched_tokens=args.max_model_len,
+        enable_prefix_caching=False,  # the consumer's hits can only come from the connector
+        disable_log_stats=False,
+        kv_transfer_config={
+            "kv_connector": CONNECTOR,
+            "kv_role": args.pd_role,
+            "kv_connector_extra_config": {"shared_storage_path": str(args.kv_path)},
+        },
+    )
+    from vllm import SamplingParams
+
     model_config = llm.llm_engine.vllm_config.model_config
     import torch
 

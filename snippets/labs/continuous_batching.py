@@ -74,7 +74,6 @@ from labkit import (
     check_model_arg,
     child_run,
     engine_core_in_process,
-    engine_failure,
     engine_flags,
     fail,
     free_port,
@@ -90,6 +89,7 @@ from labkit import (
     root_cause,
     serve,
     served_metrics,
+    start_llm,
     vllm_cli,
     whole,
     write_receipt,
@@ -288,27 +288,17 @@ def child(args) -> int:
     """One engine with ``max_num_seqs`` = the one batch size given; print both rows after ROW_TAG."""
     (batch,) = args.batch_sizes
     engine_core_in_process()  # before vLLM is imported
-    try:
-        from vllm import LLM, SamplingParams
-    except ImportError as exc:
-        fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.txt")
-    started = time.perf_counter()
-    try:
-        llm = LLM(
-            model=args.model,
-            load_format=args.load_format,
-            max_model_len=args.max_model_len,
-            enforce_eager=args.enforce_eager,
-            seed=SEED,
-            max_num_seqs=batch,
-            max_num_batched_tokens=args.max_num_batched_tokens,
-            enable_prefix_caching=False,
-            async_scheduling=False,  # the scheduler knows a request has finished before it plans the next step
-            disable_log_stats=False,  # fills RequestOutput.metrics and the metrics read here
-        )
-    except Exception as exc:  # vLLM raises many kinds; one line says which
-        engine_failure(exc, args.model)
-    engine_start_s = time.perf_counter() - started
+    llm, engine_start_s = start_llm(
+        args,
+        seed=SEED,
+        max_num_seqs=batch,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        enable_prefix_caching=False,
+        async_scheduling=False,  # the scheduler knows a request has finished before it plans the next step
+        disable_log_stats=False,  # fills RequestOutput.metrics and the metrics read here
+    )
+    from vllm import SamplingParams
+
     labels = cache_config(llm)
     tokenizer = llm.get_tokenizer()
     vocab_size, special = len(tokenizer), set(tokenizer.all_special_ids)

@@ -41,14 +41,12 @@ import os
 import re
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 from labkit import (
     cache_config,
     check_model_arg,
     child_run,
-    engine_failure,
     engine_flags,
     fail,
     kv_bytes_per_token,
@@ -56,6 +54,7 @@ from labkit import (
     param_count,
     prepare,
     progress,
+    start_llm,
     whole,
     write_receipt,
 )
@@ -150,28 +149,16 @@ def device_total_bytes() -> int | None:
 # --8<-- [start:engine]
 def child(args) -> int:
     """Start one engine, print its row (``ROW_TAG`` + JSON) and exit; vLLM's errors end the process."""
-    try:
-        from vllm import LLM
-    except ImportError as exc:
-        fail(f"vLLM is not importable ({exc}); install vllm==0.26.0")
-    started = time.perf_counter()
-    try:
-        llm = LLM(
-            model=args.model,
-            load_format=args.load_format,
-            max_model_len=args.max_model_len,
-            enforce_eager=args.enforce_eager,
-            seed=SEED,
-            gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
-            kv_cache_dtype=args.kv_cache_dtype,
-            kv_cache_memory_bytes=args.kv_cache_memory_bytes,
-            attention_backend=args.attention_backend,
-            enable_prefix_caching=False,
-            disable_log_stats=False,
-        )
-    except Exception as exc:  # vLLM raises many kinds; the parent reads the reason from this output
-        engine_failure(exc, args.model)
-    engine_start_s = time.perf_counter() - started
+    llm, engine_start_s = start_llm(
+        args,
+        seed=SEED,
+        gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
+        kv_cache_dtype=args.kv_cache_dtype,
+        kv_cache_memory_bytes=args.kv_cache_memory_bytes,
+        attention_backend=args.attention_backend,
+        enable_prefix_caching=False,
+        disable_log_stats=False,
+    )
     labels = cache_config(llm)
     import torch
 

@@ -508,6 +508,39 @@ def engine_failure(exc: Exception, model: str, log_text: str = "") -> None:
     fail(f"vLLM could not start an engine for {model!r}: {cause[:400]}{where}")
 
 
+def start_llm(args, **engine_args):
+    """Start vLLM's offline engine (``LLM``) for ``args.model``; return ``(llm, engine_start_s)``, the
+    second in seconds from the call to ``LLM(...)`` to its return (weights loaded, KV cache allocated).
+
+    ``args`` is :func:`lab_parser`'s namespace: ``model``, ``load_format``, ``max_model_len`` and
+    ``enforce_eager`` come from it. ``engine_args`` are the lab's other ``LLM(...)`` keywords; a lab may
+    give ``load_format`` or ``enforce_eager`` itself to override its flag. ``scripts/check_vllm_api.py``
+    checks the keywords of every call of this function against the pinned releases, as it checks ``LLM``'s.
+
+    Exits (code 2) when vLLM is not importable, and (code 3) with vLLM's root cause when the engine does
+    not start (:func:`engine_failure`).
+    """
+    try:
+        from vllm import LLM
+    except ImportError as exc:
+        fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.txt")
+    progress(f"starting the engine for {args.model} (a first run downloads the weights)")
+    started = time.perf_counter()
+    try:
+        llm = LLM(
+            model=args.model,
+            load_format=engine_args.pop("load_format", args.load_format),
+            max_model_len=args.max_model_len,
+            enforce_eager=engine_args.pop("enforce_eager", args.enforce_eager),
+            **engine_args,
+        )
+    except Exception as exc:  # vLLM raises many kinds; one line names the root cause
+        engine_failure(exc, args.model)
+    engine_start_s = time.perf_counter() - started
+    progress(f"engine ready after {engine_start_s:.0f} s")
+    return llm, engine_start_s
+
+
 def random_prompt(rng, length: int, vocab_size: int, special: set[int]) -> dict:
     """A prompt of exactly ``length`` token ids drawn with ``rng`` (a ``random.Random``) from the
     vocabulary minus ``special`` ids (no early end of sequence, no chat template)."""

@@ -36,17 +36,16 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import time
 
 from labkit import (
     check_grid,
-    engine_failure,
     fail,
     lab_parser,
     prepare,
     progress,
     random_prompt,
     request_times,
+    start_llm,
     whole,
     write_receipt,
 )
@@ -95,28 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_grid(args, GRID)
     prepare(args, LAB)
-    try:
-        from vllm import LLM, SamplingParams
-    except ImportError as exc:
-        fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.txt")
 
     # --8<-- [start:measure]
-    progress(f"starting the engine for {args.model} (a first run downloads the weights)")
-    started = time.perf_counter()
-    try:
-        llm = LLM(
-            model=args.model,
-            load_format=args.load_format,
-            max_model_len=args.max_model_len,
-            enforce_eager=args.enforce_eager,
-            seed=SEED,
-            enable_prefix_caching=False,  # a cached prefix would skip prefill and shrink TTFT
-            disable_log_stats=False,  # fills RequestOutput.metrics and the histograms
-        )
-    except Exception as exc:  # vLLM raises many kinds; one line says which
-        engine_failure(exc, args.model)
-    engine_start_s = time.perf_counter() - started
-    progress(f"engine ready after {engine_start_s:.0f} s")
+    llm, engine_start_s = start_llm(
+        args,
+        seed=SEED,
+        enable_prefix_caching=False,  # a cached prefix would skip prefill and shrink TTFT
+        disable_log_stats=False,  # fills RequestOutput.metrics and the histograms
+    )
+    from vllm import SamplingParams
 
     tokenizer = llm.get_tokenizer()
     vocab_size, special = len(tokenizer), set(tokenizer.all_special_ids)

@@ -32,13 +32,11 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import time
 
 from labkit import (
     STEP_TOKENS_METRIC,
     VLLM_DTYPES,
     check_grid,
-    engine_failure,
     fail,
     lab_parser,
     metric_totals,
@@ -46,6 +44,7 @@ from labkit import (
     progress,
     random_prompt,
     request_times,
+    start_llm,
     whole,
     write_receipt,
 )
@@ -88,29 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_grid(args, GRID)
     prepare(args, LAB)
-    try:
-        from vllm import LLM, SamplingParams
-    except ImportError as exc:
-        fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.txt")
-
     # --8<-- [start:measure]
-    progress(f"starting the engine for {args.model} (a first run downloads the weights)")
-    started = time.perf_counter()
-    try:
-        llm = LLM(
-            model=args.model,
-            load_format=args.load_format,
-            max_model_len=args.max_model_len,
-            enforce_eager=args.enforce_eager,
-            dtype=args.dtype,
-            seed=SEED,
-            enable_prefix_caching=False,  # each prompt is timed cold
-            disable_log_stats=False,  # fills RequestOutput.metrics
-        )
-    except Exception as exc:  # vLLM raises many kinds; one line says which
-        engine_failure(exc, args.model)
-    engine_start_s = time.perf_counter() - started
-    progress(f"engine ready after {engine_start_s:.0f} s")
+    llm, engine_start_s = start_llm(
+        args,
+        dtype=args.dtype,
+        seed=SEED,
+        enable_prefix_caching=False,  # each prompt is timed cold
+        disable_log_stats=False,  # fills RequestOutput.metrics
+    )
+    from vllm import SamplingParams
+
     batched_tokens = llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens
 
     tokenizer = llm.get_tokenizer()

@@ -38,13 +38,11 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import time
 
 from labkit import (
     PREEMPTIONS_METRIC,
     cache_config,
     check_model_arg,
-    engine_failure,
     fail,
     lab_parser,
     metric_totals,
@@ -52,6 +50,7 @@ from labkit import (
     progress,
     random_prompt,
     request_times,
+    start_llm,
     whole,
     write_receipt,
 )
@@ -181,31 +180,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_input(args)
     prepare(args, LAB)
-    try:
-        from vllm import LLM, SamplingParams
-    except ImportError as exc:
-        fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.txt")
 
     # --8<-- [start:measure]
-    progress(f"starting the engine for {args.model} (a first run downloads the weights)")
-    started = time.perf_counter()
-    try:
-        llm = LLM(
-            model=args.model,
-            load_format=args.load_format,
-            max_model_len=args.max_model_len,
-            enforce_eager=args.enforce_eager,
-            seed=SEED,
-            enable_prefix_caching=True,  # vLLM's default, written out: this lab measures it
-            num_gpu_blocks_override=args.num_gpu_blocks_override,  # a small pool: the pressure row outgrows it
-            disable_log_stats=False,  # fills RequestOutput.metrics and the counters
-        )
-    except Exception as exc:  # vLLM raises many kinds; one line says which
-        engine_failure(exc, args.model)
-    engine_start_s = time.perf_counter() - started
+    llm, engine_start_s = start_llm(
+        args,
+        seed=SEED,
+        enable_prefix_caching=True,  # vLLM's default, written out: this lab measures it
+        num_gpu_blocks_override=args.num_gpu_blocks_override,  # a small pool: the pressure row outgrows it
+        disable_log_stats=False,  # fills RequestOutput.metrics and the counters
+    )
+    from vllm import SamplingParams
+
     labels = cache_config(llm)
     block_size, blocks = int(labels["block_size"]), int(labels["num_gpu_blocks"])
-    progress(f"engine ready after {engine_start_s:.0f} s; {blocks} KV blocks of {block_size} tokens")
+    progress(f"{blocks} KV blocks of {block_size} tokens")
     check_pool(blocks, block_size)
 
     tokenizer = llm.get_tokenizer()

@@ -41,7 +41,6 @@ import json
 import os
 import re
 import tempfile
-import time
 from pathlib import Path
 
 from labkit import (
@@ -50,13 +49,13 @@ from labkit import (
     child_run,
     decode_step_sweep,
     engine_core_in_process,
-    engine_failure,
     engine_flags,
     fail,
     kv_bytes_per_token,
     lab_parser,
     prepare,
     progress,
+    start_llm,
     write_receipt,
 )
 
@@ -196,26 +195,16 @@ def token_nll(output) -> tuple[list[int], list[float]]:
 def child(args) -> int:
     """Start one engine, print its row (``ROW_TAG`` + JSON) and exit; vLLM's errors end the process."""
     engine_core_in_process()  # apply_model needs the model in this process
-    try:
-        from vllm import LLM, SamplingParams
-    except ImportError as exc:
-        fail(f"vLLM is not importable ({exc}); install vllm==0.26.0")
-    started = time.perf_counter()
-    try:
-        llm = LLM(
-            model=args.model,
-            load_format=args.load_format,
-            max_model_len=args.max_model_len,
-            enforce_eager=args.enforce_eager,
-            seed=SEED,
-            quantization=args.quantization,
-            max_num_seqs=max(args.step_batches),  # the largest batch decodes together
-            enable_prefix_caching=False,
-            disable_log_stats=False,
-        )
-    except Exception as exc:  # vLLM raises many kinds; the parent reads the reason from this output
-        engine_failure(exc, args.model)
-    engine_start_s = time.perf_counter() - started
+    llm, engine_start_s = start_llm(
+        args,
+        seed=SEED,
+        quantization=args.quantization,
+        max_num_seqs=max(args.step_batches),  # the largest batch decodes together
+        enable_prefix_caching=False,
+        disable_log_stats=False,
+    )
+    from vllm import SamplingParams
+
     labels = cache_config(llm)
     by_dtype = llm.apply_model(parameter_bytes)[0]
     model_config = llm.llm_engine.vllm_config.model_config  # read through vLLM: its hub switch applies

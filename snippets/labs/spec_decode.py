@@ -46,7 +46,6 @@ import json
 import random
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 from labkit import (
@@ -54,7 +53,6 @@ from labkit import (
     check_model_arg,
     child_run,
     engine_core_in_process,
-    engine_failure,
     engine_flags,
     fail,
     lab_parser,
@@ -64,6 +62,7 @@ from labkit import (
     progress,
     random_prompt,
     request_times,
+    start_llm,
     write_receipt,
 )
 
@@ -240,29 +239,19 @@ def counters(llm) -> dict:
 def child(args) -> int:
     """Start one engine, run every batch, print its row (``ROW_TAG`` + JSON) and exit."""
     engine_core_in_process()  # one process fewer to start, and each batch's requests all arrive before its first step
-    try:
-        from vllm import LLM, SamplingParams
-    except ImportError as exc:
-        fail(f"vLLM is not importable ({exc}); install vllm==0.26.0")
-    started = time.perf_counter()
-    try:
-        llm = LLM(
-            model=args.model,
-            load_format=args.load_format,
-            dtype=args.dtype,
-            max_model_len=args.max_model_len,
-            seed=SEED,
-            enable_prefix_caching=False,  # every batch computes its prompts; nothing is reused
-            disable_log_stats=False,  # fills the counters and RequestOutput.metrics
-            speculative_config=speculative_config(args, args.run),
-            # vLLM turns async scheduling off for draft-model and n-gram speculation (vllm/config/vllm.py:1071-1082
-            # at v0.26.0); off in every run, `off` included, so the runs differ only in speculation
-            async_scheduling=False,
-            enforce_eager=args.enforce_eager,
-        )
-    except Exception as exc:  # vLLM raises many kinds; the parent reads the reason from this output
-        engine_failure(exc, args.model)
-    engine_start_s = time.perf_counter() - started
+    llm, engine_start_s = start_llm(
+        args,
+        dtype=args.dtype,
+        seed=SEED,
+        enable_prefix_caching=False,  # every batch computes its prompts; nothing is reused
+        disable_log_stats=False,  # fills the counters and RequestOutput.metrics
+        speculative_config=speculative_config(args, args.run),
+        # vLLM turns async scheduling off for draft-model and n-gram speculation (vllm/config/vllm.py:1071-1082
+        # at v0.26.0); off in every run, `off` included, so the runs differ only in speculation
+        async_scheduling=False,
+    )
+    from vllm import SamplingParams
+
     tokenizer = llm.get_tokenizer()
     vocab_size, special = len(tokenizer), set(tokenizer.all_special_ids)
     params = SamplingParams(max_tokens=OUTPUT_TOKENS, ignore_eos=True, temperature=0, detokenize=False)

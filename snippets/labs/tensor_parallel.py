@@ -55,12 +55,12 @@ from labkit import (
     child_run,
     decode_step_sweep,
     engine_core_in_process,
-    engine_failure,
     engine_flags,
     fail,
     lab_parser,
     prepare,
     progress,
+    start_llm,
     write_receipt,
 )
 
@@ -402,31 +402,22 @@ def child(args) -> int:
         # vLLM's CPU build binds each rank's threads to its own NUMA node and refuses with fewer nodes
         # than ranks (vllm/utils/ompmultiprocessing.py); one core per rank instead (ignored on a GPU)
         os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(str(c) for c in sorted(os.sched_getaffinity(0))[:tp])
-    try:
-        from vllm import LLM, SamplingParams
-    except ImportError as exc:
-        fail(f"vLLM is not importable ({exc}); install vllm==0.26.0")
     shard = args.run == "shard"  # random weights: the checkpoint's tensors have the full shapes
-    started = time.perf_counter()
-    try:
-        llm = LLM(
-            model=args.model,
-            load_format="dummy" if shard else args.load_format,
-            dtype=args.dtype,
-            max_model_len=args.max_model_len,
-            seed=SEED,
-            tensor_parallel_size=tp,
-            distributed_executor_backend="mp" if tp > 1 else None,
-            max_num_seqs=max(args.step_batches, default=len(PROMPTS)),
-            enable_prefix_caching=False,
-            disable_log_stats=False,  # decode_step_s reads the per-request metrics
-            hf_overrides=shard_shape if shard else None,
-            disable_custom_all_reduce=args.run == "tp2_nccl",
-            enforce_eager=args.enforce_eager,
-        )
-    except Exception as exc:  # vLLM raises many kinds; the parent reads the reason from this output
-        engine_failure(exc, args.model)
-    engine_start_s = time.perf_counter() - started
+    llm, engine_start_s = start_llm(
+        args,
+        load_format="dummy" if shard else args.load_format,
+        dtype=args.dtype,
+        seed=SEED,
+        tensor_parallel_size=tp,
+        distributed_executor_backend="mp" if tp > 1 else None,
+        max_num_seqs=max(args.step_batches, default=len(PROMPTS)),
+        enable_prefix_caching=False,
+        disable_log_stats=False,  # decode_step_s reads the per-request metrics
+        hf_overrides=shard_shape if shard else None,
+        disable_custom_all_reduce=args.run == "tp2_nccl",
+    )
+    from vllm import SamplingParams
+
     ranks = llm.apply_model(rank_shapes)
     greedy = SamplingParams(max_tokens=GREEDY_TOKENS, ignore_eos=True, temperature=0.0, detokenize=False)
     outs = llm.generate([{"prompt_token_ids": list(p)} for p in PROMPTS], greedy, use_tqdm=False)

@@ -26,16 +26,15 @@ Imports the standard library, ``labkit`` (this folder) and vLLM (inside ``main``
 from __future__ import annotations
 
 import argparse
-import time
 
 from labkit import (
     check_model_arg,
     engine_core_in_process,
-    engine_failure,
     fail,
     lab_parser,
     prepare,
     progress,
+    start_llm,
     write_receipt,
 )
 
@@ -80,24 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     prepare(args, LAB)
     engine_core_in_process()  # apply_model needs the model here
-    try:
-        from vllm import LLM
-    except ImportError as exc:
-        fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.txt")
-
-    progress(f"starting the engine for {args.model} (a first run downloads the weights)")
-    started = time.perf_counter()
-    try:
-        llm = LLM(
-            model=args.model,
-            load_format=args.load_format,
-            max_model_len=args.max_model_len,
-            enforce_eager=True,  # no CUDA graphs: they change nothing about the weights and take time
-        )
-    except Exception as exc:  # vLLM raises many kinds; one line says which
-        engine_failure(exc, args.model)
-    engine_start_s = time.perf_counter() - started
-    progress(f"engine ready after {engine_start_s:.0f} s; counting the parameters")
+    # no CUDA graphs: they change nothing about the weights and take time
+    llm, engine_start_s = start_llm(args, enforce_eager=True)
+    progress("counting the parameters")
 
     by_dtype = llm.apply_model(parameter_bytes)[0]
     rows = [{"dtype": dtype, **d} for dtype, d in sorted(by_dtype.items())]
