@@ -7,8 +7,8 @@ binds what every lesson shows (baseline, and from course.yml's `lab:` the lab bo
 
 from __future__ import annotations
 
-from infercourse import notation, registry, transformer
-from infercourse.pages import facts_used, lesson_values
+from infercourse import registry, transformer
+from infercourse.pages import lesson_values
 
 P = lesson_values(__name__)
 
@@ -16,6 +16,6 @@ cfg = registry.model(registry.COURSE_MODEL).config
 P.add("N", transformer.param_count(cfg), "params")
 P.add("L", cfg["num_hidden_layers"], "count")
 SYMBOLS: list[str | tuple[str, str]] = ["N", "L"]  # ids in notation.yml; test_notation reads SYMBOLS
-P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+P.symbols(SYMBOLS)
 # the registry facts the page uses, by id (registry.facts()), shown in the registry's own words and linked
-P.add("facts_used", facts_used(registry.model_fact_id(registry.COURSE_MODEL), "gpu-rtx-4090"), "record")
+P.facts(registry.model_fact_id(registry.COURSE_MODEL), "gpu-rtx-4090")

@@ -179,3 +179,13 @@ def test_facts_used_are_the_registry_s_own_words_by_id():
     with pytest.raises(KeyError, match=r"no registry fact \['vllm-blok-size'\].*did you mean 'vllm-block-size'\?"):
         facts_used("vllm-blok-size")
     assert registry.VLLM_DEFAULT_BLOCK_SIZE == 16
+
+
+def test_the_lesson_values_template_runs_as_a_lesson_s_module():
+    """templates/lesson_values.py is what a new lesson copies: it must run as one (here as lesson 0A's)."""
+    code = (ROOT / "templates" / "lesson_values.py").read_text()
+    namespace = {"__name__": "infercourse.pages.lesson_0a"}
+    exec(compile(code, "templates/lesson_values.py", "exec"), namespace)
+    bound = namespace["P"].values()
+    assert {"symbols", "facts_used", "N", "L", "lab_box"} <= set(bound)
+    assert bound["L"].value == 28  # Qwen2.5-7B-Instruct's config.json: num_hidden_layers 28

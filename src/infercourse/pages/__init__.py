@@ -103,6 +103,25 @@ class PageValues:
         self._values[name] = Value(value, unit, demand)
         return value
 
+    def symbols(self, symbols: list[str | tuple[str, str]]) -> None:
+        """Bind ``symbols``: the lesson's table of symbols (:func:`infercourse.notation.symbols_markdown` of
+        ``notation.yml`` names, each optionally with a note for this lesson), as Markdown.
+
+        Raises:
+            KeyError: a name is not in ``notation.yml``.
+        """
+        from infercourse import notation
+
+        self.add("symbols", notation.symbols_markdown(symbols), "text")
+
+    def facts(self, *fact_ids: str, extra: tuple[dict, ...] = ()) -> None:
+        """Bind ``facts_used``: the lesson's "Facts used" rows (:func:`facts_used` of ``fact_ids`` and ``extra``).
+
+        Raises:
+            KeyError: an id is not a registry fact.
+        """
+        self.add("facts_used", facts_used(*fact_ids, extra=extra), "record")
+
     def values(self) -> Mapping[str, Value]:
         """All values, by name (read-only)."""
         return MappingProxyType(self._values)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infercourse import fmt, notation, registry, roofline, snippets, transformer
-from infercourse.pages import facts_used, lesson_values
+from infercourse.pages import lesson_values
 
 P = lesson_values(__name__)
 
@@ -125,17 +125,13 @@ SYMBOLS: list[notation.Symbol] = [
     "Vmat",
     "Pmat",
 ]
-P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+P.symbols(SYMBOLS)
 
-P.add(
-    "facts_used",
-    facts_used(
-        "model-qwen-qwen2-5-7b-instruct",
-        "gpu-rtx-4090",
-        "gpu-h200",
-        "vllm-gpu-memory-utilization",
-        "awq-group-size",
-        "vllm-prompt-leaves-one-token",
-    ),
-    "record",
+P.facts(
+    "model-qwen-qwen2-5-7b-instruct",
+    "gpu-rtx-4090",
+    "gpu-h200",
+    "vllm-gpu-memory-utilization",
+    "awq-group-size",
+    "vllm-prompt-leaves-one-token",
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infercourse import fmt, notation, registry, roofline, snippets, transformer
-from infercourse.pages import facts_used, lesson_values
+from infercourse.pages import lesson_values
 
 P = lesson_values(__name__)
 
@@ -70,27 +70,23 @@ SYMBOLS: list[notation.Symbol] = [
     ("H", f"Here {fmt.count(H)}."),
     ("M", f"Here {fmt.count(M)}."),
 ]
-P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+P.symbols(SYMBOLS)
 
-P.add(
-    "facts_used",
-    facts_used(
-        "model-qwen-qwen2-5-7b-instruct",
-        "gpu-rtx-4090",
-        "vllm-bench-latency-prefix-caching",
-        "vllm-bench-serve-itl-per-chunk",
-        "vllm-bench-serve-result-keys",
-        "vllm-itl-histogram",
-        "vllm-startup-compile-and-graphs",
-        "vllm-int-suffixes",
-        extra=(
-            {
-                "what": "`RequestOutput.metrics` fields, `vllm bench` flags",
-                "value": "as quoted",
-                "source": f"vLLM {registry.VLLM_GPU_VERSION}'s API surface, extracted by `scripts/vllm_signatures.py` "
-                "(ADR-0004)",
-            },
-        ),
+P.facts(
+    "model-qwen-qwen2-5-7b-instruct",
+    "gpu-rtx-4090",
+    "vllm-bench-latency-prefix-caching",
+    "vllm-bench-serve-itl-per-chunk",
+    "vllm-bench-serve-result-keys",
+    "vllm-itl-histogram",
+    "vllm-startup-compile-and-graphs",
+    "vllm-int-suffixes",
+    extra=(
+        {
+            "what": "`RequestOutput.metrics` fields, `vllm bench` flags",
+            "value": "as quoted",
+            "source": f"vLLM {registry.VLLM_GPU_VERSION}'s API surface, extracted by `scripts/vllm_signatures.py` "
+            "(ADR-0004)",
+        },
     ),
-    "record",
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infercourse import fmt, memory, notation, registry, roofline, transformer
-from infercourse.pages import facts_used, lesson_values
+from infercourse.pages import lesson_values
 
 P = lesson_values(__name__)
 
@@ -125,17 +125,13 @@ SYMBOLS: list[notation.Symbol] = [
     "S",
     "G",
 ]
-P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+P.symbols(SYMBOLS)
 
-P.add(
-    "facts_used",
-    facts_used(
-        *[registry.model_fact_id(name) + suffix for name in models for suffix in ("", "-card")],
-        registry.gpu_fact_id(registry.LAB_GPU),
-        "gpu-memory-total-rtx-4090",
-        "vllm-gpu-memory-utilization",
-        "vllm-non-kv-reserve",
-        "awq-group-size",
-    ),
-    "record",
+P.facts(
+    *[registry.model_fact_id(name) + suffix for name in models for suffix in ("", "-card")],
+    registry.gpu_fact_id(registry.LAB_GPU),
+    "gpu-memory-total-rtx-4090",
+    "vllm-gpu-memory-utilization",
+    "vllm-non-kv-reserve",
+    "awq-group-size",
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infercourse import fmt, memory, notation, registry, snippets, transformer
-from infercourse.pages import facts_used, lesson_values
+from infercourse.pages import lesson_values
 
 P = lesson_values(__name__)
 
@@ -102,22 +102,18 @@ SYMBOLS: list[notation.Symbol] = [
     "W",
     "A",
 ]
-P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+P.symbols(SYMBOLS)
 
-P.add(
-    "facts_used",
-    facts_used(
-        "model-qwen-qwen2-5-7b-instruct",
-        "model-qwen-qwen3-4b",
-        "model-meta-llama-llama-2-13b-hf",
-        "model-mistralai-mistral-7b-v0-1",
-        "model-deepseek-ai-deepseek-v3",
-        "gpu-memory-total-rtx-4090",
-        "vllm-gpu-memory-utilization",
-        "vllm-block-size",
-        "vllm-non-kv-reserve",
-        "vllm-free-memory-check",
-        "vllm-prompt-leaves-one-token",
-    ),
-    "record",
+P.facts(
+    "model-qwen-qwen2-5-7b-instruct",
+    "model-qwen-qwen3-4b",
+    "model-meta-llama-llama-2-13b-hf",
+    "model-mistralai-mistral-7b-v0-1",
+    "model-deepseek-ai-deepseek-v3",
+    "gpu-memory-total-rtx-4090",
+    "vllm-gpu-memory-utilization",
+    "vllm-block-size",
+    "vllm-non-kv-reserve",
+    "vllm-free-memory-check",
+    "vllm-prompt-leaves-one-token",
 )

@@ -6,7 +6,7 @@ import math
 
 from infercourse import fmt, labs, memory, notation, registry, roofline, snippets, transformer
 from infercourse.labs.batch_decode import receipts_roofline_svg
-from infercourse.pages import fact_link, facts_used, lesson_values
+from infercourse.pages import fact_link, lesson_values
 
 P = lesson_values(__name__)
 
@@ -135,29 +135,25 @@ SYMBOLS: list[notation.Symbol] = [
     "n",
     "u",
 ]
-P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+P.symbols(SYMBOLS)
 
-P.add(
-    "facts_used",
-    facts_used(
-        "model-qwen-qwen2-5-7b-instruct",
-        "gpu-rtx-4090",
-        "gpu-h200",
-        "gpu-memory-total-h200",
-        "gpu-h100",
-        "gpu-a100",
-        "vllm-scheduler-defaults",
-        extra=(
-            {
-                "what": f"KV budget on the {g4090.name}",
-                "value": fmt.gb(kv_budget),
-                "source": "[lesson 1A](1a-kv-cache.md#principle) (includes the **assumed** reserve: "
-                + fact_link("vllm-non-kv-reserve")
-                + ")",
-            },
-        ),
+P.facts(
+    "model-qwen-qwen2-5-7b-instruct",
+    "gpu-rtx-4090",
+    "gpu-h200",
+    "gpu-memory-total-h200",
+    "gpu-h100",
+    "gpu-a100",
+    "vllm-scheduler-defaults",
+    extra=(
+        {
+            "what": f"KV budget on the {g4090.name}",
+            "value": fmt.gb(kv_budget),
+            "source": "[lesson 1A](1a-kv-cache.md#principle) (includes the **assumed** reserve: "
+            + fact_link("vllm-non-kv-reserve")
+            + ")",
+        },
     ),
-    "record",
 )
 
 # the committed GPU receipts against the roofline (one sentence while none is committed)

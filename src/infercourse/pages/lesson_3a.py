@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from infercourse import figures, fmt, memory, notation, registry, roofline, snippets, transformer
-from infercourse.pages import fact_link, facts_used, lesson_values
+from infercourse import figures, fmt, memory, registry, roofline, snippets, transformer
+from infercourse.pages import fact_link, lesson_values
 
 P = lesson_values(__name__)
 
@@ -211,32 +211,28 @@ SYMBOLS: list[str | tuple[str, str]] = [
     "y",
     "ell",
 ]
-P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+P.symbols(SYMBOLS)
 
-P.add(
-    "facts_used",
-    facts_used(
-        "model-qwen-qwen2-5-7b-instruct",
-        "awq-group-size",
-        "gpu-rtx-4090",
-        "gpu-rtx-4090-fp8",
-        "gpu-h200-fp8",
-        "gpu-h100-fp8",
-        "vllm-fp8-linear-layers-only",
-        "vllm-online-fp8-per-tensor",
-        "vllm-fp8-without-fp8-cores",
-        "vllm-prompt-logprobs",
-        extra=(
-            {
-                "what": f"KV budget on the {g4090.name}",
-                "value": f"u = {u}, reserve {fmt.gib(reserve, 0)}",
-                "source": "[lesson 1A](1a-kv-cache.md#principle) (the reserve is an **assumption**: "
-                + fact_link("vllm-non-kv-reserve")
-                + ")",
-            },
-        ),
+P.facts(
+    "model-qwen-qwen2-5-7b-instruct",
+    "awq-group-size",
+    "gpu-rtx-4090",
+    "gpu-rtx-4090-fp8",
+    "gpu-h200-fp8",
+    "gpu-h100-fp8",
+    "vllm-fp8-linear-layers-only",
+    "vllm-online-fp8-per-tensor",
+    "vllm-fp8-without-fp8-cores",
+    "vllm-prompt-logprobs",
+    extra=(
+        {
+            "what": f"KV budget on the {g4090.name}",
+            "value": f"u = {u}, reserve {fmt.gib(reserve, 0)}",
+            "source": "[lesson 1A](1a-kv-cache.md#principle) (the reserve is an **assumption**: "
+            + fact_link("vllm-non-kv-reserve")
+            + ")",
+        },
     ),
-    "record",
 )
 
 

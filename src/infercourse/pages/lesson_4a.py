@@ -12,9 +12,9 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from infercourse import batching, figures, fmt, labs, memory, notation, registry, roofline, snippets, transformer
+from infercourse import batching, figures, fmt, labs, memory, registry, roofline, snippets, transformer
 from infercourse.labs.continuous_batching import online_rows
-from infercourse.pages import facts_used, lesson_values
+from infercourse.pages import lesson_values
 
 P = lesson_values(__name__)
 
@@ -310,23 +310,19 @@ SYMBOLS: list[str | tuple[str, str]] = [
     "E",
     "U",
 ]
-P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+P.symbols(SYMBOLS)
 
-P.add(
-    "facts_used",
-    facts_used(
-        "model-qwen-qwen2-5-7b-instruct",
-        "gpu-rtx-4090",
-        "gpu-h200",
-        "gpu-memory-total-h200",
-        "vllm-scheduler-defaults",
-        "vllm-scheduler-running-first",
-        "vllm-preemption-victim",
-        "vllm-preemption-recompute",
-        "vllm-iteration-tokens",
-        "vllm-async-scheduling-default",
-        "step-overhead-assumed",
-        "vllm-non-kv-reserve",
-    ),
-    "record",
+P.facts(
+    "model-qwen-qwen2-5-7b-instruct",
+    "gpu-rtx-4090",
+    "gpu-h200",
+    "gpu-memory-total-h200",
+    "vllm-scheduler-defaults",
+    "vllm-scheduler-running-first",
+    "vllm-preemption-victim",
+    "vllm-preemption-recompute",
+    "vllm-iteration-tokens",
+    "vllm-async-scheduling-default",
+    "step-overhead-assumed",
+    "vllm-non-kv-reserve",
 )

@@ -8,10 +8,10 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import figures, fmt, labs, memory, notation, registry, roofline, snippets, transformer
+from infercourse import figures, fmt, labs, memory, registry, roofline, snippets, transformer
 from infercourse.labs import chunked_prefill as cp_lab
 from infercourse.labs.chunked_prefill import stored_tokens
-from infercourse.pages import facts_used, lesson_values
+from infercourse.pages import lesson_values
 
 P = lesson_values(__name__)
 
@@ -269,28 +269,24 @@ P.add(
 )
 
 SYMBOLS: list[str | tuple[str, str]] = ["S", "S_c", "B", "m", "tau_c", "tau", "kappa", "beta_link", "n_P", "n_D", "n"]
-P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+P.symbols(SYMBOLS)
 
-P.add(
-    "facts_used",
-    facts_used(
-        "model-qwen-qwen2-5-7b-instruct",
-        "gpu-rtx-4090",
-        "gpu-h200",
-        "gpu-memory-total-h200",
-        "vllm-scheduler-defaults",
-        "vllm-chunked-prefill-default",
-        "vllm-token-budget",
-        "vllm-unchunked-budget",
-        "vllm-chunked-prefill-off-warning",
-        "vllm-partial-prefills-refused",
-        "vllm-long-prefill-threshold",
-        "vllm-step-histogram",
-        "vllm-example-connector",
-        "vllm-kv-transfer-config",
-        "link-pcie-4-0-x16",
-        "link-h200-nvlink",
-        "link-400-gb-s-nic",
-    ),
-    "record",
+P.facts(
+    "model-qwen-qwen2-5-7b-instruct",
+    "gpu-rtx-4090",
+    "gpu-h200",
+    "gpu-memory-total-h200",
+    "vllm-scheduler-defaults",
+    "vllm-chunked-prefill-default",
+    "vllm-token-budget",
+    "vllm-unchunked-budget",
+    "vllm-chunked-prefill-off-warning",
+    "vllm-partial-prefills-refused",
+    "vllm-long-prefill-threshold",
+    "vllm-step-histogram",
+    "vllm-example-connector",
+    "vllm-kv-transfer-config",
+    "link-pcie-4-0-x16",
+    "link-h200-nvlink",
+    "link-400-gb-s-nic",
 )

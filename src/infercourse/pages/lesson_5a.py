@@ -7,8 +7,8 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import figures, fmt, memory, notation, registry, roofline, snippets, transformer
-from infercourse.pages import facts_used, lesson_values
+from infercourse import figures, fmt, memory, registry, roofline, snippets, transformer
+from infercourse.pages import lesson_values
 
 P = lesson_values(__name__)
 
@@ -199,26 +199,22 @@ P.add(
 )
 
 SYMBOLS: list[str | tuple[str, str]] = ["z", "S", "S_max", "w", "kappa", "S_pre", "C", "n_req"]
-P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+P.symbols(SYMBOLS)
 
-P.add(
-    "facts_used",
-    facts_used(
-        "model-qwen-qwen2-5-7b-instruct",
-        "gpu-rtx-4090",
-        "gpu-h200",
-        "vllm-block-size",
-        "vllm-prefix-caching-default",
-        "vllm-prefix-caching-hash",
-        "vllm-prefix-cache-full-blocks",
-        "vllm-prefix-cache-hit-cap",
-        "vllm-prefix-cache-counters",
-        "vllm-prefix-cache-lru",
-        "vllm-preemption-recompute",
-        "vllm-parallel-sampling-fanout",
-        "vllm-prefix-cache-at-allocation",
-        "vllm-null-block",
-        "vllm-free-tail-first",
-    ),
-    "record",
+P.facts(
+    "model-qwen-qwen2-5-7b-instruct",
+    "gpu-rtx-4090",
+    "gpu-h200",
+    "vllm-block-size",
+    "vllm-prefix-caching-default",
+    "vllm-prefix-caching-hash",
+    "vllm-prefix-cache-full-blocks",
+    "vllm-prefix-cache-hit-cap",
+    "vllm-prefix-cache-counters",
+    "vllm-prefix-cache-lru",
+    "vllm-preemption-recompute",
+    "vllm-parallel-sampling-fanout",
+    "vllm-prefix-cache-at-allocation",
+    "vllm-null-block",
+    "vllm-free-tail-first",
 )

@@ -7,8 +7,8 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import figures, fmt, memory, notation, registry, roofline, snippets, transformer
-from infercourse.pages import facts_used, lesson_values
+from infercourse import figures, fmt, memory, registry, roofline, snippets, transformer
+from infercourse.pages import lesson_values
 
 P = lesson_values(__name__)
 
@@ -215,24 +215,20 @@ SYMBOLS: list[str | tuple[str, str]] = [
     "B",
     "Bstar",
 ]
-P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
+P.symbols(SYMBOLS)
 
-P.add(
-    "facts_used",
-    facts_used(
-        "model-qwen-qwen2-5-7b-instruct",
-        "model-qwen-qwen2-5-0-5b-instruct",
-        "gpu-rtx-4090",
-        "gpu-h200",
-        "vllm-spec-methods",
-        "vllm-spec-greedy-accept",
-        "vllm-spec-equal-vocab",
-        "vllm-spec-ngram",
-        "vllm-spec-synthetic",
-        "vllm-cpu-no-synthetic",
-        "vllm-spec-counters",
-        "vllm-bench-serve-itl-per-chunk",
-        "step-overhead-assumed",
-    ),
-    "record",
+P.facts(
+    "model-qwen-qwen2-5-7b-instruct",
+    "model-qwen-qwen2-5-0-5b-instruct",
+    "gpu-rtx-4090",
+    "gpu-h200",
+    "vllm-spec-methods",
+    "vllm-spec-greedy-accept",
+    "vllm-spec-equal-vocab",
+    "vllm-spec-ngram",
+    "vllm-spec-synthetic",
+    "vllm-cpu-no-synthetic",
+    "vllm-spec-counters",
+    "vllm-bench-serve-itl-per-chunk",
+    "step-overhead-assumed",
 )

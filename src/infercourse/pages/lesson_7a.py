@@ -7,9 +7,9 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import figures, fmt, labs, memory, notation, registry, roofline, snippets, transformer
+from infercourse import figures, fmt, labs, memory, registry, roofline, snippets, transformer
 from infercourse.labs import tensor_parallel as tp_lab
-from infercourse.pages import facts_used, lesson_values
+from infercourse.pages import lesson_values
 
 P = lesson_values(__name__)
 
@@ -274,23 +274,19 @@ SYMBOLS: list[str | tuple[str, str]] = [
     "tau",
     "eta",
 ]
-P.add("symbols", notation.symbols_markdown(SYMBOLS), "text")
-P.add(
-    "facts_used",
-    facts_used(
-        "model-qwen-qwen2-5-7b-instruct",
-        "model-meta-llama-llama-2-13b-hf",
-        "gpu-rtx-4090",
-        "gpu-h200",
-        "link-pcie-4-0-x16",
-        "link-h200-nvlink",
-        "tp-hop-latency",
-        "vllm-row-parallel-all-reduce",
-        "vllm-vocab-parallel",
-        "vllm-kv-head-replication",
-        "vllm-custom-all-reduce-needs-p2p",
-        "geforce-no-p2p",
-        "vllm-qwen2-head-dim",
-    ),
-    "record",
+P.symbols(SYMBOLS)
+P.facts(
+    "model-qwen-qwen2-5-7b-instruct",
+    "model-meta-llama-llama-2-13b-hf",
+    "gpu-rtx-4090",
+    "gpu-h200",
+    "link-pcie-4-0-x16",
+    "link-h200-nvlink",
+    "tp-hop-latency",
+    "vllm-row-parallel-all-reduce",
+    "vllm-vocab-parallel",
+    "vllm-kv-head-replication",
+    "vllm-custom-all-reduce-needs-p2p",
+    "geforce-no-p2p",
+    "vllm-qwen2-head-dim",
 )
