@@ -29,7 +29,6 @@ from infercourse.labs.core import (
     gpu_timing,
     lab_constant,
     lab_grid,
-    lab_row,
 )
 from infercourse.registry import COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
 from infercourse.roofline import Demand, decode_demand, decode_kernel_floors, decode_step_floor
@@ -236,8 +235,6 @@ def receipts_roofline_svg(receipts: Sequence[Receipt]) -> str:
 
 SPEC = LabSpec(
     lab="batch_decode",
-    row=lab_row("batch_decode"),
-    units=lab_constant("batch_decode", "UNITS"),
     key=("batch",),
     header="tokens/s",
     claims=(

@@ -32,7 +32,7 @@ the serve rows' exact claims are token counts.
 from __future__ import annotations
 
 from infercourse import fmt
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant, lab_row
+from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant
 from infercourse.registry import COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
 from infercourse.roofline import Demand, chunked_prefill_floors, chunked_prefill_steps, prefill_demand, prefill_floor
 from infercourse.transformer import kv_bytes_per_token
@@ -257,8 +257,6 @@ def demands(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> list[Dem
 
 SPEC = LabSpec(
     lab="chunked_prefill",
-    row=lab_row("chunked_prefill"),
-    units=lab_constant("chunked_prefill", "UNITS"),
     key=("part", "chunk", "decoders", "prompt_tokens"),
     header="1st-token step",
     demands=demands,

@@ -29,7 +29,7 @@ from typing import Any
 
 from infercourse import fmt
 from infercourse.batching import rate_point, schedule, static_steps, step_time, useful_fraction
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant, lab_row
+from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant
 from infercourse.memory import default_kv_budget_bytes, max_sequences
 from infercourse.registry import COURSE_MODEL, LAB_GPU, STEP_OVERHEAD_S, gpu, model
 from infercourse.roofline import Demand, decode_demand
@@ -341,8 +341,6 @@ def _work() -> LabWork:
 
 SPEC = LabSpec(
     lab="continuous_batching",
-    row=lab_row("continuous_batching"),
-    units=lab_constant("continuous_batching", "UNITS"),
     key=("max_num_seqs", "mode", "request_rate"),
     header="TPOT p99 (ms)",
     claims=(

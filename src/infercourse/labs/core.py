@@ -250,10 +250,10 @@ class LabSpec:
     Attributes:
         lab: the script's name, ``snippets/labs/<lab>.py``; also the receipt's ``lab``. The lesson that runs
             it is ``course.yml``'s (:attr:`lesson`).
-        row: ``{key: JSON type}`` of each ``results`` row (e.g. ``int``, ``(int, float)``).
-            Every number in a row must be finite and non-negative.
-        units: ``{key: unit}`` of every measured row key (``"ms"``, ``"s"``, ``"B"``, ``"tokens"``);
-            the receipt's ``units`` must equal this plus ``engine_start_s: "s"``.
+        row: ``{key: Python types}`` of each ``results`` row (e.g. ``(int,)``, ``(int, float)``); by default
+            the script's ``ROW`` (:func:`lab_row`). Every number in a row must be finite and non-negative.
+        units: ``{key: unit}`` of every measured row key (``"ms"``, ``"s"``, ``"B"``, ``"tokens"``); by default
+            the script's ``UNITS``. The receipt's ``units`` must equal this plus ``engine_start_s: "s"``.
         key: the row keys that name a row (e.g. prompt and output tokens); the lab prints them
             first on each line of its table, in the receipt's row order.
         header: text on the header line of the table the lab prints (the CPU test finds it).
@@ -280,8 +280,6 @@ class LabSpec:
     """
 
     lab: str
-    row: Mapping[str, Any]
-    units: Mapping[str, str]
     key: tuple[str, ...]
     header: str
     claims: tuple[Claim, ...]
@@ -295,10 +293,16 @@ class LabSpec:
     cpu_compiled: bool = False
     work: LabWork | None = None
     demands: Callable[[], list[Demand]] | None = None
+    row: Mapping[str, tuple[type, ...]] = field(default_factory=dict)
+    units: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_]*", self.lab):
             raise ValueError(f"lab name must be a Python file stem in lower case, got {self.lab!r}")
+        if not self.row:  # declared once, in the script
+            object.__setattr__(self, "row", lab_row(self.lab))
+        if not self.units:
+            object.__setattr__(self, "units", lab_constant(self.lab, "UNITS"))
         for what, keys in (("units", self.units), ("key", self.key), ("columns", [c.key for c in self.columns])):
             unknown = [k for k in keys if k not in self.row]
             if unknown:

@@ -33,8 +33,6 @@ from infercourse.labs.core import (
     Receipt,
     ReceiptError,
     find_row,
-    lab_constant,
-    lab_row,
 )
 from infercourse.registry import (
     COURSE_MODEL,
@@ -205,8 +203,6 @@ def prediction(model_name: str = COURSE_MODEL, gpu_name: str = LAB_GPU) -> str:
 
 SPEC = LabSpec(
     lab="kv_capacity",
-    row=lab_row("kv_capacity"),
-    units=lab_constant("kv_capacity", "UNITS"),
     key=("run",),
     header="KV tokens",
     claims=(capacity_matches_budget, concurrency_is_tokens_over_len, overask_refused, fp8_doubles_tokens),

@@ -21,9 +21,7 @@ from infercourse.labs.core import (
     floor_demands,
     floors,
     gpu_for_name,
-    lab_constant,
     lab_grid,
-    lab_row,
     model_config_for,
     sequential_work,
     tpot_flat,
@@ -97,8 +95,6 @@ def _ms(digits: int):
 
 SPEC = LabSpec(
     lab="metrics",
-    row=lab_row("metrics"),
-    units=lab_constant("metrics", "UNITS"),
     key=("prompt_tokens", "output_tokens"),
     header="TPOT (ms)",
     claims=(ttft_grows, tpot_flat, tpot_gpu, itl_equals_tpot, tpot_above_floor_gpu),

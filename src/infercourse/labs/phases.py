@@ -26,9 +26,7 @@ from infercourse.labs.core import (
     floor_demands,
     floors,
     gpu_timing,
-    lab_constant,
     lab_grid,
-    lab_row,
     linear_fit,
     sequential_work,
     tpot_flat,
@@ -145,8 +143,6 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
 
 SPEC = LabSpec(
     lab="phases",
-    row=lab_row("phases"),
-    units=lab_constant("phases", "UNITS"),
     key=("prompt_tokens", "output_tokens"),
     header="TPOT (ms)",
     claims=(steps_exact, ttft_grows, tpot_flat, tpot_gpu, decode_linear),

@@ -26,7 +26,6 @@ from infercourse.labs.core import (
     gpu_timing,
     lab_constant,
     lab_grid,
-    lab_row,
 )
 from infercourse.memory import cached_prefix_tokens
 from infercourse.registry import COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
@@ -182,8 +181,6 @@ def demands(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> list[Dem
 
 SPEC = LabSpec(
     lab="prefix_cache",
-    row=lab_row("prefix_cache"),
-    units=lab_constant("prefix_cache", "UNITS"),
     key=("run", "prefix_tokens", "suffix_tokens"),
     header="TTFT cold (ms)",
     demands=demands,

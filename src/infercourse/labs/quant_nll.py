@@ -19,7 +19,6 @@ from infercourse.labs.core import (
     Receipt,
     gpu_timing,
     lab_constant,
-    lab_row,
     model_config_for,
 )
 
@@ -276,8 +275,6 @@ def prediction() -> str:
 
 SPEC = LabSpec(
     lab="quant_nll",
-    row=lab_row("quant_nll"),
-    units=lab_constant("quant_nll", "UNITS"),
     key=("format",),
     header="NLL/token",
     claims=(

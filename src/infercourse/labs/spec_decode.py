@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt, registry, roofline
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant, lab_row
+from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant
 
 K = lab_constant("spec_decode", "K")
 BATCHES = lab_constant("spec_decode", "BATCHES")
@@ -244,8 +244,6 @@ def demands(gpu_name: str = registry.LAB_GPU) -> list[roofline.Demand]:
 
 SPEC = LabSpec(
     lab="spec_decode",
-    row=lab_row("spec_decode"),
-    units=lab_constant("spec_decode", "UNITS"),
     key=("run", "batch"),
     header="accepted per position",
     demands=demands,

@@ -35,7 +35,6 @@ from infercourse.labs.core import (
     gpu_for_name,
     gpu_timing,
     lab_constant,
-    lab_row,
 )
 
 KINDS = lab_constant("tensor_parallel", "KINDS")
@@ -317,8 +316,6 @@ def demands(gpu_name: str = registry.LAB_GPU, model_name: str = registry.COURSE_
 
 SPEC = LabSpec(
     lab="tensor_parallel",
-    row=lab_row("tensor_parallel"),
-    units=lab_constant("tensor_parallel", "UNITS"),
     key=("run",),
     header="qkv_proj",
     demands=demands,

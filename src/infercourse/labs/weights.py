@@ -19,7 +19,6 @@ from infercourse.labs.core import (
     dtype_bytes,
     find_row,
     lab_constant,
-    lab_row,
     model_config_for,
 )
 from infercourse.registry import AWQ_GROUP_SIZE, COURSE_MODEL, model
@@ -131,8 +130,6 @@ def prediction(model_name: str = COURSE_MODEL) -> str:
 
 SPEC = LabSpec(
     lab="weights",
-    row=lab_row("weights"),
-    units=lab_constant("weights", "UNITS"),
     key=("dtype",),
     header="elements",
     claims=(bytes_match_config, one_dtype),
