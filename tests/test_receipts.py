@@ -225,23 +225,17 @@ def test_every_committed_receipt_keeps_its_lesson_s_claims():
 
 def _write_with_labkit(tmp_path, rows, units):
     labkit = snippets.load("labs/labkit.py")
-    args = labkit.lab_parser("demo", max_model_len=4224).parse_args(["--model", ".cache/models/tiny-qwen2"])
     path = tmp_path / "out" / "phases.json"
-    written = labkit.write_receipt(
-        path,
-        "phases",
-        args,
-        settings={"repeats": 3, "max_num_batched_tokens": 2048},
-        units=units,
-        results=rows,
-        engine_start_s=12.3456,
-    )
+    argv = ["--model", ".cache/models/tiny-qwen2", "--receipt", str(path)]
+    args = labkit.lab_parser("phases", "demo", max_model_len=4224).parse_args(argv)
+    written = labkit.write_receipt(args, units, rows, 12.3456, {"repeats": 3, "max_num_batched_tokens": 2048})
     return path, written
 
 
 def test_labkit_receipt_passes_the_validator(tmp_path, monkeypatch):
     monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)  # vLLM's default: its own process
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # torch's default: one thread per core
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     rows = phases_receipt()["results"]
     path, written = _write_with_labkit(tmp_path, rows, labs.phases.SPEC.units)
     receipt = labs.load_receipt(path)  # the envelope labkit writes, then the phases spec's rows
@@ -249,11 +243,13 @@ def test_labkit_receipt_passes_the_validator(tmp_path, monkeypatch):
     assert receipt["engine_start_s"] == 12.346 and receipt["units"]["engine_start_s"] == "s"
     assert receipt["dtype"] == "auto" and receipt["machine"]["kind"] in ("cpu", "gpu")
     # the parsed --enforce-eager (off: not on the command line), where the engine core ran (unset:
-    # vLLM's default, "1") and the OpenMP thread count (unset: None) join the lab's own settings
+    # vLLM's default, "1"), the OpenMP thread count (unset: None) and the CPU build's KV GiB (set above)
+    # join the lab's own settings
     assert receipt["settings"] == {
         "enforce_eager": False,
         "VLLM_ENABLE_V1_MULTIPROCESSING": "1",
         "OMP_NUM_THREADS": None,
+        "VLLM_CPU_KVCACHE_SPACE": "1",
         "repeats": 3,
         "max_num_batched_tokens": 2048,
     }
@@ -297,3 +293,19 @@ def test_a_lab_s_row_schema_is_its_script_s_row(tmp_path, monkeypatch):
     monkeypatch.setattr(snippets, "SNIPPETS_DIR", tmp_path)
     with pytest.raises(ValueError, match=r"ROW\['kernel'\] = 'string \| None' names \['string'\]; use \['int'"):
         labs.core.lab_row("odd")
+
+
+def test_a_receipt_names_no_folder_of_the_machine_that_ran_it(tmp_path, monkeypatch):
+    """Paths inside the repository are written relative to it; others in the command as .../<name>."""
+    labkit = snippets.load("labs/labkit.py")
+    model = str(ROOT / ".cache" / "models" / "tiny-qwen2")  # an absolute path inside the repository
+    path = tmp_path / "phases.json"
+    argv = ["--model", model, "--receipt", str(path)]
+    monkeypatch.setattr(labkit.sys, "argv", [str(ROOT / "snippets" / "labs" / "phases.py"), *argv])
+    args = labkit.lab_parser("phases", "demo", max_model_len=4224).parse_args(argv)
+    written = labkit.write_receipt(args, {}, [], 1.0, {})
+    assert written["model"] == ".cache/models/tiny-qwen2"
+    assert written["command"] == (
+        "python snippets/labs/phases.py --model .cache/models/tiny-qwen2 --receipt .../phases.json"
+    )
+    assert labkit.portable_path("Qwen/Qwen2.5-7B-Instruct") == "Qwen/Qwen2.5-7B-Instruct"  # a hub id, as given

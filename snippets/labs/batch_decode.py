@@ -76,6 +76,8 @@ MAX_MODEL_LEN = 2048
 SEED = 0
 
 
+# The receipt's rows: UNITS gives every measured key's unit, ROW every key's JSON type ("number": an int
+# or a float; "| None": may be null). The lab's spec (src/infercourse/labs/) reads both.
 UNITS = {
     "step_ms": "ms",
     "median_tpot_ms": "ms",
@@ -85,7 +87,6 @@ UNITS = {
     "memory_floor_ms": "ms",
     "preemptions": "requests",
 }
-"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
 ROW = {
     "batch": "int",
     "step_ms": "number",
@@ -96,11 +97,10 @@ ROW = {
     "memory_floor_ms": "number | None",
     "preemptions": "int",
 }
-"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = lab_parser("Decode at batch sizes 1..64; tokens/s and achieved bandwidth.", max_model_len=MAX_MODEL_LEN)
+    p = lab_parser(LAB, "Decode at batch sizes 1..64; tokens/s and achieved bandwidth.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--prompt-len", type=whole, default=PROMPT_LEN, help="prompt tokens per request")
     p.add_argument("--output-len", type=whole, default=OUTPUT_LEN, help="output tokens per request (exact)")
     p.add_argument(
@@ -137,7 +137,7 @@ def check_input(args) -> tuple[int, ...]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     batches = check_input(args)
-    prepare(args, LAB)
+    prepare(args)
     if machine()["kind"] == "cpu":  # a busy shared CPU can hold a request back past the batch's first steps
         engine_core_in_process()
     bandwidth = args.bandwidth_gb_s
@@ -218,29 +218,21 @@ def main(argv=None) -> int:
             f"{r['batch']:>5} {r['step_ms']:>10.2f} {floor:>10} {r['tokens_per_s']:>10.1f} "
             f"{r['achieved_gb_s']:>14.1f} {r['preemptions']:>9}"
         )
-    if args.receipt:
-        write_receipt(
-            args.receipt,
-            LAB,
-            args,
-            settings={
-                "prompt_len": args.prompt_len,
-                "output_len": args.output_len,
-                "batches": list(batches),
-                "statistic": "all-decoding window / (n - 1 - d)",
-                "max_num_batched_tokens": batched_tokens,
-                "max_num_seqs": max(batches),
-                "enable_prefix_caching": False,
-                "bandwidth_gb_s": bandwidth,
-                "params": n_params,
-                "matmul_params": m_params,
-                "kv_bytes_per_token": kappa,
-                "kv_cache_tokens": cache_tokens,
-            },
-            units=UNITS,
-            results=rows,
-            engine_start_s=engine_start_s,
-        )
+    settings = {
+        "prompt_len": args.prompt_len,
+        "output_len": args.output_len,
+        "batches": list(batches),
+        "statistic": "all-decoding window / (n - 1 - d)",
+        "max_num_batched_tokens": batched_tokens,
+        "max_num_seqs": max(batches),
+        "enable_prefix_caching": False,
+        "bandwidth_gb_s": bandwidth,
+        "params": n_params,
+        "matmul_params": m_params,
+        "kv_bytes_per_token": kappa,
+        "kv_cache_tokens": cache_tokens,
+    }
+    write_receipt(args, UNITS, rows, engine_start_s, settings)
     return 0
 
 

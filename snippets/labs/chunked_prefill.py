@@ -139,6 +139,8 @@ TOKEN_POOL_WORDS = 64
 """Random words the serve part asks the server to tokenize; the prompts are drawn from the token ids found."""
 
 
+# The receipt's rows: UNITS gives every measured key's unit, ROW every key's JSON type ("number": an int
+# or a float; "| None": may be null). The lab's spec (src/infercourse/labs/) reads both.
 UNITS = {
     "max_num_batched_tokens": "tokens",
     "decoders": "requests",
@@ -161,7 +163,6 @@ UNITS = {
     "cached_tokens": "tokens",
     "external_hits": "tokens",
 }
-"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
 ROW = {
     "part": "str",
     "chunk": "str",
@@ -186,7 +187,6 @@ ROW = {
     "cached_tokens": "int | None",
     "external_hits": "int | None",
 }
-"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def new_row(part: str, chunk: str, **fields) -> dict:
@@ -195,7 +195,7 @@ def new_row(part: str, chunk: str, **fields) -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = lab_parser("Chunked prefill: steps to the first token, the decoders' gaps, and a PD pair.", MAX_MODEL_LEN)
+    p = lab_parser(LAB, "Chunked prefill: steps to the first token, the decoders' gaps, and a PD pair.", MAX_MODEL_LEN)
     p.add_argument("--parts", default=",".join(PARTS), help="comma-separated parts to run: steps, serve, pd")
     p.add_argument("--chunks", default=",".join(CHUNKS), help="steps part: comma-separated chunk sizes C or 'off'")
     p.add_argument("--serve-chunks", default=",".join(CHUNKS), help="serve part: chunk sizes C or 'off'")
@@ -607,7 +607,7 @@ def main(argv: list[str] | None = None) -> int:
     check_input(args)
     if args.child:
         return child(args)
-    prepare(args, LAB)
+    prepare(args)
     log_dir = Path(tempfile.mkdtemp(prefix="chunked_prefill_"))
     progress(f"each engine's and server's log: {log_dir}/")
     rows, starts = [], {}
@@ -621,29 +621,21 @@ def main(argv: list[str] | None = None) -> int:
         found, starts["pd"] = pd_part(args, log_dir)
         rows.append(found)
     print_table(args, rows)
-    if args.receipt:
-        write_receipt(
-            args.receipt,
-            LAB,
-            args,
-            engine_start_s=next(iter(starts.values()))[0],
-            results=rows,
-            settings={
-                "parts": list(args.parts),
-                "chunks": list(args.chunks),
-                "serve_chunks": list(args.serve_chunks),
-                "decoder_prompt_tokens": args.decoder_prompt,
-                "decode_tokens": args.decode_tokens,
-                "long_output_tokens": LONG_OUTPUT,
-                "prefill_output_tokens": PREFILL_OUTPUT,
-                "warm_steps": WARM_STEPS,
-                "steps_async_scheduling": False,
-                "enable_prefix_caching": False,
-                "engine_starts_s": starts,
-                "pd_connector": CONNECTOR if "pd" in args.parts else None,
-            },
-            units=UNITS,
-        )
+    settings = {
+        "parts": list(args.parts),
+        "chunks": list(args.chunks),
+        "serve_chunks": list(args.serve_chunks),
+        "decoder_prompt_tokens": args.decoder_prompt,
+        "decode_tokens": args.decode_tokens,
+        "long_output_tokens": LONG_OUTPUT,
+        "prefill_output_tokens": PREFILL_OUTPUT,
+        "warm_steps": WARM_STEPS,
+        "steps_async_scheduling": False,
+        "enable_prefix_caching": False,
+        "engine_starts_s": starts,
+        "pd_connector": CONNECTOR if "pd" in args.parts else None,
+    }
+    write_receipt(args, UNITS, rows, next(iter(starts.values()))[0], settings)
     return 0
 
 

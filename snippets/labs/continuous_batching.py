@@ -131,6 +131,8 @@ REQUEST_SUCCESS_METRIC = "vllm:request_success_total"
 as samples of its /metrics (a counter's sample ends in _total)."""
 
 
+# The receipt's rows: UNITS gives every measured key's unit, ROW every key's JSON type ("number": an int
+# or a float; "| None": may be null). The lab's spec (src/infercourse/labs/) reads both.
 UNITS = {
     "requests": "requests",
     "steps": "steps",
@@ -153,7 +155,6 @@ UNITS = {
     "server_generated_tokens": "tokens",
     "server_requests": "requests",
 }
-"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
 ROW = {
     "max_num_seqs": "int",
     "mode": "str",
@@ -178,11 +179,10 @@ ROW = {
     "server_generated_tokens": "int | None",
     "server_requests": "int | None",
 }
-"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = lab_parser("Count vLLM's engine steps under static and continuous batching.", max_model_len=MAX_MODEL_LEN)
+    p = lab_parser(LAB, "Count vLLM's engine steps under static and continuous batching.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--batch-sizes", type=whole, nargs="+", default=list(BATCH_SIZES), help="max_num_seqs per engine")
     p.add_argument("--requests", type=whole, default=REQUESTS, help="requests per run")
     p.add_argument("--prompt-tokens", type=whole, default=PROMPT_TOKENS, help="tokens per prompt")
@@ -448,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     check_input(args)
     if args.child:
         return child(args)
-    prepare(args, LAB)
+    prepare(args)
     log_dir = Path(tempfile.mkdtemp(prefix=f"{LAB}_"))
     progress(f"each engine's log: {log_dir}/b<B>.log; the server's and the benchmark's: {log_dir}/")
     lengths = output_lengths(args)
@@ -503,37 +503,29 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['generated_tokens']} (server {r['server_generated_tokens']}), "
                 f"server requests {r['server_requests']}"
             )
-    if args.receipt:
-        write_receipt(
-            args.receipt,
-            LAB,
-            args,
-            engine_start_s=max(starts),
-            results=rows,
-            settings={
-                "seed": SEED,
-                "requests": args.requests,
-                "prompt_tokens": args.prompt_tokens,
-                "output_min": args.output_min,
-                "output_max": args.output_max,
-                "output_lengths": lengths,
-                "batch_sizes": args.batch_sizes,
-                "max_num_batched_tokens": args.max_num_batched_tokens,
-                "kv_tokens": min(kv_tokens) if kv_tokens else None,
-                "enable_prefix_caching": False,
-                "async_scheduling": False,
-                "statistic": (
-                    "offline TPOT, wait: nearest-rank percentiles over the requests, wait from the workload start; "
-                    "online TPOT, TTFT: vllm bench serve's (numpy's linear percentiles)"
-                ),
-                "parts": args.parts,
-                "rates": args.rates if "online" in args.parts else [],
-                "num_prompts": args.num_prompts,
-                "online_output_tokens": args.online_output_tokens,
-                "server_max_num_seqs": max(args.batch_sizes),
-            },
-            units=UNITS,
-        )
+    settings = {
+        "seed": SEED,
+        "requests": args.requests,
+        "prompt_tokens": args.prompt_tokens,
+        "output_min": args.output_min,
+        "output_max": args.output_max,
+        "output_lengths": lengths,
+        "batch_sizes": args.batch_sizes,
+        "max_num_batched_tokens": args.max_num_batched_tokens,
+        "kv_tokens": min(kv_tokens) if kv_tokens else None,
+        "enable_prefix_caching": False,
+        "async_scheduling": False,
+        "statistic": (
+            "offline TPOT, wait: nearest-rank percentiles over the requests, wait from the workload start; "
+            "online TPOT, TTFT: vllm bench serve's (numpy's linear percentiles)"
+        ),
+        "parts": args.parts,
+        "rates": args.rates if "online" in args.parts else [],
+        "num_prompts": args.num_prompts,
+        "online_output_tokens": args.online_output_tokens,
+        "server_max_num_seqs": max(args.batch_sizes),
+    }
+    write_receipt(args, UNITS, rows, max(starts), settings)
     return 0
 
 

@@ -76,6 +76,8 @@ BACKEND_PATTERN = r"Using (\w+) backend\."
 CHILD_TIMEOUT_S = 1800
 
 
+# The receipt's rows: UNITS gives every measured key's unit, ROW every key's JSON type ("number": an int
+# or a float; "| None": may be null). The lab's spec (src/infercourse/labs/) reads both.
 UNITS = {
     "kv_budget_bytes": "B",
     "kv_bytes_per_token": "B/token",
@@ -86,7 +88,6 @@ UNITS = {
     "reported_max_concurrency": "requests",
     "estimated_max_model_len": "tokens",
 }
-"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
 ROW = {
     "run": "str",
     "kv_cache_dtype": "str",
@@ -103,11 +104,12 @@ ROW = {
     "reason": "str | None",
     "estimated_max_model_len": "int | None",
 }
-"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = lab_parser("Read vLLM's KV-cache capacity and compare it with the prediction.", max_model_len=MAX_MODEL_LEN)
+    p = lab_parser(
+        LAB, "Read vLLM's KV-cache capacity and compare it with the prediction.", max_model_len=MAX_MODEL_LEN
+    )
     p.add_argument(
         "--reserve-gib",
         type=float,  # 0 is allowed: checked in [0, 1024) below
@@ -268,7 +270,7 @@ def main(argv=None) -> int:
     check_input(args)
     if args.child:
         return child(args)
-    prepare(args, LAB)
+    prepare(args)
     log_dir = Path(tempfile.mkdtemp(prefix="kv_capacity_"))
     progress(f"each engine's log: {log_dir}/<run>.log")
 
@@ -362,28 +364,19 @@ def main(argv=None) -> int:
             f"{r['run']:<9} {r['kv_cache_dtype']:<10} {r['attention_backend'] or '-':<12} {show[0]:>15} "
             f"{show[1]:>11} {show[2]:>11} {conc:>11}  {r['outcome']}{extra}"
         )
-    if args.receipt:
-        write_receipt(
-            args.receipt,
-            LAB,
-            args,
-            settings={
-                "gpu_memory_utilization": GPU_MEMORY_UTILIZATION,
-                "reserve_gib_assumed": args.reserve_gib,
-                "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None,
-                "device_total_bytes": device_total_bytes(),
-                "predicted_budget_bytes": budget,
-                "predicted_budget_source": source,
-                "params": n_params,
-                "weight_dtype_bytes": b,
-                "fp8_run": not args.no_fp8,
-                "enable_prefix_caching": False,
-                "over_ask_reason": OVERASK_REASON,
-            },
-            units=UNITS,
-            results=rows,
-            engine_start_s=engine_start_s,
-        )
+    settings = {
+        "gpu_memory_utilization": GPU_MEMORY_UTILIZATION,
+        "reserve_gib_assumed": args.reserve_gib,
+        "device_total_bytes": device_total_bytes(),
+        "predicted_budget_bytes": budget,
+        "predicted_budget_source": source,
+        "params": n_params,
+        "weight_dtype_bytes": b,
+        "fp8_run": not args.no_fp8,
+        "enable_prefix_caching": False,
+        "over_ask_reason": OVERASK_REASON,
+    }
+    write_receipt(args, UNITS, rows, engine_start_s, settings)
     return 0
 
 

@@ -110,6 +110,11 @@ _CLI_CPU = (
     f"md.version = lambda n: v({CPU_BUILD_DIST!r}) + '+cpu' if n == 'vllm' else v(n); " + _CLI
 )
 
+_HERE = Path(__file__).resolve().parent
+REPOSITORY = _HERE.parents[1] if (_HERE.parent.name, _HERE.name) == ("snippets", "labs") else None
+"""The course repository this file sits in (as ``snippets/labs/labkit.py``), or None for a copy elsewhere.
+A receipt writes paths inside it relative to it, so that it names no folder of the machine that ran it."""
+
 _state = {"lab": "lab", "log": None}
 
 
@@ -208,8 +213,10 @@ class _LabParser(argparse.ArgumentParser):
         fail(f"{message} (see --help)")
 
 
-def lab_parser(description: str, max_model_len: int) -> argparse.ArgumentParser:
-    """An argument parser with the flags every lab takes; a lab adds its own to it.
+def lab_parser(lab: str, description: str, max_model_len: int) -> argparse.ArgumentParser:
+    """An argument parser for the lab ``lab`` (the script's name, e.g. ``"phases"``; the parsed
+    arguments carry it as ``args.lab``, which :func:`prepare` and :func:`write_receipt` read) with the
+    flags every lab takes; a lab adds its own to it.
 
     ``--model`` (hub id or local folder; default the course's model), ``--load-format`` (``dummy``
     = random weights of the real architecture), ``--max-model-len`` (tokens, default
@@ -219,7 +226,9 @@ def lab_parser(description: str, max_model_len: int) -> argparse.ArgumentParser:
     A bad argument (a count of 0 with :func:`whole`, an unknown flag) is one ``error:`` line and exit 2,
     before anything slow starts.
     """
+    _state["lab"] = lab  # progress() lines name it
     p = _LabParser(description=description)
+    p.set_defaults(lab=lab)
     p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
     p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
     p.add_argument("--max-model-len", type=whole, default=max_model_len, help="context length the engine reserves")
@@ -340,7 +349,7 @@ def preflight_line(facts: dict) -> str:
     return f"no NVIDIA GPU (CPU); vLLM {facts['vllm']}, torch {facts['torch']}"
 
 
-def prepare(args, lab: str) -> None:
+def prepare(args) -> None:
     """Everything a lab does after parsing its arguments and before importing vLLM.
 
     Refuses a bad ``--receipt``; prints the preflight line and stops on its problem (exit 2); on
@@ -348,7 +357,7 @@ def prepare(args, lab: str) -> None:
     vLLM's log to ``<tmp>/infercourse-labs/<lab>-<pid>.log`` unless ``-v`` (through
     :data:`LOG_CONFIG_ENV`, so engine-core processes write there too).
     """
-    _state["lab"] = lab
+    lab = _state["lab"] = args.lab
     check_receipt_arg(getattr(args, "receipt", None))
     check_receipt_folder(getattr(args, "receipt", None), machine())
     facts, problem = preflight()
@@ -786,8 +795,8 @@ def served_metrics(url: str) -> dict[str, float]:
 def _course():
     """``infercourse.labs.core`` of the repository this file is in (standard library only: it runs in
     the lab environment), or None for a copy of the lab outside the repository."""
-    src = Path(__file__).resolve().parents[2] / "src"
-    if not (src / "infercourse" / "labs" / "core.py").is_file():
+    src = REPOSITORY / "src" if REPOSITORY else None
+    if src is None or not (src / "infercourse" / "labs" / "core.py").is_file():
         return None
     if str(src) not in sys.path:
         sys.path.append(str(src))
@@ -900,29 +909,52 @@ def git_commit() -> str | None:
         return None
 
 
-def write_receipt(
-    path: Path, lab: str, args, *, settings: dict, units: dict, results: list[dict], engine_start_s: float
-) -> dict:
-    """Write the JSON receipt of one run to ``path`` and print ``receipt: <path>``; return it.
+def repository_path(text: str) -> str:
+    """``text`` with an absolute path inside :data:`REPOSITORY` made relative to it
+    (``.cache/models/tiny-qwen2``); anything else unchanged (a hub id, a relative path, a folder elsewhere)."""
+    path = Path(text)
+    if REPOSITORY is None or not path.is_absolute():
+        return text
+    try:
+        return path.resolve().relative_to(REPOSITORY).as_posix()
+    except ValueError:
+        return text
 
-    The envelope is every lab's: schema, lab, command, git commit, UTC date, machine, versions,
-    and from ``args`` (the parsed command line) model, load_format, dtype (``"auto"`` when the lab
-    has no ``--dtype``: vLLM's default) and max_model_len. The lab gives its ``settings`` (what it
-    fixed, e.g. repeats; ``enforce_eager`` from ``args`` and ``VLLM_ENABLE_V1_MULTIPROCESSING`` from the
-    environment, ``"0"`` when the engine core ran in the lab's process, and ``OMP_NUM_THREADS``, None when
-    unset, are added unless the lab sets them), ``units`` (unit of every measured row key;
-    ``engine_start_s`` in s is added), ``results`` (one dict per row, the keys its spec in
-    ``infercourse.labs`` declares) and ``engine_start_s`` (s from ``LLM(...)`` called to returned).
+
+def portable_path(text: str) -> str:
+    """``text`` as a receipt's command writes it: :func:`repository_path`, and an absolute path outside
+    the repository as ``.../<last part>`` (a temporary folder's name says nothing)."""
+    kept = repository_path(text)
+    return f".../{Path(kept).name}" if Path(kept).is_absolute() else kept
+
+
+def write_receipt(args, units: dict, results: list[dict], engine_start_s: float, settings: dict) -> dict | None:
+    """Write the JSON receipt of one run to ``args.receipt`` and print ``receipt: <path>``; return it
+    (None, writing nothing, when ``args.receipt`` is None).
+
+    The envelope is every lab's: schema, lab (``args.lab``, :func:`lab_parser`'s), the command (paths as
+    :func:`portable_path` writes them), git commit, UTC date, machine, versions, and from ``args`` (the
+    parsed command line) model (a folder inside the repository relative to it), load_format, dtype
+    (``"auto"`` when the lab has no ``--dtype``: vLLM's default) and max_model_len.
+
+    The lab gives ``units`` (unit of every measured row key; ``engine_start_s`` in s is added),
+    ``results`` (one dict per row, the keys of its ``ROW``), ``engine_start_s`` (s from ``LLM(...)``
+    called to returned) and ``settings``: what it fixed (e.g. repeats). Added unless the lab sets them:
+    ``enforce_eager`` from ``args``, and from the environment ``VLLM_ENABLE_V1_MULTIPROCESSING`` (``"0"``:
+    the engine core ran in the lab's process), ``OMP_NUM_THREADS`` and ``VLLM_CPU_KVCACHE_SPACE`` (None
+    when unset).
     """
+    if args.receipt is None:
+        return None
     receipt = {
         "schema": SCHEMA,
-        "lab": lab,
-        "command": shlex.join(["python", *sys.argv]),
+        "lab": args.lab,
+        "command": shlex.join(["python", *(portable_path(word) for word in sys.argv)]),
         "git_commit": git_commit(),
         "date_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": machine(),
         "versions": versions(),
-        "model": args.model,
+        "model": repository_path(args.model),
         "load_format": args.load_format,
         "dtype": getattr(args, "dtype", "auto"),
         "max_model_len": args.max_model_len,
@@ -930,13 +962,14 @@ def write_receipt(
             "enforce_eager": args.enforce_eager,
             ENGINE_IN_PROCESS_ENV: os.environ.get(ENGINE_IN_PROCESS_ENV, "1"),
             THREADS_ENV: os.environ.get(THREADS_ENV),
+            CPU_KV_ENV: os.environ.get(CPU_KV_ENV),
             **settings,
         },
         "engine_start_s": round(engine_start_s, 3),
         "units": {**units, "engine_start_s": "s"},
         "results": results,
     }
-    path = Path(path)
+    path = Path(args.receipt)
     text = json.dumps(receipt, indent=2) + "\n"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -62,8 +62,9 @@ WARMUP_OUTPUT_TOKENS = 8
 ITL_HISTOGRAM = "vllm:inter_token_latency_seconds"
 
 
+# The receipt's rows: UNITS gives every measured key's unit, ROW every key's JSON type ("number": an int
+# or a float; "| None": may be null). The lab's spec (src/infercourse/labs/) reads both.
 UNITS = {"ttft_ms": "ms", "tpot_ms": "ms", "e2e_ms": "ms", "tpot_mean_ms": "ms", "itl_mean_ms": "ms"}
-"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
 ROW = {
     "prompt_tokens": "int",
     "output_tokens": "int",
@@ -73,11 +74,10 @@ ROW = {
     "tpot_mean_ms": "number",
     "itl_mean_ms": "number",
 }
-"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = lab_parser("Measure TTFT, TPOT, E2E and the mean ITL per request with vLLM.", max_model_len=MAX_MODEL_LEN)
+    p = lab_parser(LAB, "Measure TTFT, TPOT, E2E and the mean ITL per request with vLLM.", max_model_len=MAX_MODEL_LEN)
     p.add_argument("--repeats", type=whole, default=REPEATS, help="timed runs per grid row; the median is kept")
     return p.parse_args(argv)
 
@@ -93,7 +93,7 @@ def itl_totals(snapshot) -> tuple[float, int]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_grid(args, GRID)
-    prepare(args, LAB)
+    prepare(args)
 
     # --8<-- [start:measure]
     llm, engine_start_s = start_llm(
@@ -157,20 +157,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['prompt_tokens']:>6} {r['output_tokens']:>6} {r['ttft_ms']:>10.2f} {r['tpot_ms']:>10.3f} "
             f"{r['e2e_ms']:>10.1f} {r['tpot_mean_ms']:>10.3f} {r['itl_mean_ms']:>10.3f}"
         )
-    if args.receipt:
-        write_receipt(
-            args.receipt,
-            LAB,
-            args,
-            engine_start_s=engine_start_s,
-            results=rows,
-            settings={
-                "repeats": args.repeats,
-                "statistic": "median (ITL: pooled mean)",
-                "enable_prefix_caching": False,
-            },
-            units=UNITS,
-        )
+    settings = {
+        "repeats": args.repeats,
+        "statistic": "median (ITL: pooled mean)",
+        "enable_prefix_caching": False,
+    }
+    write_receipt(args, UNITS, rows, engine_start_s, settings)
     return 0
 
 

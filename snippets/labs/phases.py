@@ -60,8 +60,9 @@ SEED = 0
 WARMUP_OUTPUT_TOKENS = 8
 
 
+# The receipt's rows: UNITS gives every measured key's unit, ROW every key's JSON type ("number": an int
+# or a float; "| None": may be null). The lab's spec (src/infercourse/labs/) reads both.
 UNITS = {"ttft_ms": "ms", "tpot_ms": "ms", "decode_s": "s", "engine_steps": "steps", "step_tokens": "tokens"}
-"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
 ROW = {
     "prompt_tokens": "int",
     "output_tokens": "int",
@@ -71,11 +72,10 @@ ROW = {
     "engine_steps": "int",
     "step_tokens": "int",
 }
-"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = lab_parser("Time prefill (TTFT) and decode (TPOT) with vLLM.", max_model_len=MAX_MODEL_LEN)
+    p = lab_parser(LAB, "Time prefill (TTFT) and decode (TPOT) with vLLM.", max_model_len=MAX_MODEL_LEN)
     p.add_argument(
         "--dtype", default="auto", choices=VLLM_DTYPES, help="weights/activations dtype (auto = the config's)"
     )
@@ -86,7 +86,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_grid(args, GRID)
-    prepare(args, LAB)
+    prepare(args)
     # --8<-- [start:measure]
     llm, engine_start_s = start_llm(
         args,
@@ -146,21 +146,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['prompt_tokens']:>13} {r['output_tokens']:>13} {r['ttft_ms']:>10.2f} {r['tpot_ms']:>10.3f} "
             f"{r['decode_s']:>10.3f} {r['engine_steps']:>6} {r['step_tokens']:>7}"
         )
-    if args.receipt:
-        write_receipt(
-            args.receipt,
-            LAB,
-            args,
-            engine_start_s=engine_start_s,
-            results=rows,
-            settings={
-                "repeats": args.repeats,
-                "statistic": "median",
-                "enable_prefix_caching": False,
-                "max_num_batched_tokens": batched_tokens,
-            },
-            units=UNITS,
-        )
+    settings = {
+        "repeats": args.repeats,
+        "statistic": "median",
+        "enable_prefix_caching": False,
+        "max_num_batched_tokens": batched_tokens,
+    }
+    write_receipt(args, UNITS, rows, engine_start_s, settings)
     return 0
 
 

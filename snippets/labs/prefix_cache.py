@@ -102,6 +102,8 @@ HITS_METRIC = "vllm:prefix_cache_hits"
 """vLLM's counter of prompt tokens found there (the sum of the requests' ``num_cached_tokens``)."""
 
 
+# The receipt's rows: UNITS gives every measured key's unit, ROW every key's JSON type ("number": an int
+# or a float; "| None": may be null). The lab's spec (src/infercourse/labs/) reads both.
 UNITS = {
     "prompt_tokens": "tokens",
     "requests": "requests",
@@ -114,7 +116,6 @@ UNITS = {
     "ttft_cold_ms": "ms",
     "ttft_hit_ms": "ms",
 }
-"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
 ROW = {
     "run": "str",
     "prefix_tokens": "int",
@@ -130,12 +131,13 @@ ROW = {
     "ttft_cold_ms": "number | None",
     "ttft_hit_ms": "number | None",
 }
-"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = lab_parser(
-        "Measure vLLM's automatic prefix caching, block sharing, eviction and preemption.", max_model_len=MAX_MODEL_LEN
+        LAB,
+        "Measure vLLM's automatic prefix caching, block sharing, eviction and preemption.",
+        max_model_len=MAX_MODEL_LEN,
     )
     p.add_argument("--requests", type=whole, default=REQUESTS, help="prompts per sequential row (the first is cold)")
     p.add_argument(
@@ -179,7 +181,7 @@ def check_pool(blocks: int, block_size: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_input(args)
-    prepare(args, LAB)
+    prepare(args)
 
     # --8<-- [start:measure]
     llm, engine_start_s = start_llm(
@@ -288,26 +290,18 @@ def main(argv: list[str] | None = None) -> int:
             f"{show(r['cached_first'], '>10')} {later:>13} {r['queries']:>8} {r['hits']:>7} {r['preemptions']:>9} "
             f"{show(r['ttft_cold_ms'], '>14.2f')} {show(r['ttft_hit_ms'], '>13.2f')}"
         )
-    if args.receipt:
-        write_receipt(
-            args.receipt,
-            LAB,
-            args,
-            engine_start_s=engine_start_s,
-            results=rows,
-            settings={
-                "block_size": block_size,
-                "num_gpu_blocks": blocks,
-                "requests": args.requests,
-                "output_tokens": OUTPUT_TOKENS,
-                "parallel": PARALLEL,
-                "fillers": [FILLERS, FILLER_TOKENS],
-                "pressure": {"requests": PRESSURE_REQUESTS, "output_tokens": PRESSURE_OUTPUT},
-                "enable_prefix_caching": True,
-                "statistic": "TTFT hit: median of the later requests",
-            },
-            units=UNITS,
-        )
+    settings = {
+        "block_size": block_size,
+        "num_gpu_blocks": blocks,
+        "requests": args.requests,
+        "output_tokens": OUTPUT_TOKENS,
+        "parallel": PARALLEL,
+        "fillers": [FILLERS, FILLER_TOKENS],
+        "pressure": {"requests": PRESSURE_REQUESTS, "output_tokens": PRESSURE_OUTPUT},
+        "enable_prefix_caching": True,
+        "statistic": "TTFT hit: median of the later requests",
+    }
+    write_receipt(args, UNITS, rows, engine_start_s, settings)
     return 0
 
 

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import tempfile
 from pathlib import Path
@@ -97,6 +96,8 @@ TEXT = (
 """The scored text: Lincoln's Gettysburg Address (Bliss copy, 1864), in the public domain."""
 
 
+# The receipt's rows: UNITS gives every measured key's unit, ROW every key's JSON type ("number": an int
+# or a float; "| None": may be null). The lab's spec (src/infercourse/labs/) reads both.
 UNITS = {
     "weight_bytes": "B",
     "kv_tokens": "tokens",
@@ -107,7 +108,6 @@ UNITS = {
     "token_nll": "nats",
     "step_ms": "ms",
 }
-"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
 ROW = {
     "format": "str",
     "model": "str",
@@ -126,12 +126,11 @@ ROW = {
     "step_batches": "list | None",
     "step_ms": "list | None",
 }
-"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = lab_parser(
-        "Weight bytes, KV tokens and NLL per token of BF16, FP8 and AWQ engines.", max_model_len=MAX_MODEL_LEN
+        LAB, "Weight bytes, KV tokens and NLL per token of BF16, FP8 and AWQ engines.", max_model_len=MAX_MODEL_LEN
     )
     p.add_argument("--awq-model", default=AWQ_MODEL, help="the AWQ checkpoint (hub id or local folder)")
     p.add_argument("--formats", default=",".join(FORMATS), help=f"comma-separated subset of {','.join(FORMATS)}")
@@ -308,7 +307,7 @@ def main(argv=None) -> int:
     check_input(args)
     if args.child:
         return child(args)
-    prepare(args, LAB)
+    prepare(args)
     log_dir = Path(tempfile.mkdtemp(prefix="quant_nll_"))
     progress(f"each engine's log: {log_dir}/<format>.log")
     rows, starts = [], []
@@ -340,27 +339,18 @@ def main(argv=None) -> int:
     for r in rows:
         if r["outcome"] == "started":
             print(f"{r['format']:<7} " + " ".join(f"{ms:>9.2f}" for ms in r["step_ms"]))
-    if args.receipt:
-        write_receipt(
-            args.receipt,
-            LAB,
-            args,
-            settings={
-                "formats": list(args.formats),
-                "awq_model": args.awq_model,
-                "seed": SEED,
-                "enable_prefix_caching": False,
-                "prompt_logprobs": 0,
-                "text_chars": len(TEXT),
-                "step_prompt_len": STEP_PROMPT_LEN,
-                "step_output_len": STEP_OUTPUT_LEN,
-                "statistic": "step: all-decoding window / (n - 1 - d), labkit.decode_step_s",
-                "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None,
-            },
-            units=UNITS,
-            results=rows,
-            engine_start_s=starts[0],
-        )
+    settings = {
+        "formats": list(args.formats),
+        "awq_model": args.awq_model,
+        "seed": SEED,
+        "enable_prefix_caching": False,
+        "prompt_logprobs": 0,
+        "text_chars": len(TEXT),
+        "step_prompt_len": STEP_PROMPT_LEN,
+        "step_output_len": STEP_OUTPUT_LEN,
+        "statistic": "step: all-decoding window / (n - 1 - d), labkit.decode_step_s",
+    }
+    write_receipt(args, UNITS, rows, starts[0], settings)
     return 0
 
 

@@ -114,6 +114,8 @@ STEP_TOKENS_METRIC = "vllm:iteration_tokens_total"
 """vLLM's histogram of tokens per engine step: its count is the number of steps."""
 
 
+# The receipt's rows: UNITS gives every measured key's unit, ROW every key's JSON type ("number": an int
+# or a float; "| None": may be null). The lab's spec (src/infercourse/labs/) reads both.
 UNITS = {
     "k": "tokens",
     "output_tokens": "tokens",
@@ -125,7 +127,6 @@ UNITS = {
     "same_as_off": "requests",
     "tpot_ms": "ms",
 }
-"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
 ROW = {
     "run": "str",
     "batch": "int",
@@ -145,11 +146,12 @@ ROW = {
     "same_as_off": "int | None",
     "tpot_ms": "number | None",
 }
-"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = lab_parser("Speculative decoding: tokens, steps, acceptance and TPOT per drafter.", max_model_len=MAX_MODEL_LEN)
+    p = lab_parser(
+        LAB, "Speculative decoding: tokens, steps, acceptance and TPOT per drafter.", max_model_len=MAX_MODEL_LEN
+    )
     p.add_argument("--draft-model", default=DRAFT_MODEL, help="the draft model (hub id or local folder)")
     p.add_argument(
         "--draft-vocab",
@@ -326,7 +328,7 @@ def main(argv=None) -> int:
     check_input(args)
     if args.child:
         return child(args)
-    prepare(args, LAB)
+    prepare(args)
     log_dir = Path(tempfile.mkdtemp(prefix="spec_decode_"))
     progress(f"each engine's log: {log_dir}/<run>.log")
     rows, starts, reference = [], [], None
@@ -367,30 +369,22 @@ def main(argv=None) -> int:
             f"{r['run']:<11} {r['batch']:>5} {r['steps']:>6} {r['drafts']:>7} {r['draft_tokens']:>8} "
             f"{r['accepted']:>9} {same:>11} {r['tpot_ms']:>10.2f}  {r['accepted_per_pos']}"
         )
-    if args.receipt:
-        write_receipt(
-            args.receipt,
-            LAB,
-            args,
-            settings={
-                "runs": list(args.runs),
-                "batches": list(args.batches),
-                "k": K,
-                "draft_model": args.draft_model,
-                "draft_vocab": args.draft_vocab,
-                "prompt_tokens": PROMPT_TOKENS,
-                "pattern_tokens": PATTERN_TOKENS,
-                "prompt_lookup": list(PROMPT_LOOKUP),
-                "temperature": 0,
-                "seed": SEED,
-                "enable_prefix_caching": False,
-                "async_scheduling": False,
-                "synthetic_length": {r: SYNTHETIC_LENGTH[r] for r in args.runs if r in SYNTHETIC_LENGTH},
-            },
-            units=UNITS,
-            results=rows,
-            engine_start_s=starts[0],
-        )
+    settings = {
+        "runs": list(args.runs),
+        "batches": list(args.batches),
+        "k": K,
+        "draft_model": args.draft_model,
+        "draft_vocab": args.draft_vocab,
+        "prompt_tokens": PROMPT_TOKENS,
+        "pattern_tokens": PATTERN_TOKENS,
+        "prompt_lookup": list(PROMPT_LOOKUP),
+        "temperature": 0,
+        "seed": SEED,
+        "enable_prefix_caching": False,
+        "async_scheduling": False,
+        "synthetic_length": {r: SYNTHETIC_LENGTH[r] for r in args.runs if r in SYNTHETIC_LENGTH},
+    }
+    write_receipt(args, UNITS, rows, starts[0], settings)
     return 0
 
 

@@ -97,6 +97,8 @@ ROW_TAG = "TENSOR_PARALLEL_ROW "  # the child's one line of results on stdout, J
 CHILD_TIMEOUT_S = 1800
 
 
+# The receipt's rows: UNITS gives every measured key's unit, ROW every key's JSON type ("number": an int
+# or a float; "| None": may be null). The lab's spec (src/infercourse/labs/) reads both.
 UNITS = {
     "qkv_proj_elements": "elements",
     "o_proj_elements": "elements",
@@ -113,7 +115,6 @@ UNITS = {
     "fit_alpha_s": "s",
     "fit_link_gb_s": "GB/s",
 }
-"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
 ROW = {
     "run": "str",
     "tensor_parallel_size": "int",
@@ -140,11 +141,12 @@ ROW = {
     "fit_alpha_s": "number | None",
     "fit_link_gb_s": "number | None",
 }
-"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = lab_parser("What each tensor-parallel rank holds, greedy tokens at T = 1 and 2, step times.", MAX_MODEL_LEN)
+    p = lab_parser(
+        LAB, "What each tensor-parallel rank holds, greedy tokens at T = 1 and 2, step times.", MAX_MODEL_LEN
+    )
     p.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated subset of {','.join(RUNS)}")
     p.add_argument(
         "--dtype",
@@ -512,7 +514,7 @@ def main(argv=None) -> int:
     check_input(args)
     if args.child:
         return child(args)
-    prepare(args, LAB)
+    prepare(args)
     log_dir = Path(tempfile.mkdtemp(prefix="tensor_parallel_"))
     progress(f"each engine's log: {log_dir}/<run>.log")
     rows, starts = [], []
@@ -565,30 +567,21 @@ def main(argv=None) -> int:
         print(f"decode step (ms) at batch {', '.join(map(str, args.step_batches))}:")
         for r in started:
             print(f"{r['run']:<9} " + " ".join(f"{ms:>9.3f}" for ms in r["step_ms"]))
-    if args.receipt:
-        write_receipt(
-            args.receipt,
-            LAB,
-            args,
-            settings={
-                "runs": list(args.runs),
-                "seed": SEED,
-                "emulated_t": EMULATED_T,
-                "prompts": [list(p) for p in PROMPTS],
-                "greedy_tokens": GREEDY_TOKENS,
-                "step_prompt_len": STEP_PROMPT_LEN,
-                "step_output_len": STEP_OUTPUT_LEN,
-                "statistic": "step: all-decoding window / (n - 1 - d), labkit.decode_step_s",
-                "nccl_p2p_disable": os.environ.get("NCCL_P2P_DISABLE") or None,
-                "vllm_cpu_kvcache_space_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE") or None,
-                "allreduce_bytes": list(ALLREDUCE_BYTES),
-                "allreduce_repeats": ALLREDUCE_REPEATS,
-                "allreduce_dtype": "float32",
-            },
-            units=UNITS,
-            results=rows,
-            engine_start_s=starts[0],
-        )
+    settings = {
+        "runs": list(args.runs),
+        "seed": SEED,
+        "emulated_t": EMULATED_T,
+        "prompts": [list(p) for p in PROMPTS],
+        "greedy_tokens": GREEDY_TOKENS,
+        "step_prompt_len": STEP_PROMPT_LEN,
+        "step_output_len": STEP_OUTPUT_LEN,
+        "statistic": "step: all-decoding window / (n - 1 - d), labkit.decode_step_s",
+        "nccl_p2p_disable": os.environ.get("NCCL_P2P_DISABLE") or None,
+        "allreduce_bytes": list(ALLREDUCE_BYTES),
+        "allreduce_repeats": ALLREDUCE_REPEATS,
+        "allreduce_dtype": "float32",
+    }
+    write_receipt(args, UNITS, rows, starts[0], settings)
     return 0
 
 

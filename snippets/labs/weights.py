@@ -45,18 +45,18 @@ GIB = 2**30
 GB = 10**9
 
 
+# The receipt's rows: UNITS gives every measured key's unit, ROW every key's JSON type ("number": an int
+# or a float; "| None": may be null). The lab's spec (src/infercourse/labs/) reads both.
 UNITS = {"elements": "count", "bytes": "B"}
-"""The unit of every measured key of a receipt row (``infercourse.labs`` reads it for the spec)."""
 ROW = {
     "dtype": "str",
     "elements": "int",
     "bytes": "int",
 }
-"""Each receipt row's keys and JSON types ("number": an int or a float; "| None": may be null); the spec reads it."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = lab_parser("Measure the weight bytes of a model loaded by vLLM.", max_model_len=MAX_MODEL_LEN)
+    p = lab_parser(LAB, "Measure the weight bytes of a model loaded by vLLM.", max_model_len=MAX_MODEL_LEN)
     args = p.parse_args(argv)
     if args.max_model_len < 16:
         fail(f"--max-model-len must be at least 16, got {args.max_model_len}")
@@ -77,7 +77,7 @@ def parameter_bytes(model) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    prepare(args, LAB)
+    prepare(args)
     engine_core_in_process()  # apply_model needs the model here
     # no CUDA graphs: they change nothing about the weights and take time
     llm, engine_start_s = start_llm(args, enforce_eager=True)
@@ -94,16 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{r['dtype']:<10} {r['elements']:>15,} {r['bytes']:>15,} {r['bytes'] / GB:>8.3f} {r['bytes'] / GIB:>8.3f}"
         )
-    if args.receipt:
-        write_receipt(
-            args.receipt,
-            LAB,
-            args,
-            engine_start_s=engine_start_s,
-            results=rows,
-            settings={"enforce_eager": True},
-            units=UNITS,
-        )
+    settings = {"enforce_eager": True}
+    write_receipt(args, UNITS, rows, engine_start_s, settings)
     return 0
 
 
