@@ -37,16 +37,7 @@ P.add("contig_waste_bytes", (S_max - S_odd) * kappa, "B")
 P.add("paged_bytes", (S_odd + memory.paging_waste_tokens(S_odd, z)) * kappa, "B")
 
 # --- how many 1,000-token requests fit on the RTX 4090 (lesson 1A's budget) ---
-kv_budget = P.add(
-    "kv_budget",
-    memory.kv_budget_bytes(
-        memory.device_total_bytes("RTX 4090"),
-        transformer.weight_bytes(cfg, 2),
-        registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB,
-        registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
-    ),
-    "B",
-)
+kv_budget = P.add("kv_budget", memory.default_kv_budget_bytes("RTX 4090", transformer.weight_bytes(cfg, 2)), "B")
 kv_tokens = P.add("kv_tokens", memory.kv_capacity_tokens(kv_budget, kappa, z), "tokens")
 P.add("fit_contig", kv_tokens // S_max, "sequences")
 P.add("fit_paged", kv_tokens // (S_odd + memory.paging_waste_tokens(S_odd, z)), "sequences")

@@ -111,16 +111,7 @@ P.add("sigma_turn_k", _speedup(g4090, alpha_ex, k_lab, b_turn), "1")
 kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
 kappa_d = P.add("kappa_d", transformer.kv_bytes_per_token(dcfg, 2), "B/token")
 W_d = P.add("W_d", transformer.weight_bytes(dcfg, 2), "B")
-kv_budget = P.add(
-    "kv_budget",
-    memory.kv_budget_bytes(
-        memory.device_total_bytes("RTX 4090"),
-        transformer.weight_bytes(cfg, 2),
-        registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB,
-        registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
-    ),
-    "B",
-)
+kv_budget = P.add("kv_budget", memory.default_kv_budget_bytes("RTX 4090", transformer.weight_bytes(cfg, 2)), "B")
 kv_tokens = P.add("kv_tokens", memory.kv_capacity_tokens(kv_budget, kappa), "tokens")
 kv_tokens_draft = P.add("kv_tokens_draft", memory.kv_capacity_tokens(kv_budget - W_d, kappa + kappa_d), "tokens")
 P.add("kv_loss_share", 1 - kv_tokens_draft / kv_tokens, "1")
