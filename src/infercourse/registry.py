@@ -953,7 +953,13 @@ def facts() -> list[Fact]:
         ),
     ]
     return (
-        items + list(BEHAVIOURS.values()) + _quant_facts() + _batching_facts() + _chunked_prefill_facts() + _tp_facts()
+        items
+        + list(BEHAVIOURS.values())
+        + _quant_facts()
+        + _batching_facts()
+        + _chunked_prefill_facts()
+        + _tp_facts()
+        + _overhead_facts()
     )
 
 
@@ -1370,3 +1376,86 @@ def _tp_facts() -> list[Fact]:
 
 
 # --- end of lesson 7A ---
+
+
+# --- lesson 2B: Launch overhead and CUDA graphs ----------------------------------------------------
+
+CUDAGRAPH_MAX_CAPTURE_SIZE = 512
+"""vLLM 0.26.0's ceiling on the largest batch (in tokens) it captures a CUDA graph for by default:
+min(2 x max_num_seqs x (1 + speculative tokens), 512), then at most ``max_num_batched_tokens``
+(vllm/config/vllm.py:1789-1798)."""
+
+KERNEL_LAUNCH_US = (4.0, 6.0)
+"""The CPU time one CUDA kernel launch costs the launching thread (µs, low and high): driver and runtime
+calls measured on an RTX 5070 Ti with CUDA 13.0 (secondary source: fact ``kernel-launch-cost``)."""
+
+KERNELS_PER_LAYER = 10
+"""ASSUMPTION: kernels one decoder layer of a Qwen2/Llama-style model launches per eager decode step:
+fused add + RMSNorm, QKV projection, RoPE, KV-cache write, attention, output projection, add + RMSNorm,
+gate-up projection, SiLU x mul, down projection. Count yours with the PyTorch profiler."""
+
+KERNELS_OUTSIDE_LAYERS = 6
+"""ASSUMPTION: kernels of an eager decode step outside the layers: the embedding lookup, the final norm,
+the output head, and about three for sampling (logits processing, softmax or argmax, gather)."""
+
+
+def _overhead_facts() -> list[Fact]:
+    return [
+        Fact(
+            "vllm-cudagraph-mode-default",
+            "vLLM's default CUDA-graph mode: one full graph per decode-only batch size, piecewise graphs "
+            "(attention left outside) for prefill and mixed batches",
+            "FULL_AND_PIECEWISE",
+            vllm_source("vllm/config/vllm.py", 251, 268, "the default optimization level O2: line 381"),
+        ),
+        Fact(
+            "vllm-cudagraph-capture-sizes",
+            "batch sizes (tokens) vLLM captures a CUDA graph for by default: 1, 2, 4, then every 8 below 256, "
+            "then every 16 up to the largest, min(2 x max_num_seqs x (1 + speculative tokens), 512, "
+            "max_num_batched_tokens); max_num_batched_tokens itself when it is at most that",
+            f"largest at most {CUDAGRAPH_MAX_CAPTURE_SIZE}",
+            vllm_source("vllm/config/vllm.py", 1783, 1843),
+        ),
+        Fact(
+            "vllm-cudagraph-padding",
+            "a batch runs in the graph of the smallest captured size at least its token count, padded to it; "
+            "a batch above the largest size runs without a graph",
+            "next captured size up",
+            vllm_source(
+                "vllm/v1/cudagraph_dispatcher.py", 72, 91, "the rule is stated at vllm/config/vllm.py:1777-1780"
+            ),
+        ),
+        Fact(
+            "vllm-enforce-eager",
+            "`enforce_eager=True` turns off torch.compile and CUDA graphs (compilation mode NONE, cudagraph_mode NONE)",
+            "eager PyTorch",
+            vllm_source("vllm/config/vllm.py", 1162, 1168),
+        ),
+        Fact(
+            "kernel-launch-cost",
+            "CPU time of one CUDA kernel launch (driver and runtime calls)",
+            f"about {KERNEL_LAUNCH_US[0]:g}-{KERNEL_LAUNCH_US[1]:g} µs",
+            Source(
+                "pegainfer (3): From Launch Overhead to CUDA Graph (Part 1), measured on an RTX 5070 Ti, "
+                "driver 580, CUDA 13.0",
+                "https://susun-blog.com/blog/pegainfer-3-cuda-graph",
+                "secondary",
+                "one blog's measurement on one card; lab 2B's GPU receipt measures what eager costs on yours",
+            ),
+        ),
+        Fact(
+            "kernels-per-decode-step-assumed",
+            "kernels an eager decode step launches: per decoder layer, and outside the layers",
+            f"{KERNELS_PER_LAYER} per layer + {KERNELS_OUTSIDE_LAYERS}",
+            Source(
+                "the course's count of a Qwen2 decoder layer's operations (fused norms, projections, RoPE, "
+                "KV write, attention, activation)",
+                "",
+                "assumption",
+                "count them on your card with the PyTorch profiler",
+            ),
+        ),
+    ]
+
+
+# --- end of lesson 2B ---

@@ -658,3 +658,79 @@ def serving_demand(
     _positive("step_s", step_s)
     bytes_per_step = 2 * (linear_weight_count(config) + _head_params(config))
     return Demand(gpu, rate * request_flops(config, prompt_len, output_len), bytes_per_step / step_s, what)
+
+
+# --- lesson 2B: the third regime, launch overhead and CUDA graphs ----------------------------------
+
+
+def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, speculative_tokens: int = 0) -> list[int]:
+    """The batch sizes (tokens per step) vLLM 0.26.0 captures a CUDA graph for by default, ascending.
+
+    The largest is min(2 x ``max_num_seqs`` x (1 + ``speculative_tokens``), 512, ``max_num_batched_tokens``);
+    below it 1, 2, 4, every 8 below 256 and every 16 from 256; ``max_num_batched_tokens`` is added when it
+    is at most the largest (vllm/config/vllm.py:1783-1843, registry fact ``vllm-cudagraph-capture-sizes``;
+    the default ``performance_mode`` "balanced").
+
+    Raises:
+        ValueError: a non-positive ``max_num_seqs`` or ``max_num_batched_tokens``, or negative
+            ``speculative_tokens``.
+    """
+    from infercourse.registry import CUDAGRAPH_MAX_CAPTURE_SIZE
+
+    _positive("max_num_seqs", max_num_seqs)
+    _positive("max_num_batched_tokens", max_num_batched_tokens)
+    if speculative_tokens < 0:
+        raise ValueError(f"speculative_tokens must be 0 or more, got {speculative_tokens!r}")
+    largest = min(max_num_seqs * (1 + speculative_tokens) * 2, CUDAGRAPH_MAX_CAPTURE_SIZE, max_num_batched_tokens)
+    sizes = [s for s in (1, 2, 4) if s <= largest]
+    sizes += list(range(8, min(largest + 1, 256), 8)) + list(range(256, largest + 1, 16))
+    if max_num_batched_tokens <= largest:
+        sizes.append(max_num_batched_tokens)
+    return sorted(set(sizes))
+
+
+def cudagraph_padded_size(batch: int, sizes: list[int]) -> int | None:
+    """The captured size a decode batch of ``batch`` tokens runs at: the smallest of ``sizes`` that is at
+    least ``batch`` (the rows above ``batch`` are padding), or None above the largest (no graph: eager).
+    vllm/v1/cudagraph_dispatcher.py:72-91, registry fact ``vllm-cudagraph-padding``.
+
+    Raises:
+        ValueError: a non-positive ``batch``, or no sizes.
+    """
+    _positive("batch", batch)
+    if not sizes:
+        raise ValueError("sizes is empty: no CUDA graph was captured (enforce_eager?)")
+    return next((s for s in sorted(sizes) if s >= batch), None)
+
+
+def launch_overhead_s(
+    layers: int, launch_s: float, kernels_per_layer: int | None = None, kernels_outside: int | None = None
+) -> float:
+    """CPU time (s) an eager decode step spends launching its kernels: (kernels per layer x ``layers`` +
+    kernels outside the layers) x ``launch_s`` (s per launch). Defaults: the registry's assumed counts
+    (``KERNELS_PER_LAYER``, ``KERNELS_OUTSIDE_LAYERS``). When the GPU's kernels are shorter than their
+    launches, this, not the roofline floor, sets the step: a CUDA graph replaces the launches by one.
+
+    Raises:
+        ValueError: a non-positive layer count, launch time or kernel count.
+    """
+    from infercourse.registry import KERNELS_OUTSIDE_LAYERS, KERNELS_PER_LAYER
+
+    per_layer = KERNELS_PER_LAYER if kernels_per_layer is None else kernels_per_layer
+    outside = KERNELS_OUTSIDE_LAYERS if kernels_outside is None else kernels_outside
+    for name, value in (("layers", layers), ("launch_s", launch_s), ("kernels_per_layer", per_layer)):
+        _positive(name, value)
+    _positive("kernels_outside", outside)
+    return (per_layer * layers + outside) * launch_s
+
+
+def overhead_bound_bytes(gpu: GPUFacts, overhead_s: float) -> float:
+    """The bytes per step below which a decode step is overhead-bound on ``gpu`` (B): the bytes its
+    bandwidth moves in ``overhead_s`` seconds, W* = tau_0 x bandwidth. A model reading fewer bytes per
+    step spends more of the step on overhead than on moving bytes.
+
+    Raises:
+        ValueError: a non-positive ``overhead_s``.
+    """
+    _positive("overhead_s", overhead_s)
+    return overhead_s * gpu.bandwidth_gb_s * 1e9
