@@ -51,6 +51,7 @@ from labkit import (
     lab_parser,
     machine,
     param_count,
+    positive,
     prepare,
     progress,
     start_llm,
@@ -134,7 +135,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--layers", type=whole, help=argparse.SUPPRESS)
-    p.add_argument("--width", type=float, help=argparse.SUPPRESS)
+    p.add_argument("--width", type=positive, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.variants = parse_variants(args.variants)
     try:

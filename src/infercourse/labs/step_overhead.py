@@ -176,8 +176,11 @@ def intercept_positive(receipt: Receipt) -> ClaimResult:
 def graphs_save_time(receipt: Receipt) -> ClaimResult:
     statement = "on a GPU, the smallest model's step with CUDA graphs is faster than eager at every batch"
     eager = {(r["variant"], r["batch"]): r for r in receipt["results"] if r["mode"] == "eager"}
-    pairs = [(r, eager[(r["variant"], r["batch"])]) for r in receipt["results"] if r["mode"] == "graphs"]
-    pairs = [(g, e) for g, e in pairs if (g["variant"], g["batch"]) in eager]
+    pairs = [
+        (r, eager[(r["variant"], r["batch"])])
+        for r in receipt["results"]
+        if r["mode"] == "graphs" and (r["variant"], r["batch"]) in eager
+    ]
     if not pairs:
         return ClaimResult("graphs_save_time", statement, None, "no variant ran both with graphs and eager")
     return ClaimResult(

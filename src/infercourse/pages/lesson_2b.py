@@ -74,7 +74,7 @@ for batch in (1, 3, 9, 100, 300, 513):
     padded = roofline.cudagraph_padded_size(batch, sizes)
     floor = roofline.decode_step_floor(g4090, cfg, ctx, batch)
     pad_floor = roofline.decode_step_floor(g4090, cfg, ctx, padded) if padded else None
-    pad_rows.append({"batch": batch, "padded": padded, "floor": floor, "pad_floor": pad_floor})
+    pad_rows.append({"batch": batch, "runs_as": str(padded or "eager"), "floor": floor, "pad_floor": pad_floor})
 P.add("pad_rows", pad_rows, "record")
 B_pad_ex = P.add("B_pad_ex", 9, "sequences")
 padded_ex = P.add("padded_ex", roofline.cudagraph_padded_size(B_pad_ex, sizes), "sequences")
