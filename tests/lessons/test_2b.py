@@ -49,6 +49,14 @@ def test_vllm_capture_sizes_and_padding():
     assert (_v("n_sizes"), _v("largest_size"), len(sizes)) == (51, 512, 51)
     assert sizes[:6] == [1, 2, 4, 8, 16, 24] and sizes[-2:] == [496, 512]
     assert (_v("B_pad_ex"), _v("padded_ex"), _v("padding_ex")) == (9, 16, 7)
+    rows = {row["batch"]: row for row in _v("pad_rows")}
+    # padded rows add matmul work, no cache: at B = 9 -> 16 the matmuls are still weight-bound (2 M 16 / P =
+    # 1.37 ms < M b / beta = 14.03 ms), so the floor does not move
+    assert rows[9]["pad_floor"] == pytest.approx(rows[9]["floor"], rel=1e-12)
+    # at B = 300 -> 304 they are compute-bound (B* = 164): the matmul floor grows by 2 M 4 / P
+    # = 2 * 7,070,619,136 * 4 / 165.2e12 = 0.3424 ms
+    assert rows[300]["pad_floor"] - rows[300]["floor"] == pytest.approx(0.3424e-3, rel=1e-3)
+    assert rows[513]["runs_as"] == "eager" and rows[513]["pad_floor"] is None
     assert roofline.cudagraph_padded_size(300, sizes) == 304 and roofline.cudagraph_padded_size(513, sizes) is None
     # max_num_seqs 64: largest min(128, 512, 8192) = 128; a batch of 50 runs at 56
     assert (_v("prob_largest"), _v("prob_padded")) == (128, 56)

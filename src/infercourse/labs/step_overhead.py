@@ -99,7 +99,9 @@ def params_exact(receipt: Receipt) -> ClaimResult:
         got = (r["params"], r["step_bytes"], r["step_flops"])
         if got != want:
             wrong.append(f"{r['variant']} B={r['batch']}: {got} against {want}")
-    return ClaimResult("params_exact", statement, not wrong, "; ".join(wrong) or f"{len(receipt['results'])} rows exact")
+    return ClaimResult(
+        "params_exact", statement, not wrong, "; ".join(wrong) or f"{len(receipt['results'])} rows exact"
+    )
 
 
 def floor_from_probe(receipt: Receipt) -> ClaimResult:
