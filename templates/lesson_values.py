@@ -17,5 +17,6 @@ P.add("N", transformer.param_count(cfg), "params")
 P.add("L", cfg["num_hidden_layers"], "count")
 SYMBOLS: list[str | tuple[str, str]] = ["N", "L"]  # ids in notation.yml; test_notation reads SYMBOLS
 P.symbols(SYMBOLS)
-# the registry facts the page uses, by id (registry.facts()), shown in the registry's own words and linked
-P.facts(registry.model_fact_id(registry.COURSE_MODEL), "gpu-rtx-4090")
+# the registry facts the page uses, by id (registry.facts()), shown in the registry's own words and linked;
+# the course model's and the lab card's come first without being named
+P.facts("vllm-block-size")

@@ -189,3 +189,10 @@ def test_the_lesson_values_template_runs_as_a_lesson_s_module():
     bound = namespace["P"].values()
     assert {"symbols", "facts_used", "N", "L", "lab_box"} <= set(bound)
     assert bound["L"].value == 28  # Qwen2.5-7B-Instruct's config.json: num_hidden_layers 28
+    # the baseline's two facts first (course model, lab card), then the page's own; none twice
+    sources = [row["source"] for row in bound["facts_used"].value]
+    assert "#model-qwen-qwen2-5-7b-instruct" in sources[0] and "#gpu-rtx-4090" in sources[1]
+    assert "#vllm-block-size" in sources[2] and len(sources) == 3
+    again = PageValues("lessons/x.md")
+    again.facts("gpu-rtx-4090", "vllm-block-size")
+    assert len(again.values()["facts_used"].value) == 3

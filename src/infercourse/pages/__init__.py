@@ -115,12 +115,18 @@ class PageValues:
         self.add("symbols", notation.symbols_markdown(symbols), "text")
 
     def facts(self, *fact_ids: str, extra: tuple[dict, ...] = ()) -> None:
-        """Bind ``facts_used``: the lesson's "Facts used" rows (:func:`facts_used` of ``fact_ids`` and ``extra``).
+        """Bind ``facts_used``: a lesson's "Facts used" rows (:func:`facts_used`): first the two facts its
+        baseline box names (the course model's config and the lab card's datasheet figures), then
+        ``fact_ids`` (one already listed is not repeated), then ``extra``.
 
         Raises:
             KeyError: an id is not a registry fact.
         """
-        self.add("facts_used", facts_used(*fact_ids, extra=extra), "record")
+        from infercourse import registry
+
+        baseline = (registry.model_fact_id(registry.COURSE_MODEL), registry.gpu_fact_id(registry.LAB_GPU))
+        ids = list(dict.fromkeys((*baseline, *fact_ids)))
+        self.add("facts_used", facts_used(*ids, extra=extra), "record")
 
     def values(self) -> Mapping[str, Value]:
         """All values, by name (read-only)."""

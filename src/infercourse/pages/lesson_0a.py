@@ -128,8 +128,6 @@ SYMBOLS: list[notation.Symbol] = [
 P.symbols(SYMBOLS)
 
 P.facts(
-    "model-qwen-qwen2-5-7b-instruct",
-    "gpu-rtx-4090",
     "gpu-h200",
     "vllm-gpu-memory-utilization",
     "awq-group-size",

@@ -73,8 +73,6 @@ SYMBOLS: list[notation.Symbol] = [
 P.symbols(SYMBOLS)
 
 P.facts(
-    "model-qwen-qwen2-5-7b-instruct",
-    "gpu-rtx-4090",
     "vllm-bench-latency-prefix-caching",
     "vllm-bench-serve-itl-per-chunk",
     "vllm-bench-serve-result-keys",

@@ -105,7 +105,6 @@ SYMBOLS: list[notation.Symbol] = [
 P.symbols(SYMBOLS)
 
 P.facts(
-    "model-qwen-qwen2-5-7b-instruct",
     "model-qwen-qwen3-4b",
     "model-meta-llama-llama-2-13b-hf",
     "model-mistralai-mistral-7b-v0-1",

@@ -138,8 +138,6 @@ SYMBOLS: list[notation.Symbol] = [
 P.symbols(SYMBOLS)
 
 P.facts(
-    "model-qwen-qwen2-5-7b-instruct",
-    "gpu-rtx-4090",
     "gpu-h200",
     "gpu-memory-total-h200",
     "gpu-h100",

@@ -153,9 +153,7 @@ SYMBOLS: list[str | tuple[str, str]] = [
 P.symbols(SYMBOLS)
 
 P.facts(
-    "model-qwen-qwen2-5-7b-instruct",
     "model-qwen-qwen2-5-0-5b-instruct",
-    "gpu-rtx-4090",
     "gpu-h200",
     "kernel-launch-cost",
     "kernels-per-decode-step-assumed",

@@ -214,9 +214,7 @@ SYMBOLS: list[str | tuple[str, str]] = [
 P.symbols(SYMBOLS)
 
 P.facts(
-    "model-qwen-qwen2-5-7b-instruct",
     "awq-group-size",
-    "gpu-rtx-4090",
     "gpu-rtx-4090-fp8",
     "gpu-h200-fp8",
     "gpu-h100-fp8",

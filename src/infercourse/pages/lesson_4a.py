@@ -313,8 +313,6 @@ SYMBOLS: list[str | tuple[str, str]] = [
 P.symbols(SYMBOLS)
 
 P.facts(
-    "model-qwen-qwen2-5-7b-instruct",
-    "gpu-rtx-4090",
     "gpu-h200",
     "gpu-memory-total-h200",
     "vllm-scheduler-defaults",

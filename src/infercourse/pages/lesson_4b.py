@@ -272,8 +272,6 @@ SYMBOLS: list[str | tuple[str, str]] = ["S", "S_c", "B", "m", "tau_c", "tau", "k
 P.symbols(SYMBOLS)
 
 P.facts(
-    "model-qwen-qwen2-5-7b-instruct",
-    "gpu-rtx-4090",
     "gpu-h200",
     "gpu-memory-total-h200",
     "vllm-scheduler-defaults",

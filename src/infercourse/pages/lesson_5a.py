@@ -193,8 +193,6 @@ SYMBOLS: list[str | tuple[str, str]] = ["z", "S", "S_max", "w", "kappa", "S_pre"
 P.symbols(SYMBOLS)
 
 P.facts(
-    "model-qwen-qwen2-5-7b-instruct",
-    "gpu-rtx-4090",
     "gpu-h200",
     "vllm-block-size",
     "vllm-prefix-caching-default",

@@ -276,9 +276,7 @@ SYMBOLS: list[str | tuple[str, str]] = [
 ]
 P.symbols(SYMBOLS)
 P.facts(
-    "model-qwen-qwen2-5-7b-instruct",
     "model-meta-llama-llama-2-13b-hf",
-    "gpu-rtx-4090",
     "gpu-h200",
     "link-pcie-4-0-x16",
     "link-h200-nvlink",
