@@ -148,8 +148,20 @@ def _min_width(svg: str) -> str:
     return svg.replace(' style="', f' style="min-width: {least}px; ', 1)
 
 
-def _draw(sources: list[str], where: str) -> None:
-    """Draw the diagrams not in the cache; fail on the first one mermaid cannot parse."""
+def _page_line(page_text: str, first: str, error: str) -> int | None:
+    """The line of the page (1-based) where mermaid's error points: the diagram's first line, found after a
+    ```` ```mermaid ```` fence, plus the line mermaid names ("Parse error on line N") less one; None when the
+    diagram is not found in the page's text (a diagram made by a macro)."""
+    lines = page_text.splitlines()
+    for i, line in enumerate(lines[:-1]):
+        if line.strip().startswith("```mermaid") and lines[i + 1].strip() == first:
+            found = re.search(r"on line (\d+)", error)
+            return i + 2 + (int(found.group(1)) - 1 if found else 0)
+    return None
+
+
+def _draw(sources: list[str], where: str, page_text: str = "") -> None:
+    """Draw the diagrams not in the cache; fail on the first one mermaid cannot parse, naming the page's line."""
     missing = list(dict.fromkeys(s for s in sources if _key(s) not in _cache))
     if not missing:
         return
@@ -161,7 +173,9 @@ def _draw(sources: list[str], where: str) -> None:
     for source, out in zip(missing, drawn, strict=True):
         if "error" in out:
             first = source.strip().splitlines()[0]
-            raise PluginError(f"{where}: mermaid cannot draw the diagram that starts {first!r}: {out['error']}")
+            line = _page_line(page_text, first, out["error"])
+            at = f"{where}:{line}" if line else where
+            raise PluginError(f"{at}: mermaid cannot draw the diagram that starts {first!r}: {out['error']}")
         _cache[_key(source)] = out["svg"]
     _state["dirty"] = True
 
@@ -170,7 +184,8 @@ def on_page_content(content, page, config, files):
     if 'class="mermaid"' not in content:
         return content
     sources = [html.unescape(m.group(1)) for m in DIAGRAM.finditer(content)]
-    _draw(sources, page.file.src_uri)
+    source_path = getattr(page.file, "abs_src_path", None)  # None for a page made in memory
+    _draw(sources, page.file.src_uri, Path(source_path).read_text(encoding="utf-8") if source_path else "")
     _state["used"].update(_key(s) for s in sources)
     count = 0
 

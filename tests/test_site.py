@@ -127,25 +127,45 @@ def test_a_diagram_mermaid_cannot_parse_fails_the_build(tmp_path):
     project = copy_project(tmp_path / "project")
     page = project / "docs" / "index.md"
     broken = "```mermaid\nflowchart LR\n    A[Provisioner (Terraform + Helm)] --> B[Decode]\n```\n\nRead aloud.\n"
-    page.write_text(page.read_text(encoding="utf-8") + "\n\n" + broken, encoding="utf-8")
+    text = page.read_text(encoding="utf-8") + "\n\n" + broken
+    page.write_text(text, encoding="utf-8")
     result = mkdocs_build(project, tmp_path / "site")
     log = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "index.md: mermaid cannot draw the diagram that starts 'flowchart LR'" in log and "Parse error" in log, log
+    # mermaid's "Parse error on line 2" of the diagram: the page's line two after the fence
+    bad_line = len(text.splitlines()) - text.splitlines()[::-1].index("```mermaid") + 2
+    assert f"index.md:{bad_line}: mermaid cannot draw the diagram that starts 'flowchart LR'" in log, log
+    assert "Parse error" in log, log
+
+
+def load_hook(name: str):
+    """``hooks/<name>.py`` as a module (MkDocs loads the hooks by path, not as a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"{name}_hook", ROOT / "hooks" / f"{name}.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    return hook
+
+
+def test_a_mermaid_error_names_the_page_s_line():
+    """hooks/diagrams.py turns mermaid's "Parse error on line N" (of the diagram) into the page's line."""
+    diagrams = load_hook("diagrams")
+    text = "# Page\n\nText.\n\n```mermaid\nflowchart LR\n    a --> b\n    b -->\n```\n"
+    # the fence is line 5, 'flowchart LR' line 6, so the diagram's line 3 is the page's line 8
+    assert diagrams._page_line(text, "flowchart LR", "Parse error on line 3:\n...") == 8
+    assert diagrams._page_line(text, "flowchart TD", "Parse error on line 3") is None
 
 
 def test_a_figure_is_labelled_by_the_paragraph_right_before_it():
     """hooks/figures.py on hand-written HTML: each figure's SVG is labelled by the paragraph that ends right
     before its block (whitespace between them only), numbered in page order, and loses matplotlib's
     metadata; a figure with no such paragraph fails with the page and the figure's number."""
-    import importlib.util
     from types import SimpleNamespace
 
     from mkdocs.exceptions import PluginError
 
-    spec = importlib.util.spec_from_file_location("figures_hook", ROOT / "hooks" / "figures.py")
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
+    hook = load_hook("figures")
     page = SimpleNamespace(file=SimpleNamespace(src_uri="probe.md"))
     figure = '<div class="course-figure">\n<svg width="1"><metadata>Matplotlib v3</metadata><g/></svg></div>'
     html = (
@@ -175,14 +195,11 @@ def test_diagram_cache_keeps_only_the_last_build_s_diagrams(tmp_path):
     """hooks/diagrams.py run as MkDocs runs it, on three builds: the first draws in chromium, a build of the
     same diagram starts no browser, a diagram edited away leaves the cache file; a diagram with no
     paragraph after it (its text alternative) fails."""
-    import importlib.util
     from types import SimpleNamespace
 
     from mkdocs.exceptions import PluginError
 
-    spec = importlib.util.spec_from_file_location("diagrams_hook", ROOT / "hooks" / "diagrams.py")
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
+    hook = load_hook("diagrams")
     config = SimpleNamespace(config_file_path=str(tmp_path / "mkdocs.yml"), docs_dir=str(ROOT / "docs"))
     page = SimpleNamespace(file=SimpleNamespace(src_uri="probe.md"))
     cache = tmp_path / ".cache" / "mermaid.json"
@@ -388,12 +405,9 @@ def test_every_page_has_its_own_meta_description(site):
 def test_katex_cache_keeps_only_the_last_build_s_formulas(tmp_path):
     """hooks/math.py run as MkDocs runs it (on_config, on_page_content per page, on_post_build), on two
     builds: a formula edited away between them leaves the cache file (one real KaTeX run under Node)."""
-    import importlib.util
     from types import SimpleNamespace
 
-    spec = importlib.util.spec_from_file_location("math_hook", ROOT / "hooks" / "math.py")
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
+    hook = load_hook("math")
     config = SimpleNamespace(config_file_path=str(tmp_path / "mkdocs.yml"), docs_dir=str(ROOT / "docs"))
     page = SimpleNamespace(file=SimpleNamespace(src_uri="probe.md"))
     cache = tmp_path / ".cache" / "katex.json"
