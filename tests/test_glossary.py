@@ -63,6 +63,12 @@ def _first() -> dict:
         # a repeated term under a new id (entry 0's, with other case and spacing), in either language
         (lambda e: e.update(term=str(_first()["term"]).upper() + " "), "is already the term of entry"),
         (lambda e: e.update(zh=_first()["zh"]), "is already the zh of entry"),
+        # a lesson link to an anchor its page does not set, or to no page (named here, not by a strict build)
+        (
+            lambda e: e.update(lesson="lessons/0a-prefill-decode.md#principl"),
+            "docs/lessons/0a-prefill-decode.md sets no anchor #principl (it has intuition, mental-model",
+        ),
+        (lambda e: e.update(lesson="lessons/0z-nothing.md#principle"), "no page docs/lessons/0z-nothing.md"),
     ],
 )
 def test_an_entry_without_a_proper_chinese_term_is_refused(tmp_path, monkeypatch, change, message):

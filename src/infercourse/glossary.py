@@ -20,6 +20,8 @@ from pathlib import Path
 import yaml
 
 SOURCE = Path(__file__).with_name("glossary.yml")
+DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
+"""The pages a ``lesson:`` link points into (``lessons/2b-launch-overhead.md#principle``)."""
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _FIELDS = {"term", "id", "zh", "zh_source", "definition", "abbr", "vllm", "lesson", "fact"}
 _REQUIRED = {"term", "id", "zh", "zh_source", "definition"}
@@ -34,7 +36,9 @@ def entries() -> list[dict]:
         ValueError: an entry lacks ``term``/``id``/``zh``/``zh_source``/``definition``, has an unknown
             field, a ``zh`` without Chinese characters, a ``zh_source`` that is neither null nor an
             http(s) address, a malformed or repeated ``id``, a term (English or Chinese, ignoring case and
-            spacing) that an earlier entry already has, or two entries claim the same tooltip word.
+            spacing) that an earlier entry already has, two entries claim the same tooltip word, or a
+            ``lesson`` link names a page under ``docs/`` that does not exist or an anchor (``{ #id }``) that
+            page does not set.
     """
     items = yaml.safe_load(SOURCE.read_text(encoding="utf-8"))
     seen_ids: set[str] = set()
@@ -66,11 +70,24 @@ def entries() -> list[dict]:
             if word in seen_abbr:
                 raise ValueError(f"{where}: tooltip word {word!r} is claimed twice")
             seen_abbr.add(word)
+        if item.get("lesson"):
+            _check_lesson_link(where, item["lesson"])
         item.setdefault("abbr", [])
         item.setdefault("vllm", None)
         item.setdefault("lesson", None)
         item.setdefault("fact", None)
     return items
+
+
+def _check_lesson_link(where: str, link: str) -> None:
+    """Refuse a ``lesson:`` link to a missing page or to an anchor the page does not set, naming the entry."""
+    page, _, anchor = link.partition("#")
+    path = DOCS_DIR / page
+    if not path.is_file():
+        raise ValueError(f"{where}: lesson {link!r}: no page docs/{page}")
+    if anchor and f"#{anchor} }}" not in path.read_text(encoding="utf-8"):
+        ids = re.findall(r"\{ #([\w-]+) \}", path.read_text(encoding="utf-8"))
+        raise ValueError(f"{where}: lesson {link!r}: docs/{page} sets no anchor #{anchor} (it has {', '.join(ids)})")
 
 
 def tooltip(item: dict) -> str:
