@@ -17,8 +17,8 @@ preparation, sampling) and, on a GPU, one kernel launch per operation. This lab 
    size, whose intercept tau_0 is the per-step cost that no byte explains.
 
 On a GPU, unless ``--enforce-eager``, the smallest variant also runs eager (no CUDA graphs, no
-torch.compile): the gap between the two rows is what the graphs save per step. The sizes vLLM captured
-graphs at are kept in the receipt.
+torch.compile): the gap between the two rows is what graphs and compilation save per step together. The
+sizes vLLM captured graphs at are kept in the receipt.
 
 What to look for: the smallest model's step is far above its floor (ratio well over 1: overhead-bound);
 the largest model's ratio is nearest 1 (bandwidth-bound); the fitted intercept is positive.

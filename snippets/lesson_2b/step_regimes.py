@@ -47,21 +47,28 @@ def capture_sizes(max_num_seqs, max_num_batched_tokens):
 
 
 def padded(batch, sizes):
-    """The graph a batch runs in: the smallest captured size >= batch; None above the largest (eager)."""
+    """The graph a batch runs in: the smallest captured size >= batch; None above the largest (no graph)."""
     return next((s for s in sizes if s >= batch), None)
 
 
-if __name__ == "__main__":
+def main():
+    """Print the two tables."""
     print("| model | bytes floor (ms) | eager launches (ms) | bound by |")
     print("|---|---:|---:|---|")
     for name, floor_ms, launch_ms, bound in regimes():
         print(f"| {name} | {floor_ms:.2f} | {launch_ms:.2f} | {bound} |")
     sizes = capture_sizes(MAX_NUM_SEQS, MAX_NUM_BATCHED_TOKENS)
     print()
-    print(f"{len(sizes)} captured sizes, {sizes[0]} to {sizes[-1]}; a batch runs padded to the next one:")
+    print(
+        f"{len(sizes)} captured sizes, {sizes[0]} to {sizes[-1]} tokens per step; a step runs padded to the next one:"
+    )
     print()
-    print("| batch | runs as | padding rows |")
+    print("| tokens in the step | runs as | padding rows |")
     print("|---:|---:|---:|")
-    for batch in (1, 3, 9, 100, 300, 513):
-        size = padded(batch, sizes)
-        print(f"| {batch} | {size or 'eager'} | {'-' if size is None else size - batch} |")
+    for tokens in (1, 3, 9, 100, 300, 513):  # above max_num_seqs: steps that mix prefill chunks with decodes
+        size = padded(tokens, sizes)
+        print(f"| {tokens} | {size or 'no graph'} | {'-' if size is None else size - tokens} |")
+
+
+if __name__ == "__main__":
+    main()

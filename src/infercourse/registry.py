@@ -1426,6 +1426,18 @@ def _overhead_facts() -> list[Fact]:
             ),
         ),
         Fact(
+            "vllm-cudagraph-wraps-forward",
+            "a full CUDA graph holds the model's forward pass (embedding, layers, final norm); the output head "
+            "(`compute_logits`) and the sampler run after it, launched kernel by kernel",
+            "forward only",
+            vllm_source(
+                "vllm/v1/worker/gpu_model_runner.py",
+                5406,
+                5411,
+                "the logits are computed outside the wrapped forward at lines 4428-4429",
+            ),
+        ),
+        Fact(
             "vllm-enforce-eager",
             "`enforce_eager=True` turns off torch.compile and CUDA graphs (compilation mode NONE, cudagraph_mode NONE)",
             "eager PyTorch",

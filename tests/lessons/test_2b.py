@@ -26,11 +26,15 @@ def test_the_floors_and_the_launches():
     assert (_v("kernels_7b"), _v("kernels_05b")) == (286, 246)
     assert (_v("launch_7b_lo"), _v("launch_7b_hi")) == pytest.approx((1.144e-3, 1.716e-3))
     assert (_v("launch_05b_lo"), _v("launch_05b_hi")) == pytest.approx((0.984e-3, 1.476e-3))
-    assert _v("share_7b_hi") == pytest.approx(1.716 / 14.08726, rel=1e-4)  # 12.2 %
-    assert _v("share_05b_lo") == pytest.approx(0.984 / 0.99271, rel=1e-4)  # 99.1 %
-    # eager: (14.08726 + 1.716) / (0.99271 + 1.476) = 6.4015; (14.08726 + 1.144) / (0.99271 + 0.984) = 7.7054
-    assert _v("eager_ratio_lo") == pytest.approx(6.4015, rel=1e-4)
-    assert _v("eager_ratio_hi") == pytest.approx(7.7054, rel=1e-4)
+    # GPU time per kernel: 14.08726 ms / 286 = 49.26 µs (launches hide); 0.99271 ms / 246 = 4.035 µs (they do not)
+    assert _v("per_kernel_7b") == pytest.approx(49.256e-6, rel=1e-4)
+    assert _v("per_kernel_05b") == pytest.approx(4.0354e-6, rel=1e-4)
+    assert (_v("hide_lo"), _v("hide_hi")) == pytest.approx((49.256 / 6, 49.256 / 4), rel=1e-4)  # 8.2 to 12.3
+    # the GPU's part of an eager step is max(tau, launches): 7B 14.08726 ms; 0.5B max(0.99271, 1.476) = 1.476 ms
+    # or max(0.99271, 0.984) = 0.99271 ms: ratio 14.08726 / 1.476 = 9.5442 to 14.08726 / 0.99271 = 14.191
+    assert (_v("eager_ratio_lo"), _v("eager_ratio_hi")) == pytest.approx((9.5442, 14.191), rel=1e-4)
+    # with 1 ms of CPU work a step on both: 15.08726 / 2.476 = 6.0934; 15.08726 / 1.99271 = 7.5713
+    assert (_v("cpu_ratio_lo"), _v("cpu_ratio_hi")) == pytest.approx((6.0934, 7.5713), rel=1e-4)
 
 
 def test_w_star_is_tau0_times_the_bandwidth():
@@ -53,10 +57,11 @@ def test_vllm_capture_sizes_and_padding():
     # padded rows add matmul work, no cache: at B = 9 -> 16 the matmuls are still weight-bound (2 M 16 / P =
     # 1.37 ms < M b / beta = 14.03 ms), so the floor does not move
     assert rows[9]["pad_floor"] == pytest.approx(rows[9]["floor"], rel=1e-12)
-    # at B = 300 -> 304 they are compute-bound (B* = 164): the matmul floor grows by 2 M 4 / P
-    # = 2 * 7,070,619,136 * 4 / 165.2e12 = 0.3424 ms
-    assert rows[300]["pad_floor"] - rows[300]["floor"] == pytest.approx(0.3424e-3, rel=1e-3)
-    assert rows[513]["runs_as"] == "eager" and rows[513]["pad_floor"] is None
+    # at B = 201 -> 208 they are compute-bound (B* = 164): the matmul floor grows by 2 M 7 / P
+    # = 2 * 7,070,619,136 * 7 / 165.2e12 = 0.5992 ms; 250 -> 256 by 2 M 6 / P = 0.5136 ms
+    assert rows[201]["padded"] == 208 and rows[250]["padded"] == 256 and _v("bstar_4090") == pytest.approx(163.89, 1e-4)
+    assert rows[201]["pad_floor"] - rows[201]["floor"] == pytest.approx(0.5992e-3, rel=1e-3)
+    assert rows[250]["pad_floor"] - rows[250]["floor"] == pytest.approx(0.5136e-3, rel=1e-3)
     assert roofline.cudagraph_padded_size(300, sizes) == 304 and roofline.cudagraph_padded_size(513, sizes) is None
     # max_num_seqs 64: largest min(128, 512, 8192) = 128; a batch of 50 runs at 56
     assert (_v("prob_largest"), _v("prob_padded")) == (128, 56)
@@ -72,7 +77,7 @@ def test_vllm_capture_sizes_and_padding():
 
 def test_the_problems():
     assert _v("prob_tau0") == pytest.approx(2.2e-3 - 0.99271e-3, rel=1e-4)  # 1.207 ms
-    assert _v("prob_half_bytes") == pytest.approx(0.99271e-3 / 2, rel=1e-4)
+    assert _v("prob_half_floor") == pytest.approx(0.99271e-3 / 2, rel=1e-4)  # under the 0.984 ms of launches
 
 
 def test_the_cpu_receipt_is_on_the_page():

@@ -35,20 +35,26 @@ K_out = P.add("K_out", registry.KERNELS_OUTSIDE_LAYERS, "count")
 t_lo, t_hi = (us * 1e-6 for us in P.add("launch_us", registry.KERNEL_LAUNCH_US, "record"))  # µs, low and high
 L_7b = P.add("L_7b", cfg["num_hidden_layers"], "count")
 L_05b = P.add("L_05b", dcfg["num_hidden_layers"], "count")
-P.add("kernels_7b", K_layer * L_7b + K_out, "count")
-P.add("kernels_05b", K_layer * L_05b + K_out, "count")
+kernels_7b = P.add("kernels_7b", K_layer * L_7b + K_out, "count")
+kernels_05b = P.add("kernels_05b", K_layer * L_05b + K_out, "count")
 launch_7b = [P.add(f"launch_7b_{e}", roofline.launch_overhead_s(L_7b, t), "s") for e, t in (("lo", t_lo), ("hi", t_hi))]
 launch_05b = [
     P.add(f"launch_05b_{e}", roofline.launch_overhead_s(L_05b, t), "s") for e, t in (("lo", t_lo), ("hi", t_hi))
 ]
-P.add("share_7b_hi", launch_7b[1] / tau_7b, "1")
-P.add("share_05b_lo", launch_05b[0] / tau_05b, "1")
-# eager, if every launch adds its CPU time to the step (nothing hides it): the 7B's step over the 0.5B's
-P.add("eager_ratio_lo", (tau_7b + launch_7b[1]) / (tau_05b + launch_05b[1]), "1")
-P.add("eager_ratio_hi", (tau_7b + launch_7b[0]) / (tau_05b + launch_05b[0]), "1")
+# the test for launch-bound: the GPU's mean time per kernel against the CPU's time per launch
+P.add("per_kernel_7b", tau_7b / kernels_7b, "s")
+P.add("per_kernel_05b", tau_05b / kernels_05b, "s")
+P.add("hide_lo", tau_7b / kernels_7b / t_hi, "1")  # the 7B's GPU time per kernel over one launch, low and high
+P.add("hide_hi", tau_7b / kernels_7b / t_lo, "1")
+# launches run ahead of the GPU, so the GPU's part of an eager step is max(tau, launches); the 7B's over the 0.5B's
+ratio_gpu = [tau_7b / max(tau_05b, launch) for launch in (launch_05b[1], launch_05b[0])]
+P.add("eager_ratio_lo", ratio_gpu[0], "1")
+P.add("eager_ratio_hi", ratio_gpu[1], "1")
+tau0 = P.add("tau0", registry.STEP_OVERHEAD_S, "s")  # lesson 4A's assumed per-step CPU work, added to both
+P.add("cpu_ratio_lo", (tau_7b + tau0) / (max(tau_05b, launch_05b[1]) + tau0), "1")
+P.add("cpu_ratio_hi", (tau_7b + tau0) / (max(tau_05b, launch_05b[0]) + tau0), "1")
 
 # --- 3. where overhead wins: W* = tau_0 beta per card, with the course's assumed tau_0 ---
-tau0 = P.add("tau0", registry.STEP_OVERHEAD_S, "s")
 wstar = {key: roofline.overhead_bound_bytes(registry.gpu(key), tau0) for key in registry.GPUS}
 P.add("wstar_4090", wstar["RTX 4090"], "B")
 P.add("wstar_h200", wstar["H200"], "B")
@@ -70,23 +76,24 @@ P.add("largest_size", sizes[-1], "tokens")
 P.add("sizes_head", sizes[:6], "record")
 P.add("cap", registry.CUDAGRAPH_MAX_CAPTURE_SIZE, "tokens")
 pad_rows = []
-for batch in (1, 3, 9, 100, 300, 513):
+for batch in (1, 3, 9, 100, 201, 250):  # decode batches: at most max_num_seqs sequences
     padded = roofline.cudagraph_padded_size(batch, sizes)
     linear, attention = roofline.decode_kernel_floors(g4090, cfg, ctx, batch)
     floor = linear + attention
     # a padded row adds matmul work but no cache to read (it has no context): the matmuls at B_pad, attention at B
-    pad_floor = roofline.decode_kernel_floors(g4090, cfg, ctx, padded)[0] + attention if padded else None
-    pad_rows.append({"batch": batch, "runs_as": str(padded or "eager"), "floor": floor, "pad_floor": pad_floor})
+    pad_floor = roofline.decode_kernel_floors(g4090, cfg, ctx, padded)[0] + attention
+    pad_rows.append({"batch": batch, "padded": padded, "floor": floor, "pad_floor": pad_floor})
 P.add("pad_rows", pad_rows, "record")
 B_pad_ex = P.add("B_pad_ex", 9, "sequences")
 padded_ex = P.add("padded_ex", roofline.cudagraph_padded_size(B_pad_ex, sizes), "sequences")
 P.add("padding_ex", padded_ex - B_pad_ex, "sequences")
+P.add("bstar_4090", roofline.compute_bound_batch(g4090), "sequences")
 P.add("V", cfg["vocab_size"], "tokens")
 
 # --- problems: a measured draft step, and the capture sizes of a smaller max_num_seqs ---
 prob_step = P.add("prob_step", 2.2e-3, "s")  # the problem's given measurement
 P.add("prob_tau0", prob_step - tau_05b, "s")
-P.add("prob_half_bytes", tau_05b / 2, "s")  # what halving the bytes saves at most
+P.add("prob_half_floor", tau_05b / 2, "s")  # the floor with half the bytes: under the launches
 prob_seqs = P.add("prob_seqs", 64, "sequences")
 prob_sizes = roofline.cudagraph_capture_sizes(prob_seqs, tokens_llm)
 P.add("prob_largest", prob_sizes[-1], "tokens")
@@ -126,7 +133,15 @@ ax.plot(xs, [r["floor_ms"] for r in first], "s", label="floor from the probe")
 span = [0, max(xs) * 1.05]
 ax.plot(span, [tau0_cpu + x * 1e6 / (bw_eff_cpu * 1e9) * 1e3 for x in span], "-", label="fitted line")
 for r, x in zip(first, xs, strict=True):
-    ax.annotate(r["variant"], (x, r["step_ms"]), textcoords="offset points", xytext=(4, 4), fontsize="small")
+    last = x == max(xs)  # the rightmost label goes to the left of its point, inside the frame
+    ax.annotate(
+        r["variant"],
+        (x, r["step_ms"]),
+        textcoords="offset points",
+        xytext=(-6 if last else 6, 4),
+        ha="right" if last else "left",
+        fontsize="small",
+    )
 ax.set_xlabel("bytes read per decode step (MB)")
 ax.set_ylabel("ms per decode step")
 ax.grid(True, alpha=0.3)
@@ -161,6 +176,7 @@ P.facts(
     "vllm-cudagraph-mode-default",
     "vllm-cudagraph-capture-sizes",
     "vllm-cudagraph-padding",
+    "vllm-cudagraph-wraps-forward",
     "vllm-enforce-eager",
     "vllm-scheduler-defaults",
 )
