@@ -100,3 +100,17 @@ def test_the_snippet_s_constants_are_the_registry_s():
         assert mod.capture_sizes(seqs, tokens) == roofline.cudagraph_capture_sizes(seqs, tokens)
     # the 0.5B: 988,065,536 B / 1.008e12 = 0.980 ms < its 246 launches x 5 µs = 1.23 ms: overhead-bound
     assert [row[3] for row in mod.regimes()] == ["overhead", "memory"]
+
+
+@pytest.mark.build
+def test_lesson_2b_built_page_shows_the_snippet_s_tables_and_the_cpu_receipt(site):
+    """On the built page: the exec block's output (the 0.5B overhead-bound at 5 µs a launch: 246 x 5 µs =
+    1.23 ms against 988,065,536 B / 1.008e12 = 0.98 ms), and the committed CPU receipt's table."""
+    import html
+    import re
+
+    page = (site / "lessons" / "2b-launch-overhead" / "index.html").read_text("utf-8")
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+    assert "Qwen2.5-0.5B 0.98 1.23 overhead" in text and "Qwen2.5-7B 14.03 1.43 memory" in text
+    assert "51 captured sizes, 1 to 512 tokens per step" in text
+    assert "Measured (committed CPU receipt)" in text and "L8xW4" in text
