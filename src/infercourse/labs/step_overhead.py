@@ -235,7 +235,8 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
         f"GB/s and {fmt.fixed(facts.bf16_dense_tflops)} TFLOP/s. The floor is max(bytes / bandwidth, FLOPs / "
         "peak); eager mode adds about one kernel launch per operation, "
         f"{fmt.fixed(KERNEL_LAUNCH_US[0], 0)}-{fmt.fixed(KERNEL_LAUNCH_US[1], 0)} µs each, unless the GPU's "
-        "work hides it; CUDA graphs replace the launches by one. A measured step sits above its floor.",
+        "work hides it (a lower bound: eager PyTorch adds its own dispatch per operation); a CUDA graph replays the "
+        "forward pass's kernels with one launch. A measured step sits above its floor.",
         "",
         "| variant | parameters | batch | step bytes (GB) | floor (ms) | eager launches (ms) |",
         "|---|---:|---:|---:|---:|---:|",
