@@ -78,6 +78,8 @@ P.add("cap", registry.CUDAGRAPH_MAX_CAPTURE_SIZE, "tokens")
 pad_rows = []
 for batch in (1, 3, 9, 100, 201, 250):  # decode batches: at most max_num_seqs sequences
     padded = roofline.cudagraph_padded_size(batch, sizes)
+    if padded is None:  # a decode batch is at most max_num_seqs, and every size up to 2 x max_num_seqs is captured
+        raise ValueError(f"decode batch {batch} has no captured CUDA-graph size in {sizes}")
     linear, attention = roofline.decode_kernel_floors(g4090, cfg, ctx, batch)
     floor = linear + attention
     # a padded row adds matmul work but no cache to read (it has no context): the matmuls at B_pad, attention at B
@@ -85,7 +87,7 @@ for batch in (1, 3, 9, 100, 201, 250):  # decode batches: at most max_num_seqs s
     pad_rows.append({"batch": batch, "padded": padded, "floor": floor, "pad_floor": pad_floor})
 P.add("pad_rows", pad_rows, "record")
 B_pad_ex = P.add("B_pad_ex", 9, "sequences")
-padded_ex = P.add("padded_ex", roofline.cudagraph_padded_size(B_pad_ex, sizes), "sequences")
+padded_ex = P.add("padded_ex", next(row["padded"] for row in pad_rows if row["batch"] == B_pad_ex), "sequences")
 P.add("padding_ex", padded_ex - B_pad_ex, "sequences")
 P.add("bstar_4090", roofline.compute_bound_batch(g4090), "sequences")
 P.add("V", cfg["vocab_size"], "tokens")
