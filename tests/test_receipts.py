@@ -309,3 +309,16 @@ def test_a_receipt_names_no_folder_of_the_machine_that_ran_it(tmp_path, monkeypa
         "python snippets/labs/phases.py --model .cache/models/tiny-qwen2 --receipt .../phases.json"
     )
     assert labkit.portable_path("Qwen/Qwen2.5-7B-Instruct") == "Qwen/Qwen2.5-7B-Instruct"  # a hub id, as given
+
+
+def test_no_committed_receipt_names_a_folder_of_the_machine_that_ran_it():
+    """Issue 29 item 7: a committed receipt's command and model carry no absolute path (labkit writes paths
+    inside the repository relative to it, others as .../<name>)."""
+    import shlex
+
+    found = []
+    for path in sorted(labs.RECEIPTS_DIR.glob("*/*.json")):
+        receipt = labs.load_receipt(path)
+        words = [*shlex.split(receipt["command"]), receipt["model"]]
+        found += [f"{path.name}: {w}" for w in words if w.startswith("/") or "/tmp" in w or "/home/" in w]
+    assert not found, found
