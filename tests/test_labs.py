@@ -413,3 +413,28 @@ def test_model_builder_is_deterministic(lab_setup, tmp_path):
         again = json.loads((tmp_path / name / "manifest.json").read_text())
         built = json.loads((MODELS / name / "manifest.json").read_text())
         assert again["files"] == built["files"], name  # same SHA-256 for every file, weights included
+
+
+@pytest.mark.lab
+def test_start_llm_lets_a_lab_override_a_common_flag(lab_setup):
+    """labkit.start_llm passes --model, --load-format, --max-model-len and --enforce-eager to LLM(...), and a
+    lab's own keyword wins over the flag (lab 0C starts eager whatever the command line says): on a real CPU
+    engine, what the engine's config holds. About 10 s here."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import labkit\n"
+        "args = labkit.lab_parser('demo', 'demo', 256).parse_args(['--model', sys.argv[2]])\n"
+        "assert args.enforce_eager is False\n"
+        "llm, start_s = labkit.start_llm(args, enforce_eager=True, max_num_seqs=2)\n"
+        "config = llm.llm_engine.vllm_config\n"
+        "print('RESULT', config.model_config.enforce_eager, config.model_config.max_model_len, "
+        "config.scheduler_config.max_num_seqs, start_s > 0)\n"
+    )
+    done = subprocess.run(
+        [str(LAB_PYTHON), "-c", code, str(ROOT / "snippets" / "labs"), str(TINY)],
+        capture_output=True,
+        text=True,
+        env=run_labs.lab_env(cpu=True),
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "RESULT True 256 2 True" in done.stdout, done.stdout[-2000:]

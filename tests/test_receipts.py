@@ -310,6 +310,14 @@ def test_a_receipt_names_no_folder_of_the_machine_that_ran_it(tmp_path, monkeypa
     )
     assert labkit.portable_path("Qwen/Qwen2.5-7B-Instruct") == "Qwen/Qwen2.5-7B-Instruct"  # a hub id, as given
 
+    # a repository whose .cache links to a data disk (AutoDL's /root/autodl-tmp): still written relative to it
+    repo, disk = tmp_path / "repo", tmp_path / "disk"
+    (disk / "models" / "m").mkdir(parents=True)
+    repo.mkdir()
+    (repo / ".cache").symlink_to(disk)
+    monkeypatch.setattr(labkit, "REPOSITORY", repo)
+    assert labkit.repository_path(str(repo / ".cache" / "models" / "m")) == ".cache/models/m"
+
 
 def test_no_committed_receipt_names_a_folder_of_the_machine_that_ran_it():
     """Issue 29 item 7: a committed receipt's command and model carry no absolute path (labkit writes paths

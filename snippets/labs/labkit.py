@@ -915,10 +915,12 @@ def repository_path(text: str) -> str:
     path = Path(text)
     if REPOSITORY is None or not path.is_absolute():
         return text
-    try:
-        return path.resolve().relative_to(REPOSITORY).as_posix()
-    except ValueError:
-        return text
+    for candidate in (path, path.resolve()):  # as written (.cache may be a link to a data disk), then resolved
+        try:
+            return candidate.relative_to(REPOSITORY).as_posix()
+        except ValueError:
+            continue
+    return text
 
 
 def portable_path(text: str) -> str:
