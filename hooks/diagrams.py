@@ -160,7 +160,7 @@ def _page_line(page_text: str, first: str, error: str) -> int | None:
     return None
 
 
-def _draw(sources: list[str], where: str, page_text: str = "") -> None:
+def _draw(sources: list[str], where: str, source_path: str | None = None) -> None:
     """Draw the diagrams not in the cache; fail on the first one mermaid cannot parse, naming the page's line."""
     missing = list(dict.fromkeys(s for s in sources if _key(s) not in _cache))
     if not missing:
@@ -173,6 +173,7 @@ def _draw(sources: list[str], where: str, page_text: str = "") -> None:
     for source, out in zip(missing, drawn, strict=True):
         if "error" in out:
             first = source.strip().splitlines()[0]
+            page_text = Path(source_path).read_text(encoding="utf-8") if source_path else ""  # only on an error
             line = _page_line(page_text, first, out["error"])
             at = f"{where}:{line}" if line else where
             raise PluginError(f"{at}: mermaid cannot draw the diagram that starts {first!r}: {out['error']}")
@@ -184,8 +185,7 @@ def on_page_content(content, page, config, files):
     if 'class="mermaid"' not in content:
         return content
     sources = [html.unescape(m.group(1)) for m in DIAGRAM.finditer(content)]
-    source_path = getattr(page.file, "abs_src_path", None)  # None for a page made in memory
-    _draw(sources, page.file.src_uri, Path(source_path).read_text(encoding="utf-8") if source_path else "")
+    _draw(sources, page.file.src_uri, getattr(page.file, "abs_src_path", None))  # None: a page made in memory
     _state["used"].update(_key(s) for s in sources)
     count = 0
 

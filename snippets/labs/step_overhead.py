@@ -251,12 +251,11 @@ def rows_of(args, got: dict, layers: int, width: float, mode: str, rates: dict) 
     """The receipt rows of one variant: per batch B the bytes a step reads (every weight but an untied
     input embedding, whose B rows are negligible, plus B caches at the mean context prompt + output / 2),
     its FLOPs (2 per matmul weight and token), the floor from the probe, the measured step and their ratio."""
-    matmul_params = (got["weight_bytes"] - got["embed_bytes"]) // got["dtype_bytes"]
+    matmul_bytes = got["weight_bytes"] - got["embed_bytes"]
     rows = []
     for batch, step_ms in zip(args.batches, got["step_ms"], strict=True):
-        kv_bytes = batch * got["kv_bytes_per_token"] * (PROMPT_LEN + OUTPUT_LEN // 2)
-        step_bytes = got["weight_bytes"] - got["embed_bytes"] + kv_bytes
-        step_flops = 2 * matmul_params * batch
+        step_bytes = matmul_bytes + batch * got["kv_bytes_per_token"] * (PROMPT_LEN + OUTPUT_LEN // 2)
+        step_flops = 2 * (matmul_bytes // got["dtype_bytes"]) * batch
         floor_ms = 1e3 * max(step_bytes / (rates["bandwidth_gb_s"] * 1e9), step_flops / (rates["matmul_tflops"] * 1e12))
         rows.append(
             {

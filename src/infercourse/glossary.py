@@ -85,8 +85,9 @@ def _check_lesson_link(where: str, link: str) -> None:
     path = DOCS_DIR / page
     if not path.is_file():
         raise ValueError(f"{where}: lesson {link!r}: no page docs/{page}")
-    if anchor and f"#{anchor} }}" not in path.read_text(encoding="utf-8"):
-        ids = re.findall(r"\{ #([\w-]+) \}", path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    if anchor and f"#{anchor} }}" not in text:
+        ids = re.findall(r"\{ #([\w-]+) \}", text)
         raise ValueError(f"{where}: lesson {link!r}: docs/{page} sets no anchor #{anchor} (it has {', '.join(ids)})")
 
 
