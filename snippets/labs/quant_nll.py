@@ -22,7 +22,10 @@ Each child measures, inside its engine:
   model, from ``SamplingParams(max_tokens=1, prompt_logprobs=0)``. vLLM returns, for every prompt
   position after the first, the log-probability of the prompt's own token given the tokens before
   it (position 0 has none: ``None``). NLL = -(sum of those) / (prompt tokens - 1). The text is
-  scored twice in the same engine; prompt logprobs use no sampling, so both must be identical.
+  scored twice in the same engine; prompt logprobs use no sampling, so both must be identical;
+- a second quality measure, against the BF16 engine: at every position the top :data:`TOP_K` next-token
+  log-probabilities, from which the parent computes the KL divergence of each format's next-token
+  distribution from BF16's (:func:`kl_restricted`) and how often both put the same token first.
 
 A format the engine cannot load (e.g. FP8 or AWQ on a build without the kernels) gets an ``n/a``
 row with vLLM's reason; the lab goes on.
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import tempfile
 from pathlib import Path
@@ -74,6 +78,8 @@ STEP_OUTPUT_LEN = 64
 """Prompt and exact output tokens per request of the sweep: 256 x 192 tokens fit every format's KV cache."""
 KERNEL_PATTERN = r"(?:Selected|Using) (\w+) for (\w+LinearMethod)"
 """vLLM's log line naming the linear-layer kernel it chose (vllm/model_executor/kernels/linear/__init__.py)."""
+TOP_K = 20
+"""Next-token log-probabilities kept per position (``prompt_logprobs``; vLLM's default ``max_logprobs`` is 20)."""
 ROW_TAG = "QUANT_NLL_ROW "  # the child's one line of results on stdout, JSON after the tag
 CHILD_TIMEOUT_S = 1800
 TEXT = (
@@ -107,6 +113,9 @@ UNITS = {
     "nll_per_token": "nats/token",
     "token_nll": "nats",
     "step_ms": "ms",
+    "kl_to_bf16": "nats/token",
+    "token_kl": "nats",
+    "top1_agreement": "1",
 }
 ROW = {
     "format": "str",
@@ -125,6 +134,9 @@ ROW = {
     "token_nll": "list | None",
     "step_batches": "list | None",
     "step_ms": "list | None",
+    "kl_to_bf16": "number | None",
+    "token_kl": "list | None",
+    "top1_agreement": "number | None",
 }
 
 
@@ -190,6 +202,36 @@ def token_nll(output) -> tuple[list[int], list[float]]:
 # --8<-- [end:token_nll]
 
 
+def top_logprobs(output) -> list[list[list]]:
+    """For every position after the first, the ``[token id, logprob]`` pairs vLLM ranked in its top TOP_K."""
+    return [
+        [[token, lp.logprob] for token, lp in position.items() if lp.rank is not None and lp.rank <= TOP_K]
+        for position in output.prompt_logprobs[1:]
+    ]
+
+
+# --8<-- [start:kl]
+def kl_restricted(p: list[list], q: list[list]) -> float:
+    """KL(P || Q) in nats at one position, over the tokens of ``p`` (the reference's top K), both
+    distributions renormalised over those tokens. A token ``q`` does not list gets ``q``'s smallest listed
+    logprob (at least its true value), so the result errs low. ``p``, ``q``: ``[token id, logprob]`` pairs."""
+    q_of = dict((token, lp) for token, lp in q)
+    floor = min(q_of.values())
+    lp = [lp for _, lp in p]
+    lq = [q_of.get(token, floor) for token, _ in p]
+    zp = math.log(sum(math.exp(v) for v in lp))
+    zq = math.log(sum(math.exp(v) for v in lq))
+    return sum(math.exp(a - zp) * ((a - zp) - (b - zq)) for a, b in zip(lp, lq, strict=True))
+
+
+# --8<-- [end:kl]
+
+
+def first_token(position: list[list]) -> int:
+    """The token ranked first at one position."""
+    return max(position, key=lambda pair: pair[1])[0]
+
+
 # --8<-- [start:engine]
 def child(args) -> int:
     """Start one engine, print its row (``ROW_TAG`` + JSON) and exit; vLLM's errors end the process."""
@@ -210,8 +252,9 @@ def child(args) -> int:
     import torch
 
     kv_dtype_bytes = torch.empty((), dtype=model_config.dtype).element_size()  # the cache's dtype: the model's
-    params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0)
-    scored = [token_nll(llm.generate([TEXT], params, use_tqdm=False)[0]) for _ in range(2)]
+    params = SamplingParams(max_tokens=1, prompt_logprobs=TOP_K, temperature=0.0)
+    outputs = [llm.generate([TEXT], params, use_tqdm=False)[0] for _ in range(2)]
+    scored = [token_nll(output) for output in outputs]
     ids, nll = scored[0]
     step_params = SamplingParams(max_tokens=STEP_OUTPUT_LEN, ignore_eos=True, temperature=0, detokenize=False)
     step_ms = decode_step_sweep(llm, step_params, args.step_batches, STEP_PROMPT_LEN, STEP_OUTPUT_LEN, SEED)
@@ -226,6 +269,7 @@ def child(args) -> int:
                 "kv_bytes_per_token": kv_bytes_per_token(model_config.hf_config, kv_dtype_bytes),
                 "prompt_tokens": len(ids),
                 "token_nll": nll,
+                "top": top_logprobs(outputs[0]),
                 "repeat_identical": scored[1] == scored[0],
                 "step_ms": step_ms,
             }
@@ -280,6 +324,9 @@ def result_row(args, fmt: str, got: dict) -> dict:
             "token_nll": None,
             "step_batches": None,
             "step_ms": None,
+            "kl_to_bf16": None,
+            "token_kl": None,
+            "top1_agreement": None,
         }
     nll = row["token_nll"]
     return {
@@ -299,7 +346,23 @@ def result_row(args, fmt: str, got: dict) -> dict:
         "token_nll": nll,
         "step_batches": list(args.step_batches),
         "step_ms": [round(ms, 4) for ms in row["step_ms"]],
+        "kl_to_bf16": None,
+        "token_kl": None,
+        "top1_agreement": None,
     }
+
+
+def compare_to_bf16(rows: list[dict], tops: dict) -> None:
+    """Fill each started non-BF16 row's KL from BF16 and top-1 agreement (``tops``: format -> positions)."""
+    reference = tops.get("bf16")
+    for r in rows:
+        if reference is None or r["format"] == "bf16" or r["format"] not in tops:
+            continue
+        pairs = list(zip(reference, tops[r["format"]], strict=True))
+        token_kl = [kl_restricted(p, q) for p, q in pairs]
+        r["token_kl"] = token_kl
+        r["kl_to_bf16"] = sum(token_kl) / len(token_kl)
+        r["top1_agreement"] = sum(first_token(p) == first_token(q) for p, q in pairs) / len(pairs)
 
 
 def main(argv=None) -> int:
@@ -310,7 +373,7 @@ def main(argv=None) -> int:
     prepare(args)
     log_dir = Path(tempfile.mkdtemp(prefix="quant_nll_"))
     progress(f"each engine's log: {log_dir}/<format>.log")
-    rows, starts = [], []
+    rows, starts, tops = [], [], {}
     for i, fmt in enumerate(args.formats, 1):
         progress(f"engine {i}/{len(args.formats)}: {fmt} (a first run downloads the weights)")
         got = run_child(args, fmt, log_dir)
@@ -318,7 +381,9 @@ def main(argv=None) -> int:
             progress(f"{fmt}: n/a ({got['cause'][:300]}; log: {got['log']})")
         else:
             starts.append(got["row"]["engine_start_s"])
+            tops[fmt] = got["row"]["top"]
         rows.append(result_row(args, fmt, got))
+    compare_to_bf16(rows, tops)
     if not starts:
         fail(f"no engine started; the first reason: {rows[0]['reason']} (logs: {log_dir})")
 
@@ -339,12 +404,18 @@ def main(argv=None) -> int:
     for r in rows:
         if r["outcome"] == "started":
             print(f"{r['format']:<7} " + " ".join(f"{ms:>9.2f}" for ms in r["step_ms"]))
+    for r in rows:
+        if r["kl_to_bf16"] is not None:
+            print(
+                f"{r['format']:<7} against bf16: KL {r['kl_to_bf16']:.4f} nats/token over the top {TOP_K}, "
+                f"same first token at {r['top1_agreement']:.1%} of positions"
+            )
     settings = {
         "formats": list(args.formats),
         "awq_model": args.awq_model,
         "seed": SEED,
         "enable_prefix_caching": False,
-        "prompt_logprobs": 0,
+        "prompt_logprobs": TOP_K,
         "text_chars": len(TEXT),
         "step_prompt_len": STEP_PROMPT_LEN,
         "step_output_len": STEP_OUTPUT_LEN,

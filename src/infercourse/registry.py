@@ -1041,6 +1041,36 @@ QUANT_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
                 ),
             ),
             Fact(
+                "vllm-awq-kernel",
+                "an AWQ checkpoint (4-bit weights with zero points, groups of 128) runs, on CUDA, the first "
+                "mixed-precision kernel that accepts it: CUTLASS W4A8 and Machete need compute capability 9.0, "
+                "AllSpark refuses zero points, so the RTX 4090 (8.9) runs Marlin and the H200 (9.0) Machete; "
+                "both read the 4-bit weights and dequantise them on chip to 16-bit tensor-core math",
+                "Marlin (RTX 4090), Machete (H200)",
+                vllm_source(
+                    "vllm/model_executor/kernels/linear/__init__.py",
+                    396,
+                    406,
+                    "the order; the choice at 730-752; Machete's rule mixed_precision/machete.py:25-52 and "
+                    "quantization/utils/machete_utils.py:12-16; AllSpark's mixed_precision/allspark.py:29-30; "
+                    "AWQ's method quantization/auto_awq.py:308-333",
+                ),
+            ),
+            Fact(
+                "vllm-fp8-kernel",
+                'FP8 W8A8 (`quantization="fp8"`) on a card with FP8 tensor cores runs CUTLASS `scaled_mm`: '
+                "FP8 Marlin is refused from compute capability 8.9 and FlashInfer's FP8 GEMM needs 10.0, so the "
+                "RTX 4090 and the H200 both multiply FP8 weights by FP8-quantised activations at the FP8 peak",
+                "CutlassFP8ScaledMMLinearKernel",
+                vllm_source(
+                    "vllm/model_executor/kernels/linear/__init__.py",
+                    325,
+                    333,
+                    "FP8 Marlin refused at scaled_mm/marlin.py:46-55; FlashInfer at scaled_mm/flashinfer.py:50-51; "
+                    "CUTLASS accepts at scaled_mm/cutlass.py:163-173; chosen by quantization/fp8.py:387-396",
+                ),
+            ),
+            Fact(
                 "vllm-prompt-logprobs",
                 "`SamplingParams(prompt_logprobs=k)` returns, for every prompt position after the "
                 "first, the log-probability of the prompt's own token plus the top k; position 0 is None",
@@ -1123,7 +1153,8 @@ BATCHING_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
                 "time an engine step costs beyond its roofline floor (scheduling, sampling, launches)",
                 f"{STEP_OVERHEAD_S * 1e3:g} ms",
                 Source(
-                    "the course's assumption for a 7B model on one GPU",
+                    "the course's point value for a 7B model on one GPU, inside lesson 2B's band "
+                    "(`roofline.overhead_band_s`: CUDA graphs to every kernel launched)",
                     "",
                     "assumption",
                     "lab 4A's GPU receipt gives the real step time: wall time / engine steps",
@@ -1390,13 +1421,19 @@ KERNEL_LAUNCH_US = (4.0, 6.0)
 calls measured on an RTX 5070 Ti with CUDA 13.0 (secondary source: fact ``kernel-launch-cost``)."""
 
 KERNELS_PER_LAYER = 10
-"""ASSUMPTION: kernels one decoder layer of a Qwen2/Llama-style model launches per eager decode step:
-fused add + RMSNorm, QKV projection, RoPE, KV-cache write, attention, output projection, add + RMSNorm,
-gate-up projection, SiLU x mul, down projection. Count yours with the PyTorch profiler."""
+"""Kernels one Qwen2 decoder layer launches per eager decode step, counted from the calls in vLLM 0.26.0's
+``vllm/model_executor/models/qwen2.py`` (fact ``kernels-per-decode-step``), one kernel per call and two for
+attention: fused add + RMSNorm, QKV projection, RoPE, KV-cache write, attention, output projection,
+add + RMSNorm, gate-up projection, SiLU x mul, down projection. The PyTorch profiler gives the exact count."""
 
 KERNELS_OUTSIDE_LAYERS = 6
 """ASSUMPTION: kernels of an eager decode step outside the layers: the embedding lookup, the final norm,
 the output head, and about three for sampling (logits processing, softmax or argmax, gather)."""
+
+DECODE_BANDWIDTH_SHARE = 0.81
+"""Share of the datasheet bandwidth a whole batch-1 decode step reached on a card where launches hid
+(an NVIDIA L4, Qwen2.5-7B at 2,048 tokens, BF16): fact ``decode-bandwidth-share``, arXiv:2605.30571.
+The slow end of the course's band for a decode step is its floor over this share."""
 
 
 def _overhead_facts() -> list[Fact]:
@@ -1456,15 +1493,32 @@ def _overhead_facts() -> list[Fact]:
             ),
         ),
         Fact(
-            "kernels-per-decode-step-assumed",
-            "kernels an eager decode step launches: per decoder layer, and outside the layers",
+            "kernels-per-decode-step",
+            "kernels a Qwen2 decoder layer launches per eager decode step: one per call in its forward (two "
+            "norms, three projections and a fused gate-up, RoPE, SiLU x mul), two for attention (KV write, "
+            "attention); outside the layers about 6 more (embedding, final norm, head, sampling: an assumption)",
             f"{KERNELS_PER_LAYER} per layer + {KERNELS_OUTSIDE_LAYERS}",
+            vllm_source(
+                "vllm/model_executor/models/qwen2.py",
+                289,
+                309,
+                "the attention's calls at 211-232, the MLP's at 110-114; a count of calls, one kernel each: "
+                "the PyTorch profiler gives your card's exact number",
+            ),
+        ),
+        Fact(
+            "decode-bandwidth-share",
+            "share of the datasheet bandwidth a whole batch-1 decode step reached where launches hid (NVIDIA "
+            "L4, Qwen2.5-7B, 2,048 tokens, BF16 SDPA; CUDA graphs gained only 1.028x there)",
+            f"about {DECODE_BANDWIDTH_SHARE:.0%}",
             Source(
-                "the course's count of a Qwen2 decoder layer's operations (fused norms, projections, RoPE, "
-                "KV write, attention, activation)",
-                "",
-                "assumption",
-                "count them on your card with the PyTorch profiler",
+                "J. Chen, Memory-Bound but Not Bandwidth-Limited: The Physical AI Inference Gap in Batch-1 LLM "
+                "Decode, arXiv:2605.30571 (2026), abstract",
+                "https://arxiv.org/abs/2605.30571",
+                "secondary",
+                "one runtime on one card, read in copies of the abstract; the same paper's H100 reached 27 % "
+                "without CUDA graphs (1.259x faster with them): on a fast card launches, not bytes, set a "
+                "small model's step",
             ),
         ),
     ]

@@ -734,3 +734,40 @@ def overhead_bound_bytes(gpu: GPUFacts, overhead_s: float) -> float:
     """
     _positive("overhead_s", overhead_s)
     return overhead_s * gpu.bandwidth_gb_s * 1e9
+
+
+def overhead_band_s(layers: int) -> tuple[float, float]:
+    """The course's band for tau_0 (s), low and high: what one decode step of a model with ``layers``
+    decoder layers costs on one GPU beyond its floor.
+
+    Low: vLLM's default CUDA graphs; the graph's replay and the kernels around it, ``KERNELS_OUTSIDE_LAYERS``
+    launches at the fast end of ``KERNEL_LAUNCH_US``; async scheduling hides the scheduler behind the GPU.
+    High: every kernel launched one by one at the slow end, (K_layer L + K_out) launches: what
+    ``enforce_eager=True`` pays, and the stand-in for CPU work (scheduling, sampling) a step fails to hide.
+    Sources: facts ``kernel-launch-cost`` and ``kernels-per-decode-step``; lab 2B's GPU receipt measures yours.
+
+    Raises:
+        ValueError: a non-positive layer count.
+    """
+    from infercourse.registry import KERNEL_LAUNCH_US, KERNELS_OUTSIDE_LAYERS
+
+    _positive("layers", layers)
+    fast, slow = (us * 1e-6 for us in KERNEL_LAUNCH_US)
+    return KERNELS_OUTSIDE_LAYERS * fast, launch_overhead_s(layers, slow)
+
+
+def step_band(floor_s: float, layers: int) -> tuple[float, float]:
+    """The band (s, low and high) a measured decode step of a ``layers``-layer model should land in, given
+    its floor ``floor_s`` (s, from :func:`decode_step_floor`): from the floor plus the low end of
+    :func:`overhead_band_s` to the floor over ``DECODE_BANDWIDTH_SHARE`` (the share of the datasheet
+    bandwidth a published batch-1 decode reached) plus its high end. A receipt outside it is news: below,
+    a wrong floor; above, overhead or kernels the band does not count.
+
+    Raises:
+        ValueError: a non-positive floor or layer count.
+    """
+    from infercourse.registry import DECODE_BANDWIDTH_SHARE
+
+    _positive("floor_s", floor_s)
+    low, high = overhead_band_s(layers)
+    return floor_s + low, floor_s / DECODE_BANDWIDTH_SHARE + high

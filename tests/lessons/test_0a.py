@@ -32,6 +32,8 @@ def test_lesson_0a_headline_values():
     # decode floor at S = 1: M*2 B / 1008e9 B/s = 14,141,238,272 / 1.008e12 = 14.029 ms (+ 57 KB of cache, 0.06 us)
     assert _v(page, "matmul_bytes") == 2 * M_QWEN
     assert _v(page, "tpot_floor_1") == pytest.approx(14.029e-3, abs=1e-6)
+    # lesson 2B's band: 14.029 + 0.024 = 14.053 ms to 14.029 / 0.81 + 286 x 6 µs = 17.320 + 1.716 = 19.036 ms
+    assert (_v(page, "tpot_band_lo"), _v(page, "tpot_band_hi")) == pytest.approx((14.053e-3, 19.036e-3), abs=1e-6)
     # all weights: 15,231,233,024 / 1.008e12 = 15.110 ms
     assert _v(page, "all_weights_time") == pytest.approx(15.110e-3, abs=1e-6)
     # the lab box's cache is max_model_len = 8,192 tokens, not the grid's longest request (4,096 + 128)

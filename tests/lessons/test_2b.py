@@ -37,6 +37,25 @@ def test_the_floors_and_the_launches():
     assert (_v("cpu_ratio_lo"), _v("cpu_ratio_hi")) == pytest.approx((6.0934, 7.5713), rel=1e-4)
 
 
+def test_the_band_for_a_decode_step():
+    # tau_0: fast end 6 launches x 4 µs = 0.024 ms (graphs); slow end 286 x 6 µs = 1.716 ms (every launch)
+    assert roofline.overhead_band_s(28) == pytest.approx((0.024e-3, 1.716e-3))
+    assert (_v("tau0_lo_7b"), _v("tau0_hi_7b")) == pytest.approx((0.024e-3, 1.716e-3))
+    # step: floor + 0.024 ms to floor / 0.81 + slow tau_0; a 10 ms floor of a 28-layer model:
+    # 10.024 ms to 10 / 0.81 + 1.716 = 12.3457 + 1.716 = 14.0617 ms
+    assert roofline.step_band(10e-3, 28) == pytest.approx((10.024e-3, 14.0617e-3), rel=1e-5)
+    rows = {(row["model"], row["card"]): row for row in _v("band_rows")}
+    # the 0.5B on the H200: floor 2 * 494,032,768 B / 4.8e12 B/s = 0.20585 ms plus its cache (1,024 tokens x
+    # 12,288 B / 4.8e12 = 0.00262 ms) = 0.20847 ms; slow end 0.20847 / 0.81 + 246 x 6 µs = 0.25737 + 1.476
+    assert rows[("Qwen/Qwen2.5-0.5B-Instruct", "H200 SXM")]["hi"] == pytest.approx(1.73337e-3, rel=1e-4)
+    # the 7B on the RTX 4090: 14.08726 ms -> 14.11126 to 14.08726 / 0.81 + 1.716 = 19.10768 ms
+    assert (rows[(registry.COURSE_MODEL, "RTX 4090")]["lo"], rows[(registry.COURSE_MODEL, "RTX 4090")]["hi"]) == (
+        pytest.approx((14.11126e-3, 19.10768e-3), rel=1e-5)
+    )
+    with pytest.raises(ValueError, match="floor_s"):
+        roofline.step_band(0, 28)
+
+
 def test_w_star_is_tau0_times_the_bandwidth():
     # 1 ms x 1,008 GB/s = 1.008 GB (504 million BF16 weights); 1 ms x 4,800 GB/s = 4.8 GB
     assert _v("wstar_4090") == pytest.approx(1.008e9) and _v("wstar_params_4090") == pytest.approx(504e6)

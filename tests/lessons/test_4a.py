@@ -117,6 +117,13 @@ def test_lesson_4a_headline_values():
     assert (_v("S_arr_kv"), _v("step_tokens_kv")) == (286, 429)
     assert _v("t_kv") == pytest.approx(0.041058, abs=5e-6)
     assert _v("lam_kv") == pytest.approx(143 / (256 * 0.041058), rel=2e-4)
+    # over lesson 2B's band for tau_0 (0.024 to 1.716 ms) the same step is 40.082 to 41.774 ms:
+    # 143 / (256 x 41.774 ms) = 13.372 and 143 / (256 x 40.082 ms) = 13.937 requests/s
+    assert (_v("tau0_lo"), _v("tau0_hi")) == pytest.approx((0.024e-3, 1.716e-3))
+    assert (_v("t_kv_fast"), _v("t_kv_slow")) == pytest.approx((0.040082, 0.041774), abs=5e-6)
+    assert (_v("lam_kv_slow"), _v("lam_kv_fast")) == pytest.approx((13.372, 13.937), abs=2e-3)
+    # at B = 1 the overhead costs tau_0 / (14.07 ms + tau_0): 0.024 / 14.095 = 0.17 % to 1.716 / 15.786 = 10.9 %
+    assert (_v("x1_4090_overhead_loss_lo"), _v("x1_4090_overhead_loss_hi")) == pytest.approx((0.0017, 0.1087), abs=1e-4)
     # H200 SXM (989 TFLOP/s, 4,800 GB/s) at B = 1,024: linear 1,024 x 40,243,725,312 / 989e12 = 41.668 ms,
     # attention 1,024 x 36,814,848 / 4.8e12 = 7.854 ms, + 1 ms = 50.52 ms
     assert _v("t_h200") == pytest.approx(0.05052, abs=5e-6)

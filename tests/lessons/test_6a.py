@@ -119,8 +119,14 @@ def test_lesson_6a_headline_values():
     assert _v("E_ex") == pytest.approx(2.7731, rel=1e-12)
     # sigma = 2.7731 * 14.08726 / (4 * 0.99271 + 14.08726) = 39.0654 / 18.0581 = 2.1633
     assert _v("sigma_ex") == pytest.approx(2.1633, abs=1e-4)
-    # with 1 ms on every step: 2.7731 * 15.08726 / (4 * 1.99271 + 15.08726) = 41.8385 / 23.0581 = 1.8145
-    assert _v("sigma_ex_overhead") == pytest.approx(1.8145, abs=1e-4)
+    # lesson 2B's band. Slow end: floor / 0.81 + every launch at 6 us, (10 L + 6) launches:
+    # target 14.08726 / 0.81 + 286 * 0.006 = 17.39168 + 1.716 = 19.10768 ms; draft (24 layers)
+    # 0.99271 / 0.81 + 246 * 0.006 = 1.22557 + 1.476 = 2.70157 ms;
+    # 2.7731 * 19.10768 / (4 * 2.70157 + 19.10768) = 52.9880 / 29.91396 = 1.7713
+    assert _v("tau_d_slow") == pytest.approx(0.00270157, abs=1e-8)
+    assert _v("sigma_ex_slow") == pytest.approx(1.7713, abs=1e-4)
+    # fast end: floor + 6 launches at 4 us = + 0.024 ms: 2.7731 * 14.11126 / (4 * 1.01671 + 14.11126) = 2.1527
+    assert _v("sigma_ex_fast") == pytest.approx(2.1527, abs=1e-4)
     # B* = R b / 2 = (165.2e12 / 1.008e12) * 2 / 2 = 163.89; / (k + 1) = 32.78
     assert _v("bstar") == pytest.approx(165.2 / 1.008, rel=1e-12)
     assert _v("bstar_over_k1") == pytest.approx(165.2 / 1.008 / 5, rel=1e-12)

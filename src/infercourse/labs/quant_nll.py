@@ -5,7 +5,10 @@ Receipt rows, one per format (``bf16``, ``fp8``, ``awq``): ``format``, ``model``
 logged), ``weight_bytes`` (B), ``kv_tokens``, ``kv_bytes_per_token`` (B/token), ``prompt_tokens``,
 ``scored_tokens`` (tokens), ``nll_per_token`` (nats/token), ``repeat_identical`` (the second scoring
 gave the same per-token values), ``token_nll`` (the per-token NLLs, nats, the receipt's evidence),
-``step_batches`` and ``step_ms`` (the decode step time, ms, at each of those batch sizes).
+``step_batches`` and ``step_ms`` (the decode step time, ms, at each of those batch sizes); against the BF16
+engine, for the other formats: ``token_kl`` (per position, nats: KL of the format's next-token distribution from
+BF16's over BF16's top 20, the lab's ``kl_restricted``), ``kl_to_bf16`` (their mean, nats/token) and
+``top1_agreement`` (the share of positions where both rank the same token first).
 """
 
 from __future__ import annotations
@@ -65,6 +68,28 @@ def nll_from_logprobs(receipt: Receipt) -> ClaimResult:
         f"{r['format']}: {r['scored_tokens']} tokens, {r['nll_per_token']:.4f} nats" for r in rows
     )
     return ClaimResult("nll_from_logprobs", statement, not problems if rows else None, detail or "no engine started")
+
+
+def kl_from_logprobs(receipt: Receipt) -> ClaimResult:
+    """Exact: each compared row's KL is the mean of its per-position values, one per scored position, none below
+    zero (a KL between two distributions renormalised on the same tokens cannot be negative)."""
+    statement = "KL to BF16 = the mean over scored positions of per-position KLs, each at least 0"
+    rows = [r for r in _started(receipt) if r.get("token_kl") is not None]
+    problems = []
+    for r in rows:
+        values = r["token_kl"]
+        if len(values) != r["scored_tokens"]:
+            problems.append(f"{r['format']}: {len(values)} KL values for {r['scored_tokens']} scored positions")
+        elif min(values) < -1e-9 or abs(sum(values) / len(values) - r["kl_to_bf16"]) > 1e-12:
+            problems.append(f"{r['format']}: a negative KL or a mean other than the reported {r['kl_to_bf16']!r}")
+        elif not 0 <= r["top1_agreement"] <= 1:
+            problems.append(f"{r['format']}: top-1 agreement {r['top1_agreement']!r} is not a share")
+    detail = "; ".join(problems) or ", ".join(
+        f"{r['format']}: {r['kl_to_bf16']:.4f} nats/token, same first token at {r['top1_agreement']:.1%}" for r in rows
+    )
+    return ClaimResult(
+        "kl_from_logprobs", statement, not problems if rows else None, detail or "no row compared to BF16"
+    )
 
 
 def nll_deterministic(receipt: Receipt) -> ClaimResult:
@@ -280,6 +305,7 @@ SPEC = LabSpec(
     claims=(
         nll_from_logprobs,
         nll_deterministic,
+        kl_from_logprobs,
         awq_bytes_match_config,
         freed_bytes_become_kv,
         quality_cost_bounded,
@@ -294,6 +320,7 @@ SPEC = LabSpec(
         Column("weight_bytes", "weight GB", fmt.gb),
         Column("kv_tokens", "KV tokens", fmt.count),
         Column("nll_per_token", "NLL/token", lambda v: fmt.fixed(v, 4)),
+        Column("kl_to_bf16", "KL to BF16", lambda v: "-" if v is None else fmt.fixed(v, 4)),
         Column("kernel", "kernel", lambda v: v or "-", align_right=False),
         Column("step_ms", "step ms by batch", lambda v: " / ".join(fmt.fixed(ms, 1) for ms in v)),
     ),

@@ -54,6 +54,27 @@ tau0 = P.add("tau0", registry.STEP_OVERHEAD_S, "s")  # lesson 4A's assumed per-s
 P.add("cpu_ratio_lo", (tau_7b + tau0) / (max(tau_05b, launch_05b[1]) + tau0), "1")
 P.add("cpu_ratio_hi", (tau_7b + tau0) / (max(tau_05b, launch_05b[0]) + tau0), "1")
 
+# the course's band for a decode step: floor + the graphs' launches, to floor / bandwidth share + every launch
+tau0_band_7b = roofline.overhead_band_s(L_7b)
+P.add("tau0_lo_7b", tau0_band_7b[0], "s")
+P.add("tau0_hi_7b", tau0_band_7b[1], "s")
+P.add("bw_share", registry.DECODE_BANDWIDTH_SHARE, "1")
+P.add(
+    "band_rows",
+    [
+        dict(
+            zip(
+                ("model", "card", "floor", "lo", "hi"),
+                (name, g.name, floor, *roofline.step_band(floor, c["num_hidden_layers"])),
+            )
+        )
+        for name, c in ((registry.COURSE_MODEL, cfg), (DRAFT, dcfg))
+        for g in (g4090, h200)
+        for floor in [roofline.decode_step_floor(g, c, ctx)]
+    ],
+    "record",
+)
+
 # --- 3. where overhead wins: W* = tau_0 beta per card, with the course's assumed tau_0 ---
 wstar = {key: roofline.overhead_bound_bytes(registry.gpu(key), tau0) for key in registry.GPUS}
 P.add("wstar_4090", wstar["RTX 4090"], "B")
@@ -173,7 +194,8 @@ P.facts(
     "model-qwen-qwen2-5-0-5b-instruct",
     "gpu-h200",
     "kernel-launch-cost",
-    "kernels-per-decode-step-assumed",
+    "kernels-per-decode-step",
+    "decode-bandwidth-share",
     "step-overhead-assumed",
     "vllm-cudagraph-mode-default",
     "vllm-cudagraph-capture-sizes",

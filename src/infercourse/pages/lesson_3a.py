@@ -221,6 +221,8 @@ P.facts(
     "vllm-fp8-linear-layers-only",
     "vllm-online-fp8-per-tensor",
     "vllm-fp8-without-fp8-cores",
+    "vllm-awq-kernel",
+    "vllm-fp8-kernel",
     "vllm-prompt-logprobs",
     extra=(
         {

@@ -23,6 +23,11 @@ kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
 g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
 h200 = P.add("h200", registry.gpu("H200"), "record")
 tau0 = P.add("tau0", registry.STEP_OVERHEAD_S, "s")
+# lesson 2B's band for tau_0 (CUDA graphs to every kernel launched); the point value must sit inside it
+tau0_band = roofline.overhead_band_s(P.add("layers", cfg["num_hidden_layers"], "count"))
+tau0_lo, tau0_hi = (P.add(f"tau0_{end}", t, "s") for end, t in zip(("lo", "hi"), tau0_band))
+if not tau0_lo <= tau0 <= tau0_hi:
+    raise ValueError(f"the assumed tau_0 = {tau0 * 1e3:g} ms lies outside lesson 2B's band: use a value inside it")
 
 # --- the three budgets: vLLM 0.26.0's defaults per device class and entry point ---
 llm_tokens, llm_seqs = registry.vllm_scheduler_defaults("RTX 4090", "LLM")
@@ -60,6 +65,8 @@ def _row(batch: int) -> dict:
 step_rows = P.add("step_rows", [_row(b) for b in (1, 32, 64, 128, 256)], "record")
 r1 = step_rows[0]
 P.add("x1_4090_overhead_loss", 1 - r1["xo_4090"] / r1["x_4090"], "1")
+for end, t0 in (("lo", tau0_lo), ("hi", tau0_hi)):  # the same loss, tau_0 / (tau + tau_0), over 2B's band
+    P.add(f"x1_4090_overhead_loss_{end}", t0 / (r1["t_4090"] + t0), "1")
 
 # --- serving: prompts arrive as requests finish; the binding budget is KV on the RTX 4090, max_num_seqs on
 # the H200; the knee (Little's law) with every step carrying the B decodes and the B S_in / n_bar prompt tokens
@@ -70,6 +77,11 @@ knee_h200 = batching.max_request_rate(h200, cfg, S_in, n_bar, tau0, h200_seqs, h
 if (knee_4090["B"], knee_h200["B"]) != (B_kv, h200_seqs):
     raise ValueError(f"the page puts the knee at the binding budget, B = {B_kv} and {h200_seqs}: rewrite it")
 t_kv = P.add("t_kv", knee_4090["tpot"], "s")
+# the same knee over lesson 2B's band for tau_0: the rate at its slow end and at its fast end
+for end, t0 in (("slow", tau0_hi), ("fast", tau0_lo)):
+    k = batching.max_request_rate(g4090, cfg, S_in, n_bar, t0, B_kv, llm_tokens)
+    P.add(f"t_kv_{end}", k["tpot"], "s")
+    P.add(f"lam_kv_{end}", k["rate"], "requests/s", k["demand"])
 P.add("x_kv", knee_4090["x"], "tokens/s", knee_4090["demand"])
 lam_kv = P.add("lam_kv", knee_4090["rate"], "requests/s", knee_4090["demand"])
 t_h200 = P.add("t_h200", knee_h200["tpot"], "s")
@@ -322,5 +334,7 @@ P.facts(
     "vllm-iteration-tokens",
     "vllm-async-scheduling-default",
     "step-overhead-assumed",
+    "kernel-launch-cost",
+    "kernels-per-decode-step",
     "vllm-non-kv-reserve",
 )

@@ -72,14 +72,17 @@ P.add("tpot_spec_ex", (k_lab * tau_d + tau_v) / E_ex, "s")  # problem 1
 P.add("draft_time_ex", k_lab * tau_d, "s")
 P.add("step_time_ex", k_lab * tau_d + tau_v, "s")
 P.add("sigma_free", roofline.expected_tokens_per_step(alpha_ex, k_lab), "1")  # rho = 0, tau_v = tau: sigma = E
-# the band's other end: every step (each draft step, the verification, plain decode's) pays lesson 4A's
-# assumed overhead; a 24-layer draft's step at 1 ms of floor is launch-bound, not bandwidth-bound
-tau0 = P.add("tau0", registry.STEP_OVERHEAD_S, "s")
-P.add(
-    "sigma_ex_overhead",
-    roofline.spec_speedup(alpha_ex, k_lab, tau + tau0, tau_d + tau0, tau_v + tau0),
-    "1",
+# the speed-up over lesson 2B's band: every step (each draft step, the verification, plain decode's) lands
+# between its floor plus the graphs' overhead and its floor over the published bandwidth share plus every launch
+L_target, L_draft = (
+    P.add(f"L_{who}", c["num_hidden_layers"], "count") for who, c in (("target", cfg), ("draft", dcfg))
 )
+bands = [roofline.step_band(t, layers) for t, layers in ((tau, L_target), (tau_d, L_draft), (tau_v, L_target))]
+P.add("tau_d_slow", bands[1][1], "s")
+P.add("tau_slow", bands[0][1], "s")
+P.add("bw_share", registry.DECODE_BANDWIDTH_SHARE, "1")
+P.add("sigma_ex_slow", roofline.spec_speedup(alpha_ex, k_lab, *(band[1] for band in bands)), "1")
+P.add("sigma_ex_fast", roofline.spec_speedup(alpha_ex, k_lab, *(band[0] for band in bands)), "1")
 
 # --- 4. batch dependence (k = K, alpha = 0.7) ---
 BATCHES = (1, 4, 16, 32, 64, 128)
