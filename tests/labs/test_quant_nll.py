@@ -5,6 +5,8 @@ The hand arithmetic of the model, the card and the floors is in tests/lessons/te
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
@@ -41,6 +43,9 @@ def _row(
         "token_nll": values,
         "step_batches": [1, 16, 64, 256],
         "step_ms": list(step_ms),
+        "kl_to_bf16": None,
+        "token_kl": None,
+        "top1_agreement": None,
     }
 
 
@@ -62,6 +67,9 @@ def _na(fmt="fp8") -> dict:
         "token_nll": None,
         "step_batches": None,
         "step_ms": None,
+        "kl_to_bf16": None,
+        "token_kl": None,
+        "top1_agreement": None,
     }
 
 
@@ -73,17 +81,43 @@ def test_cpu_receipt_checks_only_the_exact_claims():
     # (1.0 + 2.0 + 4.5) / 3 = 2.5 nats over 3 = 4 - 1 scored tokens. An AWQ row that started on the CPU keeps
     # the same KV tokens (VLLM_CPU_KVCACHE_SPACE fixes them) and a worse NLL: neither GPU claim may judge that.
     awq = _row("awq", token_nll=(3.0, 3.0, 3.0), weight_bytes=5_570_747_392, kv_tokens=110_160)
+    awq.update(token_kl=[0.0, 0.5, 0.25], kl_to_bf16=0.25, top1_agreement=2 / 3)  # (0 + 0.5 + 0.25) / 3
     receipt = make_receipt("quant_nll", [_row(), awq, _na()], UNITS, machine=CPU_MACHINE)
     assert spec.SPEC.row_problems(receipt) == []
     assert _claims(receipt) == {
         "nll_from_logprobs": True,
         "nll_deterministic": True,
+        "kl_from_logprobs": True,
         "awq_bytes_match_config": True,
         "freed_bytes_become_kv": None,
         "quality_cost_bounded": None,
         "awq_faster_at_batch_1": None,
         "awq_gain_shrinks_with_batch": None,
     }  # the step times are timings: printed on a CPU, judged on a GPU receipt
+
+
+@pytest.mark.parametrize(
+    "token_kl, mean",
+    [([0.0, 0.5, 0.25], 0.3), ([-0.1, 0.5, 0.35], 0.25), ([0.25, 0.5], 0.375)],
+    ids=["mean-is-not-the-values", "negative-kl", "one-value-missing"],
+)
+def test_kl_that_does_not_hold_fails(token_kl, mean):
+    awq = _row("awq")
+    awq.update(token_kl=token_kl, kl_to_bf16=mean, top1_agreement=1.0)
+    assert _claims(make_receipt("quant_nll", [_row(), awq], UNITS, machine=CPU_MACHINE))["kl_from_logprobs"] is False
+
+
+def test_kl_restricted_by_hand():
+    from infercourse import snippets
+
+    lab = snippets.load("labs/quant_nll.py")  # imports without vLLM
+    ln = math.log
+    p = [[1, ln(0.4)], [2, ln(0.4)]]  # renormalised over tokens 1 and 2: (0.5, 0.5)
+    # q (0.25, 0.75) there: 0.5 ln(0.5 / 0.25) + 0.5 ln(0.5 / 0.75) = 0.5 (0.693147 - 0.405465) = 0.143841
+    assert lab.kl_restricted(p, [[2, ln(0.6)], [1, ln(0.2)]]) == pytest.approx(0.143841, abs=1e-6)
+    # token 2 not listed by q: it gets q's smallest listed logprob, ln 0.2, so q is (0.5, 0.5) there: KL 0
+    assert lab.kl_restricted(p, [[1, ln(0.2)], [7, ln(0.7)]]) == pytest.approx(0.0, abs=1e-12)
+    assert lab.first_token([[5, ln(0.1)], [9, ln(0.8)]]) == 9
 
 
 def test_nll_that_is_not_the_mean_of_the_logprobs_fails():

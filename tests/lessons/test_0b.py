@@ -20,6 +20,10 @@ def test_lesson_0b_headline_values():
     assert _v(page, "prefill_overcount_of_exact") == pytest.approx(0.1671, abs=1e-4)
     # request C: arrives 100 ms, tokens at 400, 430, 460, 610, 640: TTFT 300, TPOT 240/4 = 60, E2E 540
     assert (_v(page, "c_ttft"), _v(page, "c_tpot"), _v(page, "c_e2e")) == (300, 60, 540)
+    # TPOT floor at 128 tokens: 14,141,238,272 B / 1.008e12 + 128 x 57,344 B / 1.008e12 = 14.02901 + 0.00728 ms;
+    # lesson 2B's band: + 0.024 ms to 14.03629 / 0.81 + 1.716 = 17.32875 + 1.716 = 19.04475 ms
+    assert _v(page, "tpot_floor_128") == pytest.approx(14.03629e-3, rel=1e-6)
+    assert (_v(page, "tpot_band_lo"), _v(page, "tpot_band_hi")) == pytest.approx((14.06029e-3, 19.04475e-3), rel=1e-6)
     # goodput break-even: 4/6 of requests must meet the SLO, so more than 1/3 missing lowers it
     assert _v(page, "q4_break_even_miss") == pytest.approx(1 / 3)
 

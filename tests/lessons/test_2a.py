@@ -27,6 +27,11 @@ def test_lesson_2a_headline_values():
     # H200: ridge 989e12 / 4800e9 = 206.04, so B* rounds UP to 207
     h200 = next(row for row in _v(page, "capacity_rows") if row["name"] == "H200 SXM")
     assert h200["bstar_n"] == 207 and math.isclose(h200["ridge"], 206.0417, abs_tol=1e-4)
+    # floor at B = 1, S = 512: 14.02901 ms of weights + 512 x 57,344 B / 1.008e12 = 0.02913 ms = 14.05813 ms;
+    # lesson 2B's band: 14.08213 ms to 14.05813 / 0.81 + 1.716 = 19.07172 ms
+    assert (_v(page, "f1"), _v(page, "f1_lo"), _v(page, "f1_hi")) == pytest.approx(
+        (14.05813e-3, 14.08213e-3, 19.07172e-3), rel=1e-6
+    )
     # vLLM 0.26.0 defaults with LLM(...) on a card under 70 GiB: 8,192 tokens, 256 sequences; from
     # B = 32 the prompts (32 * 512 = 16,384 tokens) exceed 8,192 (B = 16 gives exactly 8,192)
     assert (_v(page, "llm_batched_tokens"), _v(page, "llm_max_seqs")) == (8192, 256)

@@ -59,19 +59,17 @@ tau0_band_7b = roofline.overhead_band_s(L_7b)
 P.add("tau0_lo_7b", tau0_band_7b[0], "s")
 P.add("tau0_hi_7b", tau0_band_7b[1], "s")
 P.add("bw_share", registry.DECODE_BANDWIDTH_SHARE, "1")
+
+
+def _band_row(name: str, config, g) -> dict:
+    floor = roofline.decode_step_floor(g, config, ctx)
+    lo, hi = roofline.step_band(floor, config["num_hidden_layers"])
+    return {"model": name, "card": g.name, "floor": floor, "lo": lo, "hi": hi}
+
+
 P.add(
     "band_rows",
-    [
-        dict(
-            zip(
-                ("model", "card", "floor", "lo", "hi"),
-                (name, g.name, floor, *roofline.step_band(floor, c["num_hidden_layers"])),
-            )
-        )
-        for name, c in ((registry.COURSE_MODEL, cfg), (DRAFT, dcfg))
-        for g in (g4090, h200)
-        for floor in [roofline.decode_step_floor(g, c, ctx)]
-    ],
+    [_band_row(name, c, g) for name, c in ((registry.COURSE_MODEL, cfg), (DRAFT, dcfg)) for g in (g4090, h200)],
     "record",
 )
 

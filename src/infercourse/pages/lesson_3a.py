@@ -158,6 +158,7 @@ P.add("lab_awq_model", snippets.constant("labs/quant_nll.py", "AWQ_MODEL"), "tex
 rent = registry.AUTODL_RTX_4090
 P.add("awq_download_min", math.ceil(W_awq / (rent.download_mb_s * 1e6) / 60), "count")  # whole minutes
 P.add("lab_max_model_len", snippets.constant("labs/quant_nll.py", "MAX_MODEL_LEN"), "tokens")
+P.add("lab_top_k", snippets.constant("labs/quant_nll.py", "TOP_K"), "count")
 step_batches = snippets.constant("labs/quant_nll.py", "STEP_BATCHES")
 step_prompt = P.add("step_prompt", snippets.constant("labs/quant_nll.py", "STEP_PROMPT_LEN"), "tokens")
 step_output = P.add("step_output", snippets.constant("labs/quant_nll.py", "STEP_OUTPUT_LEN"), "tokens")
