@@ -1430,6 +1430,10 @@ KERNELS_OUTSIDE_LAYERS = 6
 """ASSUMPTION: kernels of an eager decode step outside the layers: the embedding lookup, the final norm,
 the output head, and about three for sampling (logits processing, softmax or argmax, gather)."""
 
+AWQ_MARLIN_L4_STEP_MS = (62.32, 45.24)
+"""A published batch-1 decode step (ms) of Qwen2.5-7B on an NVIDIA L4: BF16, then AutoAWQ with Marlin kernels
+(fact ``awq-marlin-batch1-measured``, arXiv:2605.30571): what a 4-bit path gave back of its smaller floor."""
+
 DECODE_BANDWIDTH_SHARE = 0.81
 """Share of the datasheet bandwidth a whole batch-1 decode step reached on a card where launches hid
 (an NVIDIA L4, Qwen2.5-7B at 2,048 tokens, BF16): fact ``decode-bandwidth-share``, arXiv:2605.30571.
@@ -1504,6 +1508,19 @@ def _overhead_facts() -> list[Fact]:
                 309,
                 "the attention's calls at 211-232, the MLP's at 110-114; a count of calls, one kernel each: "
                 "the PyTorch profiler gives your card's exact number",
+            ),
+        ),
+        Fact(
+            "awq-marlin-batch1-measured",
+            "batch-1 decode step of Qwen2.5-7B on an NVIDIA L4 (2,048 tokens): BF16, then AutoAWQ 4-bit with "
+            "Marlin kernels; bitsandbytes NF4 gave 59.36 ms",
+            f"{AWQ_MARLIN_L4_STEP_MS[0]:g} ms, then {AWQ_MARLIN_L4_STEP_MS[1]:g} ms",
+            Source(
+                "J. Chen, Memory-Bound but Not Bandwidth-Limited: The Physical AI Inference Gap in Batch-1 LLM "
+                "Decode, arXiv:2605.30571 (2026), abstract",
+                "https://arxiv.org/abs/2605.30571",
+                "secondary",
+                "a PyTorch runtime, not vLLM; read in copies of the abstract",
             ),
         ),
         Fact(

@@ -76,6 +76,8 @@ P.add("floor_bf16", floor["bf16"], "s")
 P.add("floor_fp8", floor["fp8"], "s")
 P.add("floor_awq", floor["awq"], "s")
 P.add("speedup_awq", floor["bf16"] / floor["awq"], "1")
+awq_bf16_ms, awq_ms = P.add("awq_measured_ms", registry.AWQ_MARLIN_L4_STEP_MS, "record")  # published, L4
+P.add("speedup_awq_measured", awq_bf16_ms / awq_ms, "1")
 P.add("speedup_fp8", floor["bf16"] / floor["fp8"], "1")
 _linear = transformer.linear_weight_count(cfg)
 
@@ -223,6 +225,7 @@ P.facts(
     "vllm-online-fp8-per-tensor",
     "vllm-fp8-without-fp8-cores",
     "vllm-awq-kernel",
+    "awq-marlin-batch1-measured",
     "vllm-fp8-kernel",
     "vllm-prompt-logprobs",
     extra=(
