@@ -71,8 +71,10 @@ LOG_PATTERNS = {  # start-up log lines (vLLM 0.26.0 writes "GPU KV cache size", 
     "estimated_max_model_len": r"estimated maximum model length is ([\d,]+)",
     "available_kv_gib": r"Available KV cache memory: ([\d.]+) GiB",
 }
-BACKEND_PATTERN = r"Using (\w+) backend\."
-"""vLLM's log line naming the attention backend it selected (``vllm/platforms/cuda.py``)."""
+BACKEND_PATTERN = r"Using (?:AttentionBackendEnum\.)?(\w+) (?:attention )?backend(?: out of|\.)"
+"""vLLM 0.26.0's log lines naming the attention backend it selected (``vllm/platforms/cuda.py``): chosen,
+"Using FLASH_ATTN attention backend out of potential backends: [...]." (:482-490); forced by
+``attention_backend``, "Using AttentionBackendEnum.FLASHINFER backend." (:422, an enum's ``%s``)."""
 CHILD_TIMEOUT_S = 1800
 
 

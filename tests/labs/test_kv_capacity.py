@@ -23,6 +23,7 @@ Hand arithmetic used below:
 from __future__ import annotations
 
 import copy
+import re
 import subprocess
 import sys
 
@@ -252,6 +253,20 @@ def test_constants_of_the_lab_match_the_registry_and_the_spec():
     assert lab.overask_budget(8192, 16, 57_344) == 257 * 16 * 57_344  # 256 blocks + the null block
     # the spec's tokens given = the lab's budget / kappa: 257 x 16 = 4,112 and 3 x 128 = 384
     assert kvc.overask_usable_tokens(8192, 16) == 4112 and kvc.overask_usable_tokens(512, 128) == 384
+
+
+def test_the_backend_pattern_reads_both_lines_vllm_0_26_0_prints():
+    """The two lines, as vLLM 0.26.0 prints them (vllm/platforms/cuda.py, read in the wheel): the chosen backend
+    (:482-490, its enum's .name) and a forced one (:422, "%s" of an AttentionBackendEnum member, which renders
+    as "AttentionBackendEnum.<NAME>"). The old pattern r"Using (\\w+) backend\\." matched neither."""
+    lab = snippets.load("labs/kv_capacity.py")
+    chosen = "Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN', 'FLEX_ATTENTION']."
+    forced = "INFO [cuda.py:422] Using AttentionBackendEnum.FLASHINFER backend."
+    assert re.findall(lab.BACKEND_PATTERN, chosen + "\n" + forced) == ["FLASH_ATTN", "FLASHINFER"]
+    # other "Using ... backend" lines name no attention backend
+    assert (
+        re.findall(lab.BACKEND_PATTERN, "Using FLASHINFER MoE backend\nUsing NHD KV cache layout for X backend.") == []
+    )
 
 
 def test_expected_output_has_the_hand_worked_figures(tmp_path):
