@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -93,6 +94,9 @@ STEP_BATCHES = (1, 8, 64)
 STEP_PROMPT_LEN = 128
 STEP_OUTPUT_LEN = 64
 """Prompt and exact output tokens per request of the sweep."""
+CUSTOM_ALL_REDUCE_OFF = r"Custom allreduce is disabled because ([^.]+)"
+"""vLLM 0.26.0's warning when it turns its custom all-reduce off (``vllm/distributed/device_communicators/
+custom_all_reduce.py``:161-166): without GPU P2P (two RTX 4090s) ``tp2`` then runs on NCCL, the same path as ``tp2_nccl``."""
 ROW_TAG = "TENSOR_PARALLEL_ROW "  # the child's one line of results on stdout, JSON after the tag
 CHILD_TIMEOUT_S = 1800
 
@@ -517,7 +521,7 @@ def main(argv=None) -> int:
     prepare(args)
     log_dir = Path(tempfile.mkdtemp(prefix="tensor_parallel_"))
     progress(f"each engine's log: {log_dir}/<run>.log")
-    rows, starts = [], []
+    rows, starts, custom_off = [], [], {}
     for i, run in enumerate(args.runs, 1):
         progress(f"engine {i}/{len(args.runs)}: {run} (tensor_parallel_size={TENSOR_PARALLEL[run]})")
         arguments = ["--model", args.model, *engine_flags(args), "--run", run, "--dtype", args.dtype]
@@ -530,6 +534,9 @@ def main(argv=None) -> int:
             progress(f"{run}: n/a on this machine ({got['row']['cannot']})")
         else:
             starts.append(got["row"]["engine_start_s"])
+        if run == "tp2" and (off := re.search(CUSTOM_ALL_REDUCE_OFF, got["text"])):
+            custom_off[run] = off.group(1)
+            progress(f"tp2: vLLM turned its custom all-reduce off ({off.group(1)}): tp2 and tp2_nccl both use NCCL")
         rows.append(result_row(args, run, got["row"]))
     if not starts:
         fail(f"this machine can do none of --runs {','.join(args.runs)}: {rows[0]['reason']}")
@@ -580,6 +587,7 @@ def main(argv=None) -> int:
         "allreduce_bytes": list(ALLREDUCE_BYTES),
         "allreduce_repeats": ALLREDUCE_REPEATS,
         "allreduce_dtype": "float32",
+        "custom_all_reduce_off": custom_off or None,  # vLLM's reason, where it turned the custom all-reduce off
     }
     write_receipt(args, UNITS, rows, starts[0], settings)
     return 0

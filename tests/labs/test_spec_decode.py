@@ -114,6 +114,15 @@ def test_an_ngram_run_that_drafts_or_accepts_nothing_fails():
     assert _claims(_cpu_receipt({("ngram", 1): {"same_as_off": 0}}))["lossless"] is False
 
 
+def test_ngram_is_not_judged_on_dummy_weights():
+    # vLLM's random weights need not repeat the prompt's phrase: no drafts there is no fault of the engine
+    nothing = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": [0] * 4}
+    receipt = _cpu_receipt({("ngram", 1): nothing})
+    receipt["load_format"] = "dummy"
+    result = next(r for r in labs.check(receipt) if r.claim == "ngram_drafts_and_accepts")
+    assert result.passed is None and "dummy weights" in result.detail
+
+
 def test_a_token_that_differs_from_off_fails():
     assert _claims(_cpu_receipt({("draft", 2): {"same_as_off": 1}}))["lossless"] is False
 

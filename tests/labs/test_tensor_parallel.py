@@ -249,3 +249,20 @@ def test_the_lab_box_rents_two_cards():
     assert "**Card:** 2 × RTX 4090 (24 GB each) in one instance" in box
     minutes = labbox.lab_minutes("tensor_parallel")["total"]
     assert f"about ¥{minutes / 60 * 2.0 * 2:.2f}" in box  # 2 yuan/h per card (registry assumption), two cards
+
+
+def test_the_lab_reads_vllm_turning_its_custom_all_reduce_off():
+    """vLLM 0.26.0's warning without peer access, as in its source
+    (vllm/distributed/device_communicators/custom_all_reduce.py; in the committed message list)."""
+    import re
+
+    from infercourse import snippets
+
+    lab = snippets.load("labs/tensor_parallel.py")  # imports without vLLM
+    line = (
+        "Custom allreduce is disabled because your platform lacks GPU P2P "
+        "capability or P2P test failed. To silence this warning, specify disable_custom_all_reduce=True explicitly."
+    )
+    found = re.search(lab.CUSTOM_ALL_REDUCE_OFF, line)
+    assert found and found.group(1) == "your platform lacks GPU P2P capability or P2P test failed"
+    assert re.search(lab.CUSTOM_ALL_REDUCE_OFF, "Using NCCL for all-reduce") is None
