@@ -96,7 +96,8 @@ STEP_OUTPUT_LEN = 64
 """Prompt and exact output tokens per request of the sweep."""
 CUSTOM_ALL_REDUCE_OFF = r"Custom allreduce is disabled because ([^.]+)"
 """vLLM 0.26.0's warning when it turns its custom all-reduce off (``vllm/distributed/device_communicators/
-custom_all_reduce.py``:161-166): without GPU P2P (two RTX 4090s) ``tp2`` then runs on NCCL, the same path as ``tp2_nccl``."""
+custom_all_reduce.py``:161-166): without GPU P2P (two RTX 4090s) ``tp2`` then runs on NCCL, the same path as
+``tp2_nccl``."""
 ROW_TAG = "TENSOR_PARALLEL_ROW "  # the child's one line of results on stdout, JSON after the tag
 CHILD_TIMEOUT_S = 1800
 
