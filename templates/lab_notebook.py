@@ -56,7 +56,13 @@ TIMEOUT_S = run_labs.LAB_TIMEOUT_S  # the lab is stopped after this many seconds
 # %%
 facts, problem = run_labs.preflight(PYTHON)
 print(facts)
-if problem and problem.startswith(labkit.NOT_INSTALLED) and INSTALL:
+on_gpu = not facts.startswith("no NVIDIA GPU")
+if not on_gpu and not CPU:
+    raise labnotebook.Stop(
+        "no NVIDIA GPU here (nvidia-smi finds none): set CPU = True to run the lab on vLLM's CPU build "
+        "(make labenv installs it), or open this notebook on a GPU box"
+    )
+if problem and problem.startswith(labkit.NOT_INSTALLED) and INSTALL and on_gpu:
     print("vLLM is not installed yet: the next cell installs it")
     problem = None
 if not problem and DOWNLOAD:  # the whole model's bytes: a resumed download needs less
@@ -73,7 +79,7 @@ print("ok: nothing missing")
 # Python that runs the lab. A few minutes, once per machine; `INSTALL = False` skips it.
 
 # %%
-if INSTALL:
+if INSTALL and not CPU:  # the CPU build comes from `make labenv`
     labnotebook.stream([PYTHON, "-m", "pip", "install", "-r", str(ROOT / "requirements-labs-gpu.txt")])
 
 # %% [markdown]

@@ -264,15 +264,18 @@ esac
 """
 
 
-def _preflight(tmp_path, driver: str, cuda: str, free: int) -> tuple[str, str]:
+WHEEL_PACKAGES = (
+    ("vllm", "0.26.0", "torch==2.11.0"),
+    ("torch", "2.11.0", 'cuda-toolkit[cublas,cudart]==13.0.2; platform_system == "Linux"'),
+)
+
+
+def _preflight(tmp_path, driver: str, cuda: str, free: int, packages=WHEEL_PACKAGES) -> tuple[str, str]:
     (tmp_path / "bin").mkdir(exist_ok=True)
     smi = tmp_path / "bin" / "nvidia-smi"
     smi.write_text(FAKE_SMI)
     smi.chmod(0o755)
-    for name, version, requires in (
-        ("vllm", "0.26.0", "torch==2.11.0"),
-        ("torch", "2.11.0", 'cuda-toolkit[cublas,cudart]==13.0.2; platform_system == "Linux"'),
-    ):
+    for name, version, requires in packages:
         info = tmp_path / "site" / f"{name}-{version}.dist-info"
         info.mkdir(parents=True, exist_ok=True)
         (info / "METADATA").write_text(
@@ -305,6 +308,15 @@ def test_preflight_names_a_driver_too_old_for_the_cuda_13_wheel(tmp_path):
         "driver 550.54.15 supports CUDA 12.4, but the installed torch 2.11.0 is a CUDA 13 build: "
         "rent a machine whose driver is 580 or newer"
     )
+
+
+def test_preflight_names_an_old_driver_before_vllm_is_installed_over_a_cuda_12_torch(tmp_path):
+    # a stock image: torch 2.5.1+cu124 (CUDA 12), no vLLM, driver 550 (CUDA 12.4). Installing vllm==0.26.0 would
+    # bring a CUDA 13 torch the driver cannot run, so the driver is named before any install
+    cuda_12_torch = (("torch", "2.5.1+cu124", "nvidia-cublas-cu12==12.4.5.8"),)
+    line, problem = _preflight(tmp_path, "550.54.15", "12.4", 24_000, packages=cuda_12_torch)
+    assert line.endswith("vLLM None, torch 2.5.1+cu124 (CUDA 12)")
+    assert problem.startswith("driver 550.54.15 is older than 580, which vllm==0.26.0's CUDA 13 build needs")
 
 
 def test_preflight_passes_a_580_driver_with_the_card_free(tmp_path):

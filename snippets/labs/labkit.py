@@ -300,7 +300,10 @@ def preflight() -> tuple[dict, str | None]:
     if gpu is None:
         facts["device"] = "cpu"
         if facts["vllm"] is None:
-            return facts, f"{NOT_INSTALLED}; on a GPU box: pip install -r requirements-labs-gpu.txt"
+            return facts, (
+                f"{NOT_INSTALLED}, and nvidia-smi finds no NVIDIA GPU: on this machine run the labs on vLLM's CPU "
+                "build (make labs-cpu, from the repository); on a GPU box: pip install -r requirements-labs-gpu.txt"
+            )
         return facts, None
     name, driver, total, free = gpu
     header = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
@@ -322,7 +325,8 @@ def preflight() -> tuple[dict, str | None]:
             f"{MIN_DRIVER_FOR_WHEEL} or newer (nvidia-smi shows CUDA {WHEEL_CUDA_MAJOR}.0+), or see "
             "snippets/labs/README.md for older drivers"
         )
-    if driver_major and driver_major < MIN_DRIVER_FOR_WHEEL and facts["torch_cuda"] is None:
+    # an install brings vllm==0.26.0 and its CUDA 13 torch, whatever torch is here now: check the driver first
+    if driver_major and driver_major < MIN_DRIVER_FOR_WHEEL and (facts["torch_cuda"] is None or facts["vllm"] is None):
         return facts, (
             f"driver {driver} is older than {MIN_DRIVER_FOR_WHEEL}, which vllm==0.26.0's CUDA "
             f"{WHEEL_CUDA_MAJOR} build needs; see snippets/labs/README.md"
