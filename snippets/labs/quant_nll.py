@@ -308,25 +308,12 @@ def result_row(args, fmt: str, got: dict) -> dict:
     row = got["row"]
     if row is None:
         return {
+            **dict.fromkeys(ROW),
             "format": fmt,
             "model": got["model"],
             "quantization": QUANTIZATION[fmt],
             "outcome": "n/a",
             "reason": got["cause"][:400],
-            "kernel": None,
-            "weight_bytes": None,
-            "kv_tokens": None,
-            "kv_bytes_per_token": None,
-            "prompt_tokens": None,
-            "scored_tokens": None,
-            "nll_per_token": None,
-            "repeat_identical": None,
-            "token_nll": None,
-            "step_batches": None,
-            "step_ms": None,
-            "kl_to_bf16": None,
-            "token_kl": None,
-            "top1_agreement": None,
         }
     nll = row["token_nll"]
     return {

@@ -453,30 +453,7 @@ def result_row(args, run: str, row: dict) -> dict:
     """One receipt row from the child's ``row``: what a started engine's ranks hold (or the all-reduce
     sweep's fit), or ``n/a`` with the reason the machine cannot do the run (``{"cannot": reason}``)."""
     tp = TENSOR_PARALLEL[run]
-    empty = {f"{k}_elements": None for k in KINDS}
-    na = {
-        "run": run,
-        "tensor_parallel_size": tp,
-        "outcome": "n/a",
-        "reason": row.get("cannot"),
-        "ranks": None,
-        **empty,
-        "embed_rows": None,
-        "lm_head_rows": None,
-        "kv_heads": None,
-        "sizes": None,
-        "greedy_tokens": None,
-        "step_batches": None,
-        "step_ms": None,
-        "backend": None,
-        "message_bytes": None,
-        "allreduce_s": None,
-        "sum_exact": None,
-        "fit_latency_s": None,
-        "fit_s_per_byte": None,
-        "fit_alpha_s": None,
-        "fit_link_gb_s": None,
-    }
+    na = {**dict.fromkeys(ROW), "run": run, "tensor_parallel_size": tp, "outcome": "n/a", "reason": row.get("cannot")}
     if "cannot" in row:
         return na
     if run == "allreduce":

@@ -50,27 +50,8 @@ def _row(
 
 
 def _na(fmt="fp8") -> dict:
-    return {
-        "format": fmt,
-        "model": "m",
-        "quantization": "fp8",
-        "outcome": "n/a",
-        "reason": "RuntimeError: no kernel",
-        "kernel": None,
-        "weight_bytes": None,
-        "kv_tokens": None,
-        "kv_bytes_per_token": None,
-        "prompt_tokens": None,
-        "scored_tokens": None,
-        "nll_per_token": None,
-        "repeat_identical": None,
-        "token_nll": None,
-        "step_batches": None,
-        "step_ms": None,
-        "kl_to_bf16": None,
-        "token_kl": None,
-        "top1_agreement": None,
-    }
+    row = {**dict.fromkeys(spec.SPEC.row), "format": fmt, "model": "m", "quantization": "fp8", "outcome": "n/a"}
+    return {**row, "reason": "RuntimeError: no kernel"}
 
 
 def _claims(receipt) -> dict:
