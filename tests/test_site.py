@@ -54,6 +54,21 @@ def test_search_index_has_no_tex_and_no_figure_metadata(site):
     assert "S tokens, all known" not in text
 
 
+def test_no_page_runs_a_table_of_aligned_columns_into_a_paragraph(site):
+    """Build-time output in aligned columns (a snippet's printed table) must come out preformatted: an
+    ``exec`` block printing plain text needs ``result="text"``. A paragraph of three or more lines, each
+    with a run of spaces between words, is such a table run together (issue 29 item 1)."""
+    run_together = []
+    for page in sorted(site.rglob("index.html")):
+        for body in re.findall(r"<p>(.*?)</p>", page.read_text(encoding="utf-8"), flags=re.S):
+            lines = [line for line in re.sub(r"<[^>]+>", "", body).splitlines() if re.search(r"\S {2,}\S", line)]
+            if len(lines) >= 3:
+                run_together.append(f"{page.parent.relative_to(site)}: {lines[0].strip()[:60]!r}")
+    assert run_together == [], 'aligned columns in a paragraph (add result="text" to the exec block): ' + "; ".join(
+        run_together
+    )
+
+
 def test_formulas_are_typeset_at_build_time_and_no_math_script_ships(site):
     html = (site / "lessons" / "1a-kv-cache" / "index.html").read_text(encoding="utf-8")
     assert html.count('class="katex"') > 10 and "\\(" not in html and "\\[" not in html

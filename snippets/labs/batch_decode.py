@@ -25,8 +25,13 @@ step times, so its claim fails. It prints
 What to look for: t(B) stays near the weights' memory floor M b / bandwidth while B is small, so
 tokens/s grows almost in proportion to B; the achieved bandwidth stays below the datasheet's.
 
-Run (GPU, vLLM 0.26.0):  python snippets/labs/batch_decode.py --receipt receipts/rtx-4090/batch_decode.json
-No hub access:           python snippets/labs/batch_decode.py --model PATH --load-format dummy
+Run (GPU, vLLM 0.26.0):
+
+    python snippets/labs/batch_decode.py --receipt receipts/rtx-4090/batch_decode.json
+
+No hub access (random weights):
+
+    python snippets/labs/batch_decode.py --model PATH --load-format dummy
 
 Method: prefix caching off, random prompts, ``ignore_eos=True``, greedy, no detokenisation, one
 untimed warm-up batch per size.

@@ -27,8 +27,13 @@ The check: tokens = floor(budget / (kappa * block_size)) * block_size, with kapp
 - on a GPU, what vLLM says it had (its log, to 0.01 GiB). The lesson's prediction (device total *
   ``gpu_memory_utilization`` - weights - an assumed ``--reserve-gib``) is printed beside it.
 
-Run (GPU, vLLM 0.26.0):  python snippets/labs/kv_capacity.py --receipt receipts/rtx-4090/kv_capacity.json
-No hub access:           python snippets/labs/kv_capacity.py --model PATH --load-format dummy
+Run (GPU, vLLM 0.26.0):
+
+    python snippets/labs/kv_capacity.py --receipt receipts/rtx-4090/kv_capacity.json
+
+No hub access (random weights):
+
+    python snippets/labs/kv_capacity.py --model PATH --load-format dummy
 
 Imports the standard library and labkit (vLLM, torch and transformers only in the child).
 """

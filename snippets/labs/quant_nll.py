@@ -30,9 +30,13 @@ Each child measures, inside its engine:
 A format the engine cannot load (e.g. FP8 or AWQ on a build without the kernels) gets an ``n/a``
 row with vLLM's reason; the lab goes on.
 
-Run (GPU, vLLM 0.26.0):  python snippets/labs/quant_nll.py --receipt receipts/rtx-4090/quant_nll.json
-No hub access:           python snippets/labs/quant_nll.py --model PATH --load-format dummy --formats bf16,fp8
-(random weights: the bytes and KV tokens are real, the NLL is not a quality figure).
+Run (GPU, vLLM 0.26.0):
+
+    python snippets/labs/quant_nll.py --receipt receipts/rtx-4090/quant_nll.json
+
+No hub access (random weights: the bytes and KV tokens are real, the NLL and KL are not quality figures):
+
+    python snippets/labs/quant_nll.py --model PATH --load-format dummy --formats bf16,fp8
 
 Imports the standard library and labkit (vLLM and torch only in the child).
 """

@@ -32,9 +32,12 @@ vLLM 0.26.0 refuses a draft whose vocabulary size differs from the target's unle
 Qwen2.5-0.5B 151,936 over the same tokenizer, so ``--draft-vocab mapped`` (the default) sets it;
 ``same`` leaves vLLM's check on.
 
-Run (GPU, vLLM 0.26.0):  python snippets/labs/spec_decode.py --receipt receipts/rtx-4090/spec_decode.json
-No hub access:           add --model PATH --draft-model PATH --load-format dummy (random weights:
-the step times are real, the acceptance of the draft is not).
+Run (GPU, vLLM 0.26.0):
+
+    python snippets/labs/spec_decode.py --receipt receipts/rtx-4090/spec_decode.json
+
+No hub access: add ``--model PATH --draft-model PATH --load-format dummy`` (random weights: the step times are
+real, the acceptance of the draft is not).
 
 Imports the standard library and labkit (vLLM only in the child).
 """

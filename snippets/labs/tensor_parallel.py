@@ -33,9 +33,14 @@ failure (a model that cannot be downloaded or loaded, vLLM refusing to start, a 
 one line naming vLLM's root cause (exit 3), as does a ``shard`` run on a model whose sizes T = 2 does not
 divide (a local folder's ``config.json`` is checked for that before the first engine, exit 2).
 
-Run (GPU, vLLM 0.26.0):   python snippets/labs/tensor_parallel.py --receipt receipts/rtx-4090/tensor_parallel.json
+Run (GPU, vLLM 0.26.0):
+
+    python snippets/labs/tensor_parallel.py --receipt receipts/rtx-4090/tensor_parallel.json
+
 GeForce cards have no peer-to-peer access; the receipt records NCCL_P2P_DISABLE if it is set.
-No hub access:            python snippets/labs/tensor_parallel.py --model PATH --load-format dummy
+No hub access (random weights):
+
+    python snippets/labs/tensor_parallel.py --model PATH --load-format dummy
 
 Imports the standard library and labkit (vLLM and torch only in the child).
 """
