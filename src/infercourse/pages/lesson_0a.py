@@ -135,5 +135,4 @@ P.facts(
     "vllm-gpu-memory-utilization",
     "awq-group-size",
     "vllm-prompt-leaves-one-token",
-    "decode-bandwidth-share",
 )

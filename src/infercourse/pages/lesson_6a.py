@@ -222,5 +222,7 @@ P.facts(
     "vllm-cpu-no-synthetic",
     "vllm-spec-counters",
     "vllm-bench-serve-itl-per-chunk",
-    "step-overhead-assumed",
+    "kernel-launch-cost",
+    "kernels-per-decode-step",
+    "decode-bandwidth-share",
 )
