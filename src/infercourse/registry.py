@@ -1041,6 +1041,19 @@ QUANT_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
                 ),
             ),
             Fact(
+                "vllm-bf16-gemm",
+                "an unquantised (BF16) linear layer runs `torch.nn.functional.linear` on CUDA: PyTorch's cuBLAS "
+                "GEMM reads the 16-bit weights and multiplies on the 16-bit tensor cores",
+                "torch.nn.functional.linear (cuBLAS)",
+                vllm_source(
+                    "vllm/model_executor/layers/utils.py",
+                    338,
+                    344,
+                    "the default at 92-98; called by UnquantizedLinearMethod.apply, "
+                    "vllm/model_executor/layers/linear.py:220-228",
+                ),
+            ),
+            Fact(
                 "vllm-awq-kernel",
                 "an AWQ checkpoint (4-bit weights with zero points, groups of 128) runs, on CUDA, the first "
                 "mixed-precision kernel that accepts it: CUTLASS W4A8 and Machete need compute capability 9.0, "

@@ -224,6 +224,7 @@ P.facts(
     "vllm-fp8-linear-layers-only",
     "vllm-online-fp8-per-tensor",
     "vllm-fp8-without-fp8-cores",
+    "vllm-bf16-gemm",
     "vllm-awq-kernel",
     "awq-marlin-batch1-measured",
     "vllm-fp8-kernel",
