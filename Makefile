@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 export NO_MKDOCS_2_WARNING := 1  # silence the Material end-of-life banner in build logs
 
-.PHONY: serve build publish bench check lint test modelscope-wheel chromium node lock vendor clean labenv testmodels labs labs-cpu notebooks lock-labs vllm-signatures
+.PHONY: serve build publish bench check lint test modelscope-wheel chromium node lock vendor clean labenv testmodels labs gpu-smoke labs-cpu notebooks lock-labs vllm-signatures
 
 # --- environments -------------------------------------------------------------------------
 # The docs/test environment, made from the lock of exact versions. Rebuilt when the lock changes.
@@ -119,6 +119,14 @@ testmodels: $(MODELS_STAMP)
 #   make labs LAB_PYTHON=python3 [MODEL=.cache/models/qwen2.5-7b-instruct-config LOAD_FORMAT=dummy]
 labs:
 	$(LAB_PYTHON) scripts/run_labs.py --model $(MODEL) --load-format $(LOAD_FORMAT)
+
+# A GPU session with a time limit (a lent or rented box, no hub needed): every lab that fits SMOKE_BUDGET_S
+# seconds, shortest first, on the 7B config with random weights; receipts under OUT (default receipts/).
+#   make gpu-smoke [SMOKE_BUDGET_S=540] [EAGER=1] [OUT=$$OUT] [DRY_RUN=1: only list the labs and their estimates]
+SMOKE_BUDGET_S ?= 540
+gpu-smoke:
+	$(LAB_PYTHON) scripts/run_labs.py --model $(MODELS)/qwen2.5-7b-instruct-config --load-format dummy \
+		--budget $(SMOKE_BUDGET_S) $(if $(EAGER),--eager) $(if $(OUT),--out $(OUT)) $(if $(DRY_RUN),--dry-run)
 
 # Here, on the CPU engine with the tiny model (what CI's tests/test_labs.py runs): make labs-cpu [LAB=phases]
 # [OUT=receipts] (the reference CPU receipts the Receipts page shows: refresh a lab's after changing its rows).

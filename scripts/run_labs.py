@@ -27,8 +27,15 @@ arguments its spec declares (``cpu_max_model_len``, ``cpu_args``) and writes rec
 ignored ``.cache/receipts/`` instead of the committed ``receipts/``. One lab: ``--lab NAME``
 (repeatable). ``--labs-dir`` runs the scripts of another folder (the runner's own tests use it).
 
-Exit status: 0 when every lab ran and every applicable claim held; 1 when a lab crashed, timed out,
-wrote a bad receipt or failed a claim; 2 on bad input or a failed ``--check`` (one line on stderr).
+A GPU session with a time limit (``make gpu-smoke``): ``--budget SECONDS`` runs the labs shortest first
+(by estimate, so the budget covers as many as it can) and skips, with one line each, those whose estimate
+no longer fits what is left (each lab's timeout is also cut to it); ``--dry-run`` only lists every lab with
+its estimate and whether it fits; ``--eager`` passes ``--enforce-eager`` to every lab (no CUDA-graph capture:
+faster starts, slower steps).
+
+Exit status: 0 when every lab ran (or was skipped for the budget) and every applicable claim held; 1 when a
+lab crashed, timed out, wrote a bad receipt or failed a claim; 2 on bad input or a failed ``--check`` (one line
+on stderr).
 """
 
 from __future__ import annotations
@@ -290,6 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lab", action="append", dest="only", help="run only this lab (repeatable)")
     p.add_argument("--timeout", type=float, default=LAB_TIMEOUT_S, help="seconds one lab may run (default %(default)g)")
     p.add_argument("--check", action="store_true", help="only the preflight: driver, GPU, free memory, versions")
+    p.add_argument(
+        "--budget", type=float, help="seconds for the whole run: a lab whose estimate no longer fits is skipped"
+    )
+    p.add_argument("--dry-run", action="store_true", help="list the labs with their estimates; run nothing")
+    p.add_argument("--eager", action="store_true", help="pass --enforce-eager to every lab (no CUDA graphs)")
     p.add_argument("--labs-dir", type=Path, default=LABS_DIR, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
@@ -301,9 +313,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.check:
         return check(args.python)
-    if not args.timeout > 0:
-        print(f"error: --timeout must be a positive number of seconds, got {args.timeout}", file=sys.stderr)
-        return 2
+    for flag, value in (("--timeout", args.timeout), ("--budget", args.budget)):
+        if value is not None and not value > 0:
+            print(f"error: {flag} must be a positive number of seconds, got {value:g}", file=sys.stderr)
+            return 2
     harness = _harness()  # puts this repository's src/ on sys.path (the lab environment does not install infercourse)
     from infercourse import labbox
 
@@ -316,13 +329,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = args.out or (ROOT / ".cache" / "receipts" if args.cpu else ROOT / "receipts")
 
+    estimates = {} if stand_in else {lab: labbox.lab_minutes(lab)["run"] * 60 for lab in names}  # s, no download
+    if args.budget and estimates:
+        names = sorted(names, key=estimates.__getitem__)
+    if args.dry_run:
+        print(plan(names, estimates, args.budget))
+        return 0
     if not stand_in and not args.cpu:
         print(labbox.time_estimate(names, download=args.load_format != "dummy"), flush=True)
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is a KeyboardInterrupt, even if inherited off
     summary: list[tuple[str, str, float, str]] = []
     try:
-        run_all(args, names, out, stand_in, summary)
+        run_all(args, names, out, stand_in, summary, estimates)
     except KeyboardInterrupt:
         lab = names[len(summary)] if len(summary) < len(names) else "the runner"
         ended = "; before it: " + ", ".join(f"{name} ({result})" for name, result, _, _ in summary) if summary else ""
@@ -331,16 +350,44 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{'lab':<14} {'result':<13} {'wall (s)':>8}  detail")
     for lab, result, wall, detail in summary:
         print(f"{lab:<14} {result:<13} {wall:>8.0f}  {detail}")
-    return 0 if all(result == "claims hold" for _, result, _, _ in summary) else 1
+    return 0 if all(result in ("claims hold", "skipped") for _, result, _, _ in summary) else 1
 
 
-def run_all(args, names: list[str], out: Path, stand_in: bool, summary: list) -> None:
+def plan(names: list[str], estimates: dict[str, float], budget_s: float | None) -> str:
+    """The table ``--dry-run`` prints: each lab in order, its estimated run (s, no download) and, under
+    ``budget_s``, whether it fits after the labs before it (a skipped lab spends nothing)."""
+    lines = [f"{'lab':<20} {'estimate (s)':>12}  {'budget ' + format(budget_s, 'g') + ' s' if budget_s else ''}"]
+    used = 0.0
+    for lab in names:
+        estimate = estimates.get(lab)
+        if estimate is None:
+            lines.append(f"{lab:<20} {'-':>12}")
+            continue
+        fits = budget_s is None or used + estimate <= budget_s
+        used += estimate if fits else 0
+        verdict = "" if budget_s is None else ("runs" if fits else "skipped: does not fit")
+        lines.append(f"{lab:<20} {estimate:>12.0f}  {verdict}")
+    return "\n".join(lines)
+
+
+def run_all(args, names: list[str], out: Path, stand_in: bool, summary: list, estimates: dict) -> None:
     """Run ``names`` one after another as :func:`main` asked, appending ``(lab, result, wall_s, detail)`` to
-    ``summary`` as each ends (so an interrupted run still knows what finished)."""
+    ``summary`` as each ends (so an interrupted run still knows what finished). Under ``args.budget`` a lab
+    whose estimate (``estimates``, s) exceeds what is left is skipped, and each lab's timeout is cut to it."""
     from infercourse.labs import ReceiptError, load_receipt, machine_slug, report
 
+    started = time.perf_counter()
     for k, lab in enumerate(names, 1):
         print(f"=== [{k}/{len(names)}] {lab} ===", flush=True)
+        timeout_s = args.timeout
+        if args.budget:
+            left = args.budget - (time.perf_counter() - started)
+            if estimates.get(lab, 0) > left:
+                why = f"needs about {estimates[lab]:.0f} s, {max(left, 0):.0f} s of the budget left"
+                print(f"{lab}: skipped ({why})", flush=True)
+                summary.append((lab, "skipped", 0.0, why))
+                continue
+            timeout_s = min(timeout_s, left)
         with tempfile.TemporaryDirectory() as tmp:
             tmp_receipt = Path(tmp) / f"{lab}.json"
             max_model_len, extra = cpu_args(lab) if args.cpu and not stand_in else (None, [])
@@ -352,14 +399,14 @@ def run_all(args, names: list[str], out: Path, stand_in: bool, summary: list) ->
                 load_format=args.load_format,
                 max_model_len=args.max_model_len or max_model_len,
                 cpu=args.cpu,
-                extra=extra,
-                timeout_s=args.timeout,
+                extra=[*extra, "--enforce-eager"] if args.eager else extra,
+                timeout_s=timeout_s,
                 labs_dir=args.labs_dir,
                 echo=lambda line, lab=lab: print(f"  {lab} | {line}", end="", flush=True),
             )
             wall = done["wall_s"]
             if done["status"] != "ok":
-                why = f"exit {done['code']}" if done["status"] == "crashed" else f"after {args.timeout:g} s"
+                why = f"exit {done['code']}" if done["status"] == "crashed" else f"after {timeout_s:.0f} s"
                 print(f"{lab}: {done['status'].upper()} ({why}, {wall:.0f} s); going on with the next lab", flush=True)
                 summary.append((lab, done["status"], wall, why))
                 continue

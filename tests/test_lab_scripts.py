@@ -235,8 +235,53 @@ def test_runner_refuses_an_unknown_lab_and_a_bad_timeout(tmp_path):
     assert done.returncode == 2 and done.stderr.startswith("error: no lab nope; labs: ")
     done = subprocess.run([*run_labs, "--timeout", "0"], capture_output=True, text=True, timeout=60)
     assert (
-        done.returncode == 2 and done.stderr.strip() == "error: --timeout must be a positive number of seconds, got 0.0"
+        done.returncode == 2 and done.stderr.strip() == "error: --timeout must be a positive number of seconds, got 0"
     )
+    done = subprocess.run([*run_labs, "--budget", "-5"], capture_output=True, text=True, timeout=60)
+    assert (
+        done.returncode == 2 and done.stderr.strip() == "error: --budget must be a positive number of seconds, got -5"
+    )
+
+
+def test_gpu_smoke_dry_run_lists_every_lab_with_its_budget():
+    """`make gpu-smoke DRY_RUN=1`'s command: every lab of the course, shortest first, each with its estimate (the
+    labs' own LabWork, labbox.lab_minutes) and whether it fits the budget; nothing runs. The estimates are summed
+    by hand below from the printed ones, so the verdicts follow from the table itself."""
+    from infercourse import course
+
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--dry-run", "--budget", "540"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    header, *rows = done.stdout.strip().splitlines()
+    assert header.split() == ["lab", "estimate", "(s)", "budget", "540", "s"]
+    table = [(row.split()[0], float(row.split()[1]), " ".join(row.split()[2:])) for row in rows]
+    assert sorted(name for name, _, _ in table) == sorted(
+        lesson["lab"] for lesson in course.live_lessons() if lesson.get("lab")
+    )
+    assert [s for _, s, _ in table] == sorted(s for _, s, _ in table)  # shortest first
+    used = 0.0
+    for name, seconds, verdict in table:  # a lab runs while the running total stays within 540 s
+        fits = used + seconds <= 540
+        used += seconds if fits else 0
+        assert verdict == ("runs" if fits else "skipped: does not fit"), name
+    assert 0 < sum(v == "runs" for _, _, v in table) < len(table)
+
+
+def test_a_budget_too_small_for_any_lab_skips_them_all_and_starts_none():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--budget", "1", "--python", sys.executable],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    skipped = [line for line in done.stdout.splitlines() if line.split(" ", 1)[0].endswith(":") and "skipped (" in line]
+    assert len(skipped) == 12 and "s of the budget left" in skipped[0]
+    assert "claims hold" not in done.stdout and "===" in done.stdout
 
 
 def test_receipt_in_another_machine_s_folder_is_refused_first(tmp_path):
