@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 export NO_MKDOCS_2_WARNING := 1  # silence the Material end-of-life banner in build logs
 
-.PHONY: serve build publish bench check lint test modelscope-wheel chromium node lock vendor clean labenv testmodels labs gpu-smoke labs-cpu notebooks lock-labs vllm-signatures
+.PHONY: serve build publish bench check lint test modelscope-wheel chromium node lock vendor clean labenv testmodels lock-gpu labs gpu-smoke labs-cpu notebooks lock-labs vllm-signatures
 
 # --- environments -------------------------------------------------------------------------
 # The docs/test environment, made from the lock of exact versions. Rebuilt when the lock changes.
@@ -154,8 +154,14 @@ vllm-signatures: $(LABSTAMP)
 
 # --- maintainer tools ---------------------------------------------------------------------
 # Re-solve the lock from pyproject.toml (needs PyPI).
+# The GPU route's lock: every dependency of requirements-labs-gpu.txt pinned, one file for Python 3.10-3.12
+# (markers where versions differ), resolved by uv from PyPI's metadata (no wheel is downloaded).
+lock-gpu: $(STAMP)
+	{ echo "# Made by make lock-gpu from requirements-labs-gpu.txt (uv pip compile --universal); do not edit."; \
+	  $(BIN)/uv pip compile requirements-labs-gpu.txt --universal --python-version 3.10 --no-header --quiet; \
+	} > requirements-labs-gpu.lock
+
 lock: $(STAMP)
-	$(BIN)/pip install --quiet uv==0.13.9
 	$(BIN)/uv pip compile pyproject.toml --extra test --python-version 3.11.7 --no-header -o requirements.lock
 
 # Refresh the committed mermaid / KaTeX files from the npm registry (versions and integrity in package-lock.json).

@@ -3,8 +3,8 @@
 On a GPU box (AutoDL RTX 4090 or any NVIDIA card with driver 580 or newer):
 
     git clone <this repository> && cd <it>
-    pip install -r requirements-labs-gpu.txt             # vLLM 0.26.0 and its CUDA 13 torch
-    python scripts/run_labs.py --check                   # driver, GPU, free memory, versions: what is wrong
+    python scripts/run_labs.py --check                   # driver, GPU, free memory, first: what is wrong
+    pip install -r requirements-labs-gpu.lock             # vLLM 0.26.0 and its CUDA 13 torch
     export VLLM_USE_MODELSCOPE=True                      # only if Hugging Face is slow or blocked
     python scripts/run_labs.py                           # or: make labs
     git add receipts/ && git commit -m "Receipts: <GPU>"  # receipts/<machine-slug>/<lab>.json

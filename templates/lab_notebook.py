@@ -38,7 +38,7 @@ from infercourse import autodl, labnotebook, labs, registry, transformer  # noqa
 MODEL_ID = "__MODEL_ID__"  # the lab's model on the hub
 MODEL = MODEL_ID  # what the lab loads: the hub id (read from the cache the download fills) or a folder
 HUB = "modelscope"  # or "huggingface": where the download cell fetches from
-INSTALL = True  # pip install -r requirements-labs-gpu.txt into PYTHON (minutes, once per machine)
+INSTALL = True  # pip install -r requirements-labs-gpu.lock into PYTHON (minutes, once per machine)
 DOWNLOAD = True  # fetch MODEL_ID into the hub's cache on the data disk (finished files are kept)
 LOAD_FORMAT = "auto"  # "dummy": random weights of the real architecture (timings are the same)
 CPU = False  # vLLM's CPU build with the lab's small CPU arguments (what the course's CI runs)
@@ -75,12 +75,12 @@ print("ok: nothing missing")
 # %% [markdown]
 # ## 2. Install
 #
-# vLLM 0.26.0 (a CUDA 13 build) and ModelScope's client, from `requirements-labs-gpu.txt`, into the
+# vLLM 0.26.0 (a CUDA 13 build) and ModelScope's client, from `requirements-labs-gpu.lock`, into the
 # Python that runs the lab. A few minutes, once per machine; `INSTALL = False` skips it.
 
 # %%
 if INSTALL and not CPU:  # the CPU build comes from `make labenv`
-    labnotebook.stream([PYTHON, "-m", "pip", "install", "-r", str(ROOT / "requirements-labs-gpu.txt")])
+    labnotebook.stream([PYTHON, "-m", "pip", "install", "-r", str(ROOT / "requirements-labs-gpu.lock")])
 
 # %% [markdown]
 # ## 3. The model

@@ -38,7 +38,7 @@ def test_box_names_the_install_the_driver_the_hub_workaround_and_the_receipt_fol
         f'??? example "GPU lab: `snippets/labs/phases.py` · 1 × RTX 4090 · 18.1 GiB of VRAM · '
         f'about {math.ceil(minutes)} min, ¥{minutes / 60 * 2.0:.2f}"'
     )
-    assert "pip install -r requirements-labs-gpu.txt" in box and "run_labs.py --check" in box
+    assert "pip install -r requirements-labs-gpu.lock" in box and "run_labs.py --check" in box
     assert "driver is 580 or newer" in box and "CUDA 12" not in box
     assert "VLLM_USE_MODELSCOPE=True" in box
     assert "--receipt receipts/rtx-4090/phases.json" in box  # the folder labs.machine_slug gives an RTX 4090

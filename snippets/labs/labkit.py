@@ -302,7 +302,7 @@ def preflight() -> tuple[dict, str | None]:
         if facts["vllm"] is None:
             return facts, (
                 f"{NOT_INSTALLED}, and nvidia-smi finds no NVIDIA GPU: on this machine run the labs on vLLM's CPU "
-                "build (make labs-cpu, from the repository); on a GPU box: pip install -r requirements-labs-gpu.txt"
+                "build (make labs-cpu, from the repository); on a GPU box: pip install -r requirements-labs-gpu.lock"
             )
         return facts, None
     name, driver, total, free = gpu
@@ -338,7 +338,7 @@ def preflight() -> tuple[dict, str | None]:
             f"of {facts['memory_total_mib']:,} MiB free (see nvidia-smi)"
         )
     if facts["vllm"] is None:  # last: what pip cannot fix (driver, memory) is said first
-        return facts, f"{NOT_INSTALLED}; run: pip install -r requirements-labs-gpu.txt"
+        return facts, f"{NOT_INSTALLED}; run: pip install -r requirements-labs-gpu.lock"
     return facts, None
 
 
@@ -536,7 +536,7 @@ def start_llm(args, **engine_args):
     try:
         from vllm import LLM
     except ImportError as exc:
-        fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.txt")
+        fail(f"vLLM is not importable ({exc}); install it: pip install -r requirements-labs-gpu.lock")
     progress(f"starting the engine for {args.model} (a first run downloads the weights)")
     started = time.perf_counter()
     try:

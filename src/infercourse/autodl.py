@@ -96,15 +96,16 @@ ENV_BLOCK = "\n".join(
 
 CHECK_BLOCK = f"""nvidia-smi                      # "CUDA Version: 13.0" or newer: driver {labbox.LABKIT_MIN_DRIVER}+
 python --version                # 3.10, 3.11 or 3.12
+ldd --version | head -1         # glibc 2.31 or newer (Ubuntu 20.04+)
 df -h / {DATA_DISK}       # the small system disk, and the data disk"""
 """First look at a new instance: driver, Python, disks."""
 
 INSTALL_BLOCK = f"""cd {DATA_DISK}
 COURSE_REPO=https://github.com/YOUR-ACCOUNT/YOUR-FORK.git  # REPLACE: the git address of the course (your fork)
 git clone "$COURSE_REPO" infercourse && cd infercourse
-pip install -r requirements-labs-gpu.txt                  # vLLM {registry.VLLM_GPU_VERSION}, CUDA 13 torch, ModelScope
-python scripts/run_labs.py --check                        # driver, GPU, memory, versions: what is wrong"""
-"""Clone, install and preflight."""
+python scripts/run_labs.py --check                        # before installing: only "vLLM is not installed" may show
+pip install -r requirements-labs-gpu.lock                  # vLLM {registry.VLLM_GPU_VERSION}, CUDA 13 torch, ModelScope"""
+"""Clone, preflight (the driver is checked before anything is installed), install."""
 
 PIP_MIRROR = "https://mirrors.aliyun.com/pypi/simple/"
 """A PyPI mirror in China for instances whose pip has no index configured (``pip config list``)."""
