@@ -104,7 +104,7 @@ INSTALL_BLOCK = f"""cd {DATA_DISK}
 COURSE_REPO=https://github.com/YOUR-ACCOUNT/YOUR-FORK.git  # REPLACE: the git address of the course (your fork)
 git clone "$COURSE_REPO" infercourse && cd infercourse
 python scripts/run_labs.py --check                        # before installing: only "vLLM is not installed" may show
-pip install -r requirements-labs-gpu.lock                  # vLLM {registry.VLLM_GPU_VERSION}, CUDA 13 torch, ModelScope"""
+pip install -r requirements-labs-gpu.lock                  # vLLM {registry.VLLM_GPU_VERSION}, its torch, ModelScope"""
 """Clone, preflight (the driver is checked before anything is installed), install."""
 
 PIP_MIRROR = "https://mirrors.aliyun.com/pypi/simple/"
