@@ -131,7 +131,8 @@ gpu-smoke:
 # Here, on the CPU engine with the tiny model (what CI's tests/test_labs.py runs): make labs-cpu [LAB=phases]
 # [OUT=receipts] (the reference CPU receipts the Receipts page shows: refresh a lab's after changing its rows).
 labs-cpu: labenv testmodels
-	$(LABBIN)/python scripts/run_labs.py --cpu --model $(MODELS)/tiny-qwen2 $(if $(LAB),--lab $(LAB)) $(if $(OUT),--out $(OUT))
+	$(LABBIN)/python scripts/run_labs.py --cpu --force --model $(MODELS)/tiny-qwen2 $(if $(LAB),--lab $(LAB)) \
+		$(if $(OUT),--out $(OUT))
 
 # The lab notebooks, docs/notebooks/<lab>.ipynb, generated from each lab script and templates/lab_notebook.py;
 # run it after editing either (tests/test_notebooks.py fails on a stale or hand-edited notebook).

@@ -33,6 +33,9 @@ no longer fits what is left (each lab's timeout is also cut to it); ``--dry-run`
 its estimate and whether it fits; ``--eager`` passes ``--enforce-eager`` to every lab (no CUDA-graph capture:
 faster starts, slower steps).
 
+A receipt that exists is never replaced without ``--force``: the new one is kept beside it as
+``<lab>.json.new`` (git ignores that name; compare the two, then rerun with ``--force`` or rename it).
+
 Exit status: 0 when every lab ran (or was skipped for the budget) and every applicable claim held; 1 when a
 lab crashed, timed out, wrote a bad receipt or failed a claim; 2 on bad input or a failed ``--check`` (one line
 on stderr).
@@ -302,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--dry-run", action="store_true", help="list the labs with their estimates; run nothing")
     p.add_argument("--eager", action="store_true", help="pass --enforce-eager to every lab (no CUDA graphs)")
+    p.add_argument("--force", action="store_true", help="replace existing receipts (default: keep both)")
     p.add_argument("--labs-dir", type=Path, default=LABS_DIR, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
@@ -417,6 +421,9 @@ def run_all(args, names: list[str], out: Path, stand_in: bool, summary: list, es
                 summary.append((lab, "bad receipt", wall, str(exc)[:120]))
                 continue
             dest = out / machine_slug(receipt["machine"]) / f"{lab}.json"
+            if dest.exists() and not args.force:  # a measurement is never replaced by accident
+                kept, dest = dest, dest.with_name(f"{lab}.json.new")  # not *.json: no page or check reads it
+                print(f"{lab}: {kept} exists; this run's receipt is kept beside it as {dest.name} (--force replaces)")
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(json.dumps(receipt, indent=2) + "\n")
         passed, text = report(receipt)

@@ -44,6 +44,7 @@ LOAD_FORMAT = "auto"  # "dummy": random weights of the real architecture (timing
 CPU = False  # vLLM's CPU build with the lab's small CPU arguments (what the course's CI runs)
 PYTHON = sys.executable  # the Python that runs the lab: it has vLLM, or gets it in the install cell
 RECEIPT = ""  # where the receipt goes; "" = receipts/<this machine>/<lab>.json
+REPLACE = False  # True: replace an existing receipt there (a receipt is a measurement: never replaced by accident)
 TIMEOUT_S = run_labs.LAB_TIMEOUT_S  # the lab is stopped after this many seconds
 
 # %% [markdown]
@@ -107,6 +108,9 @@ if DOWNLOAD:
 cpu_max_model_len, cpu_args = run_labs.cpu_args(LAB) if CPU else (None, [])
 receipts = ROOT / (".cache/receipts" if CPU else "receipts")
 receipt_path = Path(RECEIPT) if RECEIPT else receipts / labs.machine_slug(labkit.machine()) / f"{LAB}.json"
+replace = REPLACE or CPU  # CPU receipts go to the scratch folder .cache/receipts/
+if receipt_path.exists() and not replace:
+    raise labnotebook.Stop(f"{receipt_path} exists: set REPLACE = True to replace it, or RECEIPT to another path")
 done = run_labs.run_lab(
     LAB,
     PYTHON,
@@ -115,7 +119,7 @@ done = run_labs.run_lab(
     load_format=LOAD_FORMAT,
     max_model_len=cpu_max_model_len,
     cpu=CPU,
-    extra=cpu_args,
+    extra=[*cpu_args, "--force"] if replace else cpu_args,
     timeout_s=TIMEOUT_S,
     echo=lambda line: print(line, end="", flush=True),
     echo_err=lambda line: print(line, end="", file=sys.stderr, flush=True),

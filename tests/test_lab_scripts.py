@@ -198,6 +198,38 @@ def test_runner_survives_a_timeout_and_a_crash_and_goes_on(tmp_path):
     )
 
 
+def test_a_second_run_keeps_the_first_receipt_unless_forced(tmp_path):
+    """run_labs never replaces a receipt without --force: the second run's is kept beside it as <lab>.json.new.
+    The stand-in "weights" lab writes the committed CPU receipt of lab 0C wherever --receipt points."""
+    committed = next((ROOT / "receipts").glob("cpu-*/weights.json"))
+    labs_dir, out = tmp_path / "labs", tmp_path / "out"
+    labs_dir.mkdir()
+    (labs_dir / "weights.py").write_text(
+        "import shutil, sys\na = sys.argv\nshutil.copy(a[a.index('--model') + 1], a[a.index('--receipt') + 1])\n"
+    )
+    run = [sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--labs-dir", str(labs_dir), "--out", str(out)]
+    run += ["--python", sys.executable, "--model", str(committed)]  # the stand-in reads the receipt as its "model"
+    first = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stdout + first.stderr
+    written = out / committed.parent.name / "weights.json"
+    written.write_text(written.read_text().replace('"lab": "weights"', '"lab": "weights" '))  # mark the first one
+    second = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0 and "kept beside it as weights.json.new (--force replaces)" in second.stdout
+    assert '"lab": "weights" ' in written.read_text() and written.with_name("weights.json.new").is_file()
+    forced = subprocess.run([*run, "--force"], capture_output=True, text=True, timeout=120)
+    assert forced.returncode == 0 and '"lab": "weights" ' not in written.read_text()
+
+
+def test_a_lab_refuses_an_existing_receipt_before_anything_starts(tmp_path):
+    receipt = tmp_path / "phases.json"
+    receipt.write_text("{}")
+    done = subprocess.run(
+        [sys.executable, str(LABS / "phases.py"), "--receipt", str(receipt)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "exists; pass --force to replace it" in done.stderr, done.stderr
+    assert receipt.read_text() == "{}"
+
+
 def test_ctrl_c_stops_the_running_lab_and_everything_it_started(tmp_path):
     """A real SIGINT to the runner (what Ctrl-C sends; the lab runs in a session of its own, so the terminal's
     SIGINT reaches only the runner): the lab and its grandchild are gone, the lab that finished keeps its row,

@@ -146,14 +146,17 @@ def check_model_arg(model: str) -> None:
         fail(f"model folder {model} has no config.json; pass a folder saved with save_pretrained (or a hub id)")
 
 
-def check_receipt_arg(receipt: Path | None) -> None:
+def check_receipt_arg(receipt: Path | None, force: bool = False) -> None:
     """Refuse, before the slow engine start, a ``--receipt`` that cannot be written: a folder, a path
-    under a file, or a place this user may not write. (A run that ends unable to save is a paid run lost.)"""
+    under a file, or a place this user may not write; and one that exists, unless ``force`` (``--force``):
+    a receipt is a measurement, never replaced by accident. (A run that ends unable to save is a paid run lost.)"""
     if receipt is None:
         return
     path = Path(receipt).expanduser()
     if path.is_dir():
         fail(f"--receipt {receipt} is a folder; pass a file name, e.g. {path / 'receipt.json'}")
+    if path.exists() and not force:
+        fail(f"--receipt {receipt} exists; pass --force to replace it, or another path to keep both")
     parent = path.parent
     while not parent.exists():
         parent = parent.parent
@@ -233,6 +236,7 @@ def lab_parser(lab: str, description: str, max_model_len: int) -> argparse.Argum
     p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
     p.add_argument("--max-model-len", type=whole, default=max_model_len, help="context length the engine reserves")
     p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
+    p.add_argument("--force", action="store_true", help="replace an existing --receipt")
     p.add_argument(
         "--enforce-eager",
         action="store_true",
@@ -362,7 +366,7 @@ def prepare(args) -> None:
     :data:`LOG_CONFIG_ENV`, so engine-core processes write there too).
     """
     lab = _state["lab"] = args.lab
-    check_receipt_arg(getattr(args, "receipt", None))
+    check_receipt_arg(getattr(args, "receipt", None), getattr(args, "force", False))
     check_receipt_folder(getattr(args, "receipt", None), machine())
     facts, problem = preflight()
     progress(f"preflight: {preflight_line(facts)}")

@@ -280,7 +280,7 @@ def prediction() -> str:
     lines = [
         f"{registry.COURSE_MODEL} on one {registry.gpu().name}, vLLM defaults (u = "
         f"{registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}, **assumed** {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB "
-        "reserve, BF16 KV cache). The NLL has no prediction: it is what the lab measures.",
+        "reserve, BF16 KV cache). The NLL and the KL to BF16 have no prediction: they are what the lab measures.",
         "",
         "| format | weight bytes | KV tokens | weight floor per decode step |",
         "|---|---:|---:|---:|",
