@@ -234,18 +234,24 @@ def fp8_weight_bytes(config: Mapping[str, Any]) -> int:
     return int(_bytes_with_quantised_linears(config, 1))
 
 
-def awq_weight_bytes(config: Mapping[str, Any], group_size: int = 128) -> float:
-    """Bytes of a 4-bit AWQ checkpoint: packed linear weights plus per-group fp16 scale and 4-bit zero.
+def awq_weight_bytes(config: Mapping[str, Any], group_size: int = 128, zero_point_bytes: float = 0.5) -> float:
+    """Bytes of a 4-bit AWQ model: packed linear weights plus, per group, an fp16 scale and a zero point.
 
-    Each quantised weight costs 0.5 B + 2/group_size B (scale) + 0.5/group_size B (zero point);
-    everything else (embeddings, lm_head, biases, norms) stays fp16 at 2 B.
+    Each quantised weight costs 0.5 B + 2/group_size B (scale) + ``zero_point_bytes``/group_size B;
+    everything else (embeddings, lm_head, biases, norms) stays fp16 at 2 B. ``zero_point_bytes``: 0.5 (a
+    4-bit zero) in the checkpoint and in Marlin's repack (the RTX 4090); 2 on Machete (Hopper), which keeps
+    each zero point as an fp16 value pre-multiplied by the scale
+    (vLLM 0.26.0, ``vllm/model_executor/kernels/linear/mixed_precision/machete.py``:110-119).
 
     Raises:
-        ValueError: ``group_size`` is not a positive integer, or a config key is missing.
+        ValueError: ``group_size`` is not a positive integer, ``zero_point_bytes`` is negative, or a config
+            key is missing.
     """
     if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size <= 0:
         raise ValueError(f"group_size must be a positive integer (128 for Qwen's AWQ), got {group_size!r}")
-    return _bytes_with_quantised_linears(config, 0.5 + (2 + 0.5) / group_size)
+    if not zero_point_bytes >= 0:
+        raise ValueError(f"zero_point_bytes must be 0.5 (4-bit) or 2 (fp16, Machete), got {zero_point_bytes!r}")
+    return _bytes_with_quantised_linears(config, 0.5 + (2 + zero_point_bytes) / group_size)
 
 
 def attention_flops_per_token(config: Mapping[str, Any], context_len: int) -> int:

@@ -186,6 +186,17 @@ def test_awq_bytes_exact_on_cpu_within_one_percent_on_gpu():
     assert _claims(_awq_receipt(CPU_MACHINE, 1, model="no/such-model"))["awq_bytes_match_config"] is None
 
 
+def test_awq_bytes_on_hopper_count_machete_s_fp16_zero_points():
+    # Machete keeps one fp16 zero point per group instead of 4 bits: 1.5 B more per group of 128, so
+    # 6,525,288,448 * 1.5 / 128 = 76,468,224 B more: 5,570,747,392 + 76,468,224 = 5,647,215,616 B (+1.373 %)
+    machete = _awq_receipt(GPU_MACHINE, 5_647_215_616)
+    machete["results"][1]["kernel"] = "MacheteLinearKernel"
+    assert _claims(machete)["awq_bytes_match_config"] is True
+    marlin = _awq_receipt(GPU_MACHINE, 5_647_215_616)
+    marlin["results"][1]["kernel"] = "MarlinLinearKernel"  # the 4090's kernel: 4-bit zeros, so +1.37 % is too many
+    assert _claims(marlin)["awq_bytes_match_config"] is False
+
+
 def test_tiny_awq_checkpoint_bytes_by_hand():
     """The CPU run's AWQ row (make testmodels' tiny-qwen2-awq): 2 layers, d 256, f 512, 4 heads of 64, 2 KV heads.
 

@@ -49,6 +49,8 @@ def test_weight_floors_on_the_rtx_4090():
     assert _v("floor_awq") == pytest.approx(4.4452e-3, abs=1e-6)
     # the floors promise 14.029 / 4.4452 = 3.156x; the published L4 measurement gave 62.32 / 45.24 = 1.3775x
     assert _v("speedup_awq") == pytest.approx(3.156, abs=1e-3)
+    # Machete's fp16 zero points: 76,468,224 B more on 5,570,747,392 (tests/labs/test_quant_nll.py) = 1.3727 %
+    assert _v("machete_extra") == pytest.approx(76_468_224 / 5_570_747_392, rel=1e-9)
     assert _v("speedup_awq_measured") == pytest.approx(1.3775, abs=1e-4)
 
 

