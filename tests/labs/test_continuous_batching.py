@@ -232,6 +232,15 @@ def test_one_step_off_fails():
     assert _claims(_receipt(async_scheduling=True))["steps_exact"] is None  # the replay assumes it off
 
 
+def test_a_preempted_run_is_not_held_to_the_preemption_free_replay():
+    # a GPU batch at the cache's edge: one preemption makes the continuous run take 49 steps, not the replay's 48
+    claims = _claims(_receipt(continuous={"steps": 49, "preemptions": 1}))
+    assert claims["steps_exact"] is True  # static still matches; the preempted run is left out, with its count
+    assert claims["no_preemption"] is False  # the preemption itself is judged where it belongs
+    both = _claims(_receipt(static={"steps": 60, "preemptions": 2}, continuous={"steps": 49, "preemptions": 1}))
+    assert both["steps_exact"] is None
+
+
 def test_a_short_request_or_a_lost_token_fails():
     assert _claims(_receipt(continuous={"wrong_lengths": 1, "generated_tokens": 159}))["tokens_exact"] is False
     assert _claims(_receipt(static={"step_tokens": 543}))["histogram_sum"] is False
