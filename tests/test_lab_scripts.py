@@ -303,6 +303,23 @@ def test_gpu_smoke_dry_run_lists_every_lab_with_its_budget():
     assert 0 < sum(v == "runs" for _, _, v in table) < len(table)
 
 
+def test_the_budget_cuts_a_lab_s_timeout_and_eager_reaches_every_lab(tmp_path):
+    """Stand-in labs (no estimates): one prints its arguments, one hangs; under a 3 s budget the hanging one is
+    stopped when the budget runs out, not after --timeout's 1,800 s."""
+    (tmp_path / "a_argv.py").write_text("import sys\nprint('ARGV', ' '.join(sys.argv[1:]), flush=True)\n")
+    (tmp_path / "b_hangs.py").write_text("import time\ntime.sleep(300)\n")  # past the 60 s below: must be cut
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--labs-dir", str(tmp_path), "--budget", "3"]
+        + ["--eager", "--python", sys.executable, "--model", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    argv = next(line for line in done.stdout.splitlines() if "ARGV" in line)
+    assert "--enforce-eager" in argv.split()
+    assert "b_hangs: TIMED OUT (after " in done.stdout  # within the run's 60 s: the budget, not --timeout, stopped it
+
+
 def test_a_budget_too_small_for_any_lab_skips_them_all_and_starts_none():
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--budget", "1", "--python", sys.executable],
@@ -399,6 +416,11 @@ def test_preflight_names_an_old_driver_before_vllm_is_installed_over_a_cuda_12_t
 def test_preflight_passes_a_580_driver_with_the_card_free(tmp_path):
     # 0.92 x 24,564 MiB = 22,598.9 MiB must be free; 24,000 is
     assert _preflight(tmp_path, "580.65.06", "13.0", 24_000)[1] == "None"
+    # the floor itself, before vLLM is installed: the only problem is the missing vLLM, not the driver
+    cuda_12_torch = (("torch", "2.5.1+cu124", "nvidia-cublas-cu12==12.4.5.8"),)
+    (tmp_path / "floor").mkdir()
+    problem = _preflight(tmp_path / "floor", "580.65.06", "13.0", 24_000, packages=cuda_12_torch)[1]
+    assert problem.startswith("vLLM is not installed; run: pip install -r requirements-labs-gpu.lock")
 
 
 def test_preflight_names_memory_another_process_holds(tmp_path):

@@ -101,6 +101,22 @@ def test_kl_restricted_by_hand():
     assert lab.first_token([[5, ln(0.1)], [9, ln(0.8)]]) == 9
 
 
+def test_compare_to_bf16_reports_the_mean_kl_and_the_top_1_share():
+    from infercourse import snippets
+
+    lab = snippets.load("labs/quant_nll.py")  # imports without vLLM
+    ln = math.log
+    bf16 = [[[1, ln(0.4)], [2, ln(0.4)]], [[3, ln(0.9)], [4, ln(0.1)]]]
+    # position 1: (0.5, 0.5) against (0.25, 0.75), KL 0.143841, first tokens 1 and 2 differ (a tie in bf16 goes to
+    # the first listed); position 2: the same distribution, KL 0, same first token 3
+    awq = [[[2, ln(0.6)], [1, ln(0.2)]], [[3, ln(0.9)], [4, ln(0.1)]]]
+    rows = [{"format": "bf16"}, {"format": "awq"}]
+    lab.compare_to_bf16(rows, {"bf16": bf16, "awq": awq})
+    assert rows[1]["token_kl"] == pytest.approx([0.143841, 0.0], abs=1e-6)
+    assert rows[1]["kl_to_bf16"] == pytest.approx(0.143841 / 2, abs=1e-6)  # the mean, not the sum
+    assert rows[1]["top1_agreement"] == 0.5 and "kl_to_bf16" not in rows[0]  # BF16 is the reference
+
+
 def test_nll_that_is_not_the_mean_of_the_logprobs_fails():
     row = _row()
     row["nll_per_token"] = 2.4  # the mean is 2.5
