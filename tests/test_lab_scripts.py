@@ -50,6 +50,10 @@ def test_help_runs_without_vllm(script):
         ("batch_decode.py", ["--bandwidth-gb-s", "0"], "argument --bandwidth-gb-s: must be a positive number"),
         ("batch_decode.py", ["--bandwidth-gb-s", "-5"], "argument --bandwidth-gb-s: must be a positive number"),
         ("batch_decode.py", ["--bandwidth-gb-s", "nan"], "argument --bandwidth-gb-s: must be a positive number"),
+        # a list of batch sizes (labkit.whole_list): increasing whole numbers >= 1, checked by argparse
+        ("batch_decode.py", ["--batches", "8,4"], "argument --batches: must be increasing whole numbers >= 1, got 8,4"),
+        ("spec_decode.py", ["--batches", "1,,4"], "argument --batches: '1,,4' is not comma-separated whole numbers"),
+        ("quant_nll.py", ["--step-batches", "4,4"], "argument --step-batches: must be increasing whole numbers"),
     ],
 )
 def test_bad_input_is_one_line_and_nonzero(script, args, says):
@@ -67,7 +71,14 @@ def _numeric_options() -> list[tuple[str, str, str]]:
         for node in ast.walk(ast.parse(script.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
                 kind = next((k.value for k in node.keywords if k.arg == "type"), None)
-                if isinstance(kind, ast.Name) and kind.id in ("whole", "positive", "port", "int", "float"):
+                if isinstance(kind, ast.Name) and kind.id in (
+                    "whole",
+                    "whole_list",
+                    "positive",
+                    "port",
+                    "int",
+                    "float",
+                ):
                     found.append((script.name, node.args[0].value, kind.id))
     return found
 
@@ -85,7 +96,7 @@ def test_every_numeric_lab_flag_refuses_a_bad_value_in_one_line(monkeypatch, cap
     monkeypatch.syspath_prepend(str(LABS))
     problems = []
     for script, flag, kind in options:
-        if kind not in ("whole", "positive", "port"):
+        if kind not in ("whole", "whole_list", "positive", "port"):
             continue
         script = "metrics.py" if script == "labkit.py" else script  # lab_parser's flags: on every lab
         spec = importlib.util.spec_from_file_location(f"lab_{script[:-3]}", LABS / script)

@@ -64,6 +64,7 @@ from labkit import (
     request_times,
     start_llm,
     whole,
+    whole_list,
     write_receipt,
 )
 
@@ -110,6 +111,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--output-len", type=whole, default=OUTPUT_LEN, help="output tokens per request (exact)")
     p.add_argument(
         "--batches",
+        type=whole_list,
         default=",".join(map(str, BATCHES)),
         help="comma-separated batch sizes (default: the lesson's grid; CI uses fewer on a CPU)",
     )
@@ -124,12 +126,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def check_input(args) -> tuple[int, ...]:
     """The batch sizes, after refusing bad input with one line (before vLLM is imported)."""
     check_model_arg(args.model)
-    try:
-        batches = tuple(int(b) for b in args.batches.split(","))
-    except ValueError:
-        fail(f"--batches must be comma-separated whole numbers, got {args.batches!r}")
-    if not batches or min(batches) < 1 or list(batches) != sorted(set(batches)):
-        fail(f"--batches must be increasing positive whole numbers, got {args.batches!r}")
+    batches = args.batches  # increasing whole numbers: argparse (labkit.whole_list)
     if args.output_len < 2:  # --prompt-len >= 1 and --bandwidth-gb-s > 0: argparse (labkit.whole, positive)
         fail(f"need --output-len >= 2, got {args.output_len}")
     if args.prompt_len + args.output_len > args.max_model_len:

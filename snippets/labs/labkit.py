@@ -181,6 +181,21 @@ def whole(text: str) -> int:
     return value
 
 
+def whole_list(text: str) -> tuple[int, ...]:
+    """argparse ``type`` of a list of counts (batch sizes): comma-separated whole numbers >= 1, increasing.
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (``1,,4``, ``0,4``, ``8,4``, ``4,4``, text).
+    """
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not comma-separated whole numbers (like 1,16,64)") from None
+    if min(values) < 1 or list(values) != sorted(set(values)):
+        raise argparse.ArgumentTypeError(f"must be increasing whole numbers >= 1, got {text}")
+    return values
+
+
 def positive(text: str) -> float:
     """argparse ``type`` of a rate, a size or a bandwidth: a finite number > 0.
 

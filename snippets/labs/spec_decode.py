@@ -66,6 +66,7 @@ from labkit import (
     random_prompt,
     request_times,
     start_llm,
+    whole_list,
     write_receipt,
 )
 
@@ -164,16 +165,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--dtype", default="auto", choices=VLLM_DTYPES, help="model dtype ('auto': the config's)")
     p.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated subset of {','.join(RUNS)}")
-    p.add_argument("--batches", default=",".join(map(str, BATCHES)), help="comma-separated batch sizes")
+    p.add_argument(
+        "--batches", type=whole_list, default=",".join(map(str, BATCHES)), help="comma-separated batch sizes"
+    )
     # internal: one engine in this process; prints its row after ROW_TAG
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--run", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
-    try:
-        args.batches = tuple(int(b) for b in args.batches.split(",") if b.strip())
-    except ValueError:
-        fail(f"--batches {args.batches}: use comma-separated whole numbers, e.g. 1,16,64")
     return args
 
 
@@ -184,8 +183,6 @@ def check_input(args) -> None:
         fail(f"--runs {','.join(args.runs) or '(empty)'}: use a comma-separated subset of {','.join(RUNS)}")
     if any(METHOD[r] == "draft_model" for r in args.runs):
         check_model_arg(args.draft_model)
-    if not args.batches or min(args.batches) < 1:
-        fail(f"--batches must be whole numbers >= 1, got {args.batches}")
     need = PROMPT_TOKENS + OUTPUT_TOKENS + K
     if args.max_model_len < need:
         fail(f"a request needs {need} tokens (prompt, output, drafts); pass --max-model-len {need} or more")

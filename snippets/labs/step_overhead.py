@@ -56,6 +56,7 @@ from labkit import (
     progress,
     start_llm,
     whole,
+    whole_list,
     write_receipt,
 )
 
@@ -130,7 +131,9 @@ def parse_variants(text: str) -> tuple[tuple[int, float], ...]:
 def parse_args(argv=None) -> argparse.Namespace:
     p = lab_parser(LAB, "Predict a decode step from a probe of this machine, then measure it.", MAX_MODEL_LEN)
     p.add_argument("--variants", default=",".join(f"{n}x{w:g}" for n, w in VARIANTS), help="LAYERSxWIDTH,...")
-    p.add_argument("--batches", default=",".join(map(str, BATCHES)), help="comma-separated decode batch sizes")
+    p.add_argument(
+        "--batches", type=whole_list, default=",".join(map(str, BATCHES)), help="comma-separated decode batch sizes"
+    )
     # internal: one engine (or the probe) in this process; prints its row after ROW_TAG
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
@@ -138,12 +141,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--width", type=positive, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.variants = parse_variants(args.variants)
-    try:
-        args.batches = tuple(int(b) for b in args.batches.split(","))
-    except ValueError:
-        fail(f"--batches must be comma-separated whole numbers, got {args.batches!r}")
-    if min(args.batches) < 1 or list(args.batches) != sorted(set(args.batches)):
-        fail(f"--batches must be increasing positive whole numbers, got {args.batches}")
     check_model_arg(args.model)
     return args
 

@@ -226,8 +226,8 @@ def test_prediction_is_the_floor_model():
     "args, words",
     [
         (["--runs", "bogus"], "--runs bogus: use a comma-separated subset of off,draft,ngram,synthetic,synthetic_3"),
-        (["--batches", "0"], "--batches must be whole numbers >= 1"),
-        (["--batches", "a"], "--batches a: use comma-separated whole numbers"),
+        (["--batches", "0"], "argument --batches: must be increasing whole numbers >= 1, got 0"),
+        (["--batches", "a"], "argument --batches: 'a' is not comma-separated whole numbers"),
         (["--max-model-len", "64"], "pass --max-model-len 109 or more"),  # 64 + 41 + 4
     ],
 )

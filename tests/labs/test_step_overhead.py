@@ -108,7 +108,7 @@ def test_the_prediction_lists_every_variant_with_its_floor():
     [
         (["--variants", "2xwide"], "--variants must be comma-separated LAYERSxWIDTH pairs"),
         (["--variants", "0x1"], "--variants needs layers >= 1"),
-        (["--batches", "8,1"], "--batches must be increasing positive whole numbers"),
+        (["--batches", "8,1"], "argument --batches: must be increasing whole numbers >= 1, got 8,1"),
     ],
 )
 def test_bad_input_is_one_line_before_anything_starts(args, expected):
