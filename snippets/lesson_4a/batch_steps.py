@@ -32,12 +32,13 @@ def main(requests=256, low=16, high=512, seed=0):
     rng = random.Random(seed)
     lengths = [rng.randint(low, high) for _ in range(requests)]
     tokens = sum(lengths)
-    print(f"{requests} requests, outputs uniform on {low}-{high} (seed {seed}), {tokens:,} tokens in all")
-    print(f"{'B':>4} {'static':>7} {'continuous':>10} {'static used':>11} {'E[n]/E[max n]':>13}")
+    print(f"{requests} requests, outputs uniform on {low}-{high} (seed {seed}), {tokens:,} tokens in all:\n")
+    print("| B | static steps | continuous steps | static used | E[n]/E[max n] |")  # a Markdown table
+    print("|---:|---:|---:|---:|---:|")
     for batch in (1, 8, 32, 128):
         s, c = static_steps(lengths, batch), continuous_steps(lengths, batch)
         used = tokens / (batch * s)  # share of the static slots that produced a token
-        print(f"{batch:>4} {s:>7,} {c:>10,} {used:>11.3f} {(low + high) / 2 / expected_max(low, high, batch):>13.3f}")
+        print(f"| {batch} | {s:,} | {c:,} | {used:.3f} | {(low + high) / 2 / expected_max(low, high, batch):.3f} |")
 
 
 if __name__ == "__main__":

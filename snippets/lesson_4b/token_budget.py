@@ -30,16 +30,14 @@ def schedule(prompt_tokens: int, budget: int, decoders: int, chunking: bool = Tr
 
 def main() -> None:
     prompt, decoders = 16_384, 16
-    print(f"a {prompt:,}-token prompt arrives beside {decoders} running decoders")
-    print(
-        f"{'budget':>7} {'chunking':>8} {'steps':>5} {'ceil(P/(C-D))':>13} "
-        f"{'first chunk':>11} {'last chunk':>10} {'max tokens/step':>15}"
-    )
+    print(f"A {prompt:,}-token prompt arrives beside {decoders} running decoders:\n")
+    print("| budget | chunking | steps | ceil(P/(C-D)) | first chunk | last chunk | max tokens/step |")  # Markdown
+    print("|---:|---|---:|---:|---:|---:|---:|")
     for budget, chunking in ((512, True), (2048, True), (8192, True), (20_480, False)):
         steps = schedule(prompt, budget, decoders, chunking)
         rule = math.ceil(prompt / (budget - decoders))
         biggest = max(d + c for d, c in steps)
         print(
-            f"{budget:>7,} {'on' if chunking else 'off':>8} {len(steps):>5} {rule:>13} "
-            f"{steps[0][1]:>11,} {steps[-1][1]:>10,} {biggest:>15,}"
+            f"| {budget:,} | {'on' if chunking else 'off'} | {len(steps)} | {rule} "
+            f"| {steps[0][1]:,} | {steps[-1][1]:,} | {biggest:,} |"
         )

@@ -41,13 +41,14 @@ def main():
     w_up = [[rng.randint(-3, 3) for _ in range(F)] for _ in range(D)]
     w_down = [[rng.randint(-3, 3) for _ in range(D)] for _ in range(F)]
     whole = mlp(x, w_up, w_down)
-    print(f"d = {D}, f = {F}: the unsplit MLP holds {2 * D * F} weights")
-    print(f"{'T':>2} {'weights per rank':>18} {'sum':>5} {'all-reduce bytes (fp16)':>24} {'equal':>6}")
+    print(f"d = {D}, f = {F}: the unsplit MLP holds {2 * D * F} weights.\n")
+    print("| T | weights per rank | sum | all-reduce bytes (fp16) | equal |")  # a Markdown table
+    print("|---:|---:|---:|---:|---|")
     for ranks in (1, 2, 3, 4, 6):
         out, elements = tensor_parallel_mlp(x, w_up, w_down, ranks)
         message = TOKENS * D * 2 if ranks > 1 else 0  # B x d values of 2 bytes
         shown = " + ".join(map(str, elements)) if ranks <= 3 else f"{ranks} x {elements[0]}"
-        print(f"{ranks:>2} {shown:>18} {sum(elements):>5} {message:>24} {str(out == whole):>6}")
+        print(f"| {ranks} | {shown} | {sum(elements)} | {message} | {out == whole} |")
 
 
 if __name__ == "__main__":
