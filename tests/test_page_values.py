@@ -133,6 +133,14 @@ def test_a_value_cannot_be_bound_twice():
         values.add("other", 1, "bytes")
 
 
+def test_a_band_binds_both_ends_low_first():
+    values = PageValues("lessons/x.md")
+    assert values.add_band("step", (0.014, 0.019), "s") == (0.014, 0.019)
+    assert (values._values["step_lo"].value, values._values["step_hi"].value) == (0.014, 0.019)
+    with pytest.raises(ValueError, match="low end first"):
+        values.add_band("swapped", (0.019, 0.014), "s")
+
+
 def test_code_and_tex_are_set_aside_and_restored_exactly():
     text = (
         "Text {{ a }}\n\n```bash\necho ${#A[@]} {{ x }}\n```\n\n    ~~~~\n    {% raw %}\n    ~~~~\n\n"

@@ -19,7 +19,7 @@ Each child measures, inside its engine:
   its group's scale and zero; lesson 3A has the exact ratios) but, multiplying in 16 bits, turns
   compute-bound at a third of BF16's batch;
 - the quality cost: the mean negative log-likelihood (NLL, nats per token) of :data:`TEXT` under the
-  model, from ``SamplingParams(max_tokens=1, prompt_logprobs=0)``. vLLM returns, for every prompt
+  model, from ``SamplingParams(max_tokens=1, prompt_logprobs=TOP_K)``. vLLM returns, for every prompt
   position after the first, the log-probability of the prompt's own token given the tokens before
   it (position 0 has none: ``None``). NLL = -(sum of those) / (prompt tokens - 1). The text is
   scored twice in the same engine; prompt logprobs use no sampling, so both must be identical;

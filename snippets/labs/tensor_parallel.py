@@ -504,7 +504,7 @@ def main(argv=None) -> int:
     prepare(args)
     log_dir = Path(tempfile.mkdtemp(prefix="tensor_parallel_"))
     progress(f"each engine's log: {log_dir}/<run>.log")
-    rows, starts, custom_off = [], [], {}
+    rows, starts, custom_off = [], [], None
     for i, run in enumerate(args.runs, 1):
         progress(f"engine {i}/{len(args.runs)}: {run} (tensor_parallel_size={TENSOR_PARALLEL[run]})")
         arguments = ["--model", args.model, *engine_flags(args), "--run", run, "--dtype", args.dtype]
@@ -518,7 +518,7 @@ def main(argv=None) -> int:
         else:
             starts.append(got["row"]["engine_start_s"])
         if run == "tp2" and (off := re.search(CUSTOM_ALL_REDUCE_OFF, got["text"])):
-            custom_off[run] = off.group(1)
+            custom_off = off.group(1)
             progress(f"tp2: vLLM turned its custom all-reduce off ({off.group(1)}): tp2 and tp2_nccl both use NCCL")
         rows.append(result_row(args, run, got["row"]))
     if not starts:
@@ -570,7 +570,7 @@ def main(argv=None) -> int:
         "allreduce_bytes": list(ALLREDUCE_BYTES),
         "allreduce_repeats": ALLREDUCE_REPEATS,
         "allreduce_dtype": "float32",
-        "custom_all_reduce_off": custom_off or None,  # vLLM's reason, where it turned the custom all-reduce off
+        "custom_all_reduce_off": custom_off,  # vLLM's reason, where it turned tp2's custom all-reduce off
     }
     write_receipt(args, UNITS, rows, starts[0], settings)
     return 0

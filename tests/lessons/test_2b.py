@@ -40,7 +40,7 @@ def test_the_floors_and_the_launches():
 def test_the_band_for_a_decode_step():
     # tau_0: fast end 6 launches x 4 µs = 0.024 ms (graphs); slow end 286 x 6 µs = 1.716 ms (every launch)
     assert roofline.overhead_band_s(28) == pytest.approx((0.024e-3, 1.716e-3))
-    assert (_v("tau0_lo_7b"), _v("tau0_hi_7b")) == pytest.approx((0.024e-3, 1.716e-3))
+    assert (_v("tau0_7b_lo"), _v("tau0_7b_hi")) == pytest.approx((0.024e-3, 1.716e-3))
     # step: floor + 0.024 ms to floor / 0.81 + slow tau_0; a 10 ms floor of a 28-layer model:
     # 10.024 ms to 10 / 0.81 + 1.716 = 12.3457 + 1.716 = 14.0617 ms
     assert roofline.step_band(10e-3, 28) == pytest.approx((10.024e-3, 14.0617e-3), rel=1e-5)

@@ -103,6 +103,18 @@ class PageValues:
         self._values[name] = Value(value, unit, demand)
         return value
 
+    def add_band(self, name: str, band: tuple[float, float], unit: str) -> tuple[float, float]:
+        """Bind a band's two ends as ``<name>_lo`` and ``<name>_hi`` in ``unit`` (e.g. lesson 2B's
+        :func:`infercourse.roofline.step_band` around a floor) and return them.
+
+        Raises:
+            ValueError: as :meth:`add`; or ``band`` is not two values, low first.
+        """
+        lo, hi = band
+        if not lo <= hi:
+            raise ValueError(f"{self.page}: band {name!r} runs from {lo!r} down to {hi!r}; give the low end first")
+        return self.add(f"{name}_lo", lo, unit), self.add(f"{name}_hi", hi, unit)
+
     def symbols(self, symbols: list[str | tuple[str, str]]) -> None:
         """Bind ``symbols``: the lesson's table of symbols (:func:`infercourse.notation.symbols_markdown` of
         ``notation.yml`` names, each optionally with a note for this lesson), as Markdown.

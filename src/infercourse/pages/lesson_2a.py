@@ -69,8 +69,7 @@ P.add("capacity_rows", [_capacity_row(k, g) for k, g in registry.GPUS.items()], 
 
 for batch in (1, 64):  # the floor, and lesson 2B's band around it (where a measured step should land)
     floor = P.add(f"f{batch}", roofline.decode_step_floor(g4090, cfg, S, batch, b), "s")
-    for end, t in zip(("lo", "hi"), roofline.step_band(floor, cfg["num_hidden_layers"]), strict=True):
-        P.add(f"f{batch}_{end}", t, "s")
+    P.add_band(f"f{batch}", roofline.step_band(floor, cfg["num_hidden_layers"]), "s")
 P.add("cache_16x32k", 16 * 32768 * kappa, "B")
 ipre = P.add("ipre", roofline.linear_intensity(S, b), "FLOP/B")
 P.add(

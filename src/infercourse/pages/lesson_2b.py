@@ -55,9 +55,7 @@ P.add("cpu_ratio_lo", (tau_7b + tau0) / (max(tau_05b, launch_05b[1]) + tau0), "1
 P.add("cpu_ratio_hi", (tau_7b + tau0) / (max(tau_05b, launch_05b[0]) + tau0), "1")
 
 # the course's band for a decode step: floor + the graphs' launches, to floor / bandwidth share + every launch
-tau0_band_7b = roofline.overhead_band_s(L_7b)
-P.add("tau0_lo_7b", tau0_band_7b[0], "s")
-P.add("tau0_hi_7b", tau0_band_7b[1], "s")
+P.add_band("tau0_7b", roofline.overhead_band_s(L_7b), "s")
 P.add("bw_share", registry.DECODE_BANDWIDTH_SHARE, "1")
 
 
