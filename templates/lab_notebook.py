@@ -22,7 +22,7 @@ from pathlib import Path
 from IPython.display import Markdown, display
 
 LAB = "__LAB__"
-ROOT = next((p for p in (Path.cwd(), *Path.cwd().parents) if (p / "snippets" / "labs" / "labkit.py").is_file()), None)
+ROOT = next((p for p in (Path.cwd(), *Path.cwd().parents) if (p / "snippets" / "labs" / "labkit").is_dir()), None)
 if ROOT is None:
     raise SystemExit(f"error: open this notebook inside a clone of the course's repository (it runs {LAB}.py there)")
 for folder in ("src", "snippets/labs", "scripts"):

@@ -126,8 +126,8 @@ def test_paths_and_scripts_are_the_labs_own():
     assert all(w in phases_help for words in _commands("python snippets/labs/phases.py") for w in words[2:])
     assert (ROOT / "requirements-labs-gpu.txt").is_file()
     # the model the page downloads is the labs' default --model; every cache is on the data disk
-    labkit = (ROOT / "snippets" / "labs" / "labkit.py").read_text()
-    assert f'p.add_argument("--model", default="{autodl.COURSE_MODEL}"' in labkit
+    cli = (ROOT / "snippets" / "labs" / "labkit" / "cli.py").read_text()
+    assert f'p.add_argument("--model", default="{autodl.COURSE_MODEL}"' in cli
     assert all(path.startswith(autodl.DATA_DISK + "/") for path, _ in autodl.CACHE_ENV.values())
     for name, (path, _) in autodl.CACHE_ENV.items():
         assert f"export {name}={path}\n" in autodl.ENV_BLOCK

@@ -44,7 +44,7 @@ MIN_FIGURE_GLYPH_PX = 7
 # Lighthouse counts text under 12 px as illegible.
 MIN_DIAGRAM_FONT_PX = 12
 # Smallest font a code listing may be set in, CSS px: Lighthouse counts text under 12 px as illegible, and on
-# lesson 0A (its collapsed labkit.py listing) half the page's text is code, Material's 0.85 em = 10.9 px.
+# lesson 0A (its collapsed labkit listing) half the page's text is code, Material's 0.85 em = 10.9 px.
 MIN_CODE_FONT_PX = 12
 # Formulas and diagrams are drawn at build time (hooks/math.py, hooks/diagrams.py): once the page is
 # loaded, nothing is left to typeset and no diagram is left as mermaid source.

@@ -2,10 +2,10 @@
 
 1. Build-time snippets (``snippets/lesson_*/``) are standalone files a reader copies: no ``infercourse``.
 2. Lab scripts (``snippets/labs/*.py``) run on a GPU box that installs only vLLM
-   (``requirements-labs-gpu.txt``): the standard library, ``labkit`` (their shared helper, next to
-   them) and vLLM with the two packages vLLM itself installs and the labs need directly, ``torch``
+   (``requirements-labs-gpu.txt``): the standard library, ``labkit`` (their shared helper package, next
+   to them) and vLLM with the two packages vLLM itself installs and the labs need directly, ``torch``
    (device name, memory) and ``transformers`` (a model's config); nothing else. One bridge, in
-   ``labkit`` alone: inside a clone of this repository it reads the registry through
+   ``labkit/receipt.py`` alone: inside a clone of this repository it reads the registry through
    ``infercourse.labs.core`` (a GPU's datasheet figures, the receipts folder's name), and a copy of
    the lab outside the repository runs without it.
 3. Lab specs (``src/infercourse/labs/<lab>.py``) import ``infercourse.labs.core`` and the formula
@@ -67,7 +67,7 @@ def lesson_snippet_rule(path: Path, name: str) -> bool:
 
 
 def lab_script_rule(path: Path, name: str) -> bool:
-    if path.name == "labkit.py" and name in {"infercourse.labs", "infercourse.labs.core"}:
+    if path.as_posix().endswith("labkit/receipt.py") and name in {"infercourse.labs", "infercourse.labs.core"}:
         return True  # `from infercourse.labs import core`, guarded: the one bridge (docstring, rule 2)
     return _top(name) in sys.stdlib_module_names or _top(name) in LAB_SCRIPT_THIRD_PARTY
 
@@ -95,6 +95,7 @@ def build_rule(path: Path, name: str) -> bool:
 
 LESSON_SNIPPETS = sorted(ROOT.glob("snippets/lesson_*/*.py"))
 LAB_SCRIPTS = sorted(ROOT.glob("snippets/labs/*.py"))
+LABKIT = sorted(ROOT.glob("snippets/labs/labkit/*.py"))
 SPECS = sorted(p for p in ROOT.glob("src/infercourse/labs/*.py") if p.name != "__init__.py")
 BUILD = sorted([*ROOT.glob("hooks/*.py"), *ROOT.glob("src/infercourse/**/*.py")])
 
@@ -104,12 +105,14 @@ BUILD = sorted([*ROOT.glob("hooks/*.py"), *ROOT.glob("src/infercourse/**/*.py")]
     [
         (LESSON_SNIPPETS, lesson_snippet_rule, ""),
         (LAB_SCRIPTS, lab_script_rule, ""),
+        (LABKIT, lab_script_rule, "labkit"),
         (SPECS, spec_rule, "infercourse.labs"),
         (BUILD, build_rule, "infercourse"),
     ],
     ids=[
         "lesson snippets: no infercourse",
         "lab scripts: stdlib, labkit, vllm, torch, transformers",
+        "labkit: the same, and its one bridge",
         "lab specs: core and formula modules",
         "build: no lab script",
     ],

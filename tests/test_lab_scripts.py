@@ -67,8 +67,9 @@ def _numeric_options() -> list[tuple[str, str, str]]:
     """``(script, flag, type)`` of every lab flag whose ``type=`` is a name (``whole``, ``positive``, ``port``,
     or a bare ``int``/``float``), read from the scripts' ``add_argument`` calls."""
     found = []
-    for script in sorted(LABS.glob("*.py")):
-        for node in ast.walk(ast.parse(script.read_text())):
+    for path in sorted(LABS.glob("*.py")) + sorted(LABS.glob("labkit/*.py")):
+        script = path.relative_to(LABS).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
                 kind = next((k.value for k in node.keywords if k.arg == "type"), None)
                 if isinstance(kind, ast.Name) and kind.id in (
@@ -79,7 +80,7 @@ def _numeric_options() -> list[tuple[str, str, str]]:
                     "int",
                     "float",
                 ):
-                    found.append((script.name, node.args[0].value, kind.id))
+                    found.append((script, node.args[0].value, kind.id))
     return found
 
 
@@ -98,7 +99,7 @@ def test_every_numeric_lab_flag_refuses_a_bad_value_in_one_line(monkeypatch, cap
     for script, flag, kind in options:
         if kind not in ("whole", "whole_list", "positive", "port"):
             continue
-        script = "metrics.py" if script == "labkit.py" else script  # lab_parser's flags: on every lab
+        script = "metrics.py" if script.startswith("labkit/") else script  # lab_parser's flags: on every lab
         spec = importlib.util.spec_from_file_location(f"lab_{script[:-3]}", LABS / script)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -444,7 +445,7 @@ def test_batch_decode_floor_takes_the_gpu_s_bandwidth_from_the_registry():
     from infercourse import snippets
     from infercourse.registry import gpu
 
-    labkit = snippets.load("labs/labkit.py")
+    labkit = snippets.load("labs/labkit")
     assert labkit.registry_bandwidth_gb_s("NVIDIA GeForce RTX 4090") == gpu("RTX 4090").bandwidth_gb_s == 1008
     assert labkit.registry_bandwidth_gb_s("NVIDIA H100 80GB HBM3") == gpu("H100").bandwidth_gb_s
     assert (
@@ -455,7 +456,7 @@ def test_batch_decode_floor_takes_the_gpu_s_bandwidth_from_the_registry():
 def test_root_cause_skips_the_wrappers():
     from infercourse import snippets
 
-    labkit = snippets.load("labs/labkit.py")
+    labkit = snippets.load("labs/labkit")
     log = (
         "INFO ... loading\nERROR ... EngineCore failed to start.\nTraceback (most recent call last):\n"
         "ValueError: To serve at least one request with the models's max seq len (8192), (0.44 GiB KV cache "
@@ -502,7 +503,7 @@ def test_serve_says_in_one_line_why_a_server_stopped_and_leaves_nothing_running(
     """This environment has no vLLM: the server process stops at its import, and serve() names the cause."""
     from infercourse import snippets
 
-    labkit = snippets.load("labs/labkit.py")
+    labkit = snippets.load("labs/labkit")
     log, port = tmp_path / "serve.log", labkit.free_port()
     command = labkit.vllm_cli("serve", "some/model", "--port", str(port), "--max-model-len", "512")
     with pytest.raises(SystemExit) as exit_, labkit.serve(command, port, log, timeout_s=120):
@@ -544,7 +545,7 @@ def test_served_metric_totals_reads_prometheus_text():
 
     server = http.server.HTTPServer(("127.0.0.1", 0), Page)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    labkit = snippets.load("labs/labkit.py")
+    labkit = snippets.load("labs/labkit")
     url = f"http://127.0.0.1:{server.server_port}"
     try:
         assert labkit.served_metric_totals(url, "vllm:iteration_tokens_total") == (408.0, 12.0)

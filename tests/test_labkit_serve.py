@@ -22,7 +22,7 @@ import pytest
 from conftest import ROOT
 from infercourse import snippets
 
-labkit = snippets.load("labs/labkit.py")
+labkit = snippets.load("labs/labkit")
 
 STAND_IN = """
 import http.server, os, signal, subprocess, sys

@@ -86,7 +86,8 @@ def test_every_lab_script_has_a_spec():
 
 
 def test_lab_scripts_leave_out_the_shared_helpers(tmp_path):
-    for name in ("labkit.py", "_scratch.py", "alpha.py", "notes.md"):
+    (tmp_path / "labkit").mkdir()
+    for name in ("labkit/__init__.py", "labkit/cli.py", "_scratch.py", "alpha.py", "notes.md"):
         (tmp_path / name).write_text("")
     assert labs.lab_scripts(tmp_path) == ["alpha"]
 

@@ -224,7 +224,7 @@ def test_every_committed_receipt_keeps_its_lesson_s_claims():
 
 
 def _write_with_labkit(tmp_path, rows, units):
-    labkit = snippets.load("labs/labkit.py")
+    labkit = snippets.load("labs/labkit")
     path = tmp_path / "out" / "phases.json"
     argv = ["--model", ".cache/models/tiny-qwen2", "--receipt", str(path)]
     args = labkit.lab_parser("phases", "demo", max_model_len=4224).parse_args(argv)
@@ -297,11 +297,11 @@ def test_a_lab_s_row_schema_is_its_script_s_row(tmp_path, monkeypatch):
 
 def test_a_receipt_names_no_folder_of_the_machine_that_ran_it(tmp_path, monkeypatch):
     """Paths inside the repository are written relative to it; others in the command as .../<name>."""
-    labkit = snippets.load("labs/labkit.py")
+    labkit = snippets.load("labs/labkit")
     model = str(ROOT / ".cache" / "models" / "tiny-qwen2")  # an absolute path inside the repository
     path = tmp_path / "phases.json"
     argv = ["--model", model, "--receipt", str(path)]
-    monkeypatch.setattr(labkit.sys, "argv", [str(ROOT / "snippets" / "labs" / "phases.py"), *argv])
+    monkeypatch.setattr(labkit.receipt.sys, "argv", [str(ROOT / "snippets" / "labs" / "phases.py"), *argv])
     args = labkit.lab_parser("phases", "demo", max_model_len=4224).parse_args(argv)
     written = labkit.write_receipt(args, {}, [], 1.0, {})
     assert written["model"] == ".cache/models/tiny-qwen2"
@@ -315,7 +315,7 @@ def test_a_receipt_names_no_folder_of_the_machine_that_ran_it(tmp_path, monkeypa
     (disk / "models" / "m").mkdir(parents=True)
     repo.mkdir()
     (repo / ".cache").symlink_to(disk)
-    monkeypatch.setattr(labkit, "REPOSITORY", repo)
+    monkeypatch.setattr(labkit.receipt, "REPOSITORY", repo)
     assert labkit.repository_path(str(repo / ".cache" / "models" / "m")) == ".cache/models/m"
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LABS = sorted((ROOT / "snippets" / "labs").glob("*.py"))
+LABS = sorted((ROOT / "snippets" / "labs").glob("*.py")) + sorted((ROOT / "snippets" / "labs").glob("labkit/*.py"))
 HARNESS = sorted((ROOT / "src" / "infercourse" / "labs").glob("*.py"))
 LAB_SITE = ROOT / ".venv-labs" / "lib" / "python3.11" / "site-packages"
 WHEEL_026 = next((ROOT / ".cache" / "wheels").glob("vllm-0.26.0-*.whl"), None)
@@ -59,22 +59,25 @@ def test_every_lab_and_harness_file_is_checked():
 
 
 def test_labkit_is_checked_and_imports_only_the_standard_library_at_import_time():
-    """labkit.py is analysed like a lab (it reads RequestOutput.metrics); at import it needs no vLLM."""
+    """Each part of labkit is analysed like a lab (measure.py reads RequestOutput.metrics); at import the
+    package needs no vLLM: its parts import the standard library and one another only."""
     import ast
 
-    labkit = ROOT / "snippets" / "labs" / "labkit.py"
-    assert labkit in LABS
-    top = [n for n in ast.parse(labkit.read_text()).body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    parts = sorted((ROOT / "snippets" / "labs" / "labkit").glob("*.py"))
+    assert {p.name for p in parts} >= {"__init__.py", "cli.py", "engine.py", "measure.py"} and set(parts) <= set(LABS)
+    top = [n for p in parts for n in ast.parse(p.read_text()).body if isinstance(n, (ast.Import, ast.ImportFrom))]
     modules = {
         (n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
         for n in top
+        if not (isinstance(n, ast.ImportFrom) and n.level)  # from .cli import ...: one part of labkit
         for a in (n.names if isinstance(n, ast.Import) else [n])
     }
     assert modules <= set(sys.stdlib_module_names) | {"__future__"}, modules
-    assert "m.first_token_latency" in labkit.read_text()  # what the check below follows
-    broken = labkit.read_text().replace("m.first_token_latency", "m.first_token_latncy")
+    measure = ROOT / "snippets" / "labs" / "labkit" / "measure.py"
+    assert "m.first_token_latency" in measure.read_text()  # what the check below follows
+    broken = measure.read_text().replace("m.first_token_latency", "m.first_token_latncy")
     for surface in SURFACES.values():
-        problems = api.check_source(broken, surface, "labkit.py")
+        problems = api.check_source(broken, surface, "labkit/measure.py")
         assert len(problems) == 1 and "has no attribute 'first_token_latncy'" in problems[0], problems
 
 
@@ -138,8 +141,8 @@ def test_output_attributes_and_kwargs_passthrough_are_checked():
 
 def test_start_llm_passes_keywords_through_only_inside_itself():
     """labkit.start_llm may hand ``**engine_args`` to LLM (its callers are checked); a lab may not."""
-    labkit = (ROOT / "snippets" / "labs" / "labkit.py").read_text()
-    assert api.check_source(labkit, GPU, "labkit.py") == []
+    engine = (ROOT / "snippets" / "labs" / "labkit" / "engine.py").read_text()
+    assert "**engine_args" in engine and api.check_source(engine, GPU, "labkit/engine.py") == []
     src = "from labkit import start_llm\nllm, s = start_llm(args, seed=0, **extra)\nllm.generat(['x'])\n"
     problems = api.check_source(src, GPU)
     assert len(problems) == 2, problems
@@ -272,10 +275,10 @@ def test_committed_surface_holds_what_vllm_0_26_0_says():
     assert "fp8_e4m3fn" not in GPU["literal_args"]["kv_cache_dtype"]
     assert "load_format" not in GPU["literal_args"]  # str | LoadFormats: any string (plugin loaders)
     # config/model.py: ModelDType = Literal["auto", "half", "float16", "bfloat16", "float", "float32"]; the labs'
-    # --dtype choices (labkit.VLLM_DTYPES) are vLLM's on the GPU build and the CPU build alike
-    labkit = ast.parse((ROOT / "snippets" / "labs" / "labkit.py").read_text())
+    # --dtype choices (labkit.DTYPES) are vLLM's on the GPU build and the CPU build alike
+    cli = ast.parse((ROOT / "snippets" / "labs" / "labkit" / "cli.py").read_text())
     dtypes = next(
-        n.value for n in labkit.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "VLLM_DTYPES"
+        n.value for n in cli.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "DTYPES"
     )
     assert (
         sorted(ast.literal_eval(dtypes))
@@ -358,13 +361,13 @@ PLANTED = {  # kind of mistake: (lab, text in it, the mistake, what the report m
         "LLMEngine.model_executor exists only when `not multiprocess_mode`",
     ),
     "helper-engine-keyword": (  # an engine passed to a labkit helper as `llm` is checked like a lab's
-        "labkit.py",
+        "labkit/measure.py",
         "outputs = llm.generate(prompts, params, use_tqdm=False)",
         "outputs = llm.generate(prompts, params, use_tqdmm=False)",
         "no keyword argument 'use_tqdmm' (did you mean 'use_tqdm'?)",
     ),
     "env-var": (
-        "labkit.py",
+        "labkit/machine.py",
         'ENGINE_IN_PROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"',
         'ENGINE_IN_PROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESS"',
         "environment variable VLLM_ENABLE_V1_MULTIPROCESS is not in",

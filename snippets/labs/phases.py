@@ -34,8 +34,8 @@ import random
 import statistics
 
 from labkit import (
+    DTYPES,
     STEP_TOKENS_METRIC,
-    VLLM_DTYPES,
     check_grid,
     fail,
     lab_parser,
@@ -76,9 +76,7 @@ ROW = {
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = lab_parser(LAB, "Time prefill (TTFT) and decode (TPOT) with vLLM.", max_model_len=MAX_MODEL_LEN)
-    p.add_argument(
-        "--dtype", default="auto", choices=VLLM_DTYPES, help="weights/activations dtype (auto = the config's)"
-    )
+    p.add_argument("--dtype", default="auto", choices=DTYPES, help="weights/activations dtype (auto = the config's)")
     p.add_argument("--repeats", type=whole, default=REPEATS, help="timed runs per grid row; the median is kept")
     return p.parse_args(argv)
 

@@ -52,7 +52,7 @@ import tempfile
 from pathlib import Path
 
 from labkit import (
-    VLLM_DTYPES,
+    DTYPES,
     check_model_arg,
     child_run,
     engine_core_in_process,
@@ -163,7 +163,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default="mapped",
         help="'mapped': use_heterogeneous_vocab=True (a draft with another vocab_size); 'same': vLLM's check on",
     )
-    p.add_argument("--dtype", default="auto", choices=VLLM_DTYPES, help="model dtype ('auto': the config's)")
+    p.add_argument("--dtype", default="auto", choices=DTYPES, help="model dtype ('auto': the config's)")
     p.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated subset of {','.join(RUNS)}")
     p.add_argument(
         "--batches", type=whole_list, default=",".join(map(str, BATCHES)), help="comma-separated batch sizes"

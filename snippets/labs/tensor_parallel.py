@@ -56,7 +56,7 @@ import time
 from pathlib import Path
 
 from labkit import (
-    VLLM_DTYPES,
+    DTYPES,
     check_model_arg,
     child_run,
     decode_step_sweep,
@@ -161,7 +161,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument(
         "--dtype",
         default="auto",
-        choices=VLLM_DTYPES,
+        choices=DTYPES,
         help="the engines' dtype ('float32' makes the greedy check exact)",
     )
     p.add_argument(

@@ -77,7 +77,7 @@ legacy spellings (``--model``, ``--local_dir``, ``--cache_dir``, ``cli/compat.py
 deprecation warning (``normalize_download_args``): the page uses the positional model id."""
 
 COURSE_MODEL = registry.COURSE_MODEL
-"""The model every lab loads by default (``--model`` of ``snippets/labs/labkit.py``'s ``lab_parser``)."""
+"""The model every lab loads by default (``--model`` of ``snippets/labs/labkit/cli.py``'s ``lab_parser``)."""
 
 SESSION = "labs"
 """The tmux session the page starts the labs in."""

@@ -15,7 +15,7 @@ from infercourse import fmt, memory, registry, roofline, snippets, transformer
 if TYPE_CHECKING:  # importing infercourse.labs at run time reads the lab scripts: done lazily below
     from infercourse.labs.core import LabWork
 
-LABKIT_MIN_DRIVER: int = snippets.constant("labs/labkit.py", "MIN_DRIVER_FOR_WHEEL")
+LABKIT_MIN_DRIVER: int = snippets.constant("labs/labkit/machine.py", "MIN_DRIVER_FOR_WHEEL")
 """Oldest NVIDIA driver branch for vLLM 0.26.0's CUDA 13 build, read from its one home, labkit's
 ``MIN_DRIVER_FOR_WHEEL`` (NVIDIA, CUDA Toolkit Release Notes, table 3: CUDA 13.0 needs >= 580.65.06)."""
 

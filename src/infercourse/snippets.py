@@ -20,11 +20,20 @@ SNIPPETS_DIR = Path(__file__).resolve().parents[2] / "snippets"
 def load(relative_path: str) -> ModuleType:
     """Import ``snippets/<relative_path>`` and return the module (its ``__main__`` block does not run).
 
+    A folder with an ``__init__.py`` (``labs/labkit``) is a package: it is imported under its own name,
+    as the labs import it, so the module returned is the one they use.
+
     Raises:
-        FileNotFoundError: no such snippet file.
+        FileNotFoundError: no such snippet file or package.
         ValueError: the file is not a Python module (its name does not end in ``.py``).
     """
     path = SNIPPETS_DIR / relative_path
+    if (path / "__init__.py").is_file():
+        sys.path.insert(0, str(path.parent))
+        try:
+            return importlib.import_module(path.name)
+        finally:
+            sys.path.remove(str(path.parent))
     if not path.is_file():
         raise FileNotFoundError(f"no snippet at {path}; paths are relative to {SNIPPETS_DIR}")
     name = "snippet_" + relative_path.replace("/", "_").removesuffix(".py")

@@ -1,7 +1,7 @@
 """The GPU labs' receipts, the claims their lessons make, and the lessons' expected output.
 
 A lab (``snippets/labs/<lab>.py``) writes a JSON *receipt* with ``--receipt`` (through
-``snippets/labs/labkit.py``). Each lab declares, in ONE module here, ``infercourse/labs/<lab>.py``,
+``snippets/labs/labkit/``). Each lab declares, in ONE module here, ``infercourse/labs/<lab>.py``,
 a ``SPEC`` (:class:`~infercourse.labs.core.LabSpec`): its row schema and units, its claims, its
 roofline floors (optional), its GPU prediction and its table of committed GPU receipts.
 
@@ -69,7 +69,6 @@ __all__ = [
     "machine_slug",
     "model_config_for",
     "SPECS",
-    "HELPERS",
     "lab_scripts",
     "wired",
     "spec",
@@ -81,9 +80,6 @@ __all__ = [
     "efficiency",
     "expected_output",
 ]
-
-HELPERS = frozenset({"labkit"})
-"""Files in ``snippets/labs/`` that are not labs (shared code the labs import)."""
 
 _NOT_SPECS = {"core"}
 
@@ -106,8 +102,9 @@ SPECS: Mapping[str, LabSpec] = _discover()
 
 
 def lab_scripts(labs_dir: Path | str = LABS_DIR) -> list[str]:
-    """Names of the lab scripts in ``labs_dir``: every ``<name>.py`` except :data:`HELPERS` and ``_*``."""
-    return sorted(p.stem for p in Path(labs_dir).glob("*.py") if not p.name.startswith("_") and p.stem not in HELPERS)
+    """Names of the lab scripts in ``labs_dir``: every ``<name>.py`` but ``_*`` (the code the labs share is the
+    package ``labkit/``, a folder)."""
+    return sorted(p.stem for p in Path(labs_dir).glob("*.py") if not p.name.startswith("_"))
 
 
 def wired(labs_dir: Path | str = LABS_DIR) -> list[str]:

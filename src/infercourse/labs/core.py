@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[3]
 LABS_DIR = ROOT / "snippets" / "labs"
 RECEIPTS_DIR = ROOT / "receipts"
 SCHEMA_VERSION = 1
-"""The receipt schema ``snippets/labs/labkit.py`` writes (its ``SCHEMA``)."""
+"""The receipt schema ``snippets/labs/labkit/receipt.py`` writes (its ``SCHEMA``)."""
 
 Receipt = Mapping[str, Any]
 
@@ -104,7 +104,7 @@ ENVELOPE = {
     "units": dict,
     "results": list,
 }
-"""Top-level keys of every receipt and their JSON types (``snippets/labs/labkit.py: write_receipt``)."""
+"""Top-level keys of every receipt and their JSON types (``snippets/labs/labkit/receipt.py: write_receipt``)."""
 
 MACHINE_KEYS = {"gpu": ("name", "memory_gib", "driver", "cuda_driver_api"), "cpu": ("name", "cores")}
 VERSION_KEYS = ("vllm", "torch", "transformers", "python")
