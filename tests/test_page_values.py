@@ -204,3 +204,127 @@ def test_the_lesson_values_template_runs_as_a_lesson_s_module():
     again = PageValues("lessons/x.md")
     again.facts("gpu-rtx-4090", "vllm-block-size")
     assert len(again.values()["facts_used"].value) == 3
+
+
+# --- numbers typed into prose (issue 36) --------------------------------------------------------------
+
+TYPED = re.compile(r"(?<![\w.,/-])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w.]\w?)|(?<![\w.,/-])\d+(?:\.\d+)?(?![\w]|\.\d)")
+"""A number written in a page's text: ``8,192``, ``0.44``, ``4090``; not one inside a word or a name (``Qwen2.5``,
+``H100``, ``fp8_e4m3``, lesson ``2B``), nor a version (``0.26.0``)."""
+ALLOWED_LITERALS = (
+    (re.compile(r"(19[5-9]\d|20[0-2]\d)"), "a year (1950-2029)"),
+    (re.compile(r"\d{4}\.\d{4,5}"), "an arXiv id"),
+)
+"""What a page may type although it has three digits or a decimal point. Any number of one or two digits
+is allowed (counts, list and section numbers, small inputs a problem names); every other number a page
+shows is a page value, so that a changed input or formula cannot leave a stale or mistyped copy behind."""
+NAMES_WITH_NUMBERS = re.compile(r"\b(?:RTX|GTX|Tesla|RX) \d{3,4}\b|\b\d{3,4}(?= Ti\b)")
+"""GPU names spelled with a space before their number (``RTX 4090``): a name, not a quantity."""
+PROSE_ONLY = re.compile(
+    r"\{\{.*?\}\}|\{%.*?%\}|<!--.*?-->|`[^`\n]*`|\]\([^)\n]*\)|<[^>\n]+>|^\s*--8<--.*$|\ue000\d+\ue001",
+    re.S | re.M,
+)
+"""What is not prose: page values and Jinja tags, comments, inline code, link targets, HTML tags, snippet
+lines and the code blocks and TeX :func:`infercourse.macros.protect` set aside."""
+
+
+def _shown_as(value) -> dict[str, float]:
+    """How a page value may appear in prose: its number, and in the units its filters write."""
+    v = value.value
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return {}
+    shown = {"": float(v)}
+    if value.unit == "B":
+        shown |= {" | gb": v / 1e9, " | gib": v / 2**30}
+    elif value.unit == "s":
+        shown |= {" | ms": v * 1e3}
+    elif value.unit == "1":
+        shown |= {" | pct": v * 100}
+    elif value.unit == "FLOP":
+        shown |= {" | tflop": v / 1e12}
+    return shown
+
+
+def typed_numbers(page: str, text: str) -> list[str]:
+    """Every number typed into a page's prose that should be a page value, as ``page:line: message``:
+    the value that already shows it (write ``{{ name }}``), or, when none does, the nearest one."""
+    protected, kept = macros.protect(text)
+    for i, block in enumerate(kept):  # keep line numbers: a set-aside block becomes its own newlines
+        protected = protected.replace(f"\ue000{i}\ue001", "\n" * block.count("\n"), 1)
+    prose = PROSE_ONLY.sub(lambda m: "\n" * m.group(0).count("\n") + " ", protected)
+    prose = NAMES_WITH_NUMBERS.sub(" ", prose)
+    values = {name: _shown_as(v) for name, v in values_for(page).items()}
+    problems = []
+    for n, line in enumerate(prose.splitlines(), 1):
+        for m in TYPED.finditer(line):
+            typed = m.group(0)
+            digits = typed.replace(",", "").replace(".", "")
+            if len(digits) < 3 and "." not in typed:
+                continue
+            if any(pattern.fullmatch(typed) for pattern, _ in ALLOWED_LITERALS):
+                continue
+            x = float(typed.replace(",", ""))
+            half = 0.5 * 10 ** -len(typed.partition(".")[2])  # what the typed digits round away
+            exact = [
+                f"{{{{ {name}{how} }}}}"
+                for name, shown in values.items()
+                for how, y in shown.items()
+                if abs(y - x) <= half
+            ]
+            if exact:
+                problems.append(
+                    f"{page}:{n}: {typed} is typed; page values equal to it: {', '.join(exact)} (if one is this "
+                    f"quantity write it; else compute this one in src/infercourse/pages/{PAGES[page]}.py)"
+                )
+                continue
+            near = sorted(
+                (
+                    (
+                        abs(y - x) / max(abs(x), 1e-12),
+                        f"{name}{how} = {y:,.0f}" if abs(y) >= 1000 else f"{name}{how} = {y:.4g}",
+                    )
+                    for name, shown in values.items()
+                    for how, y in shown.items()
+                    if y
+                ),
+            )[:1]
+            hint = f" (nearest: {near[0][1]})" if near and near[0][0] < 0.2 else ""
+            problems.append(
+                f"{page}:{n}: {typed} is typed and no page value shows it{hint}; compute it in "
+                f"src/infercourse/pages/{PAGES[page]}.py and write {{{{ name }}}}"
+            )
+    return problems
+
+
+LESSON_PAGES = sorted(page for page, module in PAGES.items() if module.startswith("lesson_"))
+
+
+@pytest.mark.parametrize("page", LESSON_PAGES)
+def test_no_number_is_typed_into_a_lesson_s_prose(page):
+    problems = typed_numbers(page, (DOCS / page).read_text(encoding="utf-8"))
+    assert not problems, "numbers typed into the prose (a page shows page values):\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "prose, expected",
+    [
+        ("Each token costs 57,344 B of cache.", "57,344 is typed; page values equal to it: {{ kappa }}"),  # a copy
+        ("The cache holds 110,106 tokens.", "110,106 is typed and no page value shows it (nearest: tokens = 110,160)"),
+        ("A ratio of 0.44 here.", "0.44 is typed"),  # a decimal of any size
+        ("We run 2048 tokens.", "2048 is typed"),  # four digits that are not a year
+    ],
+)
+def test_a_typed_number_is_found_with_the_page_value_it_should_be(prose, expected):
+    """Planted in lesson 1A, whose page shows kappa = 2 x 28 layers x 4 KV heads x 128 x 2 B = 57,344 B/token
+    and a KV capacity of 110,160 tokens (the second: two digits swapped)."""
+    problems = typed_numbers("lessons/1a-kv-cache.md", prose)
+    assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_what_a_page_may_type_is_not_reported():
+    prose = (
+        "In 2023 (arXiv 2309.06180) vLLM 0.26.0 on an RTX 4090 ran 3 steps of 64 sequences for Qwen2.5-7B's "
+        "H100 numbers, lesson 2B, `8,192` in code, {{ tokens | count }} from the page, \\(128\\kappa\\) in TeX.\n"
+        "```bash\nvllm serve --max-model-len 8192\n```\n"
+    )
+    assert typed_numbers("lessons/1a-kv-cache.md", prose) == []

@@ -662,6 +662,10 @@ def serving_demand(
 
 # --- lesson 2B: the third regime, launch overhead and CUDA graphs ----------------------------------
 
+CAPTURE_STRIDE_SWITCH = 256
+"""Where vLLM 0.26.0's default capture sizes go from every 8 tokens to every 16
+(vllm/config/vllm.py:1783-1843, registry fact ``vllm-cudagraph-capture-sizes``)."""
+
 
 def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, speculative_tokens: int = 0) -> list[int]:
     """The batch sizes (tokens per step) vLLM 0.26.0 captures a CUDA graph for by default, ascending.
@@ -683,7 +687,8 @@ def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, spec
         raise ValueError(f"speculative_tokens must be 0 or more, got {speculative_tokens!r}")
     largest = min(max_num_seqs * (1 + speculative_tokens) * 2, CUDAGRAPH_MAX_CAPTURE_SIZE, max_num_batched_tokens)
     sizes = [s for s in (1, 2, 4) if s <= largest]
-    sizes += list(range(8, min(largest + 1, 256), 8)) + list(range(256, largest + 1, 16))
+    switch = CAPTURE_STRIDE_SWITCH
+    sizes += list(range(8, min(largest + 1, switch), 8)) + list(range(switch, largest + 1, 16))
     if max_num_batched_tokens <= largest:
         sizes.append(max_num_batched_tokens)
     return sorted(set(sizes))

@@ -37,11 +37,13 @@ P.add("h200_peak_x", gh200.bf16_dense_tflops / g4090.bf16_dense_tflops, "1")
 P.add("h200_bw_x", gh200.bandwidth_gb_s / g4090.bandwidth_gb_s, "1")
 u = registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
 
-# Section 3: prefill and decode intensity under the 2N model (attention FLOPs left out).
+# Section 3: prefill and decode intensity under the 2N model (attention FLOPs left out), at these contexts.
+_CONTEXTS = {"short": 128, "1k": 1024, "8k": 8192, "32k": 32768}
 crossover = P.add("crossover", N * b / kappa, "tokens")
 P.add("crossover_over_window", crossover / cfg["max_position_embeddings"], "1")
 ceiling = P.add("two_over_b", 2 / b, "FLOP/B")
-dec1k = P.add("dec1k", roofline.decode_intensity(N, kappa, 1024, 1, b), "FLOP/B")
+ctx_short, ctx_1k, ctx_8k, ctx_32k = (P.add(f"ctx_{k}", n, "tokens") for k, n in _CONTEXTS.items())
+dec1k = P.add("dec1k", roofline.decode_intensity(N, kappa, ctx_1k, 1, b), "FLOP/B")
 P.add("dec1k_share_4090", dec1k / ridge4090, "1")
 P.add("dec1k_idle_4090", 1 - dec1k / ridge4090, "1")
 P.add("dec1k_idle_h200", 1 - dec1k / ridgeh200, "1")
@@ -55,9 +57,9 @@ def _decode_intensity_with_attention(context: int) -> float:
     return (2 * N + transformer.attention_flops_per_token(cfg, context)) / (N * b + kappa * context)
 
 
-P.add("dec_att_1k", _decode_intensity_with_attention(1024), "FLOP/B")
-P.add("dec_att_8k", _decode_intensity_with_attention(8192), "FLOP/B")
-P.add("dec_att_32k", _decode_intensity_with_attention(32768), "FLOP/B")
+P.add("dec_att_1k", _decode_intensity_with_attention(ctx_1k), "FLOP/B")
+P.add("dec_att_8k", _decode_intensity_with_attention(ctx_8k), "FLOP/B")
+P.add("dec_att_32k", _decode_intensity_with_attention(ctx_32k), "FLOP/B")
 
 # The decode step's floor: the matmul weights (all but the embedding table) over the bandwidth.
 matmul_bytes = P.add("matmul_bytes", M * b, "B")
@@ -65,8 +67,9 @@ all_weight_bytes = P.add("weight_bytes", transformer.weight_bytes(cfg, b), "B")
 tpot_floor_1 = P.add("tpot_floor_1", roofline.decode_step_floor(g4090, cfg, 1), "s")
 P.add_band("tpot_band", roofline.step_band(tpot_floor_1, cfg["num_hidden_layers"]), "s")  # where a step lands
 P.add("all_weights_time", all_weight_bytes / (g4090.bandwidth_gb_s * 1e9), "s")
-P.add("prefill_floor_4000", roofline.prefill_floor(g4090, cfg, 4000), "s")
-P.add("decode_floor_4025", roofline.decode_step_floor(g4090, cfg, 4025), "s")
+long_prompt = P.add("long_prompt", 4000, "tokens")  # problem 3's request: this prompt and 50 output tokens
+P.add("prefill_floor_4000", roofline.prefill_floor(g4090, cfg, long_prompt), "s")
+P.add("decode_floor_4025", roofline.decode_step_floor(g4090, cfg, long_prompt + 25), "s")  # mean context of 50 steps
 
 # AWQ 4-bit (the lab's other model).
 awq_group = P.add("awq_group", registry.AWQ_GROUP_SIZE, "count")

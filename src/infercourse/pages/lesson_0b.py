@@ -16,7 +16,8 @@ M = P.add("M", roofline.matmul_params(cfg), "params")
 H = P.add("H", cfg["vocab_size"] * cfg["hidden_size"], "params")
 P.add("prefill_overcount_of_2n", 2 * H / N, "1")
 P.add("prefill_overcount_of_exact", 2 * H / (N - 2 * H), "1")
-tpot_floor_128 = P.add("tpot_floor_128", roofline.decode_step_floor(g, cfg, 128), "s")
+floor_context = P.add("floor_context", 128, "tokens")  # the context of the TPOT floor the page quotes
+tpot_floor_128 = P.add("tpot_floor_128", roofline.decode_step_floor(g, cfg, floor_context), "s")
 P.add_band("tpot_band", roofline.step_band(tpot_floor_128, cfg["num_hidden_layers"]), "s")  # where a step lands
 
 # The worked example of section 4 (snippets/lesson_0b/latency_metrics.py, times in ms).

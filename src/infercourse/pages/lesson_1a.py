@@ -33,8 +33,9 @@ P.add(
     "B/token",
 )
 mistral = P.add("mistral", registry.model("mistralai/Mistral-7B-v0.1"), "record")
-P.add("mistral_32k_windowed", transformer.kv_cache_bytes(mistral.config, 32768, b_kv), "B")
-P.add("mistral_32k_full", 32768 * transformer.kv_bytes_per_token(mistral.config, b_kv), "B")
+ctx_4k, ctx_8k, ctx_32k = (P.add(f"ctx_{k}k", k * 1024, "tokens") for k in (4, 8, 32))  # the contexts compared
+P.add("mistral_32k_windowed", transformer.kv_cache_bytes(mistral.config, ctx_32k, b_kv), "B")
+P.add("mistral_32k_full", ctx_32k * transformer.kv_bytes_per_token(mistral.config, b_kv), "B")
 ds = registry.model("deepseek-ai/DeepSeek-V3")
 dsc = P.add("dsc", ds.config, "record")
 kappa_ds = P.add("kappa_ds", transformer.kv_bytes_per_token(dsc, b_kv), "B/token")
@@ -63,11 +64,11 @@ kv_budget = P.add("kv_budget", memory.kv_budget_bytes(total, weights, reserve, u
 block = P.add("block", registry.VLLM_DEFAULT_BLOCK_SIZE, "tokens")
 tokens = P.add("tokens", memory.kv_capacity_tokens(kv_budget, kappa, block), "tokens")
 tokens_fp8 = P.add("tokens_fp8", memory.kv_capacity_tokens(kv_budget, kappa_fp8, block), "tokens")
-P.add("conc_4k", memory.max_concurrency(tokens, 4096), "1")
-P.add("conc_8k", memory.max_concurrency(tokens, 8192), "1")
-P.add("conc_32k", memory.max_concurrency(tokens, 32768), "1")
-P.add("conc_fp8_8k", memory.max_concurrency(tokens_fp8, 8192), "1")
-P.add("full_fp8_8k", tokens_fp8 // 8192, "sequences")
+P.add("conc_4k", memory.max_concurrency(tokens, ctx_4k), "1")
+P.add("conc_8k", memory.max_concurrency(tokens, ctx_8k), "1")
+P.add("conc_32k", memory.max_concurrency(tokens, ctx_32k), "1")
+P.add("conc_fp8_8k", memory.max_concurrency(tokens_fp8, ctx_8k), "1")
+P.add("full_fp8_8k", tokens_fp8 // ctx_8k, "sequences")
 P.add("tokens_wrong", memory.kv_capacity_tokens(kv_budget, wrong, block), "tokens")
 naive_total = g4090.memory_gb * 1e9
 naive_tokens = P.add(

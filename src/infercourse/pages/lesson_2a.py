@@ -52,6 +52,7 @@ P.add("s_fit", fit_tokens // block // bstar_n * block, "tokens")
 
 # The capacity table: for each GPU, B* sequences at each context against what its card can give.
 contexts = P.add("contexts", [512, 1024, 4096, 32768], "record")
+ctx_4k, ctx_32k = P.add("ctx_4k", contexts[2], "tokens"), P.add("ctx_32k", contexts[3], "tokens")
 P.add("cuda_cards", " and ".join(registry.gpu(key).name for key in registry.GPU_MEMORY_TOTAL_MIB), "text")
 
 
@@ -70,7 +71,7 @@ P.add("capacity_rows", [_capacity_row(k, g) for k, g in registry.GPUS.items()], 
 for batch in (1, 64):  # the floor, and lesson 2B's band around it (where a measured step should land)
     floor = P.add(f"f{batch}", roofline.decode_step_floor(g4090, cfg, S, batch, b), "s")
     P.add_band(f"f{batch}", roofline.step_band(floor, cfg["num_hidden_layers"]), "s")
-P.add("cache_16x32k", 16 * 32768 * kappa, "B")
+P.add("cache_16x32k", 16 * ctx_32k * kappa, "B")
 ipre = P.add("ipre", roofline.linear_intensity(S, b), "FLOP/B")
 P.add(
     "prefill_verdicts",
@@ -86,8 +87,8 @@ P.add(
     "record",
 )
 P.add("linear_16", roofline.linear_intensity(16, b), "FLOP/B")
-P.add("cache_bstar_4k", bstar_n * 4096 * kappa, "B")
-P.add("fit_4k", memory.max_sequences(kv_budget, kappa, 4096), "sequences")
+P.add("cache_bstar_4k", bstar_n * ctx_4k * kappa, "B")
+P.add("fit_4k", memory.max_sequences(kv_budget, kappa, ctx_4k), "sequences")
 
 # The lab (snippets/labs/batch_decode.py) and vLLM's scheduler defaults it has to change.
 lab_prompt = P.add("lab_prompt", snippets.constant("labs/batch_decode.py", "PROMPT_LEN"), "tokens")

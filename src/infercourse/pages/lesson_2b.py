@@ -86,6 +86,7 @@ P.add("M_05b_bytes", roofline.matmul_params(dcfg) * 2, "B")
 # --- 4. CUDA graphs: the sizes vLLM captures with LLM(...)'s defaults on the RTX 4090, and padding ---
 tokens_llm, seqs_llm = registry.vllm_scheduler_defaults("RTX 4090", "LLM")
 P.add("llm_max_seqs", seqs_llm, "sequences")
+P.add("capture_stride_switch", roofline.CAPTURE_STRIDE_SWITCH, "tokens")
 P.add("llm_batched_tokens", tokens_llm, "tokens")
 sizes = roofline.cudagraph_capture_sizes(seqs_llm, tokens_llm)
 P.add("n_sizes", len(sizes), "count")

@@ -22,6 +22,7 @@ P.add("q_share", N_q / N, "1")
 G = P.add("G", registry.AWQ_GROUP_SIZE, "count")
 
 # Bytes per quantised weight (B/param): AWQ packs 4 bits, plus per group a 16-bit scale and a 4-bit zero.
+P.add("b_awq_value", 4 / 8, "B/param")  # a 4-bit weight
 P.add("b_awq_scale", 2 / G, "B/param")
 P.add("b_awq_zero", 0.5 / G, "B/param")
 b_awq = P.add("b_awq", 0.5 + 2.5 / G, "B/param")

@@ -270,6 +270,7 @@ P.add(
 
 SYMBOLS: list[str | tuple[str, str]] = ["S", "S_c", "B", "m", "tau_c", "tau", "kappa", "beta_link", "n_P", "n_D", "n"]
 P.symbols(SYMBOLS)
+P.add("nic", next(name for name in registry.LINK_GB_S if name.endswith("NIC")), "text")
 
 P.facts(
     "gpu-h200",

@@ -133,9 +133,13 @@ P.add("big_t2", big_t2[2], "s")
 P.add("big_n_ar", 2 * big_cfg["num_hidden_layers"] + 1, "count")
 
 # --- prefill under TP: TTFT's floor, compute halved, the collectives carry S d 2 bytes each ---
+PROMPTS = (512, 2048, 8192)
+prompt_short, prompt_2k, prompt_long = (
+    P.add(name, s, "tokens") for name, s in zip(("prompt_short", "prompt_2k", "prompt_long"), PROMPTS, strict=True)
+)
 prefill_rows = []
 for g, link, alpha in ((g4090, link_4090, alpha_4090), (h200, link_h200, alpha_h200)):
-    for prompt in (512, 2048, 8192):
+    for prompt in PROMPTS:
         ttft1 = sum(roofline.tp_prefill_step(g, cfg, prompt, 1, link, alpha))
         compute, comm = roofline.tp_prefill_step(g, cfg, prompt, 2, link, alpha)
         prefill_rows.append(
@@ -151,8 +155,8 @@ for g, link, alpha in ((g4090, link_4090, alpha_4090), (h200, link_h200, alpha_h
             }
         )
 prefill_rows = P.add("prefill_rows", prefill_rows, "record")
-p2k = next(r for r in prefill_rows if r["gpu"] == g4090.name and r["S"] == 2048)
-P.add("m2k", 2048 * d * 2, "B")
+p2k = next(r for r in prefill_rows if r["gpu"] == g4090.name and r["S"] == prompt_2k)
+P.add("m2k", prompt_2k * d * 2, "B")
 P.add("p2k_comm", p2k["comm2"], "s")
 P.add("p2k_compute", p2k["compute2"], "s")
 P.add("p2k_ratio", p2k["comm_vs_compute"], "1")
@@ -171,27 +175,29 @@ P.add("p1_eta", r4090_1["t1"] / (4 * p1[2]), "1")
 P.add("p1_ar", roofline.ring_allreduce_time(m1, 4, link_4090, alpha_4090), "s")
 P.add("p1_gather", roofline.logits_gather_time(cfg, 1, 4, link_4090, alpha_4090), "s")
 # P2: replicas vs TP on two RTX 4090s at B = 64 per engine: tokens/s
+p2_batch = P.add("p2_batch", 64, "sequences")  # per engine; step_rows[1] is at this batch
+p2_all = P.add("p2_all", 2 * p2_batch, "sequences")
 r4090_64 = step_rows[1]
 P.add("p2_t1", r4090_64["t1"], "s")
 P.add("p2_t2", r4090_64["t2"], "s")
 P.add(
     "p2_dp_tps",
-    2 * 64 / r4090_64["t1"],
+    p2_all / r4090_64["t1"],
     "tokens/s",
     roofline.decode_demand(g4090, cfg, 64, S, r4090_64["t1"], "each of two replicas at B = 64"),
 )
 P.add(
     "p2_tp_tps",
-    64 / r4090_64["t2"],
+    p2_batch / r4090_64["t2"],
     "tokens/s",
     roofline.decode_demand(g4090, cfg, 64, S, r4090_64["t2"], "TP = 2 at B = 64, per card", ranks=2),
 )
-tp128_t2 = P.add("p2_tp128_t2", _step(g4090, link_4090, alpha_4090, 128, 2)[2], "s")
+tp128_t2 = P.add("p2_tp128_t2", _step(g4090, link_4090, alpha_4090, p2_all, 2)[2], "s")
 P.add(
     "p2_tp128_tps",
-    128 / tp128_t2,
+    p2_all / tp128_t2,
     "tokens/s",
-    roofline.decode_demand(g4090, cfg, 128, S, tp128_t2, "TP = 2 at B = 128, per card", ranks=2),
+    roofline.decode_demand(g4090, cfg, p2_all, S, tp128_t2, "TP = 2 at B = 128, per card", ranks=2),
 )
 # KV room per card: one replica holds all weights, a TP = 2 rank half of them (lesson 1A's budget and reserve)
 reserve = registry.VLLM_NON_KV_RESERVE_GIB * 2**30
