@@ -960,6 +960,7 @@ def facts() -> list[Fact]:
         + _chunked_prefill_facts()
         + _tp_facts()
         + _overhead_facts()
+        + _attention_kernel_facts()
     )
 
 
@@ -1555,3 +1556,131 @@ def _overhead_facts() -> list[Fact]:
 
 
 # --- end of lesson 2B ---
+
+
+# --- lesson 1B: attention kernels ---
+SM_COUNT: Mapping[str, int] = MappingProxyType({"RTX 4090": 128, "H200": 132})
+"""Streaming multiprocessors (SMs) of each card: a kernel's thread blocks run on them, so a decode kernel with
+fewer blocks than SMs leaves the rest idle (lesson 1B). Sources in :data:`SM_SOURCES`."""
+SM_SOURCES: Mapping[str, Source] = MappingProxyType(
+    {
+        "RTX 4090": Source(
+            "NVIDIA Ada Lovelace GPU Architecture whitepaper, appendix A: GeForce RTX 4090, 128 SMs of the AD102's "
+            "144 (11 GPCs, 64 TPCs)",
+            "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",
+            "secondary",
+            _DATASHEET_NOTE,
+        ),
+        "H200": Source(
+            "NVIDIA H100 Tensor Core GPU Architecture whitepaper: H100 SXM5, 132 SMs of the GH100's 144; the H200 "
+            "is the same GH100 configuration with HBM3e memory",
+            "https://resources.nvidia.com/en-us-tensor-core",
+            "secondary",
+            _DATASHEET_NOTE + "; NVIDIA's H200 datasheet states no SM count",
+        ),
+    }
+)
+FLASH_ATTN_MAX_SPLITS = 32
+"""Most splits along the keys FLASH_ATTN's decode may use under CUDA graphs in vLLM 0.26.0 (fact
+``vllm-flash-attn-splits``)."""
+COMPUTE_CAPABILITY: Mapping[str, tuple[int, int]] = MappingProxyType({"RTX 4090": (8, 9), "H200": (9, 0)})
+"""CUDA compute capability (major, minor) of each card: vLLM picks attention kernels by it (lesson 1B)."""
+
+ATTENTION_KERNEL_FACTS: Mapping[str, Fact] = MappingProxyType(
+    {
+        f.id: f
+        for f in (
+            *(
+                Fact(
+                    f"gpu-sm-count-{_slug(key)}",
+                    f"streaming multiprocessors (SMs) of the {key}",
+                    f"{n}",
+                    SM_SOURCES[key],
+                )
+                for key, n in SM_COUNT.items()
+            ),
+            Fact(
+                "gpu-compute-capability",
+                "CUDA compute capability per card",
+                ", ".join(f"{k} {a}.{b}" for k, (a, b) in COMPUTE_CAPABILITY.items()),
+                Source(
+                    "NVIDIA, CUDA GPUs: Compute Capability (GeForce RTX 4090: 8.9; H200: 9.0)",
+                    "https://developer.nvidia.com/cuda-gpus",
+                    "secondary",
+                    _DATASHEET_NOTE + "; `torch.cuda.get_device_capability()` prints it on the card (lab 1B)",
+                ),
+            ),
+            Fact(
+                "vllm-attention-backend-priority",
+                "the order vLLM tries attention backends for a model without MLA on a CUDA GPU: the first that "
+                "accepts the configuration (head size, dtype, KV-cache dtype, block size, compute capability) runs",
+                "FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLEX_ATTENTION, TURBOQUANT (compute capability 10.x: "
+                "FLASHINFER first)",
+                vllm_source("vllm/platforms/cuda.py", 143, 162, "the choice is logged at :482-490"),
+            ),
+            Fact(
+                "vllm-attention-backend-forced",
+                "a backend forced with `attention_backend` (`--attention-backend`) is checked alone: if it cannot "
+                "run this configuration the engine stops before loading weights; no fallback",
+                "`ValueError: Selected backend ... is not valid for this configuration. Reason: [...]`",
+                vllm_source("vllm/platforms/cuda.py", 407, 423),
+            ),
+            Fact(
+                "vllm-flash-attn-version",
+                "the FlashAttention version vLLM's FLASH_ATTN backend runs: 3 on compute capability 9.x "
+                "(Hopper), 4 on 10.x, else 2",
+                "RTX 4090 (8.9): FlashAttention 2; H200 (9.0): FlashAttention 3",
+                vllm_source("vllm/v1/attention/backends/fa_utils.py", 153, 162),
+            ),
+            Fact(
+                "vllm-flash-attn-fp8-kv",
+                "FLASH_ATTN accepts an FP8 KV cache only with FlashAttention 3 on a Hopper card; otherwise only "
+                "`auto`, `float16` and `bfloat16` caches",
+                "FP8 KV cache: H200 yes, RTX 4090 no",
+                vllm_source("vllm/v1/attention/backends/flash_attn.py", 178, 188),
+            ),
+            Fact(
+                "vllm-flashinfer-fp8-kv",
+                "FLASHINFER accepts `fp8`, `fp8_e4m3` and `fp8_e5m2` KV caches, on compute capability 8.0 to 12.1",
+                "FP8 KV cache on the RTX 4090: yes",
+                vllm_source("vllm/v1/attention/backends/flashinfer.py", 344, 352, "compute capability: :461-469"),
+            ),
+            Fact(
+                "vllm-flash-attn-block-size",
+                "FLASH_ATTN's kernels take KV blocks whose size is a multiple of 16 tokens",
+                "multiple of 16",
+                vllm_source("vllm/v1/attention/backends/flash_attn.py", 80, 81),
+            ),
+            Fact(
+                "vllm-flash-attn-splits",
+                "most splits along the KV length FLASH_ATTN's decode may use under CUDA graphs (buffers for the "
+                "partial results are sized at capture; without graphs FlashAttention's own heuristic decides)",
+                f"{FLASH_ATTN_MAX_SPLITS}",
+                vllm_source(
+                    "vllm/config/attention.py", 42, 43, "used at vllm/v1/attention/backends/flash_attn.py:489-499"
+                ),
+            ),
+            Fact(
+                "vllm-cpu-attention-backend",
+                "vLLM's CPU platform runs CPU_ATTN for every model without MLA; a forced other backend is logged "
+                "as unusable and ignored",
+                "`Cannot use ... backend on CPU.`, then CPU_ATTN",
+                vllm_source("vllm/platforms/cpu.py", 81, 87, "vllm-cpu 0.32.0, which CI runs, has the same rule"),
+            ),
+            Fact(
+                "vllm-attention-layer-backend",
+                "each attention layer holds the backend class it runs (`attn_backend`) and registers itself in "
+                "`compilation_config.static_forward_context` under its name: lab 1B reads the backend there",
+                "`layer.attn_backend.get_name()`",
+                vllm_source("vllm/model_executor/layers/attention/attention.py", 350, 363, "registered at :444-446"),
+            ),
+        )
+    }
+)
+
+
+def _attention_kernel_facts() -> list[Fact]:
+    return list(ATTENTION_KERNEL_FACTS.values())
+
+
+# --- end of lesson 1B ---

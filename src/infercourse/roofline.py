@@ -605,13 +605,14 @@ def decode_demand(
     ranks: int = 1,
     weight_bytes: float = 2,
     peak_tflops: float | None = None,
+    kv_dtype_bytes: int = 2,
 ) -> Demand:
     """What a decode step of ``batch`` sequences at ``context_len`` tokens of context, predicted to take
     ``step_s`` seconds, asks of each of ``ranks`` GPUs (tensor parallel: the work split evenly, a floor).
 
     FLOP per step: B x (2 x linear weights + 2 x output head + attention over the context); bytes per
     step: the linear weights at ``weight_bytes`` per weight plus the 16-bit output head (read once) and
-    B x context_len tokens of 16-bit KV.
+    B x context_len tokens of KV at ``kv_dtype_bytes`` per element (2: BF16; 1: FP8).
 
     Raises:
         ValueError: a non-positive batch, length, time or rank count; a config key missing.
@@ -623,7 +624,7 @@ def decode_demand(
     _positive("ranks", ranks)
     linear, head = linear_weight_count(config), _head_params(config)
     flops = batch * (2 * linear + 2 * head + attention_flops_per_token(config, context_len))
-    bytes_moved = linear * weight_bytes + 2 * head + batch * context_len * kv_bytes_per_token(config, 2)
+    bytes_moved = linear * weight_bytes + 2 * head + batch * context_len * kv_bytes_per_token(config, kv_dtype_bytes)
     return Demand(gpu, flops / ranks / step_s, bytes_moved / ranks / step_s, what, peak_tflops)
 
 
