@@ -248,15 +248,12 @@ def main(argv=None) -> int:
         fail(f"no engine started; the first reason: {rows[0]['reason']} (logs: {log_dir})", 3)
 
     print(f"{args.model}, {args.batch} requests x {args.output_len} output tokens; decode step per context")
-    print(f"{'run':<18} {'backend':<12} {'outcome':<8} {'context':>8} {'step (ms)':>10} {'tokens':>10}")
+    print(f"{'run':<18} {'context':>8} {'backend':<12} {'step (ms)':>10} {'tokens':>10}")
     for r in rows:
         if r["outcome"] != "started":
-            print(f"{r['run']:<18} {'-':<12} refused: {r['reason'][:160]}")
+            print(f"{r['run']:<18} {'-':>8} refused: {r['reason'][:160]}")
             continue
-        print(
-            f"{r['run']:<18} {r['backend']:<12} {r['outcome']:<8} {r['context']:>8,} {r['step_ms']:>10.3f} "
-            f"{r['histogram_tokens']:>10,}"
-        )
+        print(f"{r['run']:<18} {r['context']:>8} {r['backend']:<12} {r['step_ms']:>10.3f} {r['histogram_tokens']:>10,}")
     settings = {
         "runs": [f"{b}:{d}" for b, d in args.runs],
         "contexts": list(args.contexts),

@@ -33,7 +33,8 @@ S_long = P.add("S_long", max(ak.CONTEXTS), "tokens")
 # --- 1. the score matrix a naive kernel writes: S^2 b per head, h of them per layer ---
 score_head = P.add("score_head", S_long**2 * b, "B")
 score_layer = P.add("score_layer", score_head * h, "B")
-P.add("score_layer_over_card", score_layer / (g4090.memory_gb * 1e9), "1")
+card_bytes = P.add("card_bytes", registry.GPU_MEMORY_TOTAL_MIB["RTX 4090"] * 2**20, "B")  # as CUDA reports it
+P.add("score_layer_over_card", score_layer / card_bytes, "1")
 
 # --- 3. bytes through memory, one head: naive, tiled (at most), each tensor once (at least) ---
 P.add(
@@ -130,6 +131,7 @@ P.add(
     "record",
 )
 P.add("cpu_machine", receipt["machine"]["name"], "text")
+P.add("cpu_vllm", receipt["versions"]["vllm"], "text")
 
 SYMBOLS: list[str | tuple[str, str]] = [
     ("d_h", f"Here {d_h}."),
