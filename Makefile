@@ -60,14 +60,16 @@ bench: $(STAMP) node chromium
 	$(BIN)/python scripts/bench.py $(if $(LIGHTHOUSE),--lighthouse $(LIGHTHOUSE))
 
 # --- tests --------------------------------------------------------------------------------
-# The fast loop while editing: every test that needs no site build, no browser and no lab environment
-# (markers set in tests/conftest.py); installs only the docs environment, and Node (the calculators' JavaScript runs under it). `make check LESSON=6A`: one
-# lesson's (tests/lessons/test_6a.py, tests/labs/test_<its lab>.py, the tests parametrized by its page or lab).
-# Three pytest-xdist workers for the whole loop: many of its tests wait on a subprocess or a server, so three
-# beat two on two cores (2026-12-05 here, idle: 42 s in one process, 28 s with -n 2, 26 s with -n 3, 30 s
-# with -n 4); one lesson's few tests run in one process (a worker's start would cost more than it saves).
+# The fast loop while editing: every test that needs no site build, no browser and no lab environment, and
+# is not `slow` (a real process, server or signal, or the 300 MB vLLM wheel: seconds each; make test runs
+# them); markers set in tests/conftest.py. Installs only the docs environment, and Node (the calculators'
+# JavaScript runs under it). `make check LESSON=6A`: one lesson's (tests/lessons/test_6a.py,
+# tests/labs/test_<its lab>.py, the tests parametrized by its page or lab).
+# Two pytest-xdist workers for the whole loop, one per core (2026-12-05 here, idle, median of three: 32 s in one
+# process, 21 s with -n 2, 24 s with -n 3: each worker computes the page values again, 4 s); one lesson's few
+# tests run in one process (a worker's start would cost more than it saves).
 check: $(STAMP) node
-	$(BIN)/pytest -m "not build and not browser and not lab" $(if $(LESSON),--lesson $(LESSON),-n 3)
+	$(BIN)/pytest -m "not build and not browser and not lab and not slow" $(if $(LESSON),--lesson $(LESSON),-n 2)
 
 # Lint, format and type gates (configured in pyproject.toml).
 lint: $(STAMP)

@@ -19,8 +19,20 @@ ROOT = Path(__file__).resolve().parents[1]
 # --- markers: the fast loop (`make check`) runs what needs none of these ----------------------------
 # One place decides them: a test gets a marker from a fixture it uses (directly or through another
 # fixture), or from its file when the whole file needs it. New tests inherit them by using the fixtures.
-MARK_BY_FIXTURE = {"build": "build", "site": "build", "server": "build", "browser": "browser", "lab_setup": "lab"}
-MARK_BY_FILE = {"test_build.py": "build", "test_browser.py": "browser"}
+MARK_BY_FIXTURE = {
+    "build": "build",
+    "site": "build",
+    "server": "build",
+    "browser": "browser",
+    "lab_setup": "lab",
+    "vllm_wheel": "slow",
+}
+MARK_BY_FILE = {
+    "test_build.py": "build",
+    "test_browser.py": "browser",
+    "test_run_labs.py": "slow",  # the lab runner as a real process, with hanging stand-ins, a budget and Ctrl-C
+    "test_labkit_serve.py": "slow",  # real servers on loopback, stopped by signals
+}
 # `make test` runs two pytest-xdist workers with --dist loadgroup: the whole-lab engine runs on one (one lab
 # at a time), every build and browser test on the other (one site build per worker), and the rest (fast tests,
 # the lab tests that start no full lab) wherever a worker is free. A plain `pytest` ignores the groups.
@@ -73,6 +85,17 @@ def pytest_collection_modifyitems(config, items):
         keep = [item for item in items if item.path in files or any(str(v) in words for v in params(item))]
         config.hook.pytest_deselected(items=[item for item in items if item not in keep])
         items[:] = keep
+
+
+def load_script(name: str):
+    """Import ``scripts/<name>.py`` as a module (its ``__main__`` block does not run), so a test calls its
+    functions, or its ``main(argv)``, in this process."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # What `mkdocs build` reads: a copy of these builds the site elsewhere (tests that plant a fault in a copy).

@@ -5,7 +5,6 @@ estimate; and the receipts page shows the committed receipts, the CPU ones label
 from __future__ import annotations
 
 import ast
-import importlib.util
 import shlex
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import zipfile
 import pytest
 from bs4 import BeautifulSoup
 
-from conftest import ROOT
+from conftest import ROOT, load_script
 from infercourse import autodl, course, labbox, labs, registry
 from infercourse.pages import values_for
 
@@ -33,13 +32,6 @@ LAB_CARD_FOLDER = labs.machine_slug({"kind": "gpu", "name": autodl.LAB_CARD_DEVI
 MODELSCOPE_HUB_WHEEL = next(
     (ROOT / ".cache" / "wheels").glob(f"modelscope_hub-{autodl.MODELSCOPE_HUB_VERSION}-*.whl"), None
 )
-
-
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _commands(prefix: str) -> list[list[str]]:
@@ -101,7 +93,7 @@ def test_download_options_are_the_pinned_wheel_s():
 
 
 def test_vllm_names_and_install_text_pass_the_vllm_api_check():
-    check = _script("check_vllm_api")
+    check = load_script("check_vllm_api")
     text = "\n".join(BLOCKS.values())
     surface = check.gpu_surface()
     problems = check.check_text(text, surface, "autodl") + check.token_problems(text, surface, "autodl")
@@ -180,7 +172,7 @@ def test_the_page_shows_exactly_the_checked_commands(site):
     assert sorted(shown) == sorted(BLOCKS.values())
     text = BeautifulSoup((site / "autodl" / "index.html").read_text(encoding="utf-8"), "html.parser")
     prose = " ".join(text.select_one(".md-content").get_text().split())
-    check = _script("check_vllm_api")
+    check = load_script("check_vllm_api")
     surface = check.gpu_surface()
     assert not check.install_doc_problems({"autodl page": prose}, surface["build"]["cudart_majors"][-1])
     assert "receipts/rtx-4090-d/" in prose  # the RTX 4090 D has a folder of its own

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from infercourse import course
 
 LABS = ROOT / "snippets" / "labs"
 
@@ -159,80 +157,6 @@ def test_receipt_under_a_file_is_refused_first(tmp_path):
     assert line.startswith("error: --receipt ") and "is a file, not a folder" in line and imported == "False"
 
 
-# --- scripts/run_labs.py survives a lab that hangs and one that crashes -----------------------------
-
-STAND_INS = {
-    # prints a progress line, starts a grandchild (as vLLM starts engine processes) and hangs
-    "a_hangs": "import subprocess, sys, time\nprint('[a_hangs] downloading 1/2', flush=True)\n"
-    "child = subprocess.Popen(['sleep', '300'])\nopen(sys.argv[0] + '.pid', 'w').write(str(child.pid))\n"
-    "time.sleep(300)\n",
-    "b_crashes": "print('[b_crashes] engine start', flush=True)\n"
-    "raise RuntimeError('CUDA out of memory (a stand-in)')\n",
-    "c_finishes": "print('[c_finishes] done', flush=True)\n",  # writes no receipt
-}
-
-
-def test_runner_survives_a_timeout_and_a_crash_and_goes_on(tmp_path):
-    for name, body in STAND_INS.items():
-        (tmp_path / f"{name}.py").write_text(body)
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "run_labs.py"),
-            "--labs-dir",
-            str(tmp_path),
-            "--timeout",
-            "2",
-            "--python",
-            sys.executable,
-            "--model",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    out = done.stdout
-    assert done.returncode == 1, done.stderr
-    assert "=== [1/3] a_hangs ===" in out and "  a_hangs | [a_hangs] downloading 1/2" in out  # streamed
-    assert "a_hangs: TIMED OUT (after 2 s" in out
-    assert "  b_crashes | RuntimeError: CUDA out of memory (a stand-in)" in out
-    assert "b_crashes: CRASHED (exit 1" in out
-    assert "  c_finishes | [c_finishes] done" in out and "c_finishes: bad receipt" in out  # it still ran
-    table = out[out.index("\nlab ") :].splitlines()
-    assert [line.split()[:2] for line in table[2:]] == [
-        ["a_hangs", "timed"],
-        ["b_crashes", "crashed"],
-        ["c_finishes", "bad"],
-    ]
-    grandchild = int((tmp_path / "a_hangs.py.pid").read_text())
-    assert (
-        not Path(f"/proc/{grandchild}").exists() or "zombie" in Path(f"/proc/{grandchild}/status").read_text().lower()
-    )
-
-
-def test_a_second_run_keeps_the_first_receipt_unless_forced(tmp_path):
-    """run_labs never replaces a receipt without --force: the second run's is kept beside it as <lab>.json.new.
-    The stand-in "weights" lab writes the committed CPU receipt of lab 0C wherever --receipt points."""
-    committed = next((ROOT / "receipts").glob("cpu-*/weights.json"))
-    labs_dir, out = tmp_path / "labs", tmp_path / "out"
-    labs_dir.mkdir()
-    (labs_dir / "weights.py").write_text(
-        "import shutil, sys\na = sys.argv\nshutil.copy(a[a.index('--model') + 1], a[a.index('--receipt') + 1])\n"
-    )
-    run = [sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--labs-dir", str(labs_dir), "--out", str(out)]
-    run += ["--python", sys.executable, "--model", str(committed)]  # the stand-in reads the receipt as its "model"
-    first = subprocess.run(run, capture_output=True, text=True, timeout=120)
-    assert first.returncode == 0, first.stdout + first.stderr
-    written = out / committed.parent.name / "weights.json"
-    written.write_text(written.read_text().replace('"lab": "weights"', '"lab": "weights" '))  # mark the first one
-    second = subprocess.run(run, capture_output=True, text=True, timeout=120)
-    assert second.returncode == 0 and "kept beside it as weights.json.new (--force replaces)" in second.stdout
-    assert '"lab": "weights" ' in written.read_text() and written.with_name("weights.json.new").is_file()
-    forced = subprocess.run([*run, "--force"], capture_output=True, text=True, timeout=120)
-    assert forced.returncode == 0 and '"lab": "weights" ' not in written.read_text()
-
-
 def test_a_lab_refuses_an_existing_receipt_before_anything_starts(tmp_path):
     receipt = tmp_path / "phases.json"
     receipt.write_text("{}")
@@ -241,110 +165,6 @@ def test_a_lab_refuses_an_existing_receipt_before_anything_starts(tmp_path):
     )
     assert done.returncode == 2 and "exists; pass --force to replace it" in done.stderr, done.stderr
     assert receipt.read_text() == "{}"
-
-
-def test_ctrl_c_stops_the_running_lab_and_everything_it_started(tmp_path):
-    """A real SIGINT to the runner (what Ctrl-C sends; the lab runs in a session of its own, so the terminal's
-    SIGINT reaches only the runner): the lab and its grandchild are gone, the lab that finished keeps its row,
-    and the runner says so in one line with exit status 130 (128 + SIGINT), no traceback."""
-    (tmp_path / "a_finishes.py").write_text("print('[a_finishes] done', flush=True)\n")
-    (tmp_path / "b_hangs.py").write_text(
-        "import os, subprocess, sys, time\nchild = subprocess.Popen(['sleep', '300'])\n"
-        "open(sys.argv[0] + '.pids', 'w').write(f'{os.getpid()} {child.pid}')\n"
-        "print('[b_hangs] engine ready', flush=True)\ntime.sleep(300)\n"
-    )
-    runner = subprocess.Popen(
-        [sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--labs-dir", str(tmp_path)]
-        + ["--python", sys.executable, "--model", str(tmp_path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    for line in runner.stdout:  # wait until the hanging lab has started its grandchild
-        if "[b_hangs] engine ready" in line:
-            break
-    runner.send_signal(signal.SIGINT)
-    out, err = runner.communicate(timeout=60)
-    assert runner.returncode == 130, err
-    assert "Traceback" not in err and err.strip().splitlines() == [
-        "interrupted: b_hangs stopped, with every process it started; before it: a_finishes (bad receipt)"
-    ], err
-    for pid in map(int, (tmp_path / "b_hangs.py.pids").read_text().split()):
-        status = Path(f"/proc/{pid}/status")
-        assert not status.exists() or "zombie" in status.read_text().lower(), f"process {pid} still runs"
-
-
-def test_runner_refuses_an_unknown_lab_and_a_bad_timeout(tmp_path):
-    run_labs = [sys.executable, str(ROOT / "scripts" / "run_labs.py")]
-    done = subprocess.run([*run_labs, "--lab", "nope"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and done.stderr.startswith("error: no lab nope; labs: ")
-    done = subprocess.run([*run_labs, "--timeout", "0"], capture_output=True, text=True, timeout=60)
-    assert (
-        done.returncode == 2 and done.stderr.strip() == "error: --timeout must be a positive number of seconds, got 0"
-    )
-    done = subprocess.run([*run_labs, "--budget", "-5"], capture_output=True, text=True, timeout=60)
-    assert (
-        done.returncode == 2 and done.stderr.strip() == "error: --budget must be a positive number of seconds, got -5"
-    )
-
-
-def test_gpu_smoke_dry_run_lists_every_lab_with_its_budget():
-    """`make gpu-smoke DRY_RUN=1`'s command: every lab of the course, shortest first, each with its estimate (the
-    labs' own LabWork, labbox.lab_minutes) and whether it fits the budget; nothing runs. The estimates are summed
-    by hand below from the printed ones, so the verdicts follow from the table itself."""
-    from infercourse import course
-
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--dry-run", "--budget", "540"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    header, *rows = done.stdout.strip().splitlines()
-    assert header.split() == ["lab", "estimate", "(s)", "budget", "540", "s"]
-    table = [(row.split()[0], float(row.split()[1]), " ".join(row.split()[2:])) for row in rows]
-    assert sorted(name for name, _, _ in table) == sorted(
-        lesson["lab"] for lesson in course.live_lessons() if lesson.get("lab")
-    )
-    assert [s for _, s, _ in table] == sorted(s for _, s, _ in table)  # shortest first
-    used = 0.0
-    for name, seconds, verdict in table:  # a lab runs while the running total stays within 540 s
-        fits = used + seconds <= 540
-        used += seconds if fits else 0
-        assert verdict == ("runs" if fits else "skipped: does not fit"), name
-    assert 0 < sum(v == "runs" for _, _, v in table) < len(table)
-
-
-def test_the_budget_cuts_a_lab_s_timeout_and_eager_reaches_every_lab(tmp_path):
-    """Stand-in labs (no estimates): one prints its arguments, one hangs; under a 3 s budget the hanging one is
-    stopped when the budget runs out, not after --timeout's 1,800 s."""
-    (tmp_path / "a_argv.py").write_text("import sys\nprint('ARGV', ' '.join(sys.argv[1:]), flush=True)\n")
-    (tmp_path / "b_hangs.py").write_text("import time\ntime.sleep(300)\n")  # past the 60 s below: must be cut
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--labs-dir", str(tmp_path), "--budget", "3"]
-        + ["--eager", "--python", sys.executable, "--model", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    argv = next(line for line in done.stdout.splitlines() if "ARGV" in line)
-    assert "--enforce-eager" in argv.split()
-    assert "b_hangs: TIMED OUT (after " in done.stdout  # within the run's 60 s: the budget, not --timeout, stopped it
-
-
-def test_a_budget_too_small_for_any_lab_skips_them_all_and_starts_none():
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--budget", "1", "--python", sys.executable],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    skipped = [line for line in done.stdout.splitlines() if line.split(" ", 1)[0].endswith(":") and "skipped (" in line]
-    labs_in_course = [lesson["lab"] for lesson in course.live_lessons() if lesson.get("lab")]
-    assert len(skipped) == len(labs_in_course) and "s of the budget left" in skipped[0]
-    assert "claims hold" not in done.stdout and "===" in done.stdout
 
 
 def test_receipt_in_another_machine_s_folder_is_refused_first(tmp_path):
@@ -496,63 +316,3 @@ def test_prepare_on_the_cpu_build_sets_a_kv_space_only_when_unset(tmp_path, user
     assert ("VLLM_CPU_KVCACHE_SPACE=1 GiB" in done.stdout) is (user_value is None)
     config = json.loads(Path(lines[-1]).read_text())  # vLLM's log goes to a file in TMPDIR
     assert config["handlers"]["file"]["filename"].startswith(str(tmp_path))
-
-
-# --- labkit's server helpers, without vLLM --------------------------------------------------------
-
-
-def test_serve_says_in_one_line_why_a_server_stopped_and_leaves_nothing_running(tmp_path, capsys):
-    """This environment has no vLLM: the server process stops at its import, and serve() names the cause."""
-    from infercourse import snippets
-
-    labkit = snippets.load("labs/labkit")
-    log, port = tmp_path / "serve.log", labkit.free_port()
-    command = labkit.vllm_cli("serve", "some/model", "--port", str(port), "--max-model-len", "512")
-    with pytest.raises(SystemExit) as exit_, labkit.serve(command, port, log, timeout_s=120):
-        pytest.fail("the block must not run: the server never became healthy")
-    err = capsys.readouterr().err.strip()
-    assert exit_.value.code == 3 and len(err.splitlines()) == 1, err
-    assert "before it was ready: ModuleNotFoundError: No module named 'vllm'" in err and str(log) in err
-
-
-def test_served_metric_totals_reads_prometheus_text():
-    """Two engines' label sets: histogram sum 300 + 108 = 408 and count 7 + 5 = 12; counter 3 + 2 = 5."""
-    import http.server
-    import threading
-
-    from infercourse import snippets
-
-    page = (
-        b"# HELP vllm:iteration_tokens_total Histogram of number of tokens per engine_step.\n"
-        b"# TYPE vllm:iteration_tokens_total histogram\n"
-        b'vllm:iteration_tokens_total_bucket{engine="0",le="1.0",model_name="m"} 2.0\n'
-        b'vllm:iteration_tokens_total_sum{engine="0",model_name="m"} 300.0\n'
-        b'vllm:iteration_tokens_total_count{engine="0",model_name="m"} 7.0\n'
-        b'vllm:iteration_tokens_total_sum{engine="1",model_name="m"} 108.0\n'
-        b'vllm:iteration_tokens_total_count{engine="1",model_name="m"} 5.0\n'
-        b"# TYPE vllm:request_success counter\n"
-        b'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 3.0\n'
-        b'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} 2.0\n'
-        b'vllm:request_success_created{engine="0",finished_reason="stop",model_name="m"} 1.7e9\n'
-    )
-
-    class Page(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (the standard library's name)
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(page)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Page)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    labkit = snippets.load("labs/labkit")
-    url = f"http://127.0.0.1:{server.server_port}"
-    try:
-        assert labkit.served_metric_totals(url, "vllm:iteration_tokens_total") == (408.0, 12.0)
-        assert labkit.served_metric_totals(url, "vllm:request_success") == (5.0, 0)
-        with pytest.raises(SystemExit):
-            labkit.served_metric_totals(url, "vllm:num_preemptions")
-    finally:
-        server.shutdown()

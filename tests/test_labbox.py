@@ -96,13 +96,10 @@ def test_a_lab_script_without_a_section_is_refused_with_the_fix(tmp_path, monkey
 def test_every_cpu_run_but_one_starts_eager():
     """scripts/run_labs.py --cpu adds --enforce-eager to every lab's CPU arguments but the one whose spec keeps
     it compiled (phases: torch.compile stays covered by the CPU tests); a GPU run adds nothing."""
-    import importlib.util
 
-    from conftest import ROOT
+    from conftest import load_script
 
-    spec = importlib.util.spec_from_file_location("run_labs", ROOT / "scripts" / "run_labs.py")
-    run_labs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run_labs)
+    run_labs = load_script("run_labs")
     eager = {lab: "--enforce-eager" in run_labs.cpu_args(lab)[1] for lab in labs.wired()}
     compiled = [lab for lab, is_eager in eager.items() if not is_eager]
     assert compiled == ["phases"], (

@@ -143,3 +143,54 @@ def test_a_lab_that_is_stopped_or_killed_takes_its_server_with_it(tmp_path, sig)
         assert _gone(pids), json.dumps({"alive": [p for p in pids if _alive(p)]})
     finally:
         proc.kill()
+
+
+def test_serve_says_in_one_line_why_a_server_stopped_and_leaves_nothing_running(tmp_path, capsys):
+    """This environment has no vLLM: the server process stops at its import, and serve() names the cause."""
+    log, port = tmp_path / "serve.log", labkit.free_port()
+    command = labkit.vllm_cli("serve", "some/model", "--port", str(port), "--max-model-len", "512")
+    with pytest.raises(SystemExit) as exit_, labkit.serve(command, port, log, timeout_s=120):
+        pytest.fail("the block must not run: the server never became healthy")
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 3 and len(err.splitlines()) == 1, err
+    assert "before it was ready: ModuleNotFoundError: No module named 'vllm'" in err and str(log) in err
+
+
+def test_served_metric_totals_reads_prometheus_text():
+    """Two engines' label sets: histogram sum 300 + 108 = 408 and count 7 + 5 = 12; counter 3 + 2 = 5."""
+    import http.server
+    import threading
+
+    page = (
+        b"# HELP vllm:iteration_tokens_total Histogram of number of tokens per engine_step.\n"
+        b"# TYPE vllm:iteration_tokens_total histogram\n"
+        b'vllm:iteration_tokens_total_bucket{engine="0",le="1.0",model_name="m"} 2.0\n'
+        b'vllm:iteration_tokens_total_sum{engine="0",model_name="m"} 300.0\n'
+        b'vllm:iteration_tokens_total_count{engine="0",model_name="m"} 7.0\n'
+        b'vllm:iteration_tokens_total_sum{engine="1",model_name="m"} 108.0\n'
+        b'vllm:iteration_tokens_total_count{engine="1",model_name="m"} 5.0\n'
+        b"# TYPE vllm:request_success counter\n"
+        b'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 3.0\n'
+        b'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} 2.0\n'
+        b'vllm:request_success_created{engine="0",finished_reason="stop",model_name="m"} 1.7e9\n'
+    )
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the standard library's name)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    try:
+        assert labkit.served_metric_totals(url, "vllm:iteration_tokens_total") == (408.0, 12.0)
+        assert labkit.served_metric_totals(url, "vllm:request_success") == (5.0, 0)
+        with pytest.raises(SystemExit):
+            labkit.served_metric_totals(url, "vllm:num_preemptions")
+    finally:
+        server.shutdown()

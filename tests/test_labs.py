@@ -38,6 +38,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from conftest import load_script
 from infercourse import labs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,9 +46,7 @@ LAB_PYTHON = ROOT / ".venv-labs" / "bin" / "python"
 TINY = ROOT / ".cache" / "models" / "tiny-qwen2"
 IN_CI = os.environ.get("CI") == "true"
 
-_spec = importlib.util.spec_from_file_location("run_labs", ROOT / "scripts" / "run_labs.py")
-run_labs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(run_labs)
+run_labs = load_script("run_labs")
 
 
 def _cannot_run(reason: str):

@@ -8,7 +8,6 @@ tests/test_labs.py's job (it runs every lab through its notebook).
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import re
 import shutil
@@ -17,12 +16,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import ROOT, phases_receipt
+from conftest import ROOT, load_script, phases_receipt
 from infercourse import autodl, course, labbox, labnotebook, labs
 
-_spec = importlib.util.spec_from_file_location("make_notebooks", ROOT / "scripts" / "make_notebooks.py")
-make_notebooks = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(make_notebooks)
+make_notebooks = load_script("make_notebooks")
 
 NOTEBOOKS = ROOT / "docs" / "notebooks"
 LABS = labs.wired()

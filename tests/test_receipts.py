@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import phases_receipt
+from conftest import load_script, phases_receipt
 from infercourse import labs, snippets
 from infercourse.registry import gpu
 
@@ -198,21 +198,23 @@ def test_expected_output_refuses_a_broken_committedphases_receipt(tmp_path):
         labs.expected_output("phases", receipts_dir=tmp_path)
 
 
-def test_check_receipts_script_exit_status(tmp_path):
+def test_check_receipts_script_exit_status(tmp_path, capsys):
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text(json.dumps(phases_receipt()))
     bad.write_text(json.dumps(phases_receipt(ttft=(20.0, 22.0, 450.0))))
     script = ROOT / "scripts" / "check_receipts.py"
-    ok = subprocess.run([sys.executable, script, good], capture_output=True, text=True)
-    assert ok.returncode == 0 and "FAIL" not in ok.stdout and "efficiency 83%" in ok.stdout, ok.stdout + ok.stderr
-    failed = subprocess.run([sys.executable, script, bad], capture_output=True, text=True)
+    failed = subprocess.run([sys.executable, script, bad], capture_output=True, text=True)  # as a file, once
     assert failed.returncode == 1 and "FAIL ttft_grows_with_prompt" in failed.stdout
-    missing = subprocess.run([sys.executable, script, tmp_path / "none.json"], capture_output=True, text=True)
-    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+    check = load_script("check_receipts")  # the other cases in this process: the same main(), no interpreter start
+    assert check.main([str(good)]) == 0
+    out = capsys.readouterr().out
+    assert "FAIL" not in out and "efficiency 83%" in out, out
+    assert check.main([str(tmp_path / "none.json")]) == 2 and capsys.readouterr().err.count("\n") == 1
     binary = tmp_path / "binary.json"
     binary.write_bytes(b"\xff\xfe{")  # not UTF-8: one line, not a traceback
-    unreadable = subprocess.run([sys.executable, script, binary], capture_output=True, text=True)
-    assert unreadable.returncode == 2 and unreadable.stderr.count("\n") == 1 and "not UTF-8" in unreadable.stderr
+    assert check.main([str(binary)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not UTF-8" in err
 
 
 def test_every_committed_receipt_keeps_its_lesson_s_claims():
