@@ -87,6 +87,20 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
+def lab_refusal(lab: str, *args: str) -> str:
+    """Run ``snippets/labs/<lab>.py`` with ``args`` in this environment (no vLLM: a lab checks its input before it
+    imports vLLM); assert it exits 2 with one line on stderr that starts ``error: ``, and return that line."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "snippets" / "labs" / f"{lab}.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    return lines[0]
+
+
 def load_script(name: str):
     """Import ``scripts/<name>.py`` as a module (its ``__main__`` block does not run), so a test calls its
     functions, or its ``main(argv)``, in this process."""

@@ -44,7 +44,6 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -56,6 +55,7 @@ from labkit import (
     fail,
     kv_bytes_per_token,
     lab_parser,
+    nvidia_smi,
     param_count,
     prepare,
     progress,
@@ -142,17 +142,8 @@ def check_input(args) -> None:
 
 def device_total_bytes() -> int | None:
     """GPU memory as CUDA reports it (nvidia-smi memory.total, MiB -> B), or None without a GPU."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout.split()
-        return int(out[0]) * 2**20
-    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
-        return None
+    found = nvidia_smi("memory.total")
+    return int(found[0]) * 2**20 if found and found[0].isdigit() else None
 
 
 # --8<-- [start:engine]

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import argparse
 import socket
-import subprocess
-import sys
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, ROOT, make_receipt
+from conftest import CPU_MACHINE, GPU_MACHINE, lab_refusal, make_receipt
 from infercourse import batching, labs, snippets
 from infercourse.pages import values_for
 
@@ -287,29 +285,14 @@ def test_prediction_replays_the_gpu_workload():
 def test_lab_refuses_bad_input_in_one_line(tmp_path, extra, words):
     """Checked before vLLM is imported: any Python runs it (here the docs environment's)."""
     (tmp_path / "config.json").write_text("{}")
-    lab = ROOT / "snippets" / "labs" / "continuous_batching.py"
-    done = subprocess.run(
-        [sys.executable, str(lab), "--model", str(tmp_path), *extra], capture_output=True, text=True, timeout=60
-    )
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr
-    assert words in lines[0]
+    assert words in lab_refusal("continuous_batching", "--model", str(tmp_path), *extra)
 
 
 def test_lab_refuses_a_port_in_use_before_the_server_starts(tmp_path):
     (tmp_path / "config.json").write_text("{}")
-    lab = ROOT / "snippets" / "labs" / "continuous_batching.py"
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = subprocess.run(
-            [sys.executable, str(lab), "--model", str(tmp_path), "--port", str(port)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and lines == [
-        f"error: --port {port} is not a free port on 127.0.0.1; pass another, or 0 for any free one"
-    ]
+        line = lab_refusal("continuous_batching", "--model", str(tmp_path), "--port", str(port))
+    assert line == f"error: --port {port} is not a free port on 127.0.0.1; pass another, or 0 for any free one"

@@ -16,12 +16,9 @@ With a probe of 1,000 GB/s and 100 TFLOP/s every floor is the bytes': 0.330807, 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, ROOT, make_receipt
+from conftest import CPU_MACHINE, GPU_MACHINE, lab_refusal, make_receipt
 from infercourse import labs
 from infercourse.labs.step_overhead import fitted_line
 
@@ -112,10 +109,4 @@ def test_the_prediction_lists_every_variant_with_its_floor():
     ],
 )
 def test_bad_input_is_one_line_before_anything_starts(args, expected):
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "snippets" / "labs" / "step_overhead.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and expected in done.stderr, done.stderr
+    assert expected in lab_refusal("step_overhead", *args)

@@ -40,7 +40,10 @@ GPU_MEMORY_UTILIZATION = 0.92
 """vLLM 0.26.0's default share of the GPU an engine may take; it refuses to start with less free."""
 
 
-def _nvidia_smi(query: str) -> list[str] | None:
+def nvidia_smi(query: str) -> list[str] | None:
+    """The first GPU's fields of ``nvidia-smi --query-gpu=<query>`` (comma-separated names, e.g.
+    ``"name,memory.total"``), as strings in the query's order without units (memory in MiB); None without
+    nvidia-smi or a GPU."""
     try:
         out = subprocess.run(
             ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
@@ -52,6 +55,17 @@ def _nvidia_smi(query: str) -> list[str] | None:
         return [part.strip() for part in out.splitlines()[0].split(",")]
     except (OSError, subprocess.SubprocessError, IndexError):
         return None
+
+
+def driver_cuda_version() -> str | None:
+    """The newest CUDA version the driver supports, from nvidia-smi's header (``CUDA Version: 13.0``); None
+    without nvidia-smi."""
+    try:
+        header = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"CUDA Version:\s*([\d.]+)", header)  # not vLLM: nvidia-smi's header
+    return found.group(1) if found else None
 
 
 def torch_cuda_major() -> int | None:
@@ -82,7 +96,7 @@ def preflight() -> tuple[dict, str | None]:
     (it starts with :data:`NOT_INSTALLED`), after the driver and free memory, which no install fixes.
     """
     facts = {"vllm": versions()["vllm"], "torch": versions()["torch"], "torch_cuda": torch_cuda_major()}
-    gpu = _nvidia_smi("name,driver_version,memory.total,memory.free")
+    gpu = nvidia_smi("name,driver_version,memory.total,memory.free")
     if gpu is None:
         facts["device"] = "cpu"
         if facts["vllm"] is None:
@@ -92,13 +106,11 @@ def preflight() -> tuple[dict, str | None]:
             )
         return facts, None
     name, driver, total, free = gpu
-    header = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
-    cuda = re.search(r"CUDA Version:\s*([\d.]+)", header)  # not vLLM: nvidia-smi
     facts.update(
         device="gpu",
         gpu=name,
         driver=driver,
-        driver_cuda=cuda.group(1) if cuda else None,
+        driver_cuda=driver_cuda_version(),
         memory_total_mib=int(float(total)),
         memory_free_mib=int(float(free)),
     )
@@ -142,26 +154,16 @@ def preflight_line(facts: dict) -> str:
 def machine() -> dict:
     """The GPU (``kind`` "gpu": name, memory_gib, driver, cuda_driver_api) via nvidia-smi, else via
     torch (driver and CUDA driver API then None), else the CPU (``kind`` "cpu": model name, cores)."""
-    try:
-        line = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout.splitlines()[0]
-        name, memory_mib, driver = (part.strip() for part in line.split(","))
-        header = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
-        cuda = re.search(r"CUDA Version:\s*([\d.]+)", header)  # not vLLM: nvidia-smi's header
+    gpu = nvidia_smi("name,memory.total,driver_version")
+    if gpu is not None and len(gpu) == 3 and gpu[1].isdigit():
+        name, memory_mib, driver = gpu
         return {
             "kind": "gpu",
             "name": name,
             "memory_gib": round(int(memory_mib) / 1024, 1),
             "driver": driver,
-            "cuda_driver_api": cuda.group(1) if cuda else None,
+            "cuda_driver_api": driver_cuda_version(),
         }
-    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
-        pass
     try:
         import torch
 
