@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from infercourse import labbox, labs
+from infercourse import course, labbox, labs
 
 
 def test_vram_needed_for_the_phases_lab():
@@ -45,6 +45,10 @@ def test_box_names_the_install_the_driver_the_hub_workaround_and_the_receipt_fol
     # peak KV = the lab's MAX_MODEL_LEN, 8,192 tokens: (15,231,233,024 + 8,192 x 57,344 + 2 GiB) / 0.92
     # = 17,848,484,864 / 0.92 = 19,400,527,026 B = 18.07 GiB
     assert "18.1 GiB" in box and "8,192 tokens" in box and "fits an" in box
+    # the route without a GPU, on every lab's box, with its own lab's name (issue 29 item 5)
+    for lesson in course.live_lessons():
+        if lesson.get("lab"):
+            assert f"`make labs-cpu LAB={lesson['lab']}`" in labbox.lab_box(f"{lesson['lab']}.py"), lesson["lab"]
 
 
 def test_lab_minutes_from_the_lab_s_own_work():

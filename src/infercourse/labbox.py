@@ -244,6 +244,10 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
       (it sets `VLLM_CPU_KVCACHE_SPACE` to 1 GiB when unset), but its timings belong to that CPU; our
       tests run it there with a tiny random model, so it is known to run end to end
       ([how the course checks itself](../checks.md#labs)).{parts_note}
+    - **Without a GPU:** `make labs-cpu LAB={name}`, from a clone of this repository, runs this lab on vLLM's
+      CPU build with the course's tiny random test model instead of {model_name} (the first run builds
+      `.venv-labs/` and the model, nothing is downloaded but packages); it prints the table and checks every
+      claim the CPU makes exact (counts, backends, bytes), and shows the timings, which belong to that CPU.
 
     - **Notebook:** the same lab cell by cell for JupyterLab (preflight, install, model download to
       AutoDL's data disk, the lab, its receipt against the lesson's prediction):
