@@ -44,12 +44,14 @@ def engine_core_in_process() -> None:
 def prepare(args) -> None:
     """Everything a lab does after parsing its arguments and before importing vLLM.
 
-    Refuses a bad ``--receipt``; prints the preflight line and stops on its problem (exit 2); on
+    Makes Ctrl-C one line, not a traceback (:func:`_interrupted`); refuses a bad ``--receipt``; prints the
+    preflight line and stops on its problem (exit 2); on
     vLLM's CPU build sets ``VLLM_CPU_KVCACHE_SPACE`` to :data:`CPU_KV_DEFAULT_GIB` when unset; sends
     vLLM's log to ``<tmp>/infercourse-labs/<lab>-<pid>.log`` unless ``-v`` (through
     :data:`LOG_CONFIG_ENV`, so engine-core processes write there too).
     """
     lab = _state["lab"] = args.lab
+    sys.excepthook = _interrupted
     check_receipt_arg(getattr(args, "receipt", None), getattr(args, "force", False))
     check_receipt_folder(getattr(args, "receipt", None), machine())
     facts, problem = preflight()
@@ -78,6 +80,18 @@ def prepare(args) -> None:
         os.environ[LOG_CONFIG_ENV] = str(config)
         _state["log"] = log
         progress(f"vLLM's log: {log} (-v shows it here)")
+
+
+def _interrupted(kind, value, traceback) -> None:
+    """A lab's ``sys.excepthook`` from :func:`prepare` on: Ctrl-C (``KeyboardInterrupt``) ends the lab with one
+    line on stderr, not a traceback, and Python still exits as a process stopped by SIGINT (status 130 in a
+    shell); any other exception is printed as Python prints it."""
+    if issubclass(kind, KeyboardInterrupt):
+        log = _state["log"]
+        where = f"; vLLM's log: {log}" if log is not None else ""
+        print(f"interrupted: {_state['lab']} stopped before it wrote its receipt{where}", file=sys.stderr)
+        return
+    sys.__excepthook__(kind, value, traceback)
 
 
 def start_llm(args, **engine_args):
