@@ -44,9 +44,10 @@ console.log(JSON.stringify(cases.map((c) => f[fn](c, reg))));
 
 
 def node_calc(fn: str, cases: list[dict]) -> list[dict]:
-    """``fn`` of docs/javascripts/calc/formulas.js (``memoryCalc``, ``rooflineCalc``, ``specCalc``) on each case,
-    run under Node with the registry the build exports (``calculators.registry_export``): the JavaScript's
-    outputs, as JSON. Node is the build's own (`make node`); no browser is needed.
+    """``fn`` of docs/javascripts/calc/formulas.js (``memoryCalc``, ``rooflineCalc``, ``attentionCalc``,
+    ``specCalc``) on each case, run under Node with the registry the build exports
+    (``calculators.registry_export``): the JavaScript's outputs, as JSON. Node is the build's own
+    (`make node`); no browser is needed.
 
     Raises:
         AssertionError: Node failed (its stderr is the message).
@@ -191,6 +192,37 @@ def _roofline_cases() -> list[dict]:
     return cases
 
 
+def _attention_cases() -> list[dict]:
+    cases = []
+    batches, contexts = [1, 4, 32, 256, 4096], [1, 127, 128, 129, 4096, 32768, 2**24]
+    for i, (model, gpu, kv) in enumerate(itertools.product(MODELS, GPUS, calculators.KV_DTYPE_BYTES)):
+        for j in range(3):
+            cases.append(
+                dict(
+                    config=dict(registry.model(model).config),
+                    gpu=gpu,
+                    kv=kv,
+                    batch=batches[(i + j) % len(batches)],
+                    context=contexts[(i + 2 * j) % len(contexts)],
+                )
+            )
+    base = dict(config=dict(registry.model().config), gpu="RTX 4090", kv="bf16", batch=1, context=4096)
+    for bad in (
+        dict(batch=0),
+        dict(batch=2.5),
+        dict(batch=4097),
+        dict(batch=1e308),
+        dict(context=0),
+        dict(context=2**24 + 1),
+        dict(context=1e308),
+        dict(batch=-1, context=-1),
+    ):
+        cases.append(base | bad)
+    for config in PASTED:
+        cases.append(base | dict(config=config))
+    return cases
+
+
 def _spec_cases() -> list[dict]:
     cases = []
     alphas, ks, batches = [0, 0.5, 0.7, 0.9, 1], [1, 4, 8], [1, 16, 64]
@@ -241,6 +273,7 @@ PYTHON = {
     "memoryCalc": lambda c: calculators.memory_calc(**c),
     "rooflineCalc": lambda c: calculators.roofline_calc(**c),
     "specCalc": lambda c: calculators.spec_calc(**c),
+    "attentionCalc": lambda c: calculators.attention_calc(**c),
 }
 
 
@@ -261,7 +294,13 @@ def _differences(expected: dict, got: dict) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "fn, cases", [("memoryCalc", _memory_cases()), ("rooflineCalc", _roofline_cases()), ("specCalc", _spec_cases())]
+    "fn, cases",
+    [
+        ("memoryCalc", _memory_cases()),
+        ("rooflineCalc", _roofline_cases()),
+        ("specCalc", _spec_cases()),
+        ("attentionCalc", _attention_cases()),
+    ],
 )
 def test_the_port_computes_what_the_python_computes(fn, cases):
     """Under Node, in the fast loop: a slip in formulas.js (KV bytes from the query heads, a GiB taken as 10^9)
@@ -378,6 +417,7 @@ HOSTILE = [
 NUMERIC = {
     "memory": ("memory_gib", "utilization", "max_model_len", "reserve_gib"),
     "roofline": ("batch", "context"),
+    "attention": ("batch", "context"),
     "spec": ("alpha", "k", "batch", "context"),
 }
 NOT_PLAIN = {"1e308", "-1e308", "1e300", "2e9", "abc", "0x10", "1_000", "１２", "Infinity", "-Infinity", "NaN", "1..2"}
@@ -503,7 +543,7 @@ def test_instant_navigation_mounts_the_calculators(browser, server):  # noqa: F8
     page.evaluate("window.__notReloaded = 'marker'")
     page.click("nav.md-nav--primary a.md-nav__link[href$='calculators/']")
     page.wait_for_function("document.querySelector('link[rel=canonical]').href.endsWith('/calculators/')")
-    for kind in ("memory", "roofline", "spec"):
+    for kind in ("memory", "roofline", "attention", "spec"):
         _ready(page, kind)
     assert page.evaluate("window.__notReloaded") == "marker", "the click reloaded the page"
     assert page.locator(".ic-calc[data-calc=roofline] svg.ic-roofline").count() == 1
@@ -598,3 +638,20 @@ def test_roofline_and_spec_references_match_hand_arithmetic():
     assert a100["peak_tflops"] == 312  # no FP8 tensor cores: weight-only FP8 runs BF16 math
     assert calculators.spec_calc(cfg, "RTX 4090", alpha=0)["expected"] == 1.0
     assert calculators.spec_calc(cfg, "RTX 4090", alpha=1, k=4)["expected"] == 5.0
+
+
+def test_attention_reference_matches_hand_arithmetic():
+    cfg = registry.model().config  # Qwen2.5-7B: d_h 128, 28 query heads, 4 key/value heads
+    long = calculators.attention_calc(cfg, "RTX 4090", kv="fp8", batch=1, context=32768)
+    # one head: 32,768^2 x 2 = 2,147,483,648 B; 28 of them 60,129,542,144 B; naive 2 (4 S 128 + 4 S^2) =
+    # 2 x 4,311,744,512 = 8,623,489,024 B; tiled at most 2 (2 S 128 + 2 S 128 x 256) = 4,311,744,512 B; once 4 S 128 2
+    assert (long["score_head"], long["score_layer"]) == (2_147_483_648, 60_129_542_144)
+    assert (long["naive"], long["tiled"], long["once"]) == (8_623_489_024, 4_311_744_512, 33_554_432)
+    # B h_kv = 4 blocks on 128 SMs: 3.125 % busy, 32 splits fill them; FP8 cache on 8.9: FlashInfer
+    assert (long["blocks"], long["busy"], long["splits"], long["backend"]) == (4, 0.03125, 32, "FLASHINFER")
+    wide = calculators.attention_calc(cfg, "H100", batch=64, context=1024)
+    assert (wide["blocks"], wide["busy"], wide["splits"], wide["backend"]) == (256, 1.0, 1, "FLASH_ATTN")
+    assert calculators.attention_calc(cfg, "A100", kv="fp8")["backend"] == "FLASHINFER"  # FA2 on 8.0 reads no FP8
+    assert calculators.attention_calc(cfg, "RTX 4090", batch=0)["errors"] == {
+        "batch": "batch must be a whole number from 1 to 4,096, got 0"
+    }

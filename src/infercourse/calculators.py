@@ -21,6 +21,9 @@ from infercourse import fmt, memory, registry, roofline, snippets, transformer
 DRAFT_MODEL = snippets.constant("labs/spec_decode.py", "DRAFT_MODEL")
 """The spec calculator's default draft: lesson 6A's, the lab's ``DRAFT_MODEL`` (a registry model)."""
 
+ATTENTION_TILE = snippets.constant("lesson_1b/attention_kernels.py", "TILE")
+"""Query rows a tiled attention kernel holds: lesson 1B's B_r, FlashAttention 2's block for a 128-wide head."""
+
 KV_DTYPE_BYTES = {"bf16": 2, "fp8": 1}
 """Bytes per cached element b_kv by the calculators' KV dtype choice."""
 
@@ -316,6 +319,59 @@ def spec_calc(
     return out
 
 
+def attention_calc(
+    config: Mapping[str, Any], gpu: str, kv: str = "bf16", batch: int = 1, context: int = 4096
+) -> dict[str, Any]:
+    """Lesson 1B's calculator: attention kernels for ``config`` on ``gpu`` (a registry short name).
+
+    Per head, at S = ``context`` queries over as many keys, BF16: the score matrix and the bytes of naive and
+    tiled attention (:func:`infercourse.roofline.attention_kernel_bytes`, tile :data:`ATTENTION_TILE`). Per
+    decode step of ``batch`` sequences: the thread blocks B h_kv of a kernel with one block per (sequence,
+    key/value head), against the card's SMs (registry ``SM_COUNT``), and the splits of the keys that fill
+    them. vLLM 0.26.0's default attention backend for the card and the ``kv`` cache dtype
+    (:func:`infercourse.labs.attention_backends.predicted_backend`, from its compute capability).
+
+    Returns:
+        ``score_head`` (B), ``score_layer`` (B, every query head), ``naive``, ``tiled``, ``once`` (B, one head),
+        ``blocks``, ``sms``, ``busy`` (fraction of SMs with a block), ``splits`` (to fill them), ``backend``
+        (``sms``, ``busy``, ``splits`` and ``backend`` are None for a card the registry has no figure for),
+        ``errors``.
+    """
+    from infercourse.labs.attention_backends import predicted_backend
+
+    keys = ("score_head", "score_layer", "naive", "tiled", "once", "blocks", "sms", "busy", "splits", "backend")
+    out: dict[str, Any] = dict.fromkeys(keys)
+    out["errors"] = errors = {}
+    for name, value in (("batch", batch), ("context", context)):
+        try:
+            _whole(name, value)
+        except ValueError as e:
+            errors[name] = str(e)
+    try:
+        transformer.attention_flops_per_token(config, 1)  # MLA and missing keys say so here
+        d_h = transformer.head_dim(config)
+    except ValueError as e:
+        errors["config"] = str(e)
+    if errors:
+        return out
+    kernel = roofline.attention_kernel_bytes(context, d_h, 2, ATTENTION_TILE)
+    blocks = batch * config["num_key_value_heads"]
+    sms, capability = registry.SM_COUNT.get(gpu), registry.COMPUTE_CAPABILITY.get(gpu)
+    out.update(
+        score_head=context * context * 2,
+        score_layer=config["num_attention_heads"] * context * context * 2,
+        naive=kernel["naive"],
+        tiled=kernel["tiled"],
+        once=kernel["once"],
+        blocks=blocks,
+        sms=sms,
+        busy=None if sms is None else min(1.0, blocks / sms),
+        splits=None if sms is None else math.ceil(sms / blocks),
+        backend=None if capability is None else predicted_backend(capability, "fp8" if kv == "fp8" else "auto"),
+    )
+    return out
+
+
 def registry_export() -> dict[str, Any]:
     """The registry facts the calculators read, as JSON-ready data (written to the site at build time
     by hooks/calculators.py, so the JavaScript holds formulas only, no facts)."""
@@ -329,6 +385,8 @@ def registry_export() -> dict[str, Any]:
                 "bandwidth_gb_s": g.bandwidth_gb_s,
                 "bf16_dense_tflops": g.bf16_dense_tflops,
                 "fp8_dense_tflops": registry.FP8_DENSE_TFLOPS.get(short),
+                "sms": registry.SM_COUNT.get(short),
+                "capability": registry.COMPUTE_CAPABILITY.get(short),
             }
             for short, g in registry.GPUS.items()
         },
@@ -340,6 +398,7 @@ def registry_export() -> dict[str, Any]:
             "block_size": registry.VLLM_DEFAULT_BLOCK_SIZE,
             "awq_group_size": registry.AWQ_GROUP_SIZE,
             "draft": DRAFT_MODEL,
+            "attention_tile": ATTENTION_TILE,
         },
         "limits": {**LIMITS, "config_size": transformer.CONFIG_SIZE_MAX},
     }

@@ -1559,7 +1559,7 @@ def _overhead_facts() -> list[Fact]:
 
 
 # --- lesson 1B: attention kernels ---
-SM_COUNT: Mapping[str, int] = MappingProxyType({"RTX 4090": 128, "H200": 132})
+SM_COUNT: Mapping[str, int] = MappingProxyType({"RTX 4090": 128, "H200": 132, "H100": 132, "A100": 108})
 """Streaming multiprocessors (SMs) of each card: a kernel's thread blocks run on them, so a decode kernel with
 fewer blocks than SMs leaves the rest idle (lesson 1B). Sources in :data:`SM_SOURCES`."""
 SM_SOURCES: Mapping[str, Source] = MappingProxyType(
@@ -1578,12 +1578,26 @@ SM_SOURCES: Mapping[str, Source] = MappingProxyType(
             "secondary",
             _DATASHEET_NOTE + "; NVIDIA's H200 datasheet states no SM count",
         ),
+        "H100": Source(
+            "NVIDIA H100 Tensor Core GPU Architecture whitepaper: H100 SXM5, 132 SMs of the GH100's 144",
+            "https://resources.nvidia.com/en-us-tensor-core",
+            "secondary",
+            _DATASHEET_NOTE,
+        ),
+        "A100": Source(
+            "NVIDIA A100 Tensor Core GPU Architecture whitepaper: A100, 108 SMs of the GA100's 128",
+            "https://images.nvidia.com/aem-dam/en-zz/Solutions/data-center/nvidia-ampere-architecture-whitepaper.pdf",
+            "secondary",
+            _DATASHEET_NOTE,
+        ),
     }
 )
 FLASH_ATTN_MAX_SPLITS = 32
 """Most splits along the keys FLASH_ATTN's decode may use under CUDA graphs in vLLM 0.26.0 (fact
 ``vllm-flash-attn-splits``)."""
-COMPUTE_CAPABILITY: Mapping[str, tuple[int, int]] = MappingProxyType({"RTX 4090": (8, 9), "H200": (9, 0)})
+COMPUTE_CAPABILITY: Mapping[str, tuple[int, int]] = MappingProxyType(
+    {"RTX 4090": (8, 9), "H200": (9, 0), "H100": (9, 0), "A100": (8, 0)}
+)
 """CUDA compute capability (major, minor) of each card: vLLM picks attention kernels by it (lesson 1B)."""
 
 ATTENTION_KERNEL_FACTS: Mapping[str, Fact] = MappingProxyType(
@@ -1604,7 +1618,7 @@ ATTENTION_KERNEL_FACTS: Mapping[str, Fact] = MappingProxyType(
                 "CUDA compute capability per card",
                 ", ".join(f"{k} {a}.{b}" for k, (a, b) in COMPUTE_CAPABILITY.items()),
                 Source(
-                    "NVIDIA, CUDA GPUs: Compute Capability (GeForce RTX 4090: 8.9; H200: 9.0)",
+                    "NVIDIA, CUDA GPUs: Compute Capability (GeForce RTX 4090: 8.9; H200 and H100: 9.0; A100: 8.0)",
                     "https://developer.nvidia.com/cuda-gpus",
                     "secondary",
                     _DATASHEET_NOTE + "; `torch.cuda.get_device_capability()` prints it on the card (lab 1B)",

@@ -5,6 +5,7 @@ Units: FLOP/s and bytes/s in SI (10^12, 10^9) as the registry states them; times
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from infercourse.checks import positive as _positive
@@ -662,6 +663,34 @@ def serving_demand(
 
 
 # --- lesson 2B: the third regime, launch overhead and CUDA graphs ----------------------------------
+
+
+def attention_kernel_bytes(context_len: int, head_dim: int, dtype_bytes: int = 2, tile: int = 128) -> dict[str, int]:
+    """Bytes one attention head moves through GPU memory for ``context_len`` queries over as many keys
+    (lesson 1B; non-causal, the count the snippet ``snippets/lesson_1b/attention_kernels.py`` prints).
+
+    Returns ``{"naive", "tiled", "once"}`` in bytes: naive, three kernels, b (4 S d_h + 4 S^2) (Q, K, V read
+    and O written once; the S x S scores and then the probabilities written and read back); tiled, at most,
+    b (2 S d_h + 2 S d_h ceil(S / tile)) (K and V read once per tile of ``tile`` queries); once, 4 S d_h b,
+    the tiled kernel's least (every re-read served by the L2 cache).
+
+    Raises:
+        ValueError: a length, head size, byte count or tile that is not a positive whole number.
+    """
+    for name, value in (
+        ("context_len", context_len),
+        ("head_dim", head_dim),
+        ("dtype_bytes", dtype_bytes),
+        ("tile", tile),
+    ):
+        _positive(name, value)
+    s, d, b = context_len, head_dim, dtype_bytes
+    return {
+        "naive": b * (4 * s * d + 4 * s * s),
+        "tiled": b * (2 * s * d + 2 * s * d * math.ceil(s / tile)),
+        "once": 4 * s * d * b,
+    }
+
 
 CAPTURE_STRIDE_SWITCH = 256
 """Where vLLM 0.26.0's default capture sizes go from every 8 tokens to every 16

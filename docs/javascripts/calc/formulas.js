@@ -345,3 +345,53 @@ export function specCalc(inp, reg) {
   });
   return out;
 }
+
+// infercourse.labs.attention_backends: PRIORITY, backend_accepts, predicted_backend (vLLM 0.26.0's rule for a
+// model without MLA on a CUDA card; `cap` is [major, minor]; `kv` is "auto" or "fp8"; the default choice only).
+const PRIORITY = ["FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION"];
+const capAtLeast = (cap, major, minor) => cap[0] > major || (cap[0] === major && cap[1] >= minor);
+function backendAccepts(backend, cap, kv) { // backend_accepts
+  if (backend === "FLASH_ATTN") return capAtLeast(cap, 8, 0) && (kv === "auto" || cap[0] === 9);
+  if (backend === "FLASHINFER") return capAtLeast(cap, 8, 0) && !capAtLeast(cap, 12, 2);
+  return true;
+}
+function predictedBackend(cap, kv) { // predicted_backend
+  const order = cap[0] === 10 ? ["FLASHINFER", "FLASH_ATTN", ...PRIORITY.slice(2)] : PRIORITY;
+  return order.find((b) => backendAccepts(b, cap, kv));
+}
+
+// roofline.attention_kernel_bytes: one head, `s` queries over `s` keys.
+function attentionKernelBytes(s, d, b, tile) {
+  return { naive: b * (4 * s * d + 4 * s * s), tiled: b * (2 * s * d + 2 * s * d * ceilDiv(s, tile)), once: 4 * s * d * b };
+}
+
+// attention_calc. `inp`: {config, gpu, kv, batch, context}.
+export function attentionCalc(inp, reg) {
+  const c = inp.config;
+  const out = {
+    score_head: null, score_layer: null, naive: null, tiled: null, once: null, blocks: null, sms: null, busy: null,
+    splits: null, backend: null, errors: {},
+  };
+  const errors = out.errors;
+  const lim = useLimits(reg);
+  attempt(errors, "batch", () => whole("batch", inp.batch, lim.batch));
+  attempt(errors, "context", () => whole("context", inp.context, lim.context));
+  let dH;
+  attempt(errors, "config", () => {
+    attentionFlopsPerToken(c, 1);
+    dH = headDim(c);
+  });
+  if (Object.keys(errors).length) return out;
+  const kernel = attentionKernelBytes(inp.context, dH, 2, reg.defaults.attention_tile);
+  const blocks = inp.batch * c.num_key_value_heads;
+  const g = reg.gpus[inp.gpu];
+  Object.assign(out, {
+    score_head: inp.context * inp.context * 2,
+    score_layer: c.num_attention_heads * inp.context * inp.context * 2,
+    naive: kernel.naive, tiled: kernel.tiled, once: kernel.once, blocks, sms: g.sms,
+    busy: g.sms === null ? null : Math.min(1.0, blocks / g.sms),
+    splits: g.sms === null ? null : ceilDiv(g.sms, blocks),
+    backend: g.capability === null ? null : predictedBackend(g.capability, inp.kv === "fp8" ? "fp8" : "auto"),
+  });
+  return out;
+}

@@ -1,7 +1,7 @@
 // The calculators' forms: read the fields, call formulas.js, show the results (ADR-0008).
 // Loaded by calc-loader.js when a placeholder nears the viewport. No arithmetic here: every number
 // shown comes from formulas.js, whose functions tests/test_calculators.py checks against Python.
-import { memoryCalc, rooflineCalc, specCalc } from "./formulas.js";
+import { attentionCalc, memoryCalc, rooflineCalc, specCalc } from "./formulas.js";
 
 const PASTE = "paste";
 const CUSTOM = "custom";
@@ -95,6 +95,34 @@ const CALCS = {
       ["B* (matmuls reach the ridge)", o.bstar === null ? null : `${fixed(o.bstar, 1)} sequences`],
     ],
     figure: rooflineFigure,
+  },
+  attention: {
+    prefix: "a",
+    title: "Attention kernels",
+    fields: (reg) => [
+      { key: "model", label: "Model", type: "select", options: modelOptions(reg, false), value: reg.defaults.model },
+      { key: "gpu", label: "GPU", type: "select", options: gpuOptions(reg, false), value: reg.defaults.gpu },
+      { key: "kv", label: "KV-cache dtype", type: "select", options: KV, value: "bf16" },
+      { key: "batch", label: "Decode batch B (sequences)", type: "number", value: "1", step: "1" },
+      { key: "context", label: "Tokens S (prompt, or context of a decode step)", type: "number", value: "32768", step: "1" },
+    ],
+    input: (v, reg, errors) => ({
+      config: reg.models[v.model], gpu: v.gpu, kv: v.kv,
+      batch: num(v.batch, "Batch", errors, "batch"), context: num(v.context, "Tokens", errors, "context"),
+    }),
+    compute: attentionCalc,
+    errorField: { config: "model", batch: "batch", context: "context" },
+    rows: (o) => [
+      ["Score matrix, one head (S × S, BF16)", o.score_head === null ? null : gb(o.score_head)],
+      ["Score matrices of one layer (every query head)", o.score_layer === null ? null : gb(o.score_layer)],
+      ["Naive attention, one head: bytes through memory", o.naive === null ? null : gb(o.naive)],
+      ["Tiled (FlashAttention), one head", o.tiled === null ? null
+        : `${gb(o.once)} to ${gb(o.tiled)} (each tensor once; K and V re-read per tile)`],
+      ["Decode: thread blocks (B × h_kv)", o.blocks === null ? null
+        : o.sms === null ? count(o.blocks) : `${count(o.blocks)} for ${count(o.sms)} SMs (${fixed(o.busy * 100, 1)} % busy)`],
+      ["Splits of the keys that fill the SMs", o.splits === null ? null : count(o.splits)],
+      ["vLLM 0.26.0's attention backend (its default choice)", o.backend],
+    ],
   },
   spec: {
     prefix: "s",
