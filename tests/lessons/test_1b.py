@@ -85,3 +85,13 @@ def test_the_snippet_is_exact_and_its_constants_are_the_registry_s(monkeypatch):
     monkeypatch.undo()
     svg = ak.figure_svg()
     assert svg.startswith("<svg") and "naive" in svg
+
+
+def test_the_snippet_s_byte_counts_are_the_formula_module_s():
+    """The standalone snippet and roofline.attention_kernel_bytes (the calculator's) count the same bytes."""
+    from infercourse import roofline
+
+    ak = snippets.load("lesson_1b/attention_kernels.py")
+    for s in (1, 127, 128, 129, 1000, 32768):
+        want = roofline.attention_kernel_bytes(s, ak.HEAD_DIM, ak.BYTES, ak.TILE)
+        assert (ak.naive_bytes(s), ak.tiled_bytes(s)) == (want["naive"], want["tiled"]), s
