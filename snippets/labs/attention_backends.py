@@ -33,7 +33,6 @@ import argparse
 import json
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 from labkit import (
@@ -236,9 +235,7 @@ def main(argv=None) -> int:
     check_input(args)
     if args.child:
         return child(args)
-    prepare(args)
-    log_dir = Path(tempfile.mkdtemp(prefix=f"{LAB}_"))
-    progress(f"each engine's log: {log_dir}/<backend>-<dtype>.log")
+    log_dir = prepare(args, logs="<backend>-<dtype>.log")
     rows = []
     for i, (backend, dtype) in enumerate(args.runs, 1):
         progress(f"engine {i}/{len(args.runs)}: backend {backend}, KV cache {dtype}")

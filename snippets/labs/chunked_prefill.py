@@ -607,9 +607,7 @@ def main(argv: list[str] | None = None) -> int:
     check_input(args)
     if args.child:
         return child(args)
-    prepare(args)
-    log_dir = Path(tempfile.mkdtemp(prefix="chunked_prefill_"))
-    progress(f"each engine's and server's log: {log_dir}/")
+    log_dir = prepare(args, logs="steps-<chunk>.log, serve-<chunk>.log, pd-<role>.log")
     rows, starts = [], {}
     if "steps" in args.parts:
         found, starts["steps"] = steps_part(args, log_dir)

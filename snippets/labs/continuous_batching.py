@@ -61,7 +61,6 @@ import os
 import random
 import statistics
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -448,9 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     check_input(args)
     if args.child:
         return child(args)
-    prepare(args)
-    log_dir = Path(tempfile.mkdtemp(prefix=f"{LAB}_"))
-    progress(f"each engine's log: {log_dir}/b<B>.log; the server's and the benchmark's: {log_dir}/")
+    log_dir = prepare(args, logs="b<B>.log (the server's and the benchmark's there too)")
     lengths = output_lengths(args)
     common = ["--model", args.model, *engine_flags(args)]
     common += ["--requests", str(args.requests), "--prompt-tokens", str(args.prompt_tokens)]

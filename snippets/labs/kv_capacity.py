@@ -44,7 +44,6 @@ import argparse
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 
 from labkit import (
@@ -268,9 +267,7 @@ def main(argv=None) -> int:
     check_input(args)
     if args.child:
         return child(args)
-    prepare(args)
-    log_dir = Path(tempfile.mkdtemp(prefix="kv_capacity_"))
-    progress(f"each engine's log: {log_dir}/<run>.log")
+    log_dir = prepare(args, logs="<run>.log")
 
     progress(f"engine 1/3: capacity at the defaults ({args.model}; a first run downloads the weights)")
     got = run_child(args, "auto", None, log_dir, "capacity")

@@ -47,7 +47,6 @@ import argparse
 import json
 import math
 import re
-import tempfile
 from pathlib import Path
 
 from labkit import (
@@ -357,9 +356,7 @@ def main(argv=None) -> int:
     check_input(args)
     if args.child:
         return child(args)
-    prepare(args)
-    log_dir = Path(tempfile.mkdtemp(prefix="quant_nll_"))
-    progress(f"each engine's log: {log_dir}/<format>.log")
+    log_dir = prepare(args, logs="<format>.log")
     rows, starts, tops = [], [], {}
     for i, fmt in enumerate(args.formats, 1):
         progress(f"engine {i}/{len(args.formats)}: {fmt} (a first run downloads the weights)")

@@ -48,7 +48,6 @@ import argparse
 import json
 import random
 import statistics
-import tempfile
 from pathlib import Path
 
 from labkit import (
@@ -328,9 +327,7 @@ def main(argv=None) -> int:
     check_input(args)
     if args.child:
         return child(args)
-    prepare(args)
-    log_dir = Path(tempfile.mkdtemp(prefix="spec_decode_"))
-    progress(f"each engine's log: {log_dir}/<run>.log")
+    log_dir = prepare(args, logs="<run>.log")
     rows, starts, reference = [], [], None
     common = ["--model", args.model, *engine_flags(args), "--dtype", args.dtype, "--draft-model", args.draft_model]
     common += ["--draft-vocab", args.draft_vocab, "--batches", ",".join(map(str, args.batches))]

@@ -37,9 +37,7 @@ import functools
 import json
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 from labkit import (
     check_model_arg,
@@ -296,9 +294,7 @@ def main(argv=None) -> int:
     if args.child:  # one probe or one engine in this process; its row after ROW_TAG
         print(ROW_TAG + json.dumps(probe(machine()["kind"]) if args.probe else variant(args)), flush=True)
         return 0
-    prepare(args)
-    log_dir = Path(tempfile.mkdtemp(prefix=f"{LAB}_"))
-    progress(f"each child's log: {log_dir}/<name>.log")
+    log_dir = prepare(args, logs="<name>.log (the probe's too)")
     on_gpu = machine()["kind"] == "gpu"
 
     def child(name: str, arguments: list[str]) -> dict:

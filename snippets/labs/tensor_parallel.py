@@ -501,9 +501,7 @@ def main(argv=None) -> int:
     check_input(args)
     if args.child:
         return child(args)
-    prepare(args)
-    log_dir = Path(tempfile.mkdtemp(prefix="tensor_parallel_"))
-    progress(f"each engine's log: {log_dir}/<run>.log")
+    log_dir = prepare(args, logs="<run>.log")
     rows, starts, custom_off = [], [], None
     for i, run in enumerate(args.runs, 1):
         progress(f"engine {i}/{len(args.runs)}: {run} (tensor_parallel_size={TENSOR_PARALLEL[run]})")

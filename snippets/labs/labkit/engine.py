@@ -41,8 +41,10 @@ def engine_core_in_process() -> None:
     os.environ[ENGINE_IN_PROCESS_ENV] = "0"
 
 
-def prepare(args) -> None:
-    """Everything a lab does after parsing its arguments and before importing vLLM.
+def prepare(args, logs: str | None = None) -> Path | None:
+    """Everything a lab does after parsing its arguments and before importing vLLM; for a lab that starts its
+    engines (and servers) one by one, ``logs`` says how their logs are named (``"<run>.log"``) and the fresh
+    folder they go to is returned (:func:`log_folder`), else None.
 
     Makes Ctrl-C one line, not a traceback (:func:`_interrupted`); refuses a bad ``--receipt``; prints the
     preflight line and stops on its problem (exit 2); on
@@ -80,6 +82,15 @@ def prepare(args) -> None:
         os.environ[LOG_CONFIG_ENV] = str(config)
         _state["log"] = log
         progress(f"vLLM's log: {log} (-v shows it here)")
+    return None if logs is None else log_folder(args, logs)
+
+
+def log_folder(args, names: str) -> Path:
+    """A fresh folder for the logs of the engines (and servers) a lab starts one by one, after :func:`prepare`;
+    one progress line says where it is and how its logs are named (``names``, e.g. ``"<run>.log"``)."""
+    folder = Path(tempfile.mkdtemp(prefix=f"{args.lab}_"))
+    progress(f"each engine's log: {folder}/{names}")
+    return folder
 
 
 def _interrupted(kind, value, traceback) -> None:
