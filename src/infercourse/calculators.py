@@ -94,6 +94,18 @@ def _whole(name: str, value: Any, field: str | None = None) -> None:
         raise ValueError(f"{name} must be a whole number from 1 to {high:,}, got {value!r}")
 
 
+def _whole_errors(**values: Any) -> dict[str, str]:
+    """:func:`_whole`'s message for each named value (``batch=...``) that is not a whole number in its range,
+    by name; empty when all are."""
+    errors = {}
+    for name, value in values.items():
+        try:
+            _whole(name, value)
+        except ValueError as e:
+            errors[name] = str(e)
+    return errors
+
+
 def memory_calc(
     config: Mapping[str, Any],
     weights: str = "bf16",
@@ -220,12 +232,7 @@ def roofline_calc(
     out: dict[str, Any] = dict.fromkeys(
         (*keys, "linear_s", "attention_s", "step_s", "linear_bound", "attention_bound", "tokens_per_s", "bstar")
     )
-    out["errors"] = errors = {}
-    for name, value in (("batch", batch), ("context", context)):
-        try:
-            _whole(name, value)
-        except ValueError as e:
-            errors[name] = str(e)
+    out["errors"] = errors = _whole_errors(batch=batch, context=context)
     try:
         transformer.attention_flops_per_token(config, 1)  # MLA and missing keys say so here
         b = _matmul_bytes_per_param(config, weights)
@@ -341,12 +348,7 @@ def attention_calc(
 
     keys = ("score_head", "score_layer", "naive", "tiled", "once", "blocks", "sms", "busy", "splits", "backend")
     out: dict[str, Any] = dict.fromkeys(keys)
-    out["errors"] = errors = {}
-    for name, value in (("batch", batch), ("context", context)):
-        try:
-            _whole(name, value)
-        except ValueError as e:
-            errors[name] = str(e)
+    out["errors"] = errors = _whole_errors(batch=batch, context=context)
     try:
         transformer.attention_flops_per_token(config, 1)  # MLA and missing keys say so here
         d_h = transformer.head_dim(config)
