@@ -4,7 +4,7 @@ Run with the lab environment's Python (it has torch, transformers and tokenizers
 
     .venv-labs/bin/python scripts/make_test_models.py [--out .cache/models]
 
-Makes three folders under ``--out``:
+Makes four folders under ``--out``:
 
 ``tiny-qwen2``
     A randomly initialised Qwen2 (2 layers, hidden 256, 4 heads of size 64, 2 KV heads,
@@ -17,6 +17,12 @@ Makes three folders under ``--out``:
     packed 4-bit values (``qweight``, int32 [in, out / 8]), zero points (``qzeros``, int32
     [in / 128, out / 8]) and fp16 scales ([in / 128, out]), group size 128; everything else is the
     tiny model's, in fp16. Random, not a quantisation of the tiny weights: what it checks is bytes.
+
+``tiny-qwen3-moe``
+    A randomly initialised Qwen3-MoE (lab 7B): the tiny Qwen2's sizes (2 layers, hidden 256, 4 heads of
+    size 64, 2 KV heads, the same tokenizer), each MLP replaced by 16 experts of width 128 with 2 routed per
+    token (E / k = 8, as OLMoE-1B-7B's 64 / 8), bf16. ``config.json`` spells the expert count
+    ``num_experts``, as the public Qwen3-MoE files do (transformers 5 writes ``num_local_experts``).
 
 ``qwen2.5-7b-instruct-config``
     The exact ``config.json`` of ``Qwen/Qwen2.5-7B-Instruct`` (values from the project's
@@ -50,6 +56,7 @@ sys.path.insert(0, str(ROOT / "src"))  # the registry: the 7B config's values li
 
 TINY = "tiny-qwen2"
 TINY_AWQ = "tiny-qwen2-awq"
+TINY_MOE = "tiny-qwen3-moe"
 AWQ_GROUP = 128
 AWQ_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 BIG = "qwen2.5-7b-instruct-config"
@@ -225,6 +232,46 @@ def save_tiny_awq(out: Path, tokenizer) -> None:
     tokenizer.save_pretrained(out)
 
 
+def save_tiny_moe(out: Path, tokenizer) -> None:
+    """Randomly initialise the tiny Qwen3-MoE (seeded) and save it with its tokenizer into ``out``."""
+    import torch
+    from transformers import GenerationConfig, Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    random.seed(SEED)
+    torch.manual_seed(SEED)
+    config = Qwen3MoeConfig(
+        vocab_size=VOCAB,
+        hidden_size=256,
+        intermediate_size=512,
+        moe_intermediate_size=128,
+        num_experts=16,
+        num_experts_per_tok=2,
+        decoder_sparse_step=1,
+        mlp_only_layers=[],
+        norm_topk_prob=True,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        max_position_embeddings=8192,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    config.dtype = torch.bfloat16
+    model = Qwen3MoeForCausalLM(config).to(torch.bfloat16)
+    model.generation_config = GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, do_sample=False
+    )
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    written = json.loads((out / "config.json").read_text())
+    if "num_local_experts" in written:  # the public spelling, which every vLLM and transformers version reads
+        written["num_experts"] = written.pop("num_local_experts")
+    (out / "config.json").write_text(json.dumps(dict(sorted(written.items())), indent=2) + "\n")
+
+
 def save_big(out: Path, tokenizer) -> None:
     """Write the Qwen2.5-7B-Instruct config.json (no weights) and the stand-in tokenizer into ``out``."""
     from infercourse.registry import COURSE_MODEL, model
@@ -274,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     texts, corpus_sha = corpus()
     tokenizer = train_tokenizer(texts)
     info = {"seed": SEED, "corpus_files": CORPUS_FILES, "corpus_sha256": corpus_sha, "python": sys.version.split()[0]}
-    for name, save in ((TINY, save_tiny), (TINY_AWQ, save_tiny_awq), (BIG, save_big)):
+    for name, save in ((TINY, save_tiny), (TINY_AWQ, save_tiny_awq), (TINY_MOE, save_tiny_moe), (BIG, save_big)):
         out = args.out / name
         save(out, tokenizer)
         write_manifest(out, info)

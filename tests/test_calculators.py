@@ -616,8 +616,11 @@ def test_memory_reference_matches_hand_arithmetic():
 
 def test_memory_reference_puts_each_message_on_its_field():
     mla = calculators.memory_calc(registry.model("deepseek-ai/DeepSeek-V3").config, max_model_len=4096)
-    assert mla["kappa"] == 61 * (512 + 64) * 2 and mla["params"] is None  # MLA: latent + RoPE key per layer
-    assert set(mla["errors"]) == {"weights"}
+    assert mla["kappa"] == 61 * (512 + 64) * 2  # MLA: latent + RoPE key per layer
+    assert mla["params"] == 671_026_419_200 and not mla["errors"]  # tests/lessons/test_7b.py counts it by hand
+    assert not mla["starts"] and mla["tokens"] == 0  # 1.34 TB of BF16 weights on a 24 GB card
+    wrong = calculators.memory_calc({**registry.model("Qwen/Qwen3-30B-A3B").config, "num_experts_per_tok": 200})
+    assert wrong["errors"] == {"weights": "num_experts_per_tok 200 exceeds the 128 routed experts"}
     bad = calculators.memory_calc(registry.model().config, utilization=0, reserve_gib=-1, max_model_len=0)
     assert set(bad["errors"]) == {"utilization", "reserve_gib", "max_model_len"} and bad["starts"] is None
     # A config without heads gets one message, not a second one for the max_model_len it would supply.

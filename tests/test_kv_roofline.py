@@ -53,7 +53,9 @@ def test_sliding_window_caps_the_cache():
 
 def test_dense_counts_refuse_mla_and_moe():
     with pytest.raises(ValueError, match="kv_lora_rank"):
-        transformer.param_count(registry.model("deepseek-ai/DeepSeek-V3").config)
+        transformer.param_breakdown(registry.model("deepseek-ai/DeepSeek-V3").config)
+    with pytest.raises(ValueError, match="num_experts"):
+        transformer.param_breakdown(registry.model("Qwen/Qwen3-30B-A3B").config)
     assert transformer.param_count(registry.model("meta-llama/Llama-2-13b-hf").config) == 13_015_864_320
 
 

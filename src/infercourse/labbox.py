@@ -73,12 +73,12 @@ def lab_work(lab: str) -> LabWork:
     return work
 
 
-def lab_minutes(lab: str, model_name: str = registry.COURSE_MODEL) -> dict[str, float]:
+def lab_minutes(lab: str) -> dict[str, float]:
     """Minutes one lab takes on the lab card, from its own settings (its spec's :class:`LabWork`).
 
     Returns ``{"download", "engines", "decode", "arrivals", "run", "total"}`` in minutes (``run``: the
     lab itself, engines + decode + arrivals; ``total``: run + download): the first download of
-    the model's BF16 weights at the assumed speed (``registry.AUTODL_RTX_4090.download_mb_s``; later
+    its model's (:class:`LabWork` ``model``) BF16 weights at the assumed speed (``registry.AUTODL_RTX_4090.download_mb_s``; later
     labs reuse it), ``engines`` x the assumed start-up, ``decode_steps`` x the decode-step floor
     at :data:`STEP_CONTEXT` (batch 1) / :data:`DECODE_EFFICIENCY_ASSUMED`, and ``arrival_s``.
 
@@ -88,8 +88,9 @@ def lab_minutes(lab: str, model_name: str = registry.COURSE_MODEL) -> dict[str, 
     """
     work = lab_work(lab)
     rent = registry.AUTODL_RTX_4090
-    config = registry.model(model_name).config
-    step_s = roofline.decode_step_floor(registry.gpu(rent.card), config, STEP_CONTEXT) / DECODE_EFFICIENCY_ASSUMED
+    config = registry.model(work.model).config
+    floors = roofline.moe_decode_kernel_floors if transformer.is_moe(config) else roofline.decode_kernel_floors
+    step_s = sum(floors(registry.gpu(rent.card), config, STEP_CONTEXT)) / DECODE_EFFICIENCY_ASSUMED
     parts = {
         "download": transformer.weight_bytes(config) / (rent.download_mb_s * 1e6) / 60,
         "engines": work.engines * rent.engine_start_min,
@@ -172,7 +173,7 @@ def lab_code(script: str) -> str:
     )
 
 
-def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL) -> str:
+def lab_box(script: str, args: str = "") -> str:
     """Markdown admonition for the lab ``snippets/labs/<script>``, collapsed behind a one-line title (cards,
     VRAM, minutes, yuan): VRAM, card, time, cost, platform notes and commands, every figure computed from
     the lab's own settings (its spec's :class:`LabWork`). A lab
@@ -182,7 +183,6 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
     Args:
         script: the lab's file name, e.g. ``"phases.py"``.
         args: extra command-line arguments shown in the run command.
-        model_name: the model the lab loads by default.
 
     Raises:
         KeyError: the lab has no spec.
@@ -192,6 +192,7 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
 
     name = script.removesuffix(".py")
     work = lab_work(name)
+    model_name = work.model  # the model the lab loads by default
     rent = registry.AUTODL_RTX_4090
     card = registry.gpu(rent.card)
     config = registry.model(model_name).config
@@ -205,7 +206,7 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
     )
     both = " in both models' layers" if work.draft_model else ""
     total = memory.device_total_bytes(rent.card)
-    m = lab_minutes(name, model_name)
+    m = lab_minutes(name)
     cards = f"{card.name} (24 GB)" if work.gpus == 1 else f"{work.gpus} × {card.name} (24 GB each) in one instance"
     fits = "fits" if need <= total else "does NOT fit"
     engines = f"{work.engines} engine start{'s' if work.engines > 1 else ''}"
@@ -245,7 +246,7 @@ def lab_box(script: str, args: str = "", model_name: str = registry.COURSE_MODEL
       tests run it there with a tiny random model, so it is known to run end to end
       ([how the course checks itself](../checks.md#labs)).{parts_note}
     - **Without a GPU:** `make labs-cpu LAB={name}`, from a clone of this repository, runs this lab on vLLM's
-      CPU build with the course's tiny random test model instead of {model_name} (the first run builds
+      CPU build with one of the course's tiny random test models instead of {model_name} (the first run builds
       `.venv-labs/` and the model, nothing is downloaded but packages); it prints the table and checks every
       claim the CPU makes exact (counts, backends, bytes), and shows the timings, which belong to that CPU.
 

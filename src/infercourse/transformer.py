@@ -1,7 +1,8 @@
 """Sizes derived from a decoder-only transformer's ``config.json``.
 
 Parameter counts cover the dense architectures in the registry (Qwen2, Qwen3, Llama, Mistral):
-RMSNorm, SwiGLU MLP (gate, up, down), multi-head, multi-query or grouped-query attention. KV-cache
+RMSNorm, SwiGLU MLP (gate, up, down), multi-head, multi-query or grouped-query attention; and the
+mixture-of-experts ones (Qwen3-MoE, OLMoE, DeepSeek-V3 with its latent attention). KV-cache
 sizes also cover multi-head latent attention (DeepSeek-V2/V3) and sliding-window layers. Every function
 takes the config as a mapping with the keys spelled as in ``config.json``.
 """
@@ -92,7 +93,10 @@ def param_breakdown(config: Mapping[str, Any]) -> dict[str, int]:
 
 
 def param_count(config: Mapping[str, Any]) -> int:
-    """Total parameter count N (a plain count). Raises ``ValueError`` as :func:`param_breakdown`."""
+    """Total parameter count N (a plain count): :func:`moe_param_breakdown`'s ``total`` for a
+    mixture-of-experts config, else the sum of :func:`param_breakdown`. Raises ``ValueError`` as they do."""
+    if is_moe(config):
+        return moe_param_breakdown(config)["total"]
     return sum(param_breakdown(config).values())
 
 
@@ -100,8 +104,12 @@ def linear_weight_count(config: Mapping[str, Any]) -> int:
     """Weights of the decoder layers' linear projections (q, k, v, o, gate, up, down), biases excluded.
 
     These are the weights that weight-only quantisation (AWQ, GPTQ) packs; embeddings, lm_head,
-    biases and norms stay in 16-bit.
+    biases and norms stay in 16-bit. A mixture-of-experts config: every projection of attention, of the
+    dense and shared MLPs and of every expert (the router stays 16-bit).
     """
+    if is_moe(config):
+        parts = moe_param_breakdown(config)
+        return parts["attention"] + parts["dense_mlp"] + parts["shared_experts"] + parts["routed_experts"]
     hidden = _need(config, "hidden_size")
     d_h = head_dim(config)
     q_out = _need(config, "num_attention_heads") * d_h
@@ -349,3 +357,126 @@ def tp_rank_linear_elements(config: Mapping[str, Any], ranks: int) -> dict[str, 
 
 
 # --- end of lesson 7A ---
+
+
+# --- lesson 7B: mixture of experts ---
+
+
+def is_moe(config: Mapping[str, Any]) -> bool:
+    """True for a mixture-of-experts config: it sets ``num_experts`` (Qwen3-MoE, OLMoE) or
+    ``n_routed_experts`` (DeepSeek-V2/V3); :func:`moe_experts` checks the value."""
+    return any(config.get(key) is not None for key in ("num_experts", "n_routed_experts"))
+
+
+def moe_experts(config: Mapping[str, Any]) -> tuple[int, int]:
+    """``(E, k)``: routed experts per MoE layer and experts each token is routed to.
+
+    Raises:
+        ValueError: not a mixture-of-experts config, ``num_experts_per_tok`` missing, or k > E.
+    """
+    if not is_moe(config):
+        raise ValueError("not a mixture-of-experts config: it sets neither num_experts nor n_routed_experts")
+    experts = _need(config, "num_experts" if config.get("num_experts") is not None else "n_routed_experts")
+    top_k = _need(config, "num_experts_per_tok")
+    if top_k > experts:
+        raise ValueError(f"num_experts_per_tok {top_k} exceeds the {experts} routed experts")
+    return experts, top_k
+
+
+def moe_layer_indices(config: Mapping[str, Any]) -> list[int]:
+    """The decoder layers (0-based) whose MLP is a routed mixture of experts; the rest are dense MLPs.
+
+    Qwen3-MoE: layer i unless i is in ``mlp_only_layers``, when (i + 1) % ``decoder_sparse_step`` == 0
+    (vLLM 0.26.0, ``vllm/model_executor/models/qwen3_moe.py``); DeepSeek-V3: i >= ``first_k_dense_replace``
+    and i % ``moe_layer_freq`` == 0 (``deepseek_v2.py``); OLMoE: every layer.
+
+    Raises:
+        ValueError: as :func:`moe_experts`, or ``num_hidden_layers`` missing.
+    """
+    moe_experts(config)
+    layers = _need(config, "num_hidden_layers")
+    if config.get("first_k_dense_replace") is not None or config.get("moe_layer_freq") is not None:
+        first = _need(config, "first_k_dense_replace") if config.get("first_k_dense_replace") else 0
+        freq = _need(config, "moe_layer_freq") if config.get("moe_layer_freq") is not None else 1
+        return [i for i in range(layers) if i >= first and i % freq == 0]
+    step = _need(config, "decoder_sparse_step") if config.get("decoder_sparse_step") is not None else 1
+    dense = config.get("mlp_only_layers") or []
+    if not isinstance(dense, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in dense):
+        raise ValueError(f"config['mlp_only_layers'] must be a list of layer numbers, got {dense!r}")
+    return [i for i in range(layers) if i not in dense and (i + 1) % step == 0]
+
+
+def _mla_attention_params(config: Mapping[str, Any]) -> int:
+    """One layer of multi-head latent attention (DeepSeek-V2/V3), weights and its two norms: q through the
+    ``q_lora_rank`` latent (or directly when it is null), the shared ``kv_lora_rank`` latent with the RoPE
+    key, its up-projection to every head's key and value, and the output projection."""
+    hidden, heads = _need(config, "hidden_size"), _need(config, "num_attention_heads")
+    nope, rope = _need(config, "qk_nope_head_dim"), _need(config, "qk_rope_head_dim")
+    latent, v_dim = _need(config, "kv_lora_rank"), _need(config, "v_head_dim")
+    q_width = heads * (nope + rope)
+    q_lora = config.get("q_lora_rank")
+    if q_lora is not None:
+        q_lora = _need(config, "q_lora_rank")
+    q = hidden * q_width if q_lora is None else hidden * q_lora + q_lora + q_lora * q_width
+    kv = hidden * (latent + rope) + latent + latent * heads * (nope + v_dim)  # a-proj, its norm, b-proj
+    return q + kv + heads * v_dim * hidden
+
+
+def moe_param_breakdown(config: Mapping[str, Any]) -> dict[str, int]:
+    """Parameters of a mixture-of-experts model by part, the total N and the active count per token.
+
+    Returns:
+        Plain counts: ``embedding``, ``lm_head`` (0 when tied), ``attention`` (all layers, with q/k norms),
+        ``dense_mlp`` (the layers that are not MoE), ``router`` (a d x E gate per MoE layer, plus
+        DeepSeek-V3's E routing biases), ``shared_experts`` (DeepSeek's ``n_shared_experts``, every token
+        uses them), ``routed_experts`` (all E of every MoE layer), ``norms`` (two per layer and the final
+        one), ``expert`` (one routed expert of one layer: 3 d I_e, gate, up and down), ``moe_layers``,
+        ``total`` (N, the sum of the parts) and ``active`` (N with k of the E routed experts per MoE layer:
+        what one token is multiplied by, plus the embedding row it reads).
+
+    Counts the gated (SwiGLU) experts of Qwen3-MoE, OLMoE and DeepSeek-V3; the expert width I_e is
+    ``moe_intermediate_size`` where the config sets it (else ``intermediate_size``, OLMoE). Checked by hand
+    in ``tests/lessons/test_7b.py`` against the cards: Qwen3-30B-A3B 30.5B total, 3.3B active; DeepSeek-V3 671B, 37B.
+
+    Raises:
+        ValueError: not a mixture-of-experts config, or a key it needs is missing or not a positive integer.
+    """
+    experts, top_k = moe_experts(config)
+    hidden, layers, vocab = (
+        _need(config, "hidden_size"),
+        _need(config, "num_hidden_layers"),
+        _need(config, "vocab_size"),
+    )
+    moe_layers = len(moe_layer_indices(config))
+    width_key = "moe_intermediate_size" if config.get("moe_intermediate_size") is not None else "intermediate_size"
+    expert_width = _need(config, width_key)
+    expert = 3 * hidden * expert_width
+    arch = config.get("model_type")
+    if is_mla(config):
+        attention = _mla_attention_params(config)
+    else:
+        d_h = head_dim(config)
+        q_out, kv_out = _need(config, "num_attention_heads") * d_h, _need(config, "num_key_value_heads") * d_h
+        attention = 2 * hidden * q_out + 2 * hidden * kv_out
+        attention += {"qwen3_moe": 2 * d_h, "olmoe": q_out + kv_out}.get(arch, 0)  # q and k norms
+    dense_layers = layers - moe_layers
+    parts = {
+        "embedding": vocab * hidden,
+        "lm_head": 0 if config.get("tie_word_embeddings", False) else vocab * hidden,
+        "attention": layers * attention,
+        "dense_mlp": dense_layers * 3 * hidden * _need(config, "intermediate_size") if dense_layers else 0,
+        "router": moe_layers * (hidden * experts + (experts if config.get("topk_method") == "noaux_tc" else 0)),
+        "shared_experts": moe_layers
+        * (_need(config, "n_shared_experts") if config.get("n_shared_experts") else 0)
+        * expert,
+        "routed_experts": moe_layers * experts * expert,
+        "norms": layers * 2 * hidden + hidden,
+    }
+    total = sum(parts.values())
+    return {
+        **parts,
+        "expert": expert,
+        "moe_layers": moe_layers,
+        "total": total,
+        "active": total - moe_layers * (experts - top_k) * expert,
+    }

@@ -86,11 +86,16 @@ export function paramBreakdown(c) { // param_breakdown
 }
 
 export function paramCount(c) { // param_count
+  if (isMoe(c)) return moeParamBreakdown(c).total;
   const p = paramBreakdown(c);
   return p.embedding + p.attention + p.mlp + p.norms + p.lm_head;
 }
 
 function linearWeightCount(c) { // linear_weight_count
+  if (isMoe(c)) {
+    const p = moeParamBreakdown(c);
+    return p.attention + p.dense_mlp + p.shared_experts + p.routed_experts;
+  }
   const hidden = need(c, "hidden_size"), dh = headDim(c);
   const qOut = need(c, "num_attention_heads") * dh, kvOut = need(c, "num_key_value_heads") * dh;
   const perLayer = 2 * hidden * qOut + 2 * hidden * kvOut + 3 * hidden * need(c, "intermediate_size");
@@ -98,6 +103,78 @@ function linearWeightCount(c) { // linear_weight_count
 }
 
 const isMla = (c) => has(c, "kv_lora_rank");
+
+// --- transformer.py, lesson 7B: mixture of experts ---
+const isMoe = (c) => has(c, "num_experts") || has(c, "n_routed_experts"); // is_moe
+
+function moeExperts(c) { // moe_experts
+  if (!isMoe(c)) throw new Error("not a mixture-of-experts config: it sets neither num_experts nor n_routed_experts");
+  const experts = need(c, has(c, "num_experts") ? "num_experts" : "n_routed_experts");
+  const topK = need(c, "num_experts_per_tok");
+  if (topK > experts) throw new Error(`num_experts_per_tok ${topK} exceeds the ${experts} routed experts`);
+  return [experts, topK];
+}
+
+function moeLayerIndices(c) { // moe_layer_indices
+  moeExperts(c);
+  const layers = need(c, "num_hidden_layers");
+  const all = [...Array(layers).keys()];
+  if (has(c, "first_k_dense_replace") || has(c, "moe_layer_freq")) {
+    const first = c.first_k_dense_replace ? need(c, "first_k_dense_replace") : 0;
+    const freq = has(c, "moe_layer_freq") ? need(c, "moe_layer_freq") : 1;
+    return all.filter((i) => i >= first && i % freq === 0);
+  }
+  const step = has(c, "decoder_sparse_step") ? need(c, "decoder_sparse_step") : 1;
+  const v = c.mlp_only_layers; // Python's `config.get("mlp_only_layers") or []`
+  const dense = !v || (Array.isArray(v) && !v.length) ? [] : v;
+  if (!Array.isArray(dense) || !dense.every(isInt)) {
+    throw new Error(`config['mlp_only_layers'] must be a list of layer numbers, got ${repr(dense)}`);
+  }
+  return all.filter((i) => !dense.includes(i) && (i + 1) % step === 0);
+}
+
+function mlaAttentionParams(c) { // _mla_attention_params
+  const hidden = need(c, "hidden_size"), heads = need(c, "num_attention_heads");
+  const nope = need(c, "qk_nope_head_dim"), rope = need(c, "qk_rope_head_dim");
+  const latent = need(c, "kv_lora_rank"), vDim = need(c, "v_head_dim");
+  const qWidth = heads * (nope + rope);
+  let qLora = has(c, "q_lora_rank") ? c.q_lora_rank : null;
+  if (qLora !== null) qLora = need(c, "q_lora_rank");
+  const q = qLora === null ? hidden * qWidth : hidden * qLora + qLora + qLora * qWidth;
+  const kv = hidden * (latent + rope) + latent + latent * heads * (nope + vDim);
+  return q + kv + heads * vDim * hidden;
+}
+
+export function moeParamBreakdown(c) { // moe_param_breakdown
+  const [experts, topK] = moeExperts(c);
+  const hidden = need(c, "hidden_size"), layers = need(c, "num_hidden_layers"), vocab = need(c, "vocab_size");
+  const moeLayers = moeLayerIndices(c).length;
+  const expertWidth = need(c, has(c, "moe_intermediate_size") ? "moe_intermediate_size" : "intermediate_size");
+  const expert = 3 * hidden * expertWidth;
+  const arch = c.model_type;
+  let attention;
+  if (isMla(c)) {
+    attention = mlaAttentionParams(c);
+  } else {
+    const dh = headDim(c);
+    const qOut = need(c, "num_attention_heads") * dh, kvOut = need(c, "num_key_value_heads") * dh;
+    attention = 2 * hidden * qOut + 2 * hidden * kvOut;
+    attention += ({ qwen3_moe: 2 * dh, olmoe: qOut + kvOut })[arch] ?? 0;
+  }
+  const denseLayers = layers - moeLayers;
+  const parts = {
+    embedding: vocab * hidden,
+    lm_head: c.tie_word_embeddings ? 0 : vocab * hidden,
+    attention: layers * attention,
+    dense_mlp: denseLayers ? denseLayers * 3 * hidden * need(c, "intermediate_size") : 0,
+    router: moeLayers * (hidden * experts + (c.topk_method === "noaux_tc" ? experts : 0)),
+    shared_experts: moeLayers * (c.n_shared_experts ? need(c, "n_shared_experts") : 0) * expert,
+    routed_experts: moeLayers * experts * expert,
+    norms: layers * 2 * hidden + hidden,
+  };
+  const total = Object.values(parts).reduce((a, b) => a + b, 0);
+  return { ...parts, expert, moe_layers: moeLayers, total, active: total - moeLayers * (experts - topK) * expert };
+}
 
 export function attentionKind(c) { // attention_kind
   if (isMla(c)) return "MLA";

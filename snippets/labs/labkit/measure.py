@@ -114,18 +114,24 @@ def decode_step_s(outputs, output_len: int) -> float:
     return window_s / steps
 
 
-def decode_step_sweep(llm, params, batches, prompt_len: int, output_len: int, seed: int) -> list[float]:
+def decode_step_sweep(
+    llm, params, batches, prompt_len: int, output_len: int, seed: int, before_timed=None
+) -> list[float]:
     """Decode step time (ms) at each batch size of ``batches``: per batch an untimed warm-up ``generate``,
     then a measured one of fresh random ``prompt_len``-token prompts, timed by :func:`decode_step_s`.
 
     ``params``: the lab's ``SamplingParams`` asking exactly ``output_len`` tokens (``ignore_eos=True``);
-    the engine needs ``max_num_seqs`` >= the largest batch. Exits (code 3) as :func:`decode_step_s` does.
+    the engine needs ``max_num_seqs`` >= the largest batch. ``before_timed``: called with no argument right
+    before each measured ``generate`` (a lab that counts something in the measured batch alone resets it
+    there). Exits (code 3) as :func:`decode_step_s` does.
     """
     tokenizer = llm.get_tokenizer()
     vocab, special, rng = len(tokenizer), set(tokenizer.all_special_ids), random.Random(seed)
     step_ms = []
     for batch in batches:
-        for _ in range(2):  # an untimed warm-up batch, then the measured one
+        for timed in (False, True):  # an untimed warm-up batch, then the measured one
+            if timed and before_timed is not None:
+                before_timed()
             prompts = [random_prompt(rng, prompt_len, vocab, special) for _ in range(batch)]
             outputs = llm.generate(prompts, params, use_tqdm=False)
         step_ms.append(decode_step_s(outputs, output_len) * 1e3)

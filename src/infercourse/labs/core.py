@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from infercourse import course, snippets
-from infercourse.registry import GPUS, GPUFacts, model
+from infercourse.registry import COURSE_MODEL, GPUS, GPUFacts, model
 from infercourse.roofline import Demand, decode_demand, decode_step_floor, prefill_demand, prefill_floor
 from infercourse.transformer import BYTES_PER_DTYPE
 
@@ -233,6 +233,8 @@ class LabWork:
         draft_model: a registry model the engine loads beside the lab's own (speculative decoding's draft),
             or None: its weights and its layers' share of the KV cache count in the lab box's VRAM.
         gpus: cards the lab needs at once (tensor parallelism: 2); the instance costs that many cards' price.
+        model: the registry model the lab loads by default (its script's ``--model`` default): the lab box's
+            weights, download and step time are this model's.
     """
 
     engines: int
@@ -241,6 +243,7 @@ class LabWork:
     arrival_s: float = 0.0
     draft_model: str | None = None
     gpus: int = 1
+    model: str = COURSE_MODEL
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,274 @@
+"""Lab 7B, ``snippets/labs/expert_coverage.py``: experts touched per decode step, and the step time, against the batch.
+
+Receipt rows, one per (mode, batch): ``mode`` (``eager``: the engine whose routers are hooked and counted;
+``graphs``: vLLM's default engine, timed only), ``batch`` (requests decoding together), ``router_steps`` (the
+router calls of exactly B tokens each MoE layer saw in the timed batch: its decode steps), ``experts_mean``,
+``experts_min`` and ``experts_max`` (distinct experts per (layer, decode step)), and ``step_ms`` (the timed batch's
+all-decoding step, ms). The counts are null on a ``graphs`` row. ``settings`` holds E (``experts``), k
+(``top_k``) and the MoE layers hooked.
+
+The counts are exact or bounded by probability and checked everywhere; the claims about time are checked on
+GPU receipts only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from infercourse import fmt, roofline
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    Efficiency,
+    LabSpec,
+    LabWork,
+    Receipt,
+    gpu_timing,
+    lab_constant,
+)
+from infercourse.registry import LAB_GPU, GPUFacts, gpu, model
+from infercourse.transformer import moe_experts
+
+MODEL = lab_constant("expert_coverage", "MODEL")
+BATCHES = tuple(lab_constant("expert_coverage", "BATCHES"))
+PROMPT_LEN = lab_constant("expert_coverage", "PROMPT_LEN")
+OUTPUT_LEN = lab_constant("expert_coverage", "OUTPUT_LEN")
+"""The lab's model, batch sizes and lengths (tokens), read from the lab itself: their one home."""
+
+Z_BOUND = 3.0
+"""A measured mean may exceed the uniform-routing expectation by at most this many standard errors: each mean
+averages the decode steps of every MoE layer, whose spread under uniform routing is
+:func:`~infercourse.roofline.experts_touched_sd` (treating the samples as independent)."""
+
+MOE_STEP_GROWTH = 2.0
+"""On a GPU the step at the largest batch must exceed the step at batch 1 by more than this factor: lesson 2A's
+bar for a dense model the other way round (its step(64) / step(1) stays under 2; its floors say 1.13), because a
+MoE step reads more experts as the batch grows (OLMoE on the RTX 4090: the floors say 5.8)."""
+
+
+def _eager(receipt: Receipt) -> list[Mapping[str, Any]]:
+    return sorted((r for r in receipt["results"] if r["mode"] == "eager"), key=lambda r: r["batch"])
+
+
+def _timed(receipt: Receipt) -> list[Mapping[str, Any]]:
+    """The rows whose step times the claims read: vLLM's default engine when it ran, else the eager one."""
+    modes = {r["mode"] for r in receipt["results"]}
+    mode = "graphs" if "graphs" in modes else "eager"
+    return sorted((r for r in receipt["results"] if r["mode"] == mode), key=lambda r: r["batch"])
+
+
+def _ek(receipt: Receipt) -> tuple[int, int]:
+    return receipt["settings"]["experts"], receipt["settings"]["top_k"]
+
+
+# --- claims ---------------------------------------------------------------------------------------
+
+
+def router_steps_exact(receipt: Receipt) -> ClaimResult:
+    """Every counted row: each MoE layer routed exactly B tokens in n - 1 calls of the timed batch (B requests of
+    n output tokens: one prefill step makes the first token, n - 1 decode steps the rest, every request in each)."""
+    want = receipt["settings"]["output_len"] - 1
+    rows = _eager(receipt)
+    wrong = [f"B={r['batch']}: {r['router_steps']}" for r in rows if r["router_steps"] != want]
+    return ClaimResult(
+        "router_steps_exact",
+        "every MoE layer's router sees exactly n - 1 decode steps of B tokens in the timed batch",
+        bool(rows) and not wrong,
+        ("; ".join(wrong) + f" against {want}") if wrong else f"{want} at every batch ({len(rows)} batches)",
+    )
+
+
+def one_token_touches_k(receipt: Receipt) -> ClaimResult:
+    """At batch 1 every (layer, decode step) touches exactly k experts: one token picks k different ones."""
+    _, top_k = _ek(receipt)
+    ones = [r for r in _eager(receipt) if r["batch"] == 1]
+    statement = "one token touches exactly k experts in every layer and step"
+    if not ones:
+        return ClaimResult("one_token_touches_k", statement, None, "no counted batch of 1")
+    r = ones[0]
+    return ClaimResult(
+        "one_token_touches_k",
+        statement,
+        r["experts_min"] == r["experts_max"] == top_k,
+        f"k = {top_k}: from {r['experts_min']} to {r['experts_max']}",
+    )
+
+
+def uniform_bound(receipt: Receipt, row: Mapping[str, Any]) -> float:
+    """The most a row's mean may reach: E (1 - (1 - k/E)^B) plus :data:`Z_BOUND` standard errors of a mean over
+    ``router_steps`` x MoE layers samples."""
+    experts, top_k = _ek(receipt)
+    samples = max(row["router_steps"] * receipt["settings"]["moe_layers"], 1)
+    sd = roofline.experts_touched_sd(experts, top_k, row["batch"])
+    return roofline.expected_experts_touched(experts, top_k, row["batch"]) + Z_BOUND * sd / samples**0.5
+
+
+def coverage_at_most_uniform(receipt: Receipt) -> ClaimResult:
+    """Every counted row's mean stays at or under the uniform-routing expectation (within :data:`Z_BOUND`
+    standard errors): a router that prefers some experts, or tokens that pick alike, touch fewer."""
+    experts, top_k = _ek(receipt)
+    rows, over, shown = _eager(receipt), [], []
+    for r in rows:
+        expected = roofline.expected_experts_touched(experts, top_k, r["batch"])
+        shown.append(f"B={r['batch']}: {r['experts_mean']:g} / {expected:.2f}")
+        if r["experts_mean"] > uniform_bound(receipt, r):
+            over.append(f"B={r['batch']}")
+    return ClaimResult(
+        "coverage_at_most_uniform",
+        "the experts touched per step stay at or under E (1 - (1 - k/E)^B), uniform routing's expectation",
+        bool(rows) and not over,
+        ("above the bound at " + ", ".join(over) + "; " if over else "") + "measured / expected: " + ", ".join(shown),
+    )
+
+
+def coverage_grows_with_batch(receipt: Receipt) -> ClaimResult:
+    """The mean count never falls as the batch grows, and the largest batch touches more than the smallest."""
+    rows = _eager(receipt)
+    means = [r["experts_mean"] for r in rows]
+    ok = len(rows) >= 2 and all(b >= a for a, b in zip(means, means[1:], strict=False)) and means[-1] > means[0]
+    return ClaimResult(
+        "coverage_grows_with_batch",
+        "a larger batch touches more experts per step, until it touches them all",
+        ok,
+        " -> ".join(f"B={r['batch']}: {r['experts_mean']:g}" for r in rows),
+    )
+
+
+@gpu_timing
+def step_grows_with_batch(receipt: Receipt) -> ClaimResult:
+    """From batch 1 to the largest, the step time grows by more than :data:`MOE_STEP_GROWTH`."""
+    rows = _timed(receipt)
+    lo, hi = rows[0], rows[-1]
+    growth = hi["step_ms"] / lo["step_ms"]
+    return ClaimResult(
+        "step_grows_with_batch",
+        f"the step at the largest batch takes more than {MOE_STEP_GROWTH:g} x the step at the smallest "
+        "(a dense model's stays under that)",
+        len(rows) >= 2 and growth > MOE_STEP_GROWTH,
+        f"{lo['mode']}: B={lo['batch']} {lo['step_ms']:.3f} ms -> B={hi['batch']} {hi['step_ms']:.3f} ms (x{growth:.2f})",
+    )
+
+
+# --- floors ---------------------------------------------------------------------------------------
+
+
+def step_floor_s(facts: GPUFacts, config: Mapping[str, Any], batch: int, experts_touched: float | None = None) -> float:
+    """The floor (s) of one decode step of ``batch`` sequences at the lab's mean context (prompt + output / 2), with
+    ``experts_touched`` per MoE layer (default: uniform routing's expectation):
+    :func:`~infercourse.roofline.moe_decode_kernel_floors`, summed."""
+    context = PROMPT_LEN + OUTPUT_LEN // 2
+    return sum(roofline.moe_decode_kernel_floors(facts, config, context, batch, experts_touched))
+
+
+def efficiency(receipt: Receipt, facts: GPUFacts, config: Mapping[str, Any]) -> list[Efficiency]:
+    """Per timed row, the measured step (ms) against its floor on ``facts`` with the experts the eager engine
+    counted at that batch (uniform routing's expectation where it did not count)."""
+    counted = {r["batch"]: r["experts_mean"] for r in _eager(receipt)}
+    return [
+        Efficiency(
+            i, "step", "ms", r["step_ms"], step_floor_s(facts, config, r["batch"], counted.get(r["batch"])) * 1e3
+        )
+        for i, r in enumerate(receipt["results"])
+        if r["mode"] == _timed(receipt)[0]["mode"]
+    ]
+
+
+# --- the lesson's expected output -----------------------------------------------------------------
+
+
+def predicted_rows(gpu_name: str = LAB_GPU) -> list[dict[str, Any]]:
+    """Per batch of :data:`BATCHES`: uniform routing's experts touched per MoE layer, the weight bytes a step reads
+    (B, BF16) and the step floor and band (s) on ``gpu_name`` for :data:`MODEL`."""
+    facts, config = gpu(gpu_name), model(MODEL).config
+    experts, top_k = moe_experts(config)
+    rows = []
+    for batch in BATCHES:
+        touched = roofline.expected_experts_touched(experts, top_k, batch)
+        floor = step_floor_s(facts, config, batch)
+        rows.append(
+            {
+                "batch": batch,
+                "experts": touched,
+                "weight_bytes": 2 * roofline.moe_step_params(config, touched)[0],
+                "floor_s": floor,
+                "band_s": roofline.step_band(floor, config["num_hidden_layers"]),
+            }
+        )
+    return rows
+
+
+def prediction(gpu_name: str = LAB_GPU) -> str:
+    """Markdown: per batch, the experts touched, bytes and step floor of :data:`MODEL` on ``gpu_name``."""
+    facts, config = gpu(gpu_name), model(MODEL).config
+    lines = [
+        f"{MODEL} in BF16 ({moe_experts(config)[0]} experts, {moe_experts(config)[1]} per token), prompts of "
+        f"{PROMPT_LEN} tokens decoding {OUTPUT_LEN}, on {gpu_name} ({fmt.count(facts.bandwidth_gb_s)} GB/s). Experts "
+        "touched: uniform routing's expectation per MoE layer, the most a batch reaches on average (the counted "
+        "run may land a little under it). Floor: the weights every step needs, those experts and the batch's KV "
+        "cache, read once; band: the floor plus the launch overhead lesson 2B bounds.",
+        "",
+        "| batch | experts touched | weights read (GB) | floor (ms) | band (ms) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for r in predicted_rows(gpu_name):
+        low, high = r["band_s"]
+        lines.append(
+            f"| {r['batch']} | {fmt.fixed(r['experts'], 1)} | {fmt.fixed(r['weight_bytes'] / 1e9, 2)} | "
+            f"{fmt.fixed(r['floor_s'] * 1e3, 2)} | {fmt.fixed(low * 1e3, 2)}-{fmt.fixed(high * 1e3, 2)} |"
+        )
+    return "\n".join(lines)
+
+
+def demands() -> list[roofline.Demand]:
+    """What each floor of :func:`prediction` asks of the lab's card (a floor asks for exactly the limit)."""
+    facts, config = gpu(LAB_GPU), model(MODEL).config
+    return [
+        roofline.moe_decode_demand(
+            facts, config, r["batch"], PROMPT_LEN + OUTPUT_LEN // 2, r["floor_s"], f"expert_coverage: B={r['batch']}"
+        )
+        for r in predicted_rows()
+    ]
+
+
+SPEC = LabSpec(
+    lab="expert_coverage",
+    key=("mode", "batch"),
+    header="experts/step",
+    claims=(
+        router_steps_exact,
+        one_token_touches_k,
+        coverage_at_most_uniform,
+        coverage_grows_with_batch,
+        step_grows_with_batch,
+    ),
+    prediction=prediction,
+    prediction_basis="uniform routing and the roofline",
+    columns=(
+        Column("mode", "mode", str, align_right=False),
+        Column("batch", "batch", fmt.count),
+        Column("experts_mean", "experts per step", lambda v: "-" if v is None else fmt.fixed(v, 2)),
+        Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
+    ),
+    efficiency=efficiency,
+    demands=demands,
+    cpu_max_model_len=256,
+    cpu_args=(
+        "--model",
+        ".cache/models/tiny-qwen3-moe",
+        "--modes",
+        "eager",
+        "--batches",
+        "1,2,4,8,16",
+        "--prompt-len",
+        "16",
+        "--output-len",
+        "16",
+    ),
+    work=LabWork(
+        engines=len(lab_constant("expert_coverage", "MODES")),
+        decode_steps=len(lab_constant("expert_coverage", "MODES")) * len(BATCHES) * 2 * OUTPUT_LEN,
+        peak_kv_tokens=max(BATCHES) * (PROMPT_LEN + OUTPUT_LEN),
+        model=MODEL,
+    ),
+)

@@ -1,0 +1,216 @@
+"""Values of lesson 7B (mixture of experts and expert parallelism): total against active parameters, the experts a
+batch reaches, what that does to a decode step's bytes and to the batch that reaches the ridge point, what expert
+parallelism sends against tensor parallelism, and the committed CPU receipt of lab 7B.
+
+Every number the page shows is bound here once, with its unit, from the registry, the formula modules, the
+lesson's snippet and the committed receipts; the page only looks the names up and formats them.
+"""
+
+from __future__ import annotations
+
+from infercourse import figures, fmt, labs, memory, registry, roofline, snippets, transformer
+from infercourse.labs import expert_coverage as lab
+from infercourse.pages import lesson_values
+
+P = lesson_values(__name__)
+
+g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
+h200 = P.add("h200", registry.gpu("H200"), "record")
+route = snippets.load("lesson_7b/moe_routing.py")  # the page's coverage counts are checked against its formula
+NAMES = {"olmoe": lab.MODEL, "qwen3": "Qwen/Qwen3-30B-A3B", "ds": "deepseek-ai/DeepSeek-V3"}
+cfgs = {key: registry.model(name).config for key, name in NAMES.items()}
+parts = {key: transformer.moe_param_breakdown(c) for key, c in cfgs.items()}
+ek = {key: transformer.moe_experts(c) for key, c in cfgs.items()}
+
+# --- 1. total against active ---
+q3 = parts["qwen3"]
+P.add("q3_total", q3["total"], "params")
+P.add("q3_active", q3["active"], "params")
+P.add("q3_bf16", 2 * q3["total"], "B")
+P.add("q3_active_share", q3["active"] / q3["total"], "1")
+E_q3, k_q3 = P.add("E_q3", ek["qwen3"][0], "count"), P.add("k_q3", ek["qwen3"][1], "count")
+
+# --- 3. the parameter table, from each config.json ---
+P.add(
+    "param_rows",
+    [
+        {
+            "name": NAMES[key],
+            "E": ek[key][0],
+            "k": ek[key][1],
+            "layers": parts[key]["moe_layers"],
+            "expert": parts[key]["expert"],
+            "total": parts[key]["total"],
+            "active": parts[key]["active"],
+            "share": parts[key]["active"] / parts[key]["total"],
+            "card": registry.model(NAMES[key]).card_params,
+            "bf16": 2 * parts[key]["total"],
+        }
+        for key in NAMES
+    ],
+    "record",
+)
+ds = parts["ds"]
+P.add("ds_shared", ds["shared_experts"], "params")
+P.add("ds_dense_layers", cfgs["ds"]["num_hidden_layers"] - ds["moe_layers"], "count")
+P.add("ds_routed_share", ds["routed_experts"] / ds["total"], "1")
+
+# --- experts a batch reaches: E (1 - (1 - k/E)^B), and the snippet's formula agrees ---
+coverage_batches = (1, 8, 64, 256)
+P.add("cov_batches", list(coverage_batches), "record")
+cov = {key: [roofline.expected_experts_touched(*ek[key], b) for b in coverage_batches] for key in NAMES}
+if any(
+    abs(route.expected_touched(*ek[key], b) - x) > 1e-9 for key in NAMES for b, x in zip(coverage_batches, cov[key])
+):
+    raise AssertionError("snippets/lesson_7b/moe_routing.py's formula disagrees with roofline.expected_experts_touched")
+P.add(
+    "cov_rows",
+    [{"name": NAMES[key], "E": ek[key][0], "k": ek[key][1], "counts": cov[key]} for key in NAMES],
+    "record",
+)
+E_ol, k_ol = P.add("E_ol", ek["olmoe"][0], "count"), P.add("k_ol", ek["olmoe"][1], "count")
+P.add("ol_8", roofline.expected_experts_touched(E_ol, k_ol, 8), "1")  # experts, a real-valued expectation
+P.add("ol_sd_8", roofline.experts_touched_sd(E_ol, k_ol, 8), "1")
+P.add("ol_miss_64", (1 - k_ol / E_ol) ** 64, "1")
+
+# --- a decode step's bytes and floor: OLMoE on the RTX 4090, against the course's dense model ---
+ol_cfg, dense_cfg = cfgs["olmoe"], registry.model(registry.COURSE_MODEL).config
+context = lab.PROMPT_LEN + lab.OUTPUT_LEN // 2
+read_1 = P.add("read_1", 2 * roofline.moe_step_params(ol_cfg, k_ol)[0], "B")
+read_all = P.add("read_all", 2 * roofline.moe_step_params(ol_cfg, E_ol)[0], "B")
+floor = {b: sum(roofline.moe_decode_kernel_floors(g4090, ol_cfg, context, b)) for b in (1, 64)}
+dense = {b: roofline.decode_step_floor(g4090, dense_cfg, context, b) for b in (1, 64)}
+P.add("ol_floor_1", floor[1], "s")
+P.add("ol_floor_64", floor[64], "s")
+P.add("ol_growth", floor[64] / floor[1], "1")
+P.add("dense_growth", dense[64] / dense[1], "1")
+P.add("dense_model", registry.COURSE_MODEL, "text")
+P.add("moe_step_growth", lab.MOE_STEP_GROWTH, "1")
+P.add("context", context, "tokens")
+
+# --- the batch at which the experts' matmuls reach the ridge point ---
+b_star = P.add("b_star", roofline.compute_bound_batch(g4090), "tokens")
+P.add(
+    "b_star_rows",
+    [{"name": NAMES[key], "ratio": ek[key][0] / ek[key][1], "b": b_star * ek[key][0] / ek[key][1]} for key in NAMES],
+    "record",
+)
+
+# --- expert parallelism against tensor parallelism, per MoE layer and GPU (DeepSeek-V3, one 8-GPU node) ---
+T = P.add("ep_gpus", 8, "count")  # an 8-GPU node, the unit DeepSeek-V3's deployments and vLLM's examples start from
+ep_tokens = P.add("ep_tokens", 2048, "tokens")  # one step's tokens over the whole node
+d_ds = P.add("d_ds", cfgs["ds"]["hidden_size"], "count")
+k_ds = P.add("k_ds", ek["ds"][1], "count")
+a2a = P.add("a2a", roofline.ep_all_to_all_bytes(ep_tokens, k_ds, T, d_ds), "B")
+allreduce = P.add("allreduce", 2 * roofline.ring_allreduce_bytes(ep_tokens * d_ds * 2, T), "B")
+P.add("ep_over_tp", a2a / allreduce, "1")
+P.add("a2a_fp8", roofline.ep_all_to_all_bytes(ep_tokens, k_ds, T, d_ds, 1.5), "B")  # FP8 out, BF16 back
+kappa_ds = P.add("kappa_ds", transformer.kv_bytes_per_token(cfgs["ds"]), "B/token")
+
+# --- the lab's model on a 24 GB card, and the 4-bit alternative ---
+ol = parts["olmoe"]
+P.add("lab_model", lab.MODEL, "text")
+ol_weights = P.add("ol_weights", 2 * ol["total"], "B")
+P.add("ol_total", ol["total"], "params")
+P.add("ol_active", ol["active"], "params")
+P.add("ol_layers", ol["moe_layers"], "count")
+kappa_ol = P.add("kappa_ol", transformer.kv_bytes_per_token(ol_cfg), "B/token")
+budget_ol = memory.default_kv_budget_bytes("RTX 4090", ol_weights)
+P.add("ol_kv_tokens", memory.kv_capacity_tokens(budget_ol, kappa_ol, registry.VLLM_DEFAULT_BLOCK_SIZE), "tokens")
+q3_4bit = P.add("q3_4bit", transformer.awq_weight_bytes(cfgs["qwen3"], registry.AWQ_GROUP_SIZE), "B")
+budget_q3 = memory.default_kv_budget_bytes("RTX 4090", q3_4bit)
+kappa_q3 = transformer.kv_bytes_per_token(cfgs["qwen3"])
+P.add("q3_kv_tokens", memory.kv_capacity_tokens(budget_q3, kappa_q3, registry.VLLM_DEFAULT_BLOCK_SIZE), "tokens")
+P.add("lab_prompt", lab.PROMPT_LEN, "tokens")
+P.add("lab_output", lab.OUTPUT_LEN, "tokens")
+P.add("lab_steps", lab.OUTPUT_LEN - 1, "count")
+P.add("lab_bmax", max(lab.BATCHES), "sequences")
+P.add("z_bound", lab.Z_BOUND, "1")
+
+
+# --- figure: a decode step's floor against the batch, MoE against dense ---
+def _floor_figure() -> str:
+    batches = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    fig, ax = figures.subplots(salt="lesson-7b-floor", figsize=(7, 3.6))
+    moe = [sum(roofline.moe_decode_kernel_floors(g4090, ol_cfg, context, b)) * 1e3 for b in batches]
+    every = [sum(roofline.moe_decode_kernel_floors(g4090, ol_cfg, context, b, E_ol)) * 1e3 for b in batches]
+    few = [sum(roofline.moe_decode_kernel_floors(g4090, ol_cfg, context, b, k_ol)) * 1e3 for b in batches]
+    ax.semilogx(batches, moe, "o-", color="tab:blue", label=f"{lab.MODEL}: uniform routing")
+    ax.semilogx(batches, every, ":", color="tab:blue", label=f"the same, all {E_ol} experts read")
+    ax.semilogx(batches, few, "--", color="tab:blue", label=f"the same, only {k_ol} experts read")
+    ax.semilogx(
+        batches,
+        [roofline.decode_step_floor(g4090, dense_cfg, context, b) * 1e3 for b in batches],
+        "s-",
+        color="tab:red",
+        label=f"{registry.COURSE_MODEL} (dense)",
+    )
+    ax.set_xlabel("sequences in the batch, B")
+    ax.set_ylabel(f"decode step floor on the {g4090.name} (ms)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8)
+    return figures.svg_text(fig)
+
+
+P.add("fig_floor", _floor_figure(), "text")
+P.add(
+    "fig_floor_alt",
+    f"a line chart on a logarithmic batch axis. {lab.MODEL}'s step floor on the {g4090.name} rises from "
+    f"{fmt.ms(floor[1])} at one sequence to {fmt.ms(floor[64])} at 64, between a dashed line that reads only "
+    f"{k_ol} experts per layer and a dotted one that reads all {E_ol}, which it meets from about 32 sequences "
+    f"on; {registry.COURSE_MODEL}'s floor barely moves, from {fmt.ms(dense[1])} to {fmt.ms(dense[64])}.",
+    "text",
+)
+
+# --- the committed CPU receipt: exact router counts on the tiny MoE ---
+cpu = [r for r in labs.committed_receipts("expert_coverage") if r["machine"]["kind"] == "cpu"]
+if not cpu:
+    raise LookupError("no committed CPU receipt of expert_coverage: `make labs-cpu LAB=expert_coverage OUT=receipts`")
+receipt = cpu[0]
+P.add("cpu_table", labs.measured_table(lab.SPEC, [receipt], intro="**Measured (committed CPU receipt).**"), "text")
+P.add(
+    "cpu_claims",
+    [
+        {"claim": c.claim, "passed": {True: "holds", False: "FAILS", None: "n/a"}[c.passed], "detail": c.detail}
+        for c in labs.check(receipt)
+    ],
+    "record",
+)
+P.add("cpu_machine", receipt["machine"]["name"], "text")
+P.add("cpu_vllm", receipt["versions"]["vllm"], "text")
+P.add("cpu_E", receipt["settings"]["experts"], "count")
+P.add("cpu_k", receipt["settings"]["top_k"], "count")
+
+SYMBOLS: list[str | tuple[str, str]] = [
+    "n_e",
+    "k_e",
+    "f_e",
+    "L_moe",
+    "d",
+    "N",
+    "N_act",
+    "n_touch",
+    "B",
+    "b",
+    "kappa",
+    "S",
+    "Bstar",
+    "R",
+    "T_ep",
+    "T_tp",
+]
+P.symbols(SYMBOLS)
+
+P.facts(
+    "model-allenai-olmoe-1b-7b-0924-instruct",
+    "model-qwen-qwen3-30b-a3b",
+    "model-deepseek-ai-deepseek-v3",
+    "vllm-enable-expert-parallel",
+    "vllm-ep-size",
+    "vllm-all2all-backend",
+    "vllm-eplb",
+    "vllm-moe-router-gate",
+    "vllm-return-routed-experts",
+    "vllm-block-size",
+)
