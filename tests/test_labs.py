@@ -57,8 +57,8 @@ def _cannot_run(reason: str):
 
 def _ready() -> bool:
     return (ROOT / ".venv-labs" / ".installed").is_file() and all(
-        (TINY.parent / name / "config.json").is_file() for name in (TINY.name, "tiny-qwen2-awq")
-    )  # AWQ: lab 3A
+        (TINY.parent / name / "config.json").is_file() for name in (TINY.name, "tiny-qwen2-awq", "tiny-qwen3-moe")
+    )  # AWQ: lab 3A; MoE: lab 7B
 
 
 @pytest.fixture(scope="session")

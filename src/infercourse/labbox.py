@@ -78,9 +78,10 @@ def lab_minutes(lab: str) -> dict[str, float]:
 
     Returns ``{"download", "engines", "decode", "arrivals", "run", "total"}`` in minutes (``run``: the
     lab itself, engines + decode + arrivals; ``total``: run + download): the first download of
-    its model's (:class:`LabWork` ``model``) BF16 weights at the assumed speed (``registry.AUTODL_RTX_4090.download_mb_s``; later
-    labs reuse it), ``engines`` x the assumed start-up, ``decode_steps`` x the decode-step floor
-    at :data:`STEP_CONTEXT` (batch 1) / :data:`DECODE_EFFICIENCY_ASSUMED`, and ``arrival_s``.
+    its model's (:class:`LabWork` ``model``) BF16 weights at the assumed speed
+    (``registry.AUTODL_RTX_4090.download_mb_s``; later labs reuse it), ``engines`` x the assumed start-up,
+    ``decode_steps`` x the decode-step floor at :data:`STEP_CONTEXT` (batch 1; a mixture-of-experts model's with
+    uniform routing) / :data:`DECODE_EFFICIENCY_ASSUMED`, and ``arrival_s``.
 
     Raises:
         KeyError: ``lab`` has no spec.

@@ -458,7 +458,7 @@ def moe_param_breakdown(config: Mapping[str, Any]) -> dict[str, int]:
         d_h = head_dim(config)
         q_out, kv_out = _need(config, "num_attention_heads") * d_h, _need(config, "num_key_value_heads") * d_h
         attention = 2 * hidden * q_out + 2 * hidden * kv_out
-        attention += {"qwen3_moe": 2 * d_h, "olmoe": q_out + kv_out}.get(arch, 0)  # q and k norms
+        attention += {"qwen3_moe": 2 * d_h, "olmoe": q_out + kv_out}.get(str(arch), 0)  # q and k norms
     dense_layers = layers - moe_layers
     parts = {
         "embedding": vocab * hidden,

@@ -146,7 +146,8 @@ def step_grows_with_batch(receipt: Receipt) -> ClaimResult:
         f"the step at the largest batch takes more than {MOE_STEP_GROWTH:g} x the step at the smallest "
         "(a dense model's stays under that)",
         len(rows) >= 2 and growth > MOE_STEP_GROWTH,
-        f"{lo['mode']}: B={lo['batch']} {lo['step_ms']:.3f} ms -> B={hi['batch']} {hi['step_ms']:.3f} ms (x{growth:.2f})",
+        f"{lo['mode']}: B={lo['batch']} {lo['step_ms']:.3f} ms -> "
+        f"B={hi['batch']} {hi['step_ms']:.3f} ms (x{growth:.2f})",
     )
 
 

@@ -1,0 +1,109 @@
+"""Lab expert_coverage (lesson 7B): the spec's claims, floors and prediction, and the lab's bad input, on receipts
+worked by hand.
+
+The tiny MoE of the CPU run: E = 16 experts, k = 2 per token, 2 MoE layers, 16 output tokens (15 decode steps).
+Uniform routing at B = 2: 16 (1 - (14/16)^2) = 3.75 experts; its spread: p0 = 0.765625, p00 = (14 x 13 / (16 x 15))^2
+= 0.575069, Var = 16 x 0.765625 x 0.234375 + 240 x (0.575069 - 0.586182) = 0.20417, sd 0.45185; a mean over
+15 steps x 2 layers = 30 samples may reach 3.75 + 3 x 0.45185 / sqrt(30) = 3.99749.
+Floors of OLMoE on the RTX 4090 at S = 144 (tests/lessons/test_7b.py): 2.358 ms at B = 1; at B = 64, 63.9876
+experts: 6,814,887,373 weights read, 13,629,774,746 B -> 13.5216 ms, plus 64 x 144 x 131,072 B of cache -> 1.1984 ms:
+14.720 ms.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import CPU_MACHINE, lab_refusal, make_receipt
+from infercourse import labs
+from infercourse.labs.expert_coverage import step_floor_s, uniform_bound
+from infercourse.registry import gpu, model
+
+SPEC = labs.spec("expert_coverage")
+SETTINGS = {"experts": 16, "top_k": 2, "moe_layers": 2, "output_len": 16, "prompt_len": 16}
+
+
+def _row(mode, batch, step_ms, mean=None, low=None, high=None, steps=15):
+    counted = mode == "eager"
+    return {
+        "mode": mode,
+        "batch": batch,
+        "router_steps": steps if counted else None,
+        "experts_mean": mean,
+        "experts_min": low,
+        "experts_max": high,
+        "step_ms": step_ms,
+    }
+
+
+GOOD = [
+    _row("eager", 1, 4.0, 2.0, 2, 2),
+    _row("eager", 2, 4.1, 3.9, 2, 4),  # under the bound 3.9975
+    _row("eager", 16, 6.0, 14.0, 12, 16),  # uniform: 16 (1 - 0.875^16) = 14.11
+    _row("graphs", 1, 2.4),
+    _row("graphs", 2, 3.7),
+    _row("graphs", 16, 12.1),  # x5.04 over batch 1
+]
+
+
+def _claims(rows, machine=None) -> dict:
+    extra = {"settings": SETTINGS} | ({} if machine is None else {"machine": machine})
+    return {c.claim: c for c in labs.check(make_receipt("expert_coverage", rows, SPEC.units, **extra))}
+
+
+def test_claims_hold_on_a_hand_worked_receipt():
+    got = _claims(GOOD)
+    assert all(c.passed for c in got.values()), got
+    assert "x5.04" in got["step_grows_with_batch"].detail  # the graphs engine's rows are the timed ones
+
+
+def test_the_uniform_bound_is_three_standard_errors_above_the_formula():
+    receipt = make_receipt("expert_coverage", GOOD, SPEC.units, settings=SETTINGS)
+    assert uniform_bound(receipt, GOOD[1]) == pytest.approx(3.99749, abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    "index, change, claim",
+    [
+        (1, {"router_steps": 14}, "router_steps_exact"),  # a step lost or split
+        (0, {"experts_max": 3}, "one_token_touches_k"),  # one token reached 3 experts: the hook counted wrong
+        (1, {"experts_mean": 4.1}, "coverage_at_most_uniform"),  # above 3.9975
+        (2, {"experts_mean": 3.8}, "coverage_grows_with_batch"),  # fewer at 16 than at 2
+        (5, {"step_ms": 4.5}, "step_grows_with_batch"),  # x1.88: a dense model's growth
+    ],
+)
+def test_each_claim_fails_on_its_fault(index, change, claim):
+    rows = [dict(r) for r in GOOD]
+    rows[index] |= change
+    assert _claims(rows)[claim].passed is False
+
+
+def test_timing_is_printed_not_asserted_on_a_cpu():
+    rows = [dict(r) for r in GOOD[:3]]  # the CPU run: the eager engine alone, timed too
+    got = _claims(rows, CPU_MACHINE)
+    assert got["step_grows_with_batch"].passed is None and "eager: B=1" in got["step_grows_with_batch"].detail
+    assert got["coverage_at_most_uniform"].passed is True
+
+
+def test_floors_and_the_prediction_are_the_hand_arithmetic():
+    g, cfg = gpu("RTX 4090"), model("allenai/OLMoE-1B-7B-0924-Instruct").config
+    assert step_floor_s(g, cfg, 1) * 1e3 == pytest.approx(2.35800, abs=1e-5)
+    assert step_floor_s(g, cfg, 64) * 1e3 == pytest.approx(14.720, abs=1e-3)
+    assert step_floor_s(g, cfg, 64, 16.0) < step_floor_s(g, cfg, 64)  # a measured count lower than uniform
+    text = SPEC.prediction()
+    assert "| 1 | 8.0 | 2.36 | 2.36 |" in text and "| 64 | 64.0 | 13.63 | 14.72 |" in text
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--modes", "eager,fast"], "--modes eager,fast: name each of eager, graphs at most once"),
+        (["--modes", "eager,eager"], "name each of eager, graphs at most once"),
+        (["--prompt-len", "1"], "--prompt-len must be at least 2"),
+        (["--output-len", "3"], "--output-len must be at least 4"),
+        (["--prompt-len", "1000", "--output-len", "100"], "prompt + output = 1100 tokens exceed --max-model-len 1024"),
+        (["--batches", "4,2"], "argument --batches: must be increasing whole numbers >= 1"),
+    ],
+)
+def test_bad_input_is_one_line_before_anything_starts(args, expected):
+    assert expected in lab_refusal("expert_coverage", *args)
