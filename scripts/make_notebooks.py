@@ -24,7 +24,7 @@ from pathlib import Path
 
 import jupytext
 
-from infercourse import course, labs, registry, snippets
+from infercourse import course, labs, snippets
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "templates" / "lab_notebook.py"
@@ -85,7 +85,7 @@ def notebook(lab: str, template: str | None = None) -> str:
         # the lesson's Markdown file, which JupyterLab opens; hooks/notebooks.py makes it the site's page
         "__LESSON_URL__": "../" + lesson["page"],
         "__DOCSTRING__": docstring(script),
-        "__MODEL_ID__": registry.COURSE_MODEL,
+        "__MODEL_ID__": labs.spec(lab).work.model,  # the model the lab loads by default (its LabWork)
     }
     pattern = re.compile("|".join(re.escape(k) for k in sorted(values, key=len, reverse=True)))
     nb = jupytext.reads(template if template is not None else TEMPLATE.read_text(encoding="utf-8"), fmt="py:percent")

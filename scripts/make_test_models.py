@@ -4,7 +4,7 @@ Run with the lab environment's Python (it has torch, transformers and tokenizers
 
     .venv-labs/bin/python scripts/make_test_models.py [--out .cache/models]
 
-Makes four folders under ``--out``:
+Makes five folders under ``--out``:
 
 ``tiny-qwen2``
     A randomly initialised Qwen2 (2 layers, hidden 256, 4 heads of size 64, 2 KV heads,
@@ -30,6 +30,9 @@ Makes four folders under ``--out``:
     vocabulary 512, not Qwen's 151,646-token tokenizer). No weights: run it with
     ``--load-format dummy`` on a GPU box without hub access; the architecture, shapes and hence
     timings are the real model's, the weights are random.
+
+``olmoe-1b-7b-0924-instruct-config``
+    The same for lab 7B's model, ``allenai/OLMoE-1B-7B-0924-Instruct`` (64 experts, 8 per token).
 
 Determinism: torch and Python RNGs are seeded, the training corpus is a fixed, sorted list of
 stdlib files, and the tokenizer trainer runs single-threaded. ``manifest.json`` in each folder
@@ -59,7 +62,8 @@ TINY_AWQ = "tiny-qwen2-awq"
 TINY_MOE = "tiny-qwen3-moe"
 AWQ_GROUP = 128
 AWQ_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-BIG = "qwen2.5-7b-instruct-config"
+CONFIG_ONLY = ("Qwen/Qwen2.5-7B-Instruct", "allenai/OLMoE-1B-7B-0924-Instruct")
+"""Registry models written as config-only folders (``registry.config_only_folder``): the course's and lab 7B's."""
 SEED = 0
 VOCAB = 512
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -98,7 +102,6 @@ QWEN25_7B_OTHER_FIELDS = {
     "architectures": ["Qwen2ForCausalLM"],
     "attention_dropout": 0.0,
     "bos_token_id": 151643,
-    "eos_token_id": 151645,
     "hidden_act": "silu",
     "initializer_range": 0.02,
     "max_window_layers": 28,
@@ -108,6 +111,20 @@ QWEN25_7B_OTHER_FIELDS = {
     "transformers_version": "4.43.1",
     "use_cache": True,
     "use_sliding_window": False,
+    "eos_token_id": 151645,
+}
+OLMOE_OTHER_FIELDS = {  # allenai/OLMoE-1B-7B-0924-Instruct, as public copies of its config.json show them
+    "architectures": ["OlmoeForCausalLM"],
+    "attention_bias": False,
+    "clip_qkv": None,
+    "hidden_act": "silu",
+    "norm_topk_prob": False,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 10000.0,
+    "bos_token_id": None,
+    "eos_token_id": 50279,
+    "pad_token_id": 1,
+    "torch_dtype": "bfloat16",
 }
 
 
@@ -272,22 +289,30 @@ def save_tiny_moe(out: Path, tokenizer) -> None:
     (out / "config.json").write_text(json.dumps(dict(sorted(written.items())), indent=2) + "\n")
 
 
-def save_big(out: Path, tokenizer) -> None:
-    """Write the Qwen2.5-7B-Instruct config.json (no weights) and the stand-in tokenizer into ``out``."""
-    from infercourse.registry import COURSE_MODEL, model
+OTHER_FIELDS = {  # the public config.json's fields the registry does not keep (the formulas do not read them)
+    "Qwen/Qwen2.5-7B-Instruct": QWEN25_7B_OTHER_FIELDS,
+    "allenai/OLMoE-1B-7B-0924-Instruct": OLMOE_OTHER_FIELDS,
+}
+GENERATION_EOS = {"Qwen/Qwen2.5-7B-Instruct": [151645, 151643]}
+"""End-of-sequence ids of a public generation_config.json where they differ from its config.json's."""
 
-    config = dict(QWEN25_7B_OTHER_FIELDS)
-    config.update(model(COURSE_MODEL).config)
+
+def save_config_only(out: Path, tokenizer, name: str) -> None:
+    """Write registry model ``name``'s config.json (no weights) and the stand-in tokenizer into ``out``."""
+    from infercourse.registry import model
+
+    config = dict(OTHER_FIELDS[name])
+    config.update(model(name).config)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(dict(sorted(config.items())), indent=2) + "\n")
-    (out / "generation_config.json").write_text(
-        json.dumps({"bos_token_id": 151643, "eos_token_id": [151645, 151643], "do_sample": False}, indent=2) + "\n"
-    )
+    eos = GENERATION_EOS.get(name, config["eos_token_id"])
+    ids = {"bos_token_id": config["bos_token_id"], "eos_token_id": eos, "do_sample": False}
+    (out / "generation_config.json").write_text(json.dumps(ids, indent=2) + "\n")
     tokenizer.save_pretrained(out)
     (out / "README.md").write_text(
-        f"# {COURSE_MODEL}: config only\n\n"
+        f"# {name}: config only\n\n"
         "`config.json` is the public model's. The tokenizer is a STAND-IN (a 512-token byte-level BPE\n"
-        "trained locally), not Qwen's. There are no weights: use `--load-format dummy`.\n"
+        "trained locally), not the model's. There are no weights: use `--load-format dummy`.\n"
     )
 
 
@@ -321,7 +346,11 @@ def main(argv: list[str] | None = None) -> int:
     texts, corpus_sha = corpus()
     tokenizer = train_tokenizer(texts)
     info = {"seed": SEED, "corpus_files": CORPUS_FILES, "corpus_sha256": corpus_sha, "python": sys.version.split()[0]}
-    for name, save in ((TINY, save_tiny), (TINY_AWQ, save_tiny_awq), (TINY_MOE, save_tiny_moe), (BIG, save_big)):
+    from infercourse.registry import config_only_folder
+
+    saves = [(TINY, save_tiny), (TINY_AWQ, save_tiny_awq), (TINY_MOE, save_tiny_moe)]
+    saves += [(config_only_folder(m), lambda out, tok, m=m: save_config_only(out, tok, m)) for m in CONFIG_ONLY]
+    for name, save in saves:
         out = args.out / name
         save(out, tokenizer)
         write_manifest(out, info)

@@ -118,6 +118,21 @@ def cpu_args(lab: str) -> tuple[int | None, list[str]]:
     return spec.cpu_max_model_len, [*spec.cpu_args, *([] if spec.cpu_compiled else ["--enforce-eager"])]
 
 
+def lab_model(lab: str, model: str | None) -> str:
+    """The ``--model`` ``lab`` runs with. A lab of the course's model runs ``model`` (default the course's); a lab
+    with a model of its own (its spec's ``LabWork.model``, e.g. lab 7B's mixture of experts) runs its own, or,
+    when ``model`` is a config-only folder (a run with ``--load-format dummy``), that model's config-only folder
+    beside it (``registry.config_only_folder``, written by ``make testmodels``). On the CPU its spec's ``cpu_args``
+    name its tiny model after this one, and win."""
+    from infercourse.registry import COURSE_MODEL, config_only_folder
+
+    own = _harness().spec(lab).work.model
+    if own == COURSE_MODEL or model is None:
+        return model or own
+    folder = Path(model).expanduser()
+    return str(folder.parent / config_only_folder(own)) if folder.is_dir() else own
+
+
 def lab_env(cpu: bool) -> dict[str, str]:
     """The environment a lab runs in: this process's, plus :data:`CPU_ENV` when ``cpu``; Python's
     output unbuffered, so progress lines arrive as they are printed."""
@@ -289,7 +304,11 @@ def check(python: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Run the labs, keep their receipts, check the lessons' claims.")
-    p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
+    p.add_argument(
+        "--model",
+        help="hub id or local folder (default: each lab's own model, the course's for all but lab 7B; a lab with "
+        "its own model runs it, or its config-only folder beside a folder given here)",
+    )
     p.add_argument("--load-format", default="auto", help="'dummy' = random weights, no download")
     p.add_argument("--max-model-len", type=int, help="passed to each lab (default: the lab's; with --cpu its spec's)")
     p.add_argument("--python", default=sys.executable, help="the Python that has vLLM (default: this one)")
@@ -398,7 +417,7 @@ def run_all(args, names: list[str], out: Path, stand_in: bool, summary: list, es
             done = run_lab(
                 lab,
                 args.python,
-                args.model,
+                (args.model or "Qwen/Qwen2.5-7B-Instruct") if stand_in else lab_model(lab, args.model),
                 tmp_receipt,
                 load_format=args.load_format,
                 max_model_len=args.max_model_len or max_model_len,

@@ -107,10 +107,17 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def check_input(args) -> None:
-    """Refuse, before any engine starts, what cannot run: a missing model folder, an unknown or repeated mode,
+    """Refuse, before any engine starts, what cannot run: a missing model folder or one whose model is not a MoE
+    this lab reads (:data:`ROUTED_BY_TOP_K`), an unknown or repeated mode,
     a 1-token prompt (its prefill would route as many tokens as a batch-1 decode step), fewer than 4 output
     tokens, or requests that do not fit ``--max-model-len``."""
     check_model_arg(args.model)
+    config = Path(args.model).expanduser() / "config.json"  # a local folder: its router is known before the start
+    if config.is_file() and json.loads(config.read_text()).get("model_type") not in ROUTED_BY_TOP_K:
+        fail(
+            f"{args.model} is not a mixture of experts this lab can read; its model_type must be one of "
+            f"{', '.join(ROUTED_BY_TOP_K)} (the lab's own: {MODEL})"
+        )
     unknown = [m for m in args.modes if m not in MODES]
     if unknown or len(set(args.modes)) != len(args.modes):
         fail(f"--modes {','.join(args.modes)}: name each of {', '.join(MODES)} at most once")

@@ -612,6 +612,13 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-").replace("--", "-").replace("--", "-")
 
 
+def config_only_folder(name: str) -> str:
+    """The folder ``scripts/make_test_models.py`` writes a registry model's ``config.json`` into, without weights
+    (run with ``--load-format dummy`` where no hub is reachable): the id's name in lower case plus ``-config``,
+    e.g. ``qwen2.5-7b-instruct-config``."""
+    return name.split("/")[-1].lower() + "-config"
+
+
 def model_fact_id(name: str) -> str:
     """The Facts & sources anchor of a model's config, e.g. ``model-qwen-qwen2-5-7b-instruct``."""
     return "model-" + _slug(name)

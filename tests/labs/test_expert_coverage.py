@@ -107,3 +107,9 @@ def test_floors_and_the_prediction_are_the_hand_arithmetic():
 )
 def test_bad_input_is_one_line_before_anything_starts(args, expected):
     assert expected in lab_refusal("expert_coverage", *args)
+
+
+def test_a_dense_model_folder_is_refused_before_anything_starts(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "qwen2"}')  # the course's dense model, say
+    line = lab_refusal("expert_coverage", "--model", str(tmp_path))
+    assert "is not a mixture of experts this lab can read; its model_type must be one of olmoe, qwen3_moe" in line

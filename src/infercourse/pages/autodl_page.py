@@ -27,14 +27,17 @@ P.add("cache_env", [{"name": k, "path": path, "what": what} for k, (path, what) 
 P.add("modelscope_hub_version", autodl.MODELSCOPE_HUB_VERSION, "text")
 P.add("course_model", autodl.COURSE_MODEL, "text")
 
-# What the labs download, once each: the course's model in BF16, lab 3A's AWQ checkpoint, lab 6A's draft.
+# What the labs download, once each: the course's model in BF16, lab 3A's AWQ checkpoint, lab 6A's draft, lab
+# 7B's mixture of experts in BF16.
 cfg = registry.model(autodl.COURSE_MODEL).config
 awq_model = snippets.constant("labs/quant_nll.py", "AWQ_MODEL")
 draft_model = snippets.constant("labs/spec_decode.py", "DRAFT_MODEL")
+moe_model = snippets.constant("labs/expert_coverage.py", "MODEL")
 downloads = [
-    (autodl.COURSE_MODEL, "every lab", transformer.weight_bytes(cfg)),
+    (autodl.COURSE_MODEL, "every other lab", transformer.weight_bytes(cfg)),
     (awq_model, "lab 3A", transformer.awq_weight_bytes(cfg, registry.AWQ_GROUP_SIZE)),
     (draft_model, "lab 6A", transformer.weight_bytes(registry.model(draft_model).config)),
+    (moe_model, "lab 7B", transformer.weight_bytes(registry.model(moe_model).config)),
 ]
 P.add(
     "downloads",
