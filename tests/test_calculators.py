@@ -24,7 +24,7 @@ import pytest
 from test_browser import Watch, _open, browser  # noqa: F401  (the Playwright browser fixture)
 
 from conftest import ROOT
-from infercourse import calculators, registry
+from infercourse import calculators, registry, transformer
 
 AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
 MODELS = list(registry.MODELS)
@@ -269,8 +269,34 @@ def _spec_cases() -> list[dict]:
     return cases
 
 
+def _moe_cases() -> list[dict]:
+    moe = [m for m in MODELS if transformer.is_moe(registry.model(m).config)]
+    batches = [1, 2, 3, 8, 64, 255, 256, 1000, 4096]
+    cases = [
+        dict(config=dict(registry.model(model).config), gpu=gpu, batch=batch)
+        for model, gpu, batch in itertools.product(moe, GPUS, batches)
+    ]
+    base = dict(config=dict(registry.model(moe[0]).config), gpu="RTX 4090", batch=1)
+    for bad in (dict(batch=0), dict(batch=2.5), dict(batch=4097), dict(batch=1e308), dict(batch=-1)):
+        cases.append(base | bad)
+    for model in MODELS:  # the dense ones: not a mixture of experts
+        cases.append(base | dict(config=dict(registry.model(model).config)))
+    olmoe = dict(registry.model(moe[0]).config)
+    for change in (
+        dict(num_experts_per_tok=65),
+        dict(num_experts=0),
+        dict(num_experts="64"),
+        dict(mlp_only_layers="0"),
+    ):
+        cases.append(base | dict(config=olmoe | change))
+    for config in PASTED:
+        cases.append(base | dict(config=config))
+    return cases
+
+
 PYTHON = {
     "memoryCalc": lambda c: calculators.memory_calc(**c),
+    "moeCalc": lambda c: calculators.moe_calc(**c),
     "rooflineCalc": lambda c: calculators.roofline_calc(**c),
     "specCalc": lambda c: calculators.spec_calc(**c),
     "attentionCalc": lambda c: calculators.attention_calc(**c),
@@ -300,6 +326,7 @@ def _differences(expected: dict, got: dict) -> list[str]:
         ("rooflineCalc", _roofline_cases()),
         ("specCalc", _spec_cases()),
         ("attentionCalc", _attention_cases()),
+        ("moeCalc", _moe_cases()),
     ],
 )
 def test_the_port_computes_what_the_python_computes(fn, cases):
@@ -419,7 +446,9 @@ NUMERIC = {
     "roofline": ("batch", "context"),
     "attention": ("batch", "context"),
     "spec": ("alpha", "k", "batch", "context"),
+    "moe": ("batch",),
 }
+PREFIX = {"memory": "m", "roofline": "r", "attention": "a", "spec": "s", "moe": "e"}  # ui.js's prefix of each form
 NOT_PLAIN = {"1e308", "-1e308", "1e300", "2e9", "abc", "0x10", "1_000", "１２", "Infinity", "-Infinity", "NaN", "1..2"}
 # An output a reader must never see: infinity, not-a-number, a negative quantity (a minus sign before a digit that
 # does not continue a name such as Qwen2.5-7B), or a count of 10^15 or more written out in full.
@@ -449,7 +478,7 @@ def test_hostile_input_never_shows_infinity_nan_or_a_negative_size(browser, serv
     problems = []
     for kind, keys in NUMERIC.items():
         for key in keys:
-            field = f"#ic-{kind[0]}-{key}"  # the prefixes m, r and s
+            field = f"#ic-{PREFIX[kind]}-{key}"
             default = page.input_value(field)
             for text in HOSTILE:
                 page.fill(field, text)
@@ -470,13 +499,15 @@ def test_hostile_input_never_shows_infinity_nan_or_a_negative_size(browser, serv
     # decimal, then plain decimals past every range (a field's range is checked once the others parse).
     for query, fields in (
         (
-            "m.gpu=custom&m.memory_gib=1e300&m.max_model_len=0x10&r.batch=1e308&r.context=Infinity&s.alpha=NaN",
-            ("m-memory_gib", "m-max_model_len", "r-batch", "r-context", "s-alpha"),
+            "m.gpu=custom&m.memory_gib=1e300&m.max_model_len=0x10&r.batch=1e308&r.context=Infinity&s.alpha=NaN"
+            "&e.batch=1e308",
+            ("m-memory_gib", "m-max_model_len", "r-batch", "r-context", "s-alpha", "e-batch"),
         ),
         (
             "m.gpu=custom&m.memory_gib=99999999999999999999&m.reserve_gib=5000&m.max_model_len=16777217"
-            "&r.batch=4097&r.context=16777217&s.k=99999&s.batch=4097&s.context=-1&s.alpha=1.5",
-            ("m-memory_gib", "m-reserve_gib", "m-max_model_len", "r-batch", "r-context", "s-k", "s-batch", "s-alpha"),
+            "&r.batch=4097&r.context=16777217&s.k=99999&s.batch=4097&s.context=-1&s.alpha=1.5&e.batch=4097",
+            ("m-memory_gib", "m-reserve_gib", "m-max_model_len", "r-batch", "r-context", "s-k", "s-batch", "s-alpha")
+            + ("e-batch",),
         ),
     ):
         page.goto(f"{server}{PAGE}?{query}", wait_until="load")
@@ -543,7 +574,7 @@ def test_instant_navigation_mounts_the_calculators(browser, server):  # noqa: F8
     page.evaluate("window.__notReloaded = 'marker'")
     page.click("nav.md-nav--primary a.md-nav__link[href$='calculators/']")
     page.wait_for_function("document.querySelector('link[rel=canonical]').href.endsWith('/calculators/')")
-    for kind in ("memory", "roofline", "attention", "spec"):
+    for kind in ("memory", "roofline", "attention", "spec", "moe"):
         _ready(page, kind)
     assert page.evaluate("window.__notReloaded") == "marker", "the click reloaded the page"
     assert page.locator(".ic-calc[data-calc=roofline] svg.ic-roofline").count() == 1
@@ -657,4 +688,20 @@ def test_attention_reference_matches_hand_arithmetic():
     assert calculators.attention_calc(cfg, "A100", kv="fp8")["backend"] == "FLASHINFER"  # FA2 on 8.0 reads no FP8
     assert calculators.attention_calc(cfg, "RTX 4090", batch=0)["errors"] == {
         "batch": "batch must be a whole number from 1 to 4,096, got 0"
+    }
+
+
+def test_moe_reference_matches_hand_arithmetic():
+    olmoe = registry.model("allenai/OLMoE-1B-7B-0924-Instruct").config
+    one = calculators.moe_calc(olmoe, "RTX 4090", batch=1)
+    # 64 experts, 8 per token; tests/lessons/test_7b.py: N 6,919,161,856, active 1,282,017,280; one token reads
+    # 373,688,320 + 8 x 16 x 6,291,456 = 1,178,994,688 weights, 2,357,989,376 B -> 2.33928 ms at 1,008 GB/s
+    assert (one["experts"], one["top_k"], one["total"], one["active"]) == (64, 8, 6_919_161_856, 1_282_017_280)
+    assert (one["touched"], one["touched_share"], one["read_bytes"]) == (8, 0.125, 2_357_989_376)
+    assert one["linear_s"] == pytest.approx(2.33928e-3, abs=1e-8)
+    assert one["all_bytes"] == 2 * (373_688_320 + 64 * 16 * 6_291_456)  # 13,632,278,528 B
+    assert one["ridge_batch"] == pytest.approx(165.2e12 / 1008e9 * 8)  # 1,311.1: B* x 64 / 8
+    dense = calculators.moe_calc(registry.model().config, "RTX 4090")
+    assert dense["errors"] == {
+        "config": "not a mixture-of-experts config: it sets neither num_experts nor n_routed_experts"
     }

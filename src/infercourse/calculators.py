@@ -21,6 +21,9 @@ from infercourse import fmt, memory, registry, roofline, snippets, transformer
 DRAFT_MODEL = snippets.constant("labs/spec_decode.py", "DRAFT_MODEL")
 """The spec calculator's default draft: lesson 6A's, the lab's ``DRAFT_MODEL`` (a registry model)."""
 
+MOE_MODEL = snippets.constant("labs/expert_coverage.py", "MODEL")
+"""The MoE calculator's default model: lab 7B's (a registry model)."""
+
 ATTENTION_TILE = snippets.constant("lesson_1b/attention_kernels.py", "TILE")
 """Query rows a tiled attention kernel holds: lesson 1B's B_r, FlashAttention 2's block for a 128-wide head."""
 
@@ -374,6 +377,47 @@ def attention_calc(
     return out
 
 
+def moe_calc(config: Mapping[str, Any], gpu: str, batch: int = 1) -> dict[str, Any]:
+    """Lesson 7B's calculator: what a decode step of ``batch`` sequences reads of a mixture-of-experts ``config``
+    on ``gpu`` (a registry short name), BF16 weights, uniform routing.
+
+    Returns:
+        ``experts`` (E per MoE layer), ``top_k`` (k), ``total`` and ``active`` (parameters,
+        :func:`infercourse.transformer.moe_param_breakdown`), ``touched`` (experts the batch reaches per MoE layer,
+        :func:`infercourse.roofline.expected_experts_touched`: the most on average), ``touched_share`` (of E),
+        ``read_bytes`` (B: the weights the step reads, :func:`infercourse.roofline.moe_step_params`),
+        ``all_bytes`` (B: the same with every expert read), ``linear_s`` (s: the weight matmuls' floor,
+        max(2 B M_active / peak, read / bandwidth)), ``ridge_batch`` (sequences: the batch at which each expert's
+        matmuls reach the ridge point once every expert is read, B* E / k), ``errors``.
+    """
+    keys = ("experts", "top_k", "total", "active", "touched", "touched_share", "read_bytes", "all_bytes")
+    out: dict[str, Any] = dict.fromkeys((*keys, "linear_s", "ridge_batch"))
+    out["errors"] = errors = _whole_errors(batch=batch)
+    try:
+        experts, top_k = transformer.moe_experts(config)
+        parts = transformer.moe_param_breakdown(config)
+    except ValueError as e:
+        errors["config"] = str(e)
+    if errors:
+        return out
+    gpu_facts = registry.gpu(gpu)
+    touched = roofline.expected_experts_touched(experts, top_k, batch)
+    read, multiplied = roofline.moe_step_params(config, touched)
+    out.update(
+        experts=experts,
+        top_k=top_k,
+        total=parts["total"],
+        active=parts["active"],
+        touched=touched,
+        touched_share=touched / experts,
+        read_bytes=2 * read,
+        all_bytes=2 * roofline.moe_step_params(config, experts)[0],
+        linear_s=roofline.time_floor(gpu_facts, 2 * multiplied * batch, 2 * read),
+        ridge_batch=roofline.compute_bound_batch(gpu_facts) * experts / top_k,
+    )
+    return out
+
+
 def registry_export() -> dict[str, Any]:
     """The registry facts the calculators read, as JSON-ready data (written to the site at build time
     by hooks/calculators.py, so the JavaScript holds formulas only, no facts)."""
@@ -400,6 +444,7 @@ def registry_export() -> dict[str, Any]:
             "block_size": registry.VLLM_DEFAULT_BLOCK_SIZE,
             "awq_group_size": registry.AWQ_GROUP_SIZE,
             "draft": DRAFT_MODEL,
+            "moe_model": MOE_MODEL,
             "attention_tile": ATTENTION_TILE,
         },
         "limits": {**LIMITS, "config_size": transformer.CONFIG_SIZE_MAX},

@@ -472,3 +472,45 @@ export function attentionCalc(inp, reg) {
   });
   return out;
 }
+
+// --- roofline.py, lesson 7B: mixture of experts ---
+function expectedExpertsTouched(experts, topK, tokens) { // expected_experts_touched
+  return experts * (1 - (1 - topK / experts) ** tokens);
+}
+
+function moeStepParams(c, touched) { // moe_step_params: [read, multiplied]
+  const [, topK] = moeExperts(c);
+  const p = moeParamBreakdown(c);
+  const head = c.vocab_size * c.hidden_size;
+  const always = p.total - p.routed_experts - p.embedding - p.lm_head + head;
+  const perLayer = p.moe_layers * p.expert;
+  return [always + touched * perLayer, always + topK * perLayer];
+}
+
+// calculators.moe_calc. `inp`: {config, gpu, batch}.
+export function moeCalc(inp, reg) {
+  const c = inp.config;
+  const out = {
+    experts: null, top_k: null, total: null, active: null, touched: null, touched_share: null, read_bytes: null,
+    all_bytes: null, linear_s: null, ridge_batch: null, errors: {},
+  };
+  const errors = out.errors;
+  const lim = useLimits(reg);
+  attempt(errors, "batch", () => whole("batch", inp.batch, lim.batch));
+  let experts, topK, parts;
+  attempt(errors, "config", () => {
+    [experts, topK] = moeExperts(c);
+    parts = moeParamBreakdown(c);
+  });
+  if (Object.keys(errors).length) return out;
+  const g = reg.gpus[inp.gpu];
+  const touched = expectedExpertsTouched(experts, topK, inp.batch);
+  const [read, multiplied] = moeStepParams(c, touched);
+  Object.assign(out, {
+    experts, top_k: topK, total: parts.total, active: parts.active, touched, touched_share: touched / experts,
+    read_bytes: 2 * read, all_bytes: 2 * moeStepParams(c, experts)[0],
+    linear_s: timeFloor(g, 2 * multiplied * inp.batch, 2 * read, null),
+    ridge_batch: ridgePoint(g, null) * 2 / 2 * experts / topK,
+  });
+  return out;
+}

@@ -1,7 +1,7 @@
 // The calculators' forms: read the fields, call formulas.js, show the results (ADR-0008).
 // Loaded by calc-loader.js when a placeholder nears the viewport. No arithmetic here: every number
 // shown comes from formulas.js, whose functions tests/test_calculators.py checks against Python.
-import { attentionCalc, memoryCalc, rooflineCalc, specCalc } from "./formulas.js";
+import { attentionCalc, memoryCalc, moeCalc, rooflineCalc, specCalc } from "./formulas.js";
 
 const PASTE = "paste";
 const CUSTOM = "custom";
@@ -152,7 +152,33 @@ const CALCS = {
       ["Speedup σ", o.speedup === null ? null : `${fixed(o.speedup, 2)}×`],
     ],
   },
+  moe: {
+    prefix: "e",
+    title: "Mixture-of-experts decode",
+    fields: (reg) => [
+      { key: "model", label: "Model (mixture of experts)", type: "select", options: moeModelOptions(reg), value: reg.defaults.moe_model },
+      { key: "gpu", label: "GPU", type: "select", options: gpuOptions(reg, false), value: reg.defaults.gpu },
+      { key: "batch", label: "Decode batch B (sequences)", type: "number", value: "1", step: "1" },
+    ],
+    input: (v, reg, errors) => ({ config: reg.models[v.model], gpu: v.gpu, batch: num(v.batch, "Batch", errors, "batch") }),
+    compute: moeCalc,
+    errorField: { config: "model", batch: "batch" },
+    rows: (o) => [
+      ["Experts per MoE layer, per token", o.experts === null ? null : `${count(o.experts)}, ${count(o.top_k)}`],
+      ["Parameters: total, active per token", o.total === null ? null : `${count(o.total)}, ${count(o.active)}`],
+      ["Experts the batch reaches per MoE layer (uniform routing: the most on average)", o.touched === null ? null
+        : `${fixed(o.touched, 1)} (${fixed(o.touched_share * 100, 1)} % of them)`],
+      ["Weights one decode step reads (BF16)", o.read_bytes === null ? null : `${gb(o.read_bytes)}; every expert: ${gb(o.all_bytes)}`],
+      ["Weight matmuls' floor per step", o.linear_s === null ? null : ms(o.linear_s)],
+      ["Batch at which the experts reach the ridge point (B* E / k)", o.ridge_batch === null ? null : `${count(o.ridge_batch)} sequences`],
+    ],
+  },
 };
+
+// The models a mixture-of-experts calculator takes: those whose config names routed experts.
+const moeModelOptions = (reg) => Object.keys(reg.models)
+  .filter((m) => reg.models[m].num_experts !== undefined || reg.models[m].n_routed_experts !== undefined)
+  .map((m) => [m, m]);
 
 // A number from a text field, or a message for the field (never NaN into the formulas). Only plain decimals:
 // Number() would also read "0x10", "1e308", "Infinity"; full-width digits and "1_000" are refused here too.
