@@ -181,34 +181,38 @@ def train_tokenizer(texts: list[str]):
     return fast
 
 
-def save_tiny(out: Path, tokenizer) -> None:
-    """Randomly initialise the tiny Qwen2 (seeded) and save it with its tokenizer into ``out``."""
+def _save_random(out: Path, tokenizer, config_class: str, model_class: str, **sizes) -> None:
+    """Initialise transformers' ``model_class`` with the tiny models' common sizes (vocabulary 512, 2 layers,
+    hidden 256, 4 heads, 2 KV heads: head size 64, as the CPU attention refuses 16) and ``sizes``, from the seeded
+    RNGs, in bf16, and save it with its tokenizer into ``out``."""
     import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    import transformers
 
     random.seed(SEED)
     torch.manual_seed(SEED)
-    config = Qwen2Config(
+    ids = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
+    config = getattr(transformers, config_class)(
         vocab_size=VOCAB,
         hidden_size=256,
-        intermediate_size=512,
         num_hidden_layers=2,
-        num_attention_heads=4,  # head size 256 / 4 = 64 (the CPU attention refuses 16)
+        num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=8192,
-        rope_theta=1_000_000.0,
         tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
+        **ids,
+        **sizes,
     )
     config.dtype = torch.bfloat16  # written to config.json as "dtype"
-    model = Qwen2ForCausalLM(config).to(torch.bfloat16)
-    model.generation_config = GenerationConfig(
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, do_sample=False
-    )
+    model = getattr(transformers, model_class)(config).to(torch.bfloat16)
+    model.generation_config = transformers.GenerationConfig(**ids, do_sample=False)
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
+
+
+def save_tiny(out: Path, tokenizer) -> None:
+    """Randomly initialise the tiny Qwen2 (seeded) and save it with its tokenizer into ``out``."""
+    _save_random(out, tokenizer, "Qwen2Config", "Qwen2ForCausalLM", intermediate_size=512, rope_theta=1_000_000.0)
 
 
 def save_tiny_awq(out: Path, tokenizer) -> None:
@@ -251,14 +255,11 @@ def save_tiny_awq(out: Path, tokenizer) -> None:
 
 def save_tiny_moe(out: Path, tokenizer) -> None:
     """Randomly initialise the tiny Qwen3-MoE (seeded) and save it with its tokenizer into ``out``."""
-    import torch
-    from transformers import GenerationConfig, Qwen3MoeConfig, Qwen3MoeForCausalLM
-
-    random.seed(SEED)
-    torch.manual_seed(SEED)
-    config = Qwen3MoeConfig(
-        vocab_size=VOCAB,
-        hidden_size=256,
+    _save_random(
+        out,
+        tokenizer,
+        "Qwen3MoeConfig",
+        "Qwen3MoeForCausalLM",
         intermediate_size=512,
         moe_intermediate_size=128,
         num_experts=16,
@@ -266,23 +267,8 @@ def save_tiny_moe(out: Path, tokenizer) -> None:
         decoder_sparse_step=1,
         mlp_only_layers=[],
         norm_topk_prob=True,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         head_dim=64,
-        max_position_embeddings=8192,
-        tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
     )
-    config.dtype = torch.bfloat16
-    model = Qwen3MoeForCausalLM(config).to(torch.bfloat16)
-    model.generation_config = GenerationConfig(
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, do_sample=False
-    )
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
     written = json.loads((out / "config.json").read_text())
     if "num_local_experts" in written:  # the public spelling, which every vLLM and transformers version reads
         written["num_experts"] = written.pop("num_local_experts")

@@ -115,6 +115,29 @@ class PageValues:
             raise ValueError(f"{self.page}: band {name!r} runs from {lo!r} down to {hi!r}; give the low end first")
         return self.add(f"{name}_lo", lo, unit), self.add(f"{name}_hi", hi, unit)
 
+    def cpu_receipt(self, lab: str) -> dict[str, Any]:
+        """Bind what a lesson shows of its lab's committed CPU receipt and return the receipt: ``cpu_table`` (the
+        measured table, :func:`infercourse.labs.measured_table`), ``cpu_claims`` (each claim as checked there:
+        holds, FAILS or n/a, with its detail), ``cpu_machine`` and ``cpu_vllm`` (the CPU build's own version).
+
+        Raises:
+            LookupError: no CPU receipt of ``lab`` is committed (the message says how to make one).
+        """
+        from infercourse import labs
+
+        cpu = [r for r in labs.committed_receipts(lab) if r["machine"]["kind"] == "cpu"]
+        if not cpu:
+            raise LookupError(f"no committed CPU receipt of {lab}: `make labs-cpu LAB={lab} OUT=receipts`")
+        receipt = cpu[0]
+        table = labs.measured_table(labs.spec(lab), [receipt], intro="**Measured (committed CPU receipt).**")
+        self.add("cpu_table", table, "text")
+        verdict = {True: "holds", False: "FAILS", None: "n/a"}
+        claims = [{"claim": c.claim, "passed": verdict[c.passed], "detail": c.detail} for c in labs.check(receipt)]
+        self.add("cpu_claims", claims, "record")
+        self.add("cpu_machine", receipt["machine"]["name"], "text")
+        self.add("cpu_vllm", receipt["versions"]["vllm"], "text")
+        return receipt
+
     def symbols(self, symbols: list[str | tuple[str, str]]) -> None:
         """Bind ``symbols``: the lesson's table of symbols (:func:`infercourse.notation.symbols_markdown` of
         ``notation.yml`` names, each optionally with a note for this lesson), as Markdown.

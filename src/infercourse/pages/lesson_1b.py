@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from infercourse import labs, registry, roofline, snippets, transformer
+from infercourse import registry, roofline, snippets, transformer
 from infercourse.labs import attention_backends as lab
 from infercourse.pages import lesson_values
 
@@ -115,23 +115,7 @@ P.add("kv_share_long", kv_long / (kv_long + weights), "1")
 P.add("fp8_saving_long", 1 - lab_floor["fp8"][-1] / lab_floor["auto"][-1], "1")
 
 # --- the committed CPU receipt: which backend the CPU build ran, and the exact token counts ---
-cpu = [r for r in labs.committed_receipts("attention_backends") if r["machine"]["kind"] == "cpu"]
-if not cpu:
-    raise LookupError(
-        "no committed CPU receipt of attention_backends: `make labs-cpu LAB=attention_backends OUT=receipts`"
-    )
-receipt = cpu[0]
-P.add("cpu_table", labs.measured_table(lab.SPEC, [receipt], intro="**Measured (committed CPU receipt).**"), "text")
-P.add(
-    "cpu_claims",
-    [
-        {"claim": c.claim, "passed": {True: "holds", False: "FAILS", None: "n/a"}[c.passed], "detail": c.detail}
-        for c in labs.check(receipt)
-    ],
-    "record",
-)
-P.add("cpu_machine", receipt["machine"]["name"], "text")
-P.add("cpu_vllm", receipt["versions"]["vllm"], "text")
+P.cpu_receipt("attention_backends")
 
 SYMBOLS: list[str | tuple[str, str]] = [
     ("d_h", f"Here {d_h}."),

@@ -9,7 +9,7 @@ names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import figures, fmt, labs, memory, registry, roofline, transformer
+from infercourse import figures, fmt, memory, registry, roofline, transformer
 from infercourse.labs import expert_coverage as lab
 from infercourse.pages import lesson_values
 
@@ -161,21 +161,7 @@ P.add(
 )
 
 # --- the committed CPU receipt: exact router counts on the tiny MoE ---
-cpu = [r for r in labs.committed_receipts("expert_coverage") if r["machine"]["kind"] == "cpu"]
-if not cpu:
-    raise LookupError("no committed CPU receipt of expert_coverage: `make labs-cpu LAB=expert_coverage OUT=receipts`")
-receipt = cpu[0]
-P.add("cpu_table", labs.measured_table(lab.SPEC, [receipt], intro="**Measured (committed CPU receipt).**"), "text")
-P.add(
-    "cpu_claims",
-    [
-        {"claim": c.claim, "passed": {True: "holds", False: "FAILS", None: "n/a"}[c.passed], "detail": c.detail}
-        for c in labs.check(receipt)
-    ],
-    "record",
-)
-P.add("cpu_machine", receipt["machine"]["name"], "text")
-P.add("cpu_vllm", receipt["versions"]["vllm"], "text")
+receipt = P.cpu_receipt("expert_coverage")
 P.add("cpu_E", receipt["settings"]["experts"], "count")
 P.add("cpu_k", receipt["settings"]["top_k"], "count")
 
