@@ -701,6 +701,9 @@ def test_moe_reference_matches_hand_arithmetic():
     assert one["linear_s"] == pytest.approx(2.33928e-3, abs=1e-8)
     assert one["all_bytes"] == 2 * (373_688_320 + 64 * 16 * 6_291_456)  # 13,632,278,528 B
     assert one["ridge_batch"] == pytest.approx(165.2e12 / 1008e9 * 8)  # 1,311.1: B* x 64 / 8
+    assert (one["weight_bytes"], one["cards"]) == (13_838_323_712, 1)  # 2 x N, in 24,564 MiB (25,757,220,864 B)
+    deepseek = calculators.moe_calc(registry.model("deepseek-ai/DeepSeek-V3").config, "RTX 4090")
+    assert deepseek["cards"] == 53  # 1,342,052,838,400 / 25,757,220,864 = 52.1: the weights alone fill 53 cards
     dense = calculators.moe_calc(registry.model().config, "RTX 4090")
     assert dense["errors"] == {
         "config": "not a mixture-of-experts config: it sets neither num_experts nor n_routed_experts"

@@ -98,7 +98,7 @@ def figure_svg(seed=0):
     ax.set_ylabel("share of the E experts read")
     ax.set_ylim(0, 1.02)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize="small", loc="upper left")
+    ax.legend(fontsize="small", loc="lower right")
     fig.tight_layout()
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None})

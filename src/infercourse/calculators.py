@@ -385,13 +385,14 @@ def moe_calc(config: Mapping[str, Any], gpu: str, batch: int = 1) -> dict[str, A
         ``experts`` (E per MoE layer), ``top_k`` (k), ``total`` and ``active`` (parameters,
         :func:`infercourse.transformer.moe_param_breakdown`), ``touched`` (experts the batch reaches per MoE layer,
         :func:`infercourse.roofline.expected_experts_touched`: the most on average), ``touched_share`` (of E),
-        ``read_bytes`` (B: the weights the step reads, :func:`infercourse.roofline.moe_step_params`),
+        ``weight_bytes`` (B: every weight in BF16), ``cards`` (how many of ``gpu``'s memory the weights alone
+        fill, rounded up), ``read_bytes`` (B: the weights the step reads, :func:`infercourse.roofline.moe_step_params`),
         ``all_bytes`` (B: the same with every expert read), ``linear_s`` (s: the weight matmuls' floor,
         max(2 B M_active / peak, read / bandwidth)), ``ridge_batch`` (sequences: the batch at which each expert's
         matmuls reach the ridge point once every expert is read, B* E / k), ``errors``.
     """
-    keys = ("experts", "top_k", "total", "active", "touched", "touched_share", "read_bytes", "all_bytes")
-    out: dict[str, Any] = dict.fromkeys((*keys, "linear_s", "ridge_batch"))
+    keys = ("experts", "top_k", "total", "active", "weight_bytes", "cards", "touched", "touched_share")
+    out: dict[str, Any] = dict.fromkeys((*keys, "read_bytes", "all_bytes", "linear_s", "ridge_batch"))
     out["errors"] = errors = _whole_errors(batch=batch)
     try:
         experts, top_k = transformer.moe_experts(config)
@@ -408,6 +409,8 @@ def moe_calc(config: Mapping[str, Any], gpu: str, batch: int = 1) -> dict[str, A
         top_k=top_k,
         total=parts["total"],
         active=parts["active"],
+        weight_bytes=2 * parts["total"],
+        cards=math.ceil(2 * parts["total"] / memory.device_total_upper_bytes(gpu)),
         touched=touched,
         touched_share=touched / experts,
         read_bytes=2 * read,

@@ -491,8 +491,8 @@ function moeStepParams(c, touched) { // moe_step_params: [read, multiplied]
 export function moeCalc(inp, reg) {
   const c = inp.config;
   const out = {
-    experts: null, top_k: null, total: null, active: null, touched: null, touched_share: null, read_bytes: null,
-    all_bytes: null, linear_s: null, ridge_batch: null, errors: {},
+    experts: null, top_k: null, total: null, active: null, weight_bytes: null, cards: null, touched: null,
+    touched_share: null, read_bytes: null, all_bytes: null, linear_s: null, ridge_batch: null, errors: {},
   };
   const errors = out.errors;
   const lim = useLimits(reg);
@@ -507,7 +507,8 @@ export function moeCalc(inp, reg) {
   const touched = expectedExpertsTouched(experts, topK, inp.batch);
   const [read, multiplied] = moeStepParams(c, touched);
   Object.assign(out, {
-    experts, top_k: topK, total: parts.total, active: parts.active, touched, touched_share: touched / experts,
+    experts, top_k: topK, total: parts.total, active: parts.active, weight_bytes: 2 * parts.total,
+    cards: Math.ceil(2 * parts.total / g.total_bytes), touched, touched_share: touched / experts,
     read_bytes: 2 * read, all_bytes: 2 * moeStepParams(c, experts)[0],
     linear_s: timeFloor(g, 2 * multiplied * inp.batch, 2 * read, null),
     ridge_batch: ridgePoint(g, null) * 2 / 2 * experts / topK,

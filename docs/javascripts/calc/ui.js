@@ -166,11 +166,13 @@ const CALCS = {
     rows: (o) => [
       ["Experts per MoE layer, per token", o.experts === null ? null : `${count(o.experts)}, ${count(o.top_k)}`],
       ["Parameters: total, active per token", o.total === null ? null : `${count(o.total)}, ${count(o.active)}`],
+      ["All weights in BF16", o.weight_bytes === null ? null
+        : `${gb(o.weight_bytes)}: ${o.cards === 1 ? "fits one card's memory" : `fills ${count(o.cards)} of these cards' memory before any KV cache`}`],
       ["Experts the batch reaches per MoE layer (uniform routing: the most on average)", o.touched === null ? null
         : `${fixed(o.touched, 1)} (${fixed(o.touched_share * 100, 1)} % of them)`],
       ["Weights one decode step reads (BF16)", o.read_bytes === null ? null : `${gb(o.read_bytes)}; every expert: ${gb(o.all_bytes)}`],
-      ["Weight matmuls' floor per step", o.linear_s === null ? null : ms(o.linear_s)],
-      ["Batch at which the experts reach the ridge point (B* E / k)", o.ridge_batch === null ? null : `${count(o.ridge_batch)} sequences`],
+      ["Weight matmuls' floor per step (weights only: add the KV cache's read)", o.linear_s === null ? null : ms(o.linear_s)],
+      ["Batch at which the experts reach the ridge point (B* nₑ / kₑ)", o.ridge_batch === null ? null : `${count(o.ridge_batch)} sequences`],
     ],
   },
 };

@@ -110,13 +110,14 @@ def coverage_at_most_uniform(receipt: Receipt) -> ClaimResult:
     experts, top_k = _ek(receipt)
     rows, over, shown = _eager(receipt), [], []
     for r in rows:
-        expected = roofline.expected_experts_touched(experts, top_k, r["batch"])
-        shown.append(f"B={r['batch']}: {r['experts_mean']:g} / {expected:.2f}")
-        if r["experts_mean"] > uniform_bound(receipt, r):
+        expected, bound = roofline.expected_experts_touched(experts, top_k, r["batch"]), uniform_bound(receipt, r)
+        shown.append(f"B={r['batch']}: {r['experts_mean']:g} / {expected:.2f} (at most {bound:.2f})")
+        if r["experts_mean"] > bound:
             over.append(f"B={r['batch']}")
     return ClaimResult(
         "coverage_at_most_uniform",
-        "the experts touched per step stay at or under E (1 - (1 - k/E)^B), uniform routing's expectation",
+        f"the experts touched per step stay at or under E (1 - (1 - k/E)^B), uniform routing's mean, within "
+        f"{Z_BOUND:g} standard errors",
         bool(rows) and not over,
         ("above the bound at " + ", ".join(over) + "; " if over else "") + "measured / expected: " + ", ".join(shown),
     )

@@ -17,6 +17,7 @@ P = lesson_values(__name__)
 
 g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
 NAMES = {"olmoe": lab.MODEL, "qwen3": "Qwen/Qwen3-30B-A3B", "ds": "deepseek-ai/DeepSeek-V3"}
+SHORT = {"olmoe": "OLMoE-1B-7B", "qwen3": "Qwen3-30B-A3B", "ds": "DeepSeek-V3"}  # table rows, narrow on a phone
 cfgs = {key: registry.model(name).config for key, name in NAMES.items()}
 parts = {key: transformer.moe_param_breakdown(c) for key, c in cfgs.items()}
 ek = {key: transformer.moe_experts(c) for key, c in cfgs.items()}
@@ -34,11 +35,9 @@ P.add(
     "param_rows",
     [
         {
-            "name": NAMES[key],
+            "short": SHORT[key],
             "E": ek[key][0],
             "k": ek[key][1],
-            "layers": parts[key]["moe_layers"],
-            "expert": parts[key]["expert"],
             "total": parts[key]["total"],
             "active": parts[key]["active"],
             "share": parts[key]["active"] / parts[key]["total"],
@@ -53,6 +52,7 @@ ds = parts["ds"]
 P.add("ds_shared", ds["shared_experts"], "params")
 P.add("ds_dense_layers", cfgs["ds"]["num_hidden_layers"] - ds["moe_layers"], "count")
 P.add("ds_routed_share", ds["routed_experts"] / ds["total"], "1")
+P.add("ds_fp8", transformer.fp8_weight_bytes(cfgs["ds"]), "B")
 
 # --- experts a batch reaches: E (1 - (1 - k/E)^B), and the snippet's formula agrees ---
 coverage_batches = (1, 8, 64, 256)
@@ -60,7 +60,7 @@ P.add("cov_batches", list(coverage_batches), "record")
 cov = {key: [roofline.expected_experts_touched(*ek[key], b) for b in coverage_batches] for key in NAMES}
 P.add(
     "cov_rows",
-    [{"name": NAMES[key], "E": ek[key][0], "k": ek[key][1], "counts": cov[key]} for key in NAMES],
+    [{"short": SHORT[key], "E": ek[key][0], "k": ek[key][1], "counts": cov[key]} for key in NAMES],
     "record",
 )
 E_ol, k_ol = P.add("E_ol", ek["olmoe"][0], "count"), P.add("k_ol", ek["olmoe"][1], "count")
@@ -87,7 +87,7 @@ P.add("context", context, "tokens")
 b_star = P.add("b_star", roofline.compute_bound_batch(g4090), "tokens")
 P.add(
     "b_star_rows",
-    [{"name": NAMES[key], "ratio": ek[key][0] / ek[key][1], "b": b_star * ek[key][0] / ek[key][1]} for key in NAMES],
+    [{"short": SHORT[key], "ratio": ek[key][0] / ek[key][1], "b": b_star * ek[key][0] / ek[key][1]} for key in NAMES],
     "record",
 )
 
@@ -100,6 +100,7 @@ a2a = P.add("a2a", roofline.ep_all_to_all_bytes(ep_tokens, k_ds, T, d_ds), "B")
 allreduce = P.add("allreduce", 2 * roofline.ring_allreduce_bytes(ep_tokens * d_ds * 2, T), "B")
 P.add("ep_over_tp", a2a / allreduce, "1")
 P.add("a2a_fp8", roofline.ep_all_to_all_bytes(ep_tokens, k_ds, T, d_ds, 1.5), "B")  # FP8 out, BF16 back
+P.add("a2a_gather", roofline.ring_allreduce_bytes(ep_tokens * d_ds * 2, T), "B")  # vLLM's default exchange
 kappa_ds = P.add("kappa_ds", transformer.kv_bytes_per_token(cfgs["ds"]), "B/token")
 
 # --- the lab's model on a 24 GB card, and the 4-bit alternative ---
@@ -126,8 +127,12 @@ P.add("z_bound", lab.Z_BOUND, "1")
 
 
 # --- figure: a decode step's floor against the batch, MoE against dense ---
+fig_batches = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+P.add("fig_bmax", max(fig_batches), "sequences")
+
+
 def _floor_figure() -> str:
-    batches = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    batches = fig_batches
     fig, ax = figures.subplots(salt="lesson-7b-floor", figsize=(7, 3.6))
     moe = [sum(roofline.moe_decode_kernel_floors(g4090, ol_cfg, context, b)) * 1e3 for b in batches]
     every = [sum(roofline.moe_decode_kernel_floors(g4090, ol_cfg, context, b, E_ol)) * 1e3 for b in batches]
@@ -164,6 +169,9 @@ P.add(
 receipt = P.cpu_receipt("expert_coverage")
 P.add("cpu_E", receipt["settings"]["experts"], "count")
 P.add("cpu_k", receipt["settings"]["top_k"], "count")
+P.add("cpu_prompt", receipt["settings"]["prompt_len"], "tokens")
+P.add("cpu_output", receipt["settings"]["output_len"], "tokens")
+P.add("cpu_steps", receipt["settings"]["output_len"] - 1, "count")
 
 SYMBOLS: list[str | tuple[str, str]] = [
     "n_e",
