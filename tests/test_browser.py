@@ -95,10 +95,13 @@ STATE = """() => {
             name: svg.getAttribute('aria-label') || (svg.querySelector(':scope > title') || {}).textContent
                   || (document.getElementById(svg.getAttribute('aria-labelledby')) || {}).textContent || ''};
   });
+  const uncued = [...document.querySelectorAll('.md-content :is(.course-figure, .course-diagram, '
+    + '.md-typeset__scrollwrap, .katex-display)')].filter(el => shown(el) && el.scrollWidth > el.clientWidth + 1
+    && el.scrollLeft === 0 && getComputedStyle(el).maskImage === 'none').map(el => el.className);
   const codeFont = Math.min(...[...document.querySelectorAll('.md-content pre > code')]
     .map(c => parseFloat(getComputedStyle(c).fontSize)));
   return {scheme: document.body.getAttribute('data-md-color-scheme'), scrollWidth: document.documentElement.scrollWidth,
-          W, formulas, diagrams, wide, cutCode, figures, codeFont,
+          W, formulas, diagrams, wide, cutCode, figures, codeFont, uncued,
           pendingDiagrams: document.querySelectorAll('.md-content pre.mermaid').length};
 }"""
 
@@ -185,6 +188,7 @@ def _problems(path: str, state: dict, scheme: str) -> list[str]:
     if state["scrollWidth"] > state["W"]:
         out.append(f"page is {state['scrollWidth']} px wide on a {state['W']} px screen: {state['wide']}")
     out += [f"code line cut (scrolls inside its box): {line!r}" for line in state["cutCode"]]
+    out += [f"a {name} box scrolls sideways with no fade at its edge" for name in state["uncued"]]
     if state["codeFont"] < MIN_CODE_FONT_PX:  # Infinity on a page with no listing
         out.append(f"code listings set at {state['codeFont']:.1f} px, under {MIN_CODE_FONT_PX}")
     out += [
