@@ -179,6 +179,7 @@ def _pages() -> Mapping[str, str]:
         "autodl.md": "autodl_page",
         "receipts.md": "receipts_page",
         "checks.md": "checks_page",
+        "drills.md": "drills_page",
     }
     for part in course.parts():
         for lesson in part["lessons"]:
