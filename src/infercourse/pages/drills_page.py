@@ -188,6 +188,8 @@ for name, card in (("Qwen/Qwen2.5-7B-Instruct", "RTX 4090"), ("Qwen/Qwen2.5-7B-I
 for name in DENSE:
     cfg = registry.model(name).config
     sizes = transformer.tp_sizes(cfg)
+    powers = [2**i for i in range(1, cfg["num_attention_heads"].bit_length()) if 2**i <= cfg["num_attention_heads"]]
+    ruled_out = [t for t in powers if t not in sizes]
     _add(
         "Parallelism",
         "lessons/7a-tensor-parallelism.md",
@@ -199,7 +201,12 @@ for name in DENSE:
             f"T and the {cfg['num_key_value_heads']} KV heads must divide one another (past h_kv each KV head is "
             "copied)",
         ],
-        "not every power of two works: the heads decide (28 query heads and 4 KV heads rule out 8 GPUs).",
+        "the heads decide, not the GPUs at hand: "
+        + (
+            f"{' and '.join(map(str, ruled_out))} GPUs are ruled out here."
+            if ruled_out
+            else f"here every power of two up to the {cfg['num_attention_heads']} heads works."
+        ),
     )
 
 # --- 7. concurrent sequences (lesson 1A, 5A) ---
