@@ -172,10 +172,11 @@ def test_expected_output_shows_committed_receipts(tmp_path):
     assert "Measured (committed receipts)" in text
     assert "AMD EPYC" not in text  # CPU receipts are not GPU measurements
     # first row: TTFT 20.0, TPOT 17.00, decode 17 ms x 31 = 0.527 s, efficiency 14.0372/17 = 83 %.
+    # one receipt: its machine, vLLM, date and model are said once, above the table, not in every row
     assert (
-        "| NVIDIA GeForce RTX 4090 | 0.26.0 | 2026-11-30 | `Qwen/Qwen2.5-7B-Instruct` (auto) | 128 | 32 | "
-        "20.0 | 17.00 | 0.53 | TPOT 83 % |"
+        "machine NVIDIA GeForce RTX 4090; vLLM 0.26.0; date 2026-11-30; model `Qwen/Qwen2.5-7B-Instruct` (auto)."
     ) in text
+    assert "| 128 | 32 | 20.0 | 17.00 | 0.53 | TPOT 83 % |" in text
     with pytest.raises(KeyError):
         labs.expected_output("nope")
 
@@ -332,3 +333,11 @@ def test_no_committed_receipt_names_a_folder_of_the_machine_that_ran_it():
         words = [*shlex.split(receipt["command"]), receipt["model"]]
         found += [f"{path.name}: {w}" for w in words if w.startswith("/") or "/tmp" in w or "/home/" in w]
     assert not found, found
+
+
+def test_a_table_of_two_receipts_keeps_what_differs_in_columns(tmp_path):
+    gpu, other = phases_receipt(), phases_receipt()
+    other["date_utc"] = "2026-12-01T10:00:00Z"  # a rerun on the same card and vLLM
+    text = labs.measured_table(labs.spec("phases"), [gpu, other])
+    assert "machine NVIDIA GeForce RTX 4090; vLLM 0.26.0; model" in text and "| date |" in text
+    assert "| 2026-12-01 | 128 | 32 |" in text

@@ -280,35 +280,46 @@ def model_label(model: str) -> str:
 def measured_table(
     lab_spec: LabSpec, receipts: Sequence[Mapping[str, Any]], intro: str = "**Measured (committed receipts).**"
 ) -> str:
-    """Markdown table of committed GPU receipts: machine, vLLM, date, model, the spec's columns and,
-    where the spec has floors, the efficiency of each row's first floored quantity (n/a on a CPU or
-    on a GPU the registry does not have). ``intro``: the bold words above the table."""
+    """Markdown table of committed receipts: machine, vLLM, date, model, the spec's columns and, where the spec has
+    floors and a row has one (a GPU the registry has), the efficiency of each row's first floored quantity.
+    ``intro``: the bold words above the table. What every row shares (the machine, vLLM, date and model of a single
+    receipt, say) is said once after ``intro`` instead of repeated in a column, so that the measured columns fit a
+    phone; so is a missing efficiency (no floor for that machine)."""
     if not receipts:
         return (
             f"*No GPU receipt is committed yet.* Run `python scripts/run_labs.py` on a GPU box and commit "
             f"`receipts/<machine>/{lab_spec.lab}.json` to show measurements here."
         )
-    head = ["machine", "vLLM", "date", "model", *(c.header for c in lab_spec.columns)]
-    align = ["---"] * 4 + ["---:" if c.align_right else "---" for c in lab_spec.columns]
-    if lab_spec.efficiency is not None:
-        head.append("efficiency")
-        align.append("---:")
-        intro += " Efficiency = floor on that GPU / measured."
-    lines = [intro, "", "| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    context = {
+        "machine": lambda r: r["machine"]["name"],
+        "vLLM": lambda r: str(r["versions"].get("vllm")),
+        "date": lambda r: r["date_utc"][:10],
+        "model": lambda r: f"{model_label(r['model'])} ({r['load_format']})",
+    }
+    shared = {k: f(receipts[0]) for k, f in context.items() if len({f(r) for r in receipts}) == 1}
+    varying = [k for k in context if k not in shared]
+    effs = []
     for receipt in receipts:
         eff: dict[int, Efficiency] = {}
         for found in efficiency(receipt) or []:
             eff.setdefault(found.row, found)
-        m = receipt["machine"]
+        effs.append(eff)
+    floors = lab_spec.efficiency is not None and any(effs)
+    head = [*varying, *(c.header for c in lab_spec.columns)] + (["efficiency"] if floors else [])
+    align = ["---"] * len(varying) + ["---:" if c.align_right else "---" for c in lab_spec.columns]
+    align += ["---:"] if floors else []
+    if shared:
+        intro += " " + "; ".join(f"{k} {v}" for k, v in shared.items()) + "."
+    if floors:
+        intro += " Efficiency = floor on that GPU / measured."
+    elif lab_spec.efficiency is not None:
+        intro += " No roofline floor for this machine in the registry, so no efficiency."
+    lines = [intro, "", "| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    for receipt, eff in zip(receipts, effs, strict=True):
         for i, row in enumerate(receipt["results"]):
-            cells = [
-                m["name"],
-                str(receipt["versions"].get("vllm")),
-                receipt["date_utc"][:10],
-                f"{model_label(receipt['model'])} ({receipt['load_format']})",
-                *("-" if row[c.key] is None else c.format(row[c.key]) for c in lab_spec.columns),
-            ]
-            if lab_spec.efficiency is not None:
+            cells = [context[k](receipt) for k in varying]
+            cells += ["-" if row[c.key] is None else c.format(row[c.key]) for c in lab_spec.columns]
+            if floors:
                 cells.append(f"{e.quantity} {fmt.pct(e.ratio, 0)}" if (e := eff.get(i)) else "n/a")
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
