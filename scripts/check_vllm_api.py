@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import io
 import itertools
 import json
@@ -251,7 +252,8 @@ def _fields(template: str) -> list[tuple[int, int, list[str]]]:
     return out
 
 
-def renderings(template: str, combinations: bool = True) -> list[str]:
+@functools.cache  # the same templates are rendered for every lab and every regex
+def renderings(template: str, combinations: bool = True) -> tuple[str, ...]:
     """The message as vLLM could print it: each field filled with sample values (every
     combination for up to 3 free fields, else, or without ``combinations``, the same sample in
     all), plus the template itself."""
@@ -268,7 +270,7 @@ def renderings(template: str, combinations: bool = True) -> list[str]:
             parts += [template[last:start], value]
             last = end
         out.append("".join(parts) + template[last:])
-    return out
+    return tuple(out)
 
 
 def _words(text: str) -> set[str]:
