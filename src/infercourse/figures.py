@@ -8,6 +8,7 @@ a learner can copy one file and run it.)
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 
 
 def subplots(*args, salt: str, **kwargs):
@@ -37,3 +38,20 @@ def svg_text(fig) -> str:
     plt.close(fig)
     svg = buffer.getvalue()
     return svg[svg.index("<svg") :]
+
+
+class Drawing:
+    """A page's figure, drawn the first time the page writes it (its ``str``), not when the page's values are
+    computed: the fast tests compute every page's values and write none of its figures.
+
+    ``draw``: a function of no argument that returns the figure as SVG text (:func:`svg_text`).
+    """
+
+    def __init__(self, draw: Callable[[], str]) -> None:
+        self._draw = draw
+        self._svg: str | None = None
+
+    def __str__(self) -> str:
+        if self._svg is None:
+            self._svg = self._draw()
+        return self._svg

@@ -145,28 +145,33 @@ P.add("ratio_large", first[-1]["ratio"], "1")
 P.add("variant_small", first[0]["variant"], "text")
 P.add("variant_large", first[-1]["variant"], "text")
 
+
 # the figure: measured step against bytes per step, with the fitted line and the floors (CPU receipt)
-fig, ax = figures.subplots(figsize=(6.4, 3.6), salt="lesson-2b-fit")
-xs = [r["step_bytes"] / 1e6 for r in first]
-ax.plot(xs, [r["step_ms"] for r in first], "o", label="measured step")
-ax.plot(xs, [r["floor_ms"] for r in first], "s", label="floor from the probe")
-span = [0, max(xs) * 1.05]
-ax.plot(span, [tau0_cpu + x * 1e6 / (bw_eff_cpu * 1e9) * 1e3 for x in span], "-", label="fitted line")
-for r, x in zip(first, xs, strict=True):
-    last = x == max(xs)  # the rightmost label goes to the left of its point, inside the frame
-    ax.annotate(
-        r["variant"],
-        (x, r["step_ms"]),
-        textcoords="offset points",
-        xytext=(-6 if last else 6, 4),
-        ha="right" if last else "left",
-        fontsize="small",
-    )
-ax.set_xlabel("bytes read per decode step (MB)")
-ax.set_ylabel("ms per decode step")
-ax.grid(True, alpha=0.3)
-ax.legend(fontsize="small", loc="upper left")
-P.add("fig_fit", figures.svg_text(fig), "text")
+def _fit_figure() -> str:
+    fig, ax = figures.subplots(figsize=(6.4, 3.6), salt="lesson-2b-fit")
+    xs = [r["step_bytes"] / 1e6 for r in first]
+    ax.plot(xs, [r["step_ms"] for r in first], "o", label="measured step")
+    ax.plot(xs, [r["floor_ms"] for r in first], "s", label="floor from the probe")
+    span = [0, max(xs) * 1.05]
+    ax.plot(span, [tau0_cpu + x * 1e6 / (bw_eff_cpu * 1e9) * 1e3 for x in span], "-", label="fitted line")
+    for r, x in zip(first, xs, strict=True):
+        last = x == max(xs)  # the rightmost label goes to the left of its point, inside the frame
+        ax.annotate(
+            r["variant"],
+            (x, r["step_ms"]),
+            textcoords="offset points",
+            xytext=(-6 if last else 6, 4),
+            ha="right" if last else "left",
+            fontsize="small",
+        )
+    ax.set_xlabel("bytes read per decode step (MB)")
+    ax.set_ylabel("ms per decode step")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
+    return figures.svg_text(fig)
+
+
+P.add("fig_fit", figures.Drawing(_fit_figure), "text")
 
 SYMBOLS: list[str | tuple[str, str]] = [
     "tau",

@@ -255,9 +255,9 @@ def _tradeoff_figure() -> str:
 
 
 timeline_receipt = gpu_receipt()
-P.add("fig_timeline", _timeline_figure(timeline_receipt), "text")
+P.add("fig_timeline", figures.Drawing(lambda: _timeline_figure(timeline_receipt)), "text")
 P.add("fig_timeline_alt", _timeline_alt(timeline_receipt), "text")
-P.add("fig_tradeoff", _tradeoff_figure(), "text")
+P.add("fig_tradeoff", figures.Drawing(_tradeoff_figure), "text")
 P.add(
     "fig_tradeoff_alt",
     f"two line charts against the chunk size, 32 to 16,384 tokens, log scales. Left: the long prompt's TTFT floor "

@@ -170,7 +170,7 @@ def _ttft_figure() -> str:
     return figures.svg_text(fig)
 
 
-P.add("fig_paging", _paging_figure(), "text")
+P.add("fig_paging", figures.Drawing(_paging_figure), "text")
 P.add(
     "fig_paging_alt",
     f"a line chart. Contiguous reservation costs {fmt.gb(S_max * kappa)} per request whatever its length; "
@@ -178,7 +178,7 @@ P.add(
     f"{z - 1} tokens of the tokens actually held, so the two paged lines nearly coincide.",
     "text",
 )
-P.add("fig_ttft", _ttft_figure(), "text")
+P.add("fig_ttft", figures.Drawing(_ttft_figure), "text")
 P.add(
     "fig_ttft_alt",
     "a line chart. Cold TTFT floors grow linearly with the shared prefix "

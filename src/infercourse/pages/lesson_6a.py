@@ -172,7 +172,7 @@ def _batch_figure() -> str:
     return figures.svg_text(fig)
 
 
-P.add("fig_alpha_k", _alpha_k_figure(), "text")
+P.add("fig_alpha_k", figures.Drawing(_alpha_k_figure), "text")
 P.add(
     "fig_alpha_k_alt",
     f"a line chart of the speedup against k from 1 to {KS[-1]}, one line per acceptance rate. At α = "
@@ -183,7 +183,7 @@ P.add(
     + ("; the highest ones still rise at the last k shown." if speed_rows[-1]["best_k"] == KS[-1] else "."),
     "text",
 )
-P.add("fig_batch", _batch_figure(), "text")
+P.add("fig_batch", figures.Drawing(_batch_figure), "text")
 P.add(
     "fig_batch_alt",
     f"a line chart of the speedup against the batch, log scale, at α = {alpha_ex:g} and k = {k_lab}. On the "

@@ -155,7 +155,7 @@ def _floor_figure() -> str:
     return figures.svg_text(fig)
 
 
-P.add("fig_floor", _floor_figure(), "text")
+P.add("fig_floor", figures.Drawing(_floor_figure), "text")
 P.add(
     "fig_floor_alt",
     f"a line chart on a logarithmic batch axis. {lab.MODEL}'s step floor on the {g4090.name} rises from "
