@@ -164,6 +164,14 @@ def test_every_value_of_a_page_is_shown(page):
     assert not unused, f"{page}: values its page never shows: {sorted(unused)}"
 
 
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_no_figure_is_drawn_when_a_page_s_values_are_computed(page):
+    """A figure drawn with matplotlib is bound as figures.Drawing(draw), drawn when the page is written: the
+    fast tests compute every page's values, and an SVG drawn there costs them seconds (make check's 20 s)."""
+    eager = [name for name, v in values_for(page).items() if isinstance(v.value, str) and "<svg" in v.value[:200]]
+    assert not eager, f"{page}: {eager} drawn when the values are computed; bind figures.Drawing(<function>) instead"
+
+
 def test_attention_flops_refuse_mla():
     """DeepSeek-V3 has no head_dim; hidden / heads = 7168 / 128 = 56 is not its key size (128 + 64): refuse."""
     from infercourse import registry, transformer
