@@ -85,9 +85,19 @@ P.add("context", context, "tokens")
 
 # --- the batch at which the experts' matmuls reach the ridge point ---
 b_star = P.add("b_star", roofline.compute_bound_batch(g4090), "tokens")
+h200 = P.add("h200", registry.gpu("H200"), "record")
+b_star_h200 = P.add("b_star_h200", roofline.compute_bound_batch(h200), "tokens")
 P.add(
     "b_star_rows",
-    [{"short": SHORT[key], "ratio": ek[key][0] / ek[key][1], "b": b_star * ek[key][0] / ek[key][1]} for key in NAMES],
+    [
+        {
+            "short": SHORT[key],
+            "ratio": ek[key][0] / ek[key][1],
+            "b": b_star * ek[key][0] / ek[key][1],
+            "b_h200": b_star_h200 * ek[key][0] / ek[key][1],
+        }
+        for key in NAMES
+    ],
     "record",
 )
 
