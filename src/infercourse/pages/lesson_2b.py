@@ -8,7 +8,7 @@ the committed receipts; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import figures, labbox, labs, registry, roofline, transformer
+from infercourse import figures, labbox, registry, roofline, transformer
 from infercourse.labs import step_overhead as lab
 from infercourse.pages import lesson_values
 
@@ -124,14 +124,9 @@ P.add("prob_padded", roofline.cudagraph_padded_size(prob_batch, prob_sizes), "se
 P.add("download_min", labbox.lab_minutes("step_overhead")["download"], "min")
 
 # --- 5. the CPU receipt: the prediction beside the measurement, on the machine that ran ---
-cpu = [r for r in labs.committed_receipts("step_overhead") if r["machine"]["kind"] == "cpu"]
-if not cpu:
-    raise LookupError("no committed CPU receipt of step_overhead: run `make labs-cpu LAB=step_overhead OUT=receipts`")
-receipt = cpu[0]
+receipt = P.cpu_receipt("step_overhead")
 probe = receipt["settings"]["probe"]
-P.add("cpu_machine", receipt["machine"]["name"], "text")
 P.add("cpu_probe", probe, "record")  # bandwidth_gb_s, matmul_tflops, copy_bytes, matmul_n
-P.add("cpu_table", labs.measured_table(lab.SPEC, [receipt], intro="**Measured (committed CPU receipt).**"), "text")
 fit = lab.fitted_line(receipt)
 if fit is None:
     raise ValueError("the committed CPU receipt of step_overhead has fewer than three variants")
