@@ -8,6 +8,8 @@ Hand arithmetic:
 - B* on the RTX 4090: 165.2e12 / 1,008e9 = 163.89 FLOP/B, x 2 / 2 = 163.9 sequences.
 - Speculative decoding, alpha 0.8, k 4: (1 - 0.8^5) / 0.2 = (1 - 0.32768) / 0.2 = 3.3616 -> 3.36.
 - OLMoE at B = 8: 64 (1 - 0.875^8) = 42.009 -> 42.0 experts.
+- Llama-3-8B on an RTX 4090: BF16 cache 41,872 tokens (2 x 32 x 8 x 128 x 2 = 131,072 B per token); an FP8 cache
+  halves kappa, 65,536 B, and holds 83,744.
 - Tensor parallelism of Qwen2.5-7B: 28 heads, 4 KV heads, width 18,944: 1, 2, 4 (7, 14, 28 are not divisors of
   4 or multiples of it; 8 does not divide 28).
 """
@@ -51,6 +53,9 @@ def test_a_sample_of_answers_by_hand():
     assert got[q + "step emit on average?"] == "3.36 tokens"
     q = "Into how many GPUs can vLLM split Qwen2.5-7B-Instruct with tensor parallelism?"
     assert got[q] == "1, 2, 4"
+    # an FP8 cache: kappa 65,536 B, the same budget in whole blocks of 16 holds twice the BF16 cache's 41,872 tokens
+    q = "Meta-Llama-3-8B with BF16 weights and an FP8 KV cache on one RTX 4090: how many tokens of KV cache does "
+    assert got[q + "vLLM allocate?"] == "83,744 tokens"
     olmoe = next(a for q, a in got.items() if q.startswith("OLMoE-1B-7B-0924-Instruct decodes 8 sequences"))
     assert olmoe.startswith("42.0 experts per layer")
 

@@ -83,6 +83,41 @@ for name, card in [(m, c) for m in DENSE[:3] for c in ("RTX 4090", "A100")] + [
         "(2^30 B); and the reserve and gpu_memory_utilization come off before the cache gets anything.",
     )
 
+# --- 1b. quantised weights and an FP8 cache on the 24 GB card (lessons 3A, 1A) ---
+for name, weights_kind, kv_bytes in (
+    ("Qwen/Qwen2.5-7B-Instruct", "awq", 2),
+    ("meta-llama/Meta-Llama-3-8B", "bf16", 1),
+    ("meta-llama/Llama-2-13b-hf", "awq", 2),
+):
+    cfg, card = registry.model(name).config, registry.LAB_GPU
+    stored: float = (
+        transformer.awq_weight_bytes(cfg, registry.AWQ_GROUP_SIZE)
+        if weights_kind == "awq"
+        else transformer.weight_bytes(cfg)
+    )
+    budget = memory.default_kv_budget_bytes(card, stored)
+    kappa = transformer.kv_bytes_per_token(cfg, kv_bytes)
+    tokens = memory.kv_capacity_tokens(budget, kappa)
+    setting = "4-bit AWQ weights" if weights_kind == "awq" else "BF16 weights and an FP8 KV cache"
+    _add(
+        "Memory",
+        "lessons/3a-quantisation.md",
+        f"{_short(name)} with {setting} on one {card}: how many tokens of KV cache does vLLM allocate?",
+        f"{fmt.count(tokens)} tokens",
+        [
+            (
+                f"AWQ stores each linear weight in 4 bits plus a 16-bit scale and a 4-bit zero point per group of "
+                f"{registry.AWQ_GROUP_SIZE}; embeddings and head stay 16-bit: {fmt.gb(stored)}"
+                if weights_kind == "awq"
+                else f"BF16 weights {fmt.gb(stored)}; an FP8 cache stores 1 B per element"
+            ),
+            f"budget after weights and reserve: {fmt.gib(budget)}; κ = {fmt.count(kappa)} B per token",
+            f"whole blocks of {registry.VLLM_DEFAULT_BLOCK_SIZE} tokens: {fmt.count(tokens)} tokens",
+        ],
+        "4-bit weights are not a quarter of BF16 (the scales, zero points and 16-bit embeddings stay), and an FP8 "
+        "cache halves the cache, not the weights.",
+    )
+
 # --- 2. kappa: KV bytes per token (lesson 0A, 1A) ---
 for name in (*DENSE, "deepseek-ai/DeepSeek-V3"):
     cfg = registry.model(name).config
