@@ -102,6 +102,7 @@ QWEN25_7B_OTHER_FIELDS = {
     "architectures": ["Qwen2ForCausalLM"],
     "attention_dropout": 0.0,
     "bos_token_id": 151643,
+    "eos_token_id": 151645,
     "hidden_act": "silu",
     "initializer_range": 0.02,
     "max_window_layers": 28,
@@ -111,7 +112,6 @@ QWEN25_7B_OTHER_FIELDS = {
     "transformers_version": "4.43.1",
     "use_cache": True,
     "use_sliding_window": False,
-    "eos_token_id": 151645,
 }
 OLMOE_OTHER_FIELDS = {  # allenai/OLMoE-1B-7B-0924-Instruct, as public copies of its config.json show them
     "architectures": ["OlmoeForCausalLM"],

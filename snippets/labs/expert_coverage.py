@@ -188,10 +188,10 @@ def child(args) -> int:
     counting = args.mode == "eager"
     hooked = llm.apply_model(lambda model: install_router_hooks(model, top_k))[0] if counting else 0
     params = SamplingParams(max_tokens=args.output_len, ignore_eos=True, temperature=0, detokenize=False)
+    clear = (lambda: llm.apply_model(clear_router_calls)) if counting else None  # before each timed batch
     rows = []
     for batch in args.batches:
         progress(f"{args.mode}: batch {batch}")
-        clear = (lambda: llm.apply_model(clear_router_calls)) if counting else None
         step_ms = decode_step_sweep(llm, params, [batch], args.prompt_len, args.output_len, SEED + batch, clear)[0]
         row = {"mode": args.mode, "batch": batch, "step_ms": round(step_ms, 6)}
         if counting:

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from infercourse.checks import positive as _positive
+from infercourse.checks import whole
 from infercourse.registry import GPUFacts
 
 
@@ -835,8 +836,7 @@ def expected_experts_touched(experts: int, top_k: int, tokens: int) -> float:
         ValueError: E, k or B not a positive whole number, or k > E.
     """
     for name, value in (("experts", experts), ("top_k", top_k), ("tokens", tokens)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+        whole(name, value)
     if top_k > experts:
         raise ValueError(f"top_k {top_k} exceeds experts {experts}: a token picks k different experts")
     return experts * (1 - (1 - top_k / experts) ** tokens)
@@ -881,6 +881,26 @@ def moe_step_params(config, experts_touched: float) -> tuple[float, float]:
     return always + experts_touched * per_layer, always + top_k * per_layer
 
 
+def _moe_decode_work(
+    config, context_len: int, batch: int, experts_touched: float | None, weight_bytes: float, kv_dtype_bytes: int
+) -> tuple[float, float, float, float]:
+    """(matmul FLOPs, matmul bytes, attention FLOPs, attention bytes) of one MoE decode step: the work
+    :func:`moe_decode_kernel_floors` prices and :func:`moe_decode_demand` divides by a time."""
+    from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token, moe_experts
+
+    _positive("batch", batch)
+    _positive("weight_bytes", weight_bytes)
+    if experts_touched is None:
+        experts_touched = expected_experts_touched(*moe_experts(config), batch)
+    read, multiplied = moe_step_params(config, experts_touched)
+    return (
+        2 * multiplied * batch,
+        read * weight_bytes,
+        batch * attention_flops_per_token(config, context_len),
+        batch * kv_bytes_per_token(config, kv_dtype_bytes) * context_len,
+    )
+
+
 def moe_decode_kernel_floors(
     gpu: GPUFacts,
     config,
@@ -900,20 +920,10 @@ def moe_decode_kernel_floors(
     Raises:
         ValueError: a non-positive length, batch or width, a config key missing, or an MLA config (attention).
     """
-    from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token, moe_experts
-
-    _positive("batch", batch)
-    _positive("weight_bytes", weight_bytes)
-    if experts_touched is None:
-        experts_touched = expected_experts_touched(*moe_experts(config), batch)
-    read, multiplied = moe_step_params(config, experts_touched)
-    linear = time_floor(gpu, 2 * multiplied * batch, read * weight_bytes)
-    attention = time_floor(
-        gpu,
-        batch * attention_flops_per_token(config, context_len),
-        batch * kv_bytes_per_token(config, kv_dtype_bytes) * context_len,
+    linear_flops, linear_bytes, attention_flops, attention_bytes = _moe_decode_work(
+        config, context_len, batch, experts_touched, weight_bytes, kv_dtype_bytes
     )
-    return linear, attention
+    return time_floor(gpu, linear_flops, linear_bytes), time_floor(gpu, attention_flops, attention_bytes)
 
 
 def moe_decode_demand(
@@ -925,14 +935,11 @@ def moe_decode_demand(
     Raises:
         ValueError: as :func:`moe_decode_kernel_floors`, or a non-positive ``step_s``.
     """
-    from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token, moe_experts
-
     _positive("step_s", step_s)
-    if experts_touched is None:
-        experts_touched = expected_experts_touched(*moe_experts(config), batch)
-    read, multiplied = moe_step_params(config, experts_touched)
-    flops = batch * (2 * multiplied + attention_flops_per_token(config, context_len))
-    bytes_moved = 2 * read + batch * context_len * kv_bytes_per_token(config, 2)
+    linear_flops, linear_bytes, attention_flops, attention_bytes = _moe_decode_work(
+        config, context_len, batch, experts_touched, 2, 2
+    )
+    flops, bytes_moved = linear_flops + attention_flops, linear_bytes + attention_bytes
     return Demand(gpu, flops / step_s, bytes_moved / step_s, what)
 
 
@@ -948,7 +955,6 @@ def ep_all_to_all_bytes(tokens: int, top_k: int, ranks: int, hidden: int, dtype_
         ValueError: a count not a positive whole number, or a non-positive width.
     """
     for name, value in (("tokens", tokens), ("top_k", top_k), ("ranks", ranks), ("hidden", hidden)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+        whole(name, value)
     _positive("dtype_bytes", dtype_bytes)
     return 2 * tokens / ranks * top_k * (ranks - 1) / ranks * hidden * dtype_bytes

@@ -87,9 +87,10 @@ def test_timing_is_printed_not_asserted_on_a_cpu():
 
 def test_floors_and_the_prediction_are_the_hand_arithmetic():
     g, cfg = gpu("RTX 4090"), model("allenai/OLMoE-1B-7B-0924-Instruct").config
-    assert step_floor_s(g, cfg, 1) * 1e3 == pytest.approx(2.35800, abs=1e-5)
-    assert step_floor_s(g, cfg, 64) * 1e3 == pytest.approx(14.720, abs=1e-3)
-    assert step_floor_s(g, cfg, 64, 16.0) < step_floor_s(g, cfg, 64)  # a measured count lower than uniform
+    context = 128 + 32 // 2  # the lab's mean context: prompt + half the output
+    assert step_floor_s(g, cfg, 1, context) * 1e3 == pytest.approx(2.35800, abs=1e-5)
+    assert step_floor_s(g, cfg, 64, context) * 1e3 == pytest.approx(14.720, abs=1e-3)
+    assert step_floor_s(g, cfg, 64, context, 16.0) < step_floor_s(g, cfg, 64, context)  # fewer experts counted
     text = SPEC.prediction()
     assert "| 1 | 8.0 | 2.36 | 2.36 |" in text and "| 64 | 64.0 | 13.63 | 14.72 |" in text
 
@@ -113,3 +114,21 @@ def test_a_dense_model_folder_is_refused_before_anything_starts(tmp_path):
     (tmp_path / "config.json").write_text('{"model_type": "qwen2"}')  # the course's dense model, say
     line = lab_refusal("expert_coverage", "--model", str(tmp_path))
     assert "is not a mixture of experts this lab can read; its model_type must be one of olmoe, qwen3_moe" in line
+
+
+def test_the_efficiency_floor_is_at_the_run_s_own_context():
+    """A GPU run of OLMoE with other lengths is floored at its own mean context, 1,000 + 100 / 2 = 1,050 tokens,
+    with the experts its eager engine counted. At B = 16 with 40 experts per layer: weights read 373,688,320 +
+    40 x 16 x 6,291,456 = 4,400,220,160, 8,800,440,320 B -> 8.73060 ms at 1,008 GB/s; cache 16 x 1,050 x
+    131,072 = 2,202,009,600 B -> 2.18453 ms; floor 10.91513 ms (the FLOPs take less)."""
+    from infercourse.labs.expert_coverage import efficiency
+
+    g, cfg = gpu("RTX 4090"), model("allenai/OLMoE-1B-7B-0924-Instruct").config
+    rows = [dict(r) for r in GOOD]
+    for r, mean in zip(rows[:3], (8.0, 15.0, 40.0), strict=True):  # OLMoE's counts: k = 8 at B = 1
+        r["experts_mean"] = mean
+    settings = SETTINGS | {"experts": 64, "top_k": 8, "moe_layers": 16, "prompt_len": 1000, "output_len": 100}
+    found = efficiency(make_receipt("expert_coverage", rows, SPEC.units, settings=settings), g, cfg)
+    assert [rows[e.row]["mode"] for e in found] == ["graphs"] * 3  # the default engine's rows are the timed ones
+    b16 = next(e for e in found if rows[e.row]["batch"] == 16)
+    assert b16.floor == pytest.approx(10.91513, abs=1e-4)

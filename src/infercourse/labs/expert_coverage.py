@@ -51,10 +51,14 @@ def _eager(receipt: Receipt) -> list[Mapping[str, Any]]:
     return sorted((r for r in receipt["results"] if r["mode"] == "eager"), key=lambda r: r["batch"])
 
 
+def _timed_mode(receipt: Receipt) -> str:
+    """The engine whose step times the claims read: vLLM's default (``graphs``) when it ran, else ``eager``."""
+    return "graphs" if any(r["mode"] == "graphs" for r in receipt["results"]) else "eager"
+
+
 def _timed(receipt: Receipt) -> list[Mapping[str, Any]]:
-    """The rows whose step times the claims read: vLLM's default engine when it ran, else the eager one."""
-    modes = {r["mode"] for r in receipt["results"]}
-    mode = "graphs" if "graphs" in modes else "eager"
+    """The rows of :func:`_timed_mode`'s engine, by batch."""
+    mode = _timed_mode(receipt)
     return sorted((r for r in receipt["results"] if r["mode"] == mode), key=lambda r: r["batch"])
 
 
@@ -155,24 +159,36 @@ def step_grows_with_batch(receipt: Receipt) -> ClaimResult:
 # --- floors ---------------------------------------------------------------------------------------
 
 
-def step_floor_s(facts: GPUFacts, config: Mapping[str, Any], batch: int, experts_touched: float | None = None) -> float:
-    """The floor (s) of one decode step of ``batch`` sequences at the lab's mean context (prompt + output / 2), with
+def step_floor_s(
+    facts: GPUFacts, config: Mapping[str, Any], batch: int, context: int, experts_touched: float | None = None
+) -> float:
+    """The floor (s) of one decode step of ``batch`` sequences with ``context`` tokens each, with
     ``experts_touched`` per MoE layer (default: uniform routing's expectation):
     :func:`~infercourse.roofline.moe_decode_kernel_floors`, summed."""
-    context = PROMPT_LEN + OUTPUT_LEN // 2
     return sum(roofline.moe_decode_kernel_floors(facts, config, context, batch, experts_touched))
 
 
+def _mean_context(prompt_len: int, output_len: int) -> int:
+    """A run's mean context over its decode steps (tokens): the prompt plus half the output."""
+    return prompt_len + output_len // 2
+
+
 def efficiency(receipt: Receipt, facts: GPUFacts, config: Mapping[str, Any]) -> list[Efficiency]:
-    """Per timed row, the measured step (ms) against its floor on ``facts`` with the experts the eager engine
-    counted at that batch (uniform routing's expectation where it did not count)."""
+    """Per timed row, the measured step (ms) against its floor on ``facts`` at the run's mean context, with the
+    experts the eager engine counted at that batch (uniform routing's expectation where it did not count)."""
     counted = {r["batch"]: r["experts_mean"] for r in _eager(receipt)}
+    context = _mean_context(receipt["settings"]["prompt_len"], receipt["settings"]["output_len"])
+    mode = _timed_mode(receipt)
     return [
         Efficiency(
-            i, "step", "ms", r["step_ms"], step_floor_s(facts, config, r["batch"], counted.get(r["batch"])) * 1e3
+            i,
+            "step",
+            "ms",
+            r["step_ms"],
+            step_floor_s(facts, config, r["batch"], context, counted.get(r["batch"])) * 1e3,
         )
         for i, r in enumerate(receipt["results"])
-        if r["mode"] == _timed(receipt)[0]["mode"]
+        if r["mode"] == mode
     ]
 
 
@@ -187,7 +203,7 @@ def predicted_rows(gpu_name: str = LAB_GPU) -> list[dict[str, Any]]:
     rows = []
     for batch in BATCHES:
         touched = roofline.expected_experts_touched(experts, top_k, batch)
-        floor = step_floor_s(facts, config, batch)
+        floor = step_floor_s(facts, config, batch, _mean_context(PROMPT_LEN, OUTPUT_LEN))
         rows.append(
             {
                 "batch": batch,
@@ -227,7 +243,12 @@ def demands() -> list[roofline.Demand]:
     facts, config = gpu(LAB_GPU), model(MODEL).config
     return [
         roofline.moe_decode_demand(
-            facts, config, r["batch"], PROMPT_LEN + OUTPUT_LEN // 2, r["floor_s"], f"expert_coverage: B={r['batch']}"
+            facts,
+            config,
+            r["batch"],
+            _mean_context(PROMPT_LEN, OUTPUT_LEN),
+            r["floor_s"],
+            f"expert_coverage: B={r['batch']}",
         )
         for r in predicted_rows()
     ]
