@@ -60,9 +60,12 @@ for name, card in [(m, c) for m in DENSE[:3] for c in ("RTX 4090", "A100")] + [
     cfg, gpu = registry.model(name).config, registry.gpu(card)
     n, weights = transformer.param_count(cfg), transformer.weight_bytes(cfg)
     total = memory.device_total_upper_bytes(card)
-    budget = total * registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION - weights - registry.VLLM_NON_KV_RESERVE_GIB * 2**30
+    try:
+        budget = memory.default_kv_budget_bytes(card, weights)
+    except ValueError:  # the weights and the reserve leave nothing: vLLM refuses to start
+        budget = 0
     kappa = transformer.kv_bytes_per_token(cfg)
-    tokens = memory.kv_capacity_tokens(budget, kappa) if budget > 0 else 0
+    tokens = memory.kv_capacity_tokens(budget, kappa) if budget else 0
     _add(
         "Memory",
         "lessons/1a-kv-cache.md",
@@ -75,7 +78,7 @@ for name, card in [(m, c) for m in DENSE[:3] for c in ("RTX 4090", "A100")] + [
             f"N = {fmt.count(n)} parameters from config.json; W = 2N = {fmt.gb(weights)} ({fmt.gib(weights)})",
             f"the card: {fmt.gib(total)} as CUDA reports it (or the datasheet's), times gpu_memory_utilization "
             f"{registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}, less W and a {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB "
-            f"reserve: {fmt.gib(max(budget, 0))} for the cache",
+            f"reserve: {fmt.gib(budget)} for the cache",
             f"κ = {fmt.count(kappa)} B per token; whole blocks of {registry.VLLM_DEFAULT_BLOCK_SIZE} tokens: "
             f"{fmt.count(tokens)} tokens",
         ],
