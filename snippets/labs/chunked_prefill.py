@@ -59,11 +59,9 @@ import json
 import math
 import random
 import shutil
-import string
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 from labkit import (
@@ -87,6 +85,7 @@ from labkit import (
     request_times,
     serve,
     served_metric_totals,
+    served_token_pool,
     start_llm,
     stream_completion,
     vllm_cli,
@@ -135,8 +134,6 @@ CONNECTOR = "ExampleConnector"
 """vLLM's KV connector that stores each prompt's KV cache in files under ``shared_storage_path``."""
 PD_ROLES = ("kv_producer", "kv_consumer")
 """The pd part's two instances, in the order they run: the prefill instance writes, the decode instance loads."""
-TOKEN_POOL_WORDS = 64
-"""Random words the serve part asks the server to tokenize; the prompts are drawn from the token ids found."""
 
 
 # The receipt's rows: UNITS gives every measured key's unit, ROW every key's JSON type ("number": an int
@@ -426,14 +423,10 @@ def pd_child(args) -> int:
 
 
 def served_prompts(url: str, model: str, lengths: list[int]) -> list[list[int]]:
-    """One prompt of exactly n token ids per n in ``lengths``: the server tokenizes TOKEN_POOL_WORDS random
-    words (``/tokenize``, no special tokens), and each prompt draws from the ids found, seeded."""
+    """One prompt of exactly n token ids per n in ``lengths``, drawn (seeded) from the server's token pool
+    (:func:`labkit.served_token_pool`)."""
     rng = random.Random(SEED)
-    words = " ".join("".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 9))) for _ in range(TOKEN_POOL_WORDS))
-    body = json.dumps({"model": model, "prompt": words, "add_special_tokens": False}).encode()
-    request = urllib.request.Request(url + "/tokenize", body, {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        pool = sorted(set(json.loads(response.read())["tokens"]))
+    pool = served_token_pool(url, model, rng)
     return [rng.choices(pool, k=n) for n in lengths]
 
 

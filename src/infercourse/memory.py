@@ -175,3 +175,49 @@ def cached_prefix_tokens(
             "the shared prefix is part of the prompt"
         )
     return min(shared_tokens, prompt_tokens - 1) // block_size * block_size
+
+
+ROUTING_POLICIES = ("round_robin", "consistent_hash")
+"""The router policies :func:`fleet_prefix_hits` models, named as ``vllm-router --policy`` names them."""
+
+
+def prefix_computations(policy: str, groups: int, rounds: int, replicas: int) -> int:
+    """How many replicas compute (prefill in full) each shared prefix when ``groups`` prefixes are each
+    sent ``rounds`` times, interleaved (round 0 of every prefix, then round 1, ...), one request at a time,
+    over ``replicas`` replicas, and no cached block is evicted:
+
+    - ``"round_robin"``: request k goes to replica (k + c) mod R, so prefix g's requests go to replicas
+      (g + c + r G) mod R; when G and R share no factor they visit min(n, R) replicas;
+    - ``"consistent_hash"`` with the prefix's name as the session key: one replica, whatever the ring says.
+
+    Raises:
+        ValueError: an unknown policy; a count not an integer >= 1 (``replicas`` >= 2); round robin with
+            ``groups`` and ``replicas`` sharing a factor (each prefix then meets fewer replicas: the
+            formula does not cover it).
+    """
+    if policy not in ROUTING_POLICIES:
+        raise ValueError(f"unknown routing policy {policy!r}; this formula knows {', '.join(ROUTING_POLICIES)}")
+    whole("groups", groups, 1)
+    whole("rounds", rounds, 1)
+    whole("replicas", replicas, 2)
+    if policy == "consistent_hash":
+        return 1
+    if math.gcd(groups, replicas) != 1:
+        raise ValueError(
+            f"round robin with {groups} prefixes over {replicas} replicas: they share a factor, so a prefix "
+            "meets only some replicas; pick a number of prefixes with no factor in common with the replicas"
+        )
+    return min(rounds, replicas)
+
+
+def fleet_prefix_hits(policy: str, groups: int, rounds: int, replicas: int, cached_tokens: int) -> int:
+    """Prompt tokens the whole fleet finds in its prefix caches (the sum of every replica's
+    ``vllm:prefix_cache_hits``) for the workload of :func:`prefix_computations`: each prefix is computed
+    once on each replica it reaches and hit by its other requests, G (n - m) c tokens, ``cached_tokens``
+    (c, tokens) being one hit's :func:`cached_prefix_tokens`.
+
+    Raises:
+        ValueError: as :func:`prefix_computations`; ``cached_tokens`` not an integer >= 0.
+    """
+    whole("cached_tokens", cached_tokens, 0)
+    return groups * (rounds - prefix_computations(policy, groups, rounds, replicas)) * cached_tokens

@@ -376,6 +376,8 @@ MODELS: Mapping[str, ModelFacts] = MappingProxyType(
 
 COURSE_MODEL = "Qwen/Qwen2.5-7B-Instruct"
 
+_SPEC_DB = "spec databases and news quoting NVIDIA, not NVIDIA's own document (none is public for this card)"
+
 _DATASHEET_NOTE = "the vendor document was not reachable here; the figures are as widely quoted from it"
 
 GPUS: Mapping[str, GPUFacts] = MappingProxyType(
@@ -442,6 +444,69 @@ GPUS: Mapping[str, GPUFacts] = MappingProxyType(
                 _DATASHEET_NOTE,
             ),
         ),
+        # --- lesson 8A: the cards AutoDL rents besides the RTX 4090 (no public NVIDIA datasheet) ---
+        "RTX 4090D": GPUFacts(
+            name="RTX 4090D",
+            memory_gb=24,
+            bandwidth_gb_s=1008,
+            bf16_dense_tflops=147.1,
+            source=Source(
+                "hmc-tech, NVIDIA GeForce RTX 4090 D specifications (memory, bandwidth, tensor rates); 114 SMs "
+                "against the RTX 4090's 128 at the same 2,520 MHz boost (b2b-team news, 2023-12)",
+                "https://hmc-tech.com/gpu/nvidia-geforce-rtx-4090-d",
+                "secondary",
+                _SPEC_DB + "; 147.1 = the RTX 4090's 165.2 x 114/128",
+            ),
+            note="294.2 TFLOP/s is FP16 with FP16 accumulate; China-only, cut from the RTX 4090 for export rules.",
+            quoted_tflops=294.2,
+        ),
+        "L20": GPUFacts(
+            name="L20",
+            memory_gb=48,
+            bandwidth_gb_s=864,
+            bf16_dense_tflops=119.5,
+            source=Source(
+                "topcpu and technical.city L20 pages (48 GB GDDR6, 864 GB/s); 119.5 TFLOP/s FP16/BF16 tensor as "
+                "third-party tables give it (Alibaba Cloud's gn8is instance page gives 119)",
+                "https://www.topcpu.net/en/gpu-c/a40-pcie-vs-l20",
+                "secondary",
+                _SPEC_DB + "; no source says whether 119.5 is dense; read as dense because 239 FP8 x 8 bits stays "
+                "under the 2023 export line and 1:2:4 with FP32's 59.8 (the course's reading)",
+            ),
+            note="PCIe only, no NVLink; the same AD102 chip as the L40S with about a third of its tensor rate.",
+        ),
+        "H20": GPUFacts(
+            name="H20",
+            memory_gb=96,
+            bandwidth_gb_s=4000,
+            bf16_dense_tflops=148,
+            source=Source(
+                'LMSYS and Ant Group, "Best Practices for Serving DeepSeek-R1 on H20-96G" (2025-09-26), table '
+                "H20-96G against H800-80G: FP16/BF16 148 against 989 (dense), FP8 296; 4.0 TB/s from willitrunai",
+                "https://lmsys.org/blog/2025-09-26-sglang-ant-group",
+                "secondary",
+                _SPEC_DB + "; Baidu Baike marks 148 as sparse, against the LMSYS table and a Chinese page that "
+                "call it dense; a 141 GB HBM3e version also exists",
+            ),
+            note="NVLink 900 GB/s, as the H100; the card with the lowest ridge point in the registry.",
+        ),
+        "A800": GPUFacts(
+            name="A800 80GB SXM",
+            memory_gb=80,
+            bandwidth_gb_s=2039,
+            bf16_dense_tflops=312,
+            source=Source(
+                "NVIDIA A100 datasheet, A100 80GB SXM column (the A800 is the same GA100 card with NVLink cut "
+                "from 600 to 400 GB/s: Reuters via tweakers.net, 2022-11)",
+                "https://tweakers.net/nieuws/203182/nvidia-introduceert-a800-gpu-voor-china-die-niet-onder-"
+                "exportrestricties-vs-valt.html",
+                "secondary",
+                _SPEC_DB + "; the A100 figures apply because only NVLink differs",
+            ),
+            note="624 TFLOP/s is the 2:4-sparse figure; NVLink 400 GB/s (A100: 600).",
+            quoted_tflops=624,
+        ),
+        # --- end of lesson 8A ---
     }
 )
 """GPU datasheet figures by short name. The course's lab card is :data:`LAB_GPU`."""
@@ -1036,6 +1101,7 @@ def facts() -> list[Fact]:
         + _overhead_facts()
         + _attention_kernel_facts()
         + _moe_facts()
+        + _fleet_facts()
     )
 
 
@@ -1834,3 +1900,139 @@ def _moe_facts() -> list[Fact]:
 
 
 # --- end of lesson 7B ---
+
+
+# --- lesson 8A: serving a fleet ---
+
+
+AUTODL_CNY_PER_HOUR: Mapping[str, float] = MappingProxyType(
+    {"RTX 4090": 1.98, "RTX 4090D": 2.08, "L20": 3.87, "A800": 5.88, "H20": 10.50}
+)
+"""On-demand price per card-hour on AutoDL, yuan (:data:`AUTODL_PRICE_SOURCE`)."""
+
+AUTODL_PRICE_SOURCE = Source(
+    "AutoDL's home page price fields (`originalPrice`) as a public research note read them from its script "
+    "(file dated 2026-09-24); other notes of September-October 2026 give 1.88 for the RTX 4090 and 4090D, "
+    "2.88 for the L20 and 5.59 for the A800 (95 % of the figures used: perhaps member prices)",
+    "https://www.autodl.com/",
+    "secondary",
+    "AutoDL's price list could not be opened from this machine; prices move with region and time: check the console",
+)
+
+CLOUD_H200_USD_PER_HOUR = 63.296 / 8
+"""AWS EC2 p5en.48xlarge (8 H200) on demand in us-east-1, per card-hour, US dollars (:data:`CLOUD_PRICE_SOURCE`)."""
+
+CLOUD_PRICE_SOURCE = Source(
+    "AWS EC2 p5en.48xlarge on-demand price in us-east-1, $63.296 per instance-hour for 8 H200, as `dstack offer` "
+    "printed it on 2026-08-06 (dstack pull request 4110)",
+    "https://github.com/dstackai/dstack/pull/4110",
+    "secondary",
+    "AWS's price page was not reachable here; list prices fall over time (p5 with 8 H100: $98.32/h at launch in "
+    "2023, $55.04/h in November 2026)",
+)
+
+CNY_PER_USD = 7.1
+"""ASSUMPTION (labelled on the page): yuan per US dollar, late 2026; a cost in dollars moves with the day's rate."""
+
+COLD_START_RATES_GB_S: Mapping[str, float] = MappingProxyType(
+    {"model hub download": AUTODL_RTX_4090.download_mb_s / 1000, "data disk": 1.0, "host memory (PCIe 4.0 x16)": 25.0}
+)
+"""ASSUMPTION (labelled on the page), GB/s: where a new replica's weights come from. The hub rate is the lab
+box's own assumption (:data:`AUTODL_RTX_4090`); a cloud data disk reads about 1 GB/s (a local NVMe SSD 2-7);
+host memory reaches the card at about 25 GB/s of PCIe 4.0 x16's 31.5 (:data:`LINK_GB_S`) with pinned buffers."""
+
+FLEET_FACTS: Mapping[str, Fact] = MappingProxyType(
+    {
+        f.id: f
+        for f in (
+            Fact(
+                "vllm-max-loras",
+                "`max_loras` (`--max-loras`): adapters one engine step may mix; the scheduler leaves a request "
+                "with another adapter waiting once that many are in the step",
+                "default 1",
+                vllm_source(
+                    "vllm/config/lora.py", 37, 38, "the scheduler's check at vllm/v1/core/sched/scheduler.py:695-708"
+                ),
+            ),
+            Fact(
+                "vllm-max-lora-rank",
+                "`max_lora_rank` (`--max-lora-rank`): the largest adapter rank the engine reserves GPU slots for; "
+                "allowed 1, 8, 16, 32, 64, 128, 256, 320, 512",
+                "default 16",
+                vllm_source("vllm/config/lora.py", 27, 35),
+            ),
+            Fact(
+                "vllm-max-cpu-loras",
+                "`max_cpu_loras` (`--max-cpu-loras`): adapters kept in host memory, an LRU cache in front of the "
+                "`max_loras` GPU slots; unset means equal to `max_loras`, and it may not be smaller",
+                "default None (= max_loras)",
+                vllm_source("vllm/config/lora.py", 118, 123),
+            ),
+            Fact(
+                "vllm-dp-load-balancer",
+                "with `--data-parallel-size` > 1 vLLM's own front end sends each request to the engine with the "
+                "lowest 4 x waiting + running requests (queue counts published every 100 ms); it does not look at "
+                "the prefix cache",
+                "score = waiting x 4 + running",
+                vllm_source("vllm/v1/engine/core_client.py", 1413, 1441),
+            ),
+            Fact(
+                "vllm-structured-output-bitmask",
+                "structured output masks the logits with one int32 word per 32 tokens of the vocabulary per "
+                "sequence, filled on the CPU by the grammar backend (`auto`: xgrammar first, then guidance)",
+                "[sequences, ceil(V/32)] int32",
+                vllm_source(
+                    "vllm/v1/structured_output/backend_outlines.py",
+                    99,
+                    105,
+                    "auto's choice at vllm/sampling_params.py:1022-1061",
+                ),
+            ),
+            Fact(
+                "vllm-kv-offloading-size",
+                "`--kv-offloading-size` GiB of host memory hold KV blocks evicted from the GPU (backend `native`: "
+                "the OffloadingConnector; `lmcache`: LMCache's connector); off by default",
+                "default None (off)",
+                vllm_source("vllm/config/cache.py", 180, 189),
+            ),
+        )
+    }
+)
+
+
+def _fleet_facts() -> list[Fact]:
+    items = [
+        Fact(
+            "autodl-prices",
+            "AutoDL on-demand price per card-hour",
+            ", ".join(f"{card} {price:.2f} yuan" for card, price in AUTODL_CNY_PER_HOUR.items()),
+            AUTODL_PRICE_SOURCE,
+        ),
+        Fact(
+            "cloud-h200-price",
+            "AWS H200 on-demand price per card-hour",
+            f"${CLOUD_H200_USD_PER_HOUR:.3f}",
+            CLOUD_PRICE_SOURCE,
+        ),
+        Fact(
+            "cny-per-usd",
+            "yuan per US dollar",
+            f"{CNY_PER_USD:g}",
+            Source("the course's assumption for late 2026", "", "assumption", "costs in dollars move with the rate"),
+        ),
+        Fact(
+            "cold-start-rates",
+            "rates a new replica's weights arrive at",
+            ", ".join(f"{where} {rate:g} GB/s" for where, rate in COLD_START_RATES_GB_S.items()),
+            Source(
+                "the course's assumptions: the lab box's download rate, a cloud data disk, pinned PCIe 4.0 copies",
+                "",
+                "assumption",
+                "measure yours: time `cat model.safetensors > /dev/null` and the download",
+            ),
+        ),
+    ]
+    return items + list(FLEET_FACTS.values())
+
+
+# --- end of lesson 8A ---

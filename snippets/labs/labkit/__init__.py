@@ -104,6 +104,7 @@ from .server import (
     serve,
     served_metric_totals,
     served_metrics,
+    served_token_pool,
     stream_completion,
     vllm_cli,
 )
@@ -170,6 +171,7 @@ __all__ = [
     "serve",
     "served_metric_totals",
     "served_metrics",
+    "served_token_pool",
     "start_llm",
     "stream_completion",
     "torch_cuda_major",

@@ -9,8 +9,10 @@ import contextlib
 import ctypes
 import json
 import os
+import random
 import signal
 import socket
+import string
 import subprocess
 import sys
 import time
@@ -24,6 +26,10 @@ from .engine import root_cause
 
 COMPLETIONS_PATH = "/v1/completions"
 """The OpenAI-compatible completions endpoint :func:`stream_completion` posts to."""
+TOKENIZE_PATH = "/tokenize"
+"""vLLM's own endpoint that tokenizes a prompt (:func:`served_token_pool`)."""
+TOKEN_POOL_WORDS = 64
+"""Random words :func:`served_token_pool` asks the server to tokenize."""
 LOOPBACK = "127.0.0.1"
 """The address a lab's server listens on: this machine only."""
 SERVER_START_TIMEOUT_S = 1800
@@ -155,21 +161,24 @@ def serve(
 
 
 def stream_completion(
-    url: str, payload: dict, on_event=None, timeout_s: float = 600
+    url: str, payload: dict, on_event=None, timeout_s: float = 600, headers: dict[str, str] | None = None
 ) -> list[tuple[float, int, str | None]]:
     """POST ``payload`` (an OpenAI completions request: model, prompt, max_tokens, ...) to the server at
-    ``url`` with ``stream`` and vLLM's ``return_token_ids`` on, and read its server-sent events as they come.
+        ``url`` with ``stream`` and vLLM's ``return_token_ids`` on, and read its server-sent events as they come.
 
-    Returns one ``(time, tokens, finish_reason)`` per event that carried tokens or a finish reason:
-    ``time.perf_counter()`` at its arrival (s), how many token ids it carried (vLLM merges the tokens of
-    several steps into one event when the reader falls behind), and the finish reason (None until the
-    last). ``on_event``, if given, is called with each event as it arrives (from this thread), so that
-    another thread can watch a stream in flight. ``timeout_s`` bounds each wait for data, not the stream.
+        Returns one ``(time, tokens, finish_reason)`` per event that carried tokens or a finish reason:
+        ``time.perf_counter()`` at its arrival (s), how many token ids it carried (vLLM merges the tokens of
+        several steps into one event when the reader falls behind), and the finish reason (None until the
+        last). ``on_event``, if given, is called with each event as it arrives (from this thread), so that
+        another thread can watch a stream in flight. ``timeout_s`` bounds each wait for data, not the stream.
+    ``headers`` are sent with the request besides its content type (a router's session key, for one).
 
-    Exits (code 3) with one line when the server refuses the request or the connection breaks.
+        Exits (code 3) with one line when the server refuses the request or the connection breaks.
     """
     body = json.dumps({**payload, "stream": True, "return_token_ids": True}).encode()
-    request = urllib.request.Request(url + COMPLETIONS_PATH, body, {"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url + COMPLETIONS_PATH, body, {"Content-Type": "application/json", **(headers or {})}
+    )
     events = []
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
@@ -187,6 +196,23 @@ def stream_completion(
     except (OSError, urllib.error.URLError) as exc:
         fail(f"the stream from {url} broke: {exc}", 3)
     return events
+
+
+def served_token_pool(url: str, model: str, rng: random.Random) -> list[int]:
+    """Token ids to draw prompts from, found by the server's own tokenizer: it tokenizes
+    :data:`TOKEN_POOL_WORDS` random lowercase words (drawn with ``rng``; :data:`TOKENIZE_PATH`, no special
+    tokens), and the distinct ids come back sorted. A prompt drawn from them has an exact token count on
+    any model (a random id could be a special token, which a server may refuse).
+
+    Exits (code 3) when the server does not answer."""
+    words = " ".join("".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 9))) for _ in range(TOKEN_POOL_WORDS))
+    body = json.dumps({"model": model, "prompt": words, "add_special_tokens": False}).encode()
+    request = urllib.request.Request(url + TOKENIZE_PATH, body, {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return sorted(set(json.loads(response.read())["tokens"]))
+    except (OSError, urllib.error.URLError) as exc:
+        fail(f"the server at {url} did not tokenize ({exc})", 3)
 
 
 def served_metrics(url: str) -> dict[str, float]:

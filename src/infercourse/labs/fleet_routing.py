@@ -1,0 +1,212 @@
+"""Lab 8A, ``snippets/labs/fleet_routing.py``: vLLM replicas behind vLLM's router, round robin against session
+affinity, counted in prefix-cache hits.
+
+Receipt rows, one per request in the order sent: ``policy`` (the router's ``--policy``), ``round`` and ``group``
+(which request of which shared prefix), ``replica`` (the one whose counters moved), ``prompt_tokens`` and
+``cached_tokens`` (how far that replica's ``vllm:prompt_tokens`` and ``vllm:prefix_cache_hits`` moved, tokens)
+and ``ttft_ms`` (through the router, the client's clock). ``settings`` has the workload (``replicas``, ``groups``,
+``rounds``, ``prefix_tokens``, ``suffix_tokens``) and the replicas' ``block_size``.
+
+The placements and token counts are exact on any machine, the CPU included; the TTFT claim is checked on GPU
+receipts only (:func:`~infercourse.labs.core.gpu_timing`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from typing import Any
+
+from infercourse import fmt
+from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant
+from infercourse.memory import cached_prefix_tokens, fleet_prefix_hits, prefix_computations
+from infercourse.registry import LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
+from infercourse.roofline import Demand, prefill_demand, prefill_floor
+
+MODEL = lab_constant("fleet_routing", "MODEL")
+POLICIES = tuple(lab_constant("fleet_routing", "POLICIES"))
+REPLICAS = lab_constant("fleet_routing", "REPLICAS")
+GROUPS = lab_constant("fleet_routing", "GROUPS")
+ROUNDS = lab_constant("fleet_routing", "ROUNDS")
+PREFIX_TOKENS = lab_constant("fleet_routing", "PREFIX_TOKENS")
+SUFFIX_TOKENS = lab_constant("fleet_routing", "SUFFIX_TOKENS")
+OUTPUT_TOKENS = lab_constant("fleet_routing", "OUTPUT_TOKENS")
+"""The lab's model, policies and workload, read from the lab itself: their one home."""
+
+
+def _policy(receipt: Receipt, policy: str) -> list[Mapping[str, Any]]:
+    return [r for r in receipt["results"] if r["policy"] == policy]
+
+
+def _cached(receipt: Receipt) -> int:
+    """One hit's cached tokens in this receipt's workload and blocks (:func:`cached_prefix_tokens`)."""
+    s = receipt["settings"]
+    return cached_prefix_tokens(s["prefix_tokens"], s["prefix_tokens"] + s["suffix_tokens"], s["block_size"])
+
+
+def every_request_once(receipt: Receipt) -> ClaimResult:
+    s = receipt["settings"]
+    want = s["prefix_tokens"] + s["suffix_tokens"]
+    policies = sorted({r["policy"] for r in receipt["results"]})
+    counts = {p: len(_policy(receipt, p)) for p in policies}
+    wrong = [r for r in receipt["results"] if r["prompt_tokens"] != want]
+    ok = bool(policies) and all(n == s["groups"] * s["rounds"] for n in counts.values()) and not wrong
+    return ClaimResult(
+        "every_request_once",
+        "each policy served G x n requests, each counted by exactly one replica with exactly its prompt tokens",
+        ok,
+        f"{counts}; prompt tokens {sorted({r['prompt_tokens'] for r in receipt['results']})} (expected {want})",
+    )
+
+
+def cached_tokens_exact(receipt: Receipt) -> ClaimResult:
+    cached, seen, wrong = _cached(receipt), set(), []
+    for k, r in enumerate(receipt["results"]):
+        where = (r["policy"], r["group"], r["replica"])
+        want = cached if where in seen else 0
+        seen.add(where)
+        if r["cached_tokens"] != want:
+            wrong.append(f"request {k + 1} ({r['policy']}, prefix {r['group']}): {r['cached_tokens']}, not {want}")
+    return ClaimResult(
+        "cached_tokens_exact",
+        f"a request finds 0 cached tokens where its prefix visits a replica first, else the prefix's full blocks "
+        f"({cached} tokens): lesson 5A's rule, replica by replica",
+        not wrong,
+        "; ".join(wrong) or f"all {len(receipt['results'])} requests",
+    )
+
+
+def round_robin_cycles(receipt: Receipt) -> ClaimResult:
+    rows, replicas = _policy(receipt, "round_robin"), receipt["settings"]["replicas"]
+    statement = "round robin sends request k to replica (k + c) mod R, whatever the request carries"
+    if not rows:
+        return ClaimResult("round_robin_cycles", statement, None, "no round_robin rows")
+    start = rows[0]["replica"]
+    placed = [r["replica"] for r in rows]
+    return ClaimResult(
+        "round_robin_cycles",
+        statement,
+        placed == [(start + k) % replicas for k in range(len(rows))],
+        f"replicas in order: {placed}",
+    )
+
+
+def affinity_keeps_prefix(receipt: Receipt) -> ClaimResult:
+    rows = _policy(receipt, "consistent_hash")
+    statement = "session affinity (consistent_hash on the prefix's name) keeps every prefix on one replica"
+    if not rows:
+        return ClaimResult("affinity_keeps_prefix", statement, None, "no consistent_hash rows")
+    homes = {g: sorted({r["replica"] for r in rows if r["group"] == g}) for g in sorted({r["group"] for r in rows})}
+    return ClaimResult(
+        "affinity_keeps_prefix",
+        statement,
+        all(len(h) == 1 for h in homes.values()),
+        "; ".join(f"prefix {g}: replica {h}" for g, h in homes.items()),
+    )
+
+
+def fleet_hits_exact(receipt: Receipt) -> ClaimResult:
+    s, cached = receipt["settings"], _cached(receipt)
+    details, ok = [], True
+    for policy in sorted({r["policy"] for r in receipt["results"]}):
+        want = fleet_prefix_hits(policy, s["groups"], s["rounds"], s["replicas"], cached)
+        got = sum(r["cached_tokens"] for r in _policy(receipt, policy))
+        ok &= got == want
+        details.append(f"{policy}: {got} (expected {want})")
+    return ClaimResult(
+        "fleet_hits_exact",
+        "the fleet's prefix-cache hits are G (n - m) c: each prefix is computed once on each of the m replicas it "
+        "reaches (round robin: min(n, R); affinity: 1)",
+        ok and bool(details),
+        "; ".join(details),
+    )
+
+
+@gpu_timing
+def hit_ttft_lower(receipt: Receipt) -> ClaimResult:
+    rows = receipt["results"]
+    cold = [r["ttft_ms"] for r in rows if r["cached_tokens"] == 0]
+    hit = [r["ttft_ms"] for r in rows if r["cached_tokens"] > 0]
+    statement = "through the router, the median TTFT of requests that hit is below that of requests that miss"
+    if not cold or not hit:
+        return ClaimResult("hit_ttft_lower", statement, None, "needs both hits and misses")
+    cold_ms, hit_ms = statistics.median(cold), statistics.median(hit)
+    return ClaimResult("hit_ttft_lower", statement, hit_ms < cold_ms, f"hit {hit_ms:.1f} ms, miss {cold_ms:.1f} ms")
+
+
+def predicted(gpu_name: str = LAB_GPU) -> dict[str, Any]:
+    """The default workload on ``gpu_name`` with CUDA's blocks: one hit's cached tokens, the fleet's hits per
+    policy (tokens) and the TTFT floors (s) of a miss (the whole prompt) and of a hit (the uncached tokens)."""
+    facts, config = gpu(gpu_name), model(MODEL).config
+    prompt = PREFIX_TOKENS + SUFFIX_TOKENS
+    cached = cached_prefix_tokens(PREFIX_TOKENS, prompt, VLLM_DEFAULT_BLOCK_SIZE)
+    return {
+        "prompt": prompt,
+        "cached": cached,
+        "hits": {p: fleet_prefix_hits(p, GROUPS, ROUNDS, REPLICAS, cached) for p in POLICIES},
+        "miss_s": prefill_floor(facts, config, prompt),
+        "hit_s": prefill_floor(facts, config, prompt - cached),
+    }
+
+
+def prediction(gpu_name: str = LAB_GPU) -> str:
+    """Markdown: per policy, the fleet's hits and hit rate, and the TTFT floors of a miss and a hit."""
+    p = predicted(gpu_name)
+    total = GROUPS * ROUNDS * p["prompt"]
+    lines = [
+        f"{MODEL} in BF16 on the {gpu_name}, {REPLICAS} replicas, {GROUPS} prefixes of {fmt.count(PREFIX_TOKENS)} "
+        f"tokens asked {ROUNDS} times each ({fmt.count(total)} prompt tokens per policy), blocks of "
+        f"{VLLM_DEFAULT_BLOCK_SIZE}. Hits are exact; the TTFT floors are `roofline.prefill_floor` over the whole "
+        f"prompt (a miss: {fmt.fixed(p['miss_s'] * 1e3, 2)} ms) and over the uncached tokens (a hit: "
+        f"{fmt.fixed(p['hit_s'] * 1e3, 2)} ms), without the router's hop.",
+        "",
+        "| policy | replicas computing each prefix | fleet hits (tokens) | hit rate |",
+        "|---|---:|---:|---:|",
+    ]
+    for policy, hits in p["hits"].items():
+        computed = prefix_computations(policy, GROUPS, ROUNDS, REPLICAS)
+        lines.append(f"| {policy} | {computed} | {fmt.count(hits)} | {fmt.pct(hits / total)} |")
+    return "\n".join(lines)
+
+
+def demands() -> list[Demand]:
+    """What the miss and hit TTFT floors of :func:`prediction` ask of the lab's card."""
+    facts, config, p = gpu(LAB_GPU), model(MODEL).config, predicted()
+    return [
+        prefill_demand(facts, config, p["prompt"], p["miss_s"], "fleet_routing: TTFT floor of a miss"),
+        prefill_demand(facts, config, p["prompt"] - p["cached"], p["hit_s"], "fleet_routing: TTFT floor of a hit"),
+    ]
+
+
+SPEC = LabSpec(
+    lab="fleet_routing",
+    key=("policy", "round", "group"),
+    header="requests/replica",
+    claims=(
+        every_request_once,
+        cached_tokens_exact,
+        round_robin_cycles,
+        affinity_keeps_prefix,
+        fleet_hits_exact,
+        hit_ttft_lower,
+    ),  # fmt: skip
+    prediction=prediction,
+    prediction_basis="the replay of each policy and the roofline",
+    columns=(
+        Column("policy", "policy", str, align_right=False),
+        Column("round", "round", fmt.count),
+        Column("group", "prefix", fmt.count),
+        Column("replica", "replica", fmt.count),
+        Column("cached_tokens", "cached", fmt.count),
+        Column("ttft_ms", "TTFT (ms)", lambda v: fmt.fixed(v, 1)),
+    ),
+    demands=demands,
+    cpu_max_model_len=512,
+    cpu_args=("--prefix-tokens", "256", "--suffix-tokens", "16", "--output-tokens", "2"),
+    work=LabWork(
+        engines=REPLICAS,
+        decode_steps=len(POLICIES) * GROUPS * ROUNDS * OUTPUT_TOKENS,
+        peak_kv_tokens=GROUPS * (PREFIX_TOKENS + ROUNDS * (SUFFIX_TOKENS + OUTPUT_TOKENS)),
+        model=MODEL,
+    ),
+)
