@@ -202,7 +202,16 @@ SPEC = LabSpec(
     ),
     demands=demands,
     cpu_max_model_len=512,
-    cpu_args=("--prefix-tokens", "256", "--suffix-tokens", "16", "--output-tokens", "2"),
+    cpu_args=(
+        "--model",
+        ".cache/models/tiny-qwen2",
+        "--prefix-tokens",
+        "256",
+        "--suffix-tokens",
+        "16",
+        "--output-tokens",
+        "2",
+    ),  # fmt: skip
     work=LabWork(
         engines=REPLICAS,
         decode_steps=len(POLICIES) * GROUPS * ROUNDS * OUTPUT_TOKENS,
