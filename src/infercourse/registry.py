@@ -1946,6 +1946,22 @@ FLEET_FACTS: Mapping[str, Fact] = MappingProxyType(
         f.id: f
         for f in (
             Fact(
+                "vllm-router-cache-aware",
+                "vllm-router's `cache_aware` policy keeps a tree of each replica's past request texts and sends a "
+                "request to the replica whose text matches more than `cache_threshold` of it, unless the replicas' "
+                "loads differ by more than `balance_abs_threshold` requests and by more than `balance_rel_threshold` "
+                "times, when it sends it to the least loaded; `consistent_hash` hashes a session header (X-Session-ID) "
+                "onto a ring of 160 points per replica",
+                "cache_threshold 0.3, balance_abs_threshold 64, balance_rel_threshold 1.5",
+                Source(
+                    "vllm-router 0.1.17 (PyPI wheel), `vllm-router --help` and its router log at start, read here",
+                    "https://pypi.org/project/vllm-router/0.1.17/",
+                    "primary",
+                    "the library's own defaults (0.5, 32, 1.1) differ from the command line's; the command line's "
+                    "apply to `vllm-router`",
+                ),
+            ),
+            Fact(
                 "vllm-max-loras",
                 "`max_loras` (`--max-loras`): adapters one engine step may mix; the scheduler leaves a request "
                 "with another adapter waiting once that many are in the step",

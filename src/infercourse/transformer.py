@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from infercourse.checks import whole
+
 BYTES_PER_DTYPE = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
 """Bytes per element of the dtypes the course uses."""
 
@@ -480,3 +482,27 @@ def moe_param_breakdown(config: Mapping[str, Any]) -> dict[str, int]:
         "total": total,
         "active": total - moe_layers * (experts - top_k) * expert,
     }
+
+
+def lora_adapter_bytes(config: Mapping[str, Any], rank: int, dtype_bytes: int = 2) -> int:
+    """Bytes of one LoRA adapter of ``rank`` r on every linear projection of a dense decoder (q, k, v, o, gate,
+    up, down: what vLLM adapts by default, every linear layer; registry fact ``vllm-max-lora-rank``).
+
+    A projection from d_in to d_out gains A (r x d_in) and B (d_out x r): r (d_in + d_out) weights, each
+    ``dtype_bytes`` bytes (2: vLLM's ``lora_dtype`` "auto" is the model's BF16). Summed over the seven
+    projections of every layer; the embedding and the output head are not adapted.
+
+    Raises:
+        ValueError: ``rank`` or ``dtype_bytes`` not an integer >= 1; a mixture-of-experts config (its experts
+            make the count another formula).
+        KeyError: a config key missing.
+    """
+    whole("rank", rank, 1)
+    whole("dtype_bytes", dtype_bytes, 1)
+    if is_moe(config):
+        raise ValueError("lora_adapter_bytes counts a dense decoder; this config is a mixture of experts")
+    d, f = config["hidden_size"], config["intermediate_size"]
+    q = config["num_attention_heads"] * head_dim(config)
+    kv = config["num_key_value_heads"] * head_dim(config)
+    per_layer = (d + q) + 2 * (d + kv) + (q + d) + 2 * (d + f) + (f + d)
+    return per_layer * config["num_hidden_layers"] * rank * dtype_bytes

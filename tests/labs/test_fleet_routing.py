@@ -1,0 +1,123 @@
+"""Lab fleet_routing (lesson 8A): the spec's claims and prediction, and the lab's bad input, on receipts worked by
+hand.
+
+The workload by hand: 3 prefixes x 4 rounds over 2 replicas, sent round 0 of every prefix, then round 1, ...
+Round robin: request k goes to replica k mod 2, so prefix g's requests go to (g + 3r) mod 2: both replicas, each
+computing the prefix once; cached tokens per prefix 0, 0, c, c. Affinity: each prefix on one replica: 0, c, c, c.
+With 256-token prefixes and 16-token suffixes in blocks of 128, c = floor(min(256, 271) / 128) x 128 = 256.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import CPU_MACHINE, GPU_MACHINE, lab_refusal, make_receipt
+from infercourse import labs
+
+SPEC = labs.spec("fleet_routing")
+SETTINGS = {"replicas": 2, "groups": 3, "rounds": 4, "prefix_tokens": 256, "suffix_tokens": 16, "block_size": 128}
+HOME = {0: 0, 1: 1, 2: 1}  # where the hash put each prefix
+
+
+def _rows(miss_ms: float = 20.0, hit_ms: float = 12.0) -> list[dict]:
+    rows, seen = [], set()
+    for policy in ("round_robin", "consistent_hash"):
+        for k in range(12):
+            rnd, group = divmod(k, 3)
+            replica = k % 2 if policy == "round_robin" else HOME[group]
+            cached = 256 if (policy, group, replica) in seen else 0
+            seen.add((policy, group, replica))
+            rows.append(
+                {
+                    "policy": policy,
+                    "round": rnd,
+                    "group": group,
+                    "replica": replica,
+                    "prompt_tokens": 272,
+                    "cached_tokens": cached,
+                    "ttft_ms": hit_ms if cached else miss_ms,
+                }
+            )
+    return rows
+
+
+def _receipt(rows=None, kind="cpu") -> dict:
+    return make_receipt(
+        "fleet_routing",
+        _rows() if rows is None else rows,
+        SPEC.units,
+        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
+        settings=SETTINGS,
+    )
+
+
+def _claims(receipt) -> dict:
+    return {r.claim: r.passed for r in labs.check(receipt)}
+
+
+def test_a_receipt_worked_by_hand_passes_every_exact_claim():
+    receipt = _receipt()
+    labs.validate_receipt(receipt)
+    rows = receipt["results"]
+    assert sum(r["cached_tokens"] for r in rows if r["policy"] == "round_robin") == 3 * 2 * 256  # 1,536
+    assert sum(r["cached_tokens"] for r in rows if r["policy"] == "consistent_hash") == 3 * 3 * 256  # 2,304
+    assert _claims(receipt) == {
+        "every_request_once": True,
+        "cached_tokens_exact": True,
+        "round_robin_cycles": True,
+        "affinity_keeps_prefix": True,
+        "fleet_hits_exact": True,
+        "hit_ttft_lower": None,  # timing: not judged on a CPU receipt
+    }
+
+
+def test_a_hit_on_a_replica_that_never_saw_the_prefix_fails():
+    rows = _rows()
+    rows[1]["cached_tokens"] = 256  # prefix 1's first request, on replica 1: must be cold
+    claims = _claims(_receipt(rows))
+    assert claims["cached_tokens_exact"] is False and claims["fleet_hits_exact"] is False
+
+
+def test_a_round_robin_that_skips_a_replica_fails():
+    rows = _rows()
+    rows[5]["replica"] = rows[4]["replica"]
+    assert _claims(_receipt(rows))["round_robin_cycles"] is False
+
+
+def test_affinity_that_moves_a_prefix_fails():
+    rows = _rows()
+    rows[12 + 9]["replica"] = 1 - rows[12 + 9]["replica"]  # prefix 0's last request elsewhere
+    assert _claims(_receipt(rows))["affinity_keeps_prefix"] is False
+
+
+def test_a_lost_request_or_a_wrong_prompt_fails():
+    assert _claims(_receipt(_rows()[:-1]))["every_request_once"] is False
+    rows = _rows()
+    rows[0]["prompt_tokens"] = 271
+    assert _claims(_receipt(rows))["every_request_once"] is False
+
+
+def test_hit_ttft_is_judged_on_gpu_receipts():
+    assert _claims(_receipt(kind="gpu"))["hit_ttft_lower"] is True
+    assert _claims(_receipt(_rows(miss_ms=10.0, hit_ms=12.0), kind="gpu"))["hit_ttft_lower"] is False
+
+
+def test_prediction_by_hand():
+    """Defaults: 2,048-token prefixes, 64-token questions, blocks of 16: c = 2,048; 3 x 4 x 2,112 = 25,344 prompt
+    tokens; round robin 3 x 2 x 2,048 = 12,288 (48.5 %), affinity 3 x 3 x 2,048 = 18,432 (72.7 %)."""
+    text = SPEC.prediction()
+    assert "| round_robin | 2 | 12,288 | 48.5 % |" in text
+    assert "| consistent_hash | 1 | 18,432 | 72.7 % |" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--replicas", "1"], "a router needs at least 2 replicas"),
+        (["--prefix-tokens", "4096"], "a request needs 4168 tokens but --max-model-len is 4096"),
+        (["--gpu-memory-utilization", "0.5"], "exceed the card; pass --gpu-memory-utilization 0.45 or less"),
+        (["--policies", "random"], "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_line_before_anything_starts(args, expected):
+    assert expected in lab_refusal("fleet_routing", *args)
