@@ -251,14 +251,21 @@ def main(argv: list[str] | None = None) -> int:
         f"prefixes of {args.prefix_tokens} tokens x {args.rounds} rounds, one request at a time"
     )
     print(
-        f"{'policy':<16} {'requests/replica':>18} {'prompt tokens':>14} {'cached':>8} {'hit rate':>9} {'TTFT (ms)':>10}"
+        f"{'policy':<16} {'round':>5} {'prefix':>6} {'replica':>7} {'prompt':>7} "
+        f"{'cached (tokens)':>15} {'TTFT (ms)':>10}"
     )
+    for r in rows:
+        print(
+            f"{r['policy']:<16} {r['round']:>5} {r['group']:>6} {r['replica']:>7} {r['prompt_tokens']:>7} "
+            f"{r['cached_tokens']:>15} {r['ttft_ms']:>10.1f}"
+        )
+    print(f"\n{'policy':<16} {'requests/replica':>18} {'prompt':>8} {'cached':>8} {'hit rate':>9} {'median TTFT':>12}")
     for policy in args.policies:
         mine = [r for r in rows if r["policy"] == policy]
         spread = "/".join(str(sum(r["replica"] == i for r in mine)) for i in range(args.replicas))
         prompt, cached = sum(r["prompt_tokens"] for r in mine), sum(r["cached_tokens"] for r in mine)
         ttft = statistics.median(r["ttft_ms"] for r in mine)
-        print(f"{policy:<16} {spread:>18} {prompt:>14} {cached:>8} {cached / prompt:>9.1%} {ttft:>10.1f}")
+        print(f"{policy:<16} {spread:>18} {prompt:>8} {cached:>8} {cached / prompt:>9.1%} {ttft:>9.1f} ms")
     settings = {
         "replicas": args.replicas,
         "groups": args.groups,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 
-# --8<-- [start:policies]
 VIRTUAL_NODES = 160  # points per replica on the hash ring (vllm-router's consistent_hash uses 160)
 
 
@@ -43,7 +42,6 @@ def route(policy: str, key: str, k: int, load: list[int], cached: list[set[str]]
     return idle
 
 
-# --8<-- [end:policies]
 
 
 def replay(policy: str, groups: int, rounds: int, replicas: int, seed: int = 0) -> tuple[int, float]:

@@ -181,7 +181,7 @@ def demands() -> list[Demand]:
 SPEC = LabSpec(
     lab="fleet_routing",
     key=("policy", "round", "group"),
-    header="requests/replica",
+    header="cached (tokens)",
     claims=(
         every_request_once,
         cached_tokens_exact,
