@@ -8,7 +8,7 @@ REPLICAS ``vllm serve`` processes of one model (prefix caching on) stand behind 
 - ``consistent_hash``: the router hashes the request's session key (the ``X-Session-ID`` header, here the
   name of the request's shared prefix) onto a ring of replicas, so every request of one prefix lands on
   one replica (session affinity: the client names the prefix; the router's ``cache_aware`` policy instead
-  guesses it from the text, lesson 8A section 3).
+  matches the prompt itself, lesson 8A section 3).
 
 The workload: GROUPS shared prefixes of PREFIX_TOKENS tokens (a system prompt, a document), each asked
 ROUNDS times with its own SUFFIX_TOKENS-token question, the groups interleaved (round 0 of every group,
