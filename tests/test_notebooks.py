@@ -211,3 +211,60 @@ def test_the_comparison_puts_the_prediction_beside_this_run():
     assert "**This run** (" in text and "A CPU run of " in text and "**Measured (committed receipts).**" not in text
     this_run = text.split("**This run**")[1]
     assert this_run.count("\n| ") == 1 + 5  # its header, then the receipt's 5 rows (the separator starts "|-")
+
+
+def _hook(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"{name}_hook", ROOT / "hooks" / f"{name}.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    return hook
+
+
+def _notebook_html(markdown: str) -> str:
+    """A one-cell notebook rendered by nbconvert's lab template, as mkdocs-jupyter renders the site's notebooks."""
+    from nbconvert import HTMLExporter
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_markdown_cell(markdown)]
+    return HTMLExporter(template_name="lab").from_notebook_node(notebook)[0]
+
+
+def test_a_notebook_s_formulas_reach_katex_as_the_lessons_do():
+    notebooks, math = _hook("notebooks"), _hook("math")
+    html = notebooks.typeset_cells(_notebook_html(r"Inline $x^2$, display $$\frac{a}{b} = c$$, `$HOME`, $5 and $6."))
+    formulas = [math._formula(m) for m in math.FORMULA.finditer(html)]
+    assert formulas == [("x^2", False), (r"\frac{a}{b} = c", True)]  # what math.py hands KaTeX: TeX, display?
+    assert "<code>$HOME</code>" in html and "$5 and $6." in html  # code and prices are not math
+
+
+def test_a_notebook_cell_with_the_lessons_delimiters_is_refused():
+    notebooks = _hook("notebooks")
+    cell = {"cell_type": "markdown", "source": ["the floor \\(t = W / \\beta\\)"]}
+    with pytest.raises(Exception, match=r"notebooks/x.ipynb, cell 2: .* write it \$\.\.\.\$"):
+        notebooks.check_cells({"cells": [{"cell_type": "code", "source": ["x = 1"]}, cell]}, "notebooks/x.ipynb")
+    notebooks.check_cells({"cells": [{"cell_type": "markdown", "source": ["`\\(` in code is fine"]}]}, "x")
+
+
+def test_a_notebook_link_to_a_missing_page_or_anchor_fails_the_build(tmp_path):
+    from types import SimpleNamespace
+
+    notebooks = _hook("notebooks")
+    html = _notebook_html(
+        "[ok](../lessons/0a-prefill-decode.md#lab) [no page](../lessons/9z-nothing.md) "
+        "[no anchor](../lessons/0a-prefill-decode.md#no-such-section)"
+    )
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="notebooks/x.ipynb", abs_src_path=str(tmp_path / "x.ipynb")))
+    (tmp_path / "x.ipynb").write_text(json.dumps({"cells": []}))
+    notebooks.on_page_content(html, page, None, None)
+    built = tmp_path / "site" / "lessons" / "0a-prefill-decode" / "index.html"
+    built.parent.mkdir(parents=True)
+    built.write_text('<h2 id="lab">Lab</h2>')
+    config = SimpleNamespace(site_dir=str(tmp_path / "site"), docs_dir=str(ROOT / "docs"))
+    with pytest.raises(Exception) as failed:
+        notebooks.on_post_build(config)
+    message = str(failed.value)
+    assert "notebooks/x.ipynb links lessons/9z-nothing.md, which is not a page of the site" in message
+    assert "links lessons/0a-prefill-decode.md#no-such-section, an anchor that page does not have" in message
+    assert "#lab" not in message
