@@ -42,8 +42,6 @@ def route(policy: str, key: str, k: int, load: list[int], cached: list[set[str]]
     return idle
 
 
-
-
 def replay(policy: str, groups: int, rounds: int, replicas: int, seed: int = 0) -> tuple[int, float]:
     """(prefix computations across the fleet, the busiest replica's share of the requests) for ``policy``,
     the requests interleaved (round 0 of every prefix, then round 1, ...), the prefix names drawn with ``seed``."""
