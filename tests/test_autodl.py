@@ -154,11 +154,12 @@ def test_time_and_cost_are_the_runner_s_estimate():
     total = sum(r["minutes"] for r in v["lab_rows"]) + v["first_download_min"] + v["extra_download_min"]
     assert v["total_min"] == pytest.approx(total)
     tp_minutes = next(r["minutes"] for r in v["lab_rows"] if r["lab"] == "tensor_parallel")
-    # at 2 yuan/h per card, the registry's assumption; lab 7A's minutes paid twice
-    assert v["total_cny"] == pytest.approx((total + tp_minutes) / 60 * 2.0)
-    assert v["first_download_cny"] == pytest.approx(5.0771 / 30, abs=1e-4)  # 5.0771 min at 2 yuan/h = 0.1692
+    # at 1.98 yuan/h per card (AutoDL's price as read in September 2026); lab 7A's minutes paid twice
+    assert v["total_cny"] == pytest.approx((total + tp_minutes) / 60 * 1.98)
+    assert v["first_download_cny"] == pytest.approx(5.0771 / 60 * 1.98, abs=1e-4)  # 5.0771 min at 1.98 = 0.1675
     assert (
-        registry.AUTODL_RTX_4090.source.kind == "assumption" and "2026-12-01" in registry.AUTODL_RTX_4090.source.where
+        registry.AUTODL_RTX_4090.source.kind == "assumption"
+        and "September 2026" in registry.AUTODL_RTX_4090.source.where
     )
 
 

@@ -259,13 +259,16 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['policy']:<16} {r['round']:>5} {r['group']:>6} {r['replica']:>7} {r['prompt_tokens']:>7} "
             f"{r['cached_tokens']:>15} {r['ttft_ms']:>10.1f}"
         )
-    print(f"\n{'policy':<16} {'requests/replica':>18} {'prompt':>8} {'cached':>8} {'hit rate':>9} {'median TTFT':>12}")
+    print(
+        f"\n{'policy':<16} {'requests/replica':>18} {'prompt':>8} {'cached':>8} {'cached share':>13} "
+        f"{'median TTFT':>12}"
+    )
     for policy in args.policies:
         mine = [r for r in rows if r["policy"] == policy]
         spread = "/".join(str(sum(r["replica"] == i for r in mine)) for i in range(args.replicas))
         prompt, cached = sum(r["prompt_tokens"] for r in mine), sum(r["cached_tokens"] for r in mine)
         ttft = statistics.median(r["ttft_ms"] for r in mine)
-        print(f"{policy:<16} {spread:>18} {prompt:>8} {cached:>8} {cached / prompt:>9.1%} {ttft:>9.1f} ms")
+        print(f"{policy:<16} {spread:>18} {prompt:>8} {cached:>8} {cached / prompt:>13.1%} {ttft:>9.1f} ms")
     settings = {
         "replicas": args.replicas,
         "groups": args.groups,

@@ -61,16 +61,18 @@ POLICIES = ("round_robin", "least_loaded", "consistent_hash", "prefix_aware")
 
 
 def main(groups: int = 7, rounds: int = 16, replicas: int = 4, seeds: int = 200) -> None:
-    print(f"{groups} prefixes x {rounds} requests each over {replicas} replicas (mean of {seeds} namings)")
-    print(f"{'policy':<16} {'computations':>12} {'hit rate':>9} {'busiest replica':>16} {'worst':>7}")
+    """Print, as a Markdown table, each policy's replay averaged over ``seeds`` namings of the prefixes."""
+    print(f"{groups} prefixes, {rounds} requests each, over {replicas} replicas; mean of {seeds} namings:\n")
+    print("| policy | prefix computations | requests that hit | busiest replica's share | worst naming |")
+    print("|---|---:|---:|---:|---:|")
     for policy in POLICIES:
         runs = [replay(policy, groups, rounds, replicas, seed) for seed in range(seeds)]
         computed = sum(c for c, _ in runs) / seeds
-        hit_rate = 1 - computed / (groups * rounds)
+        hit = 1 - computed / (groups * rounds)
         busiest = sum(b for _, b in runs) / seeds
         worst = max(b for _, b in runs)
-        print(f"{policy:<16} {computed:>12.1f} {hit_rate:>9.1%} {busiest:>16.1%} {worst:>7.1%}")
-    print(f"(an even fleet gives each replica {1 / replicas:.1%} of the requests)")
+        print(f"| `{policy}` | {computed:.1f} | {hit:.1%} | {busiest:.1%} | {worst:.1%} |")
+    print(f"\nAn even fleet gives each replica {1 / replicas:.1%} of the requests.")
 
 
 if __name__ == "__main__":

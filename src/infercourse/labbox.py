@@ -25,8 +25,10 @@ def vram_needed_bytes(
     model_name: str = registry.COURSE_MODEL,
     dtype_bytes: int = 2,
     draft_model: str | None = None,
+    utilization: float = registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION,
 ) -> float:
-    """Device memory (B) a lab needs under vLLM's default ``gpu_memory_utilization``.
+    """Device memory (B) a lab needs when its engine may use ``utilization`` of the card (vLLM's
+    ``gpu_memory_utilization``, default vLLM's own; a replica of several on one card gets its share).
 
     (weights + KV cache for ``peak_kv_tokens`` + the non-KV reserve) / utilization. The reserve is
     the registry's assumption ``VLLM_NON_KV_RESERVE_GIB``. With a ``draft_model`` (a registry name), its
@@ -34,9 +36,11 @@ def vram_needed_bytes(
     own blocks, for the same tokens, from the same pool).
 
     Raises:
-        ValueError: ``peak_kv_tokens`` is not a positive integer.
+        ValueError: ``peak_kv_tokens`` is not a positive integer, or ``utilization`` not in (0, 1].
         KeyError: a model is not in the registry.
     """
+    if not 0 < utilization <= 1:
+        raise ValueError(f"utilization must be a share of the card in (0, 1], got {utilization!r}")
     if isinstance(peak_kv_tokens, bool) or not isinstance(peak_kv_tokens, int) or peak_kv_tokens <= 0:
         raise ValueError(f"peak_kv_tokens must be a positive whole number of tokens, got {peak_kv_tokens!r}")
     configs = [registry.model(name).config for name in (model_name, draft_model) if name]
@@ -44,7 +48,7 @@ def vram_needed_bytes(
         transformer.weight_bytes(c, dtype_bytes) + peak_kv_tokens * transformer.kv_bytes_per_token(c, dtype_bytes)
         for c in configs
     )
-    return used / registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
+    return used / utilization
 
 
 DECODE_EFFICIENCY_ASSUMED = 0.7
@@ -198,7 +202,8 @@ def lab_box(script: str, args: str = "") -> str:
     card = registry.gpu(rent.card)
     config = registry.model(model_name).config
     weights = transformer.weight_bytes(config)
-    need = vram_needed_bytes(work.peak_kv_tokens, model_name, draft_model=work.draft_model)
+    share = work.memory_share or registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION
+    need = vram_needed_bytes(work.peak_kv_tokens, model_name, draft_model=work.draft_model, utilization=share)
     draft = (
         f" and its draft model {work.draft_model}'s "
         f"({fmt.gib(transformer.weight_bytes(registry.model(work.draft_model).config), 1)})"
@@ -210,6 +215,8 @@ def lab_box(script: str, args: str = "") -> str:
     m = lab_minutes(name)
     cards = f"{card.name} (24 GB)" if work.gpus == 1 else f"{work.gpus} × {card.name} (24 GB each) in one instance"
     fits = "fits" if need <= total else "does NOT fit"
+    each = f"{work.replicas} replicas run side by side, each with " if work.replicas > 1 else ""
+    over = "the `--gpu-memory-utilization` each gets" if work.replicas > 1 else "the default `gpu_memory_utilization`"
     engines = f"{work.engines} engine start{'s' if work.engines > 1 else ''}"
     parts = snippets.constant(f"labs/{script}", "PARTS", default={})
     listed = "; ".join(f"`{name}`: {shows}" for name, shows in parts.items())
@@ -229,13 +236,13 @@ def lab_box(script: str, args: str = "") -> str:
         f"about {math.ceil(m['total'])} min, ¥{lab_cny(name, m['total']):.2f}"
     )
     return f"""??? example "{title}"
-    - **Minimum VRAM:** {fmt.gib(need, 1)}: {model_name}'s BF16 weights ({fmt.gib(weights, 1)}){draft}, the KV
+    - **Minimum VRAM:** {fmt.gib(need, 1)}: {each}{model_name}'s BF16 weights ({fmt.gib(weights, 1)}){draft}, the KV
       cache of {fmt.count(work.peak_kv_tokens)} tokens{both} and vLLM's other memory
-      (assumed {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB), over the default `gpu_memory_utilization` of
-      {registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}. That {fits} an {card.name}, which reports {fmt.gib(total, 1)}.
+      (assumed {registry.VLLM_NON_KV_RESERVE_GIB:g} GiB), over {over} of
+      {share:g}. That {fits} an {card.name}, which reports {fmt.gib(total, 1)}.
     - **Card:** {cards} on AutoDL, with vLLM {registry.VLLM_GPU_VERSION}.
     - **Time and cost (estimate):** about {math.ceil(m["total"])} minutes: the first download of
-      {fmt.gb(weights)} at an assumed {rent.download_mb_s:g} MB/s ({m["download"]:.0f} min; later labs reuse it),
+      {fmt.gb(weights)} at an assumed {rent.download_mb_s:g} MB/s ({m["download"]:.1f} min; later labs reuse it),
       {engines} at an assumed {rent.engine_start_min:g} min each{decode}. At
       ¥{rent.cny_per_hour:.2f}/h per card, about ¥{lab_cny(name, m["total"]):.2f} ({rent.source}).
     - **Platform notes:** an NVIDIA GPU whose driver is {LABKIT_MIN_DRIVER} or newer (`nvidia-smi` shows CUDA

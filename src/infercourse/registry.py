@@ -590,18 +590,32 @@ class RentalFacts:
     source: Source
 
 
+AUTODL_CNY_PER_HOUR: Mapping[str, float] = MappingProxyType(
+    {"RTX 4090": 1.98, "RTX 4090D": 2.08, "L20": 3.87, "A800": 5.88, "H20": 10.50}
+)
+"""On-demand price per card-hour on AutoDL, yuan (:data:`AUTODL_PRICE_SOURCE`)."""
+
+AUTODL_PRICE_SOURCE = Source(
+    "AutoDL's home page price fields (`originalPrice`) as a public research note read them from its script "
+    "(file dated 2026-09-24); other notes of September-October 2026 give 1.88 for the RTX 4090 and 4090D, "
+    "2.88 for the L20 and 5.59 for the A800 (95 % of the figures used: perhaps member prices)",
+    "https://www.autodl.com/",
+    "secondary",
+    "AutoDL's price list could not be opened from this machine; prices move with region and time: check the console",
+)
+
 AUTODL_RTX_4090 = RentalFacts(
     card="RTX 4090",
-    cny_per_hour=2.0,
+    cny_per_hour=AUTODL_CNY_PER_HOUR["RTX 4090"],
     download_mb_s=50,
     engine_start_min=2,
     source=Source(
-        "the course's assumption, dated 2026-12-01: about 2 yuan/h for an on-demand RTX 4090 on AutoDL (AutoDL's "
-        "price list could not be opened from the machine that built this page; prices vary by region and time: "
-        "check the console); download speed and start-up time are the course's assumptions too, not measurements",
+        "AutoDL's on-demand price of an RTX 4090 as a public note read it from AutoDL's home page (September 2026; "
+        "fact `autodl-prices`); the download speed and the engine start-up time are the course's assumptions, "
+        "not measurements",
         "https://www.autodl.com/",
         "assumption",
-        "not read on AutoDL's console by this course",
+        "the price is a secondary reading; prices vary by region and time: check the console",
     ),
 )
 """The lab card the cost estimates in lab boxes use."""
@@ -1905,20 +1919,6 @@ def _moe_facts() -> list[Fact]:
 # --- lesson 8A: serving a fleet ---
 
 
-AUTODL_CNY_PER_HOUR: Mapping[str, float] = MappingProxyType(
-    {"RTX 4090": 1.98, "RTX 4090D": 2.08, "L20": 3.87, "A800": 5.88, "H20": 10.50}
-)
-"""On-demand price per card-hour on AutoDL, yuan (:data:`AUTODL_PRICE_SOURCE`)."""
-
-AUTODL_PRICE_SOURCE = Source(
-    "AutoDL's home page price fields (`originalPrice`) as a public research note read them from its script "
-    "(file dated 2026-09-24); other notes of September-October 2026 give 1.88 for the RTX 4090 and 4090D, "
-    "2.88 for the L20 and 5.59 for the A800 (95 % of the figures used: perhaps member prices)",
-    "https://www.autodl.com/",
-    "secondary",
-    "AutoDL's price list could not be opened from this machine; prices move with region and time: check the console",
-)
-
 CLOUD_H200_USD_PER_HOUR = 63.296 / 8
 """AWS EC2 p5en.48xlarge (8 H200) on demand in us-east-1, per card-hour, US dollars (:data:`CLOUD_PRICE_SOURCE`)."""
 
@@ -1941,6 +1941,12 @@ COLD_START_RATES_GB_S: Mapping[str, float] = MappingProxyType(
 box's own assumption (:data:`AUTODL_RTX_4090`); a cloud data disk reads about 1 GB/s (a local NVMe SSD 2-7);
 host memory reaches the card at about 25 GB/s of PCIe 4.0 x16's 31.5 (:data:`LINK_GB_S`) with pinned buffers."""
 
+VLLM_ROUTER_CACHE_AWARE: Mapping[str, float] = MappingProxyType(
+    {"cache_threshold": 0.3, "balance_abs_threshold": 64, "balance_rel_threshold": 1.5}
+)
+"""``vllm-router`` 0.1.17's command-line defaults for ``cache_aware`` (fact ``vllm-router-cache-aware``): the share
+of a prompt that must match a replica's past text, and the load gap (requests, and times) that overrides it."""
+
 FLEET_FACTS: Mapping[str, Fact] = MappingProxyType(
     {
         f.id: f
@@ -1952,7 +1958,7 @@ FLEET_FACTS: Mapping[str, Fact] = MappingProxyType(
                 "loads differ by more than `balance_abs_threshold` requests and by more than `balance_rel_threshold` "
                 "times, when it sends it to the least loaded; `consistent_hash` hashes a session header (X-Session-ID) "
                 "onto a ring of 160 points per replica",
-                "cache_threshold 0.3, balance_abs_threshold 64, balance_rel_threshold 1.5",
+                ", ".join(f"{name} {value:g}" for name, value in VLLM_ROUTER_CACHE_AWARE.items()),
                 Source(
                     "vllm-router 0.1.17 (PyPI wheel), `vllm-router --help` and its router log at start, read here",
                     "https://pypi.org/project/vllm-router/0.1.17/",
@@ -2003,6 +2009,13 @@ FLEET_FACTS: Mapping[str, Fact] = MappingProxyType(
                     105,
                     "auto's choice at vllm/sampling_params.py:1022-1061",
                 ),
+            ),
+            Fact(
+                "vllm-flashinfer-sampler",
+                "on CUDA, top-k and top-p sampling use FlashInfer's rejection sampler, which avoids sorting the "
+                "logits; without it, a Triton kernel from 8 sequences up and a torch sort below",
+                "VLLM_USE_FLASHINFER_SAMPLER default on",
+                vllm_source("vllm/v1/sample/ops/topk_topp_sampler.py", 86, 95, "the switch at vllm/envs.py:838-845"),
             ),
             Fact(
                 "vllm-kv-offloading-size",

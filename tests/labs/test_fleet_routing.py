@@ -121,3 +121,15 @@ def test_prediction_by_hand():
 )
 def test_bad_input_is_one_line_before_anything_starts(args, expected):
     assert expected in lab_refusal("fleet_routing", *args)
+
+
+def test_the_lab_box_counts_both_replicas_on_their_share_of_the_card():
+    """Each replica: Qwen2.5-0.5B's 2 x 494,032,768 = 988,065,536 B of weights, 7,008 tokens of cache at 24 layers
+    x 2 x 2 heads x 64 x 2 B = 12,288 B (86,114,304 B) and the 2 GiB reserve: 3,221,663,488 B, over its 0.4 of the
+    card: 8,054,158,720 B = 7.5 GiB (one engine at vLLM's 0.92 would need 3.3)."""
+    from infercourse import labbox
+
+    box = labbox.lab_box("fleet_routing.py")
+    assert "· 7.5 GiB of VRAM ·" in box
+    assert "2 replicas run side by side" in box and "`--gpu-memory-utilization` each gets of\n      0.4" in box
+    assert labbox.vram_needed_bytes(7008, "Qwen/Qwen2.5-0.5B-Instruct", utilization=0.4) == pytest.approx(8_054_158_720)

@@ -248,7 +248,7 @@ def test_the_lab_box_rents_two_cards():
     box = labbox.lab_box("tensor_parallel.py")
     assert "**Card:** 2 × RTX 4090 (24 GB each) in one instance" in box
     minutes = labbox.lab_minutes("tensor_parallel")["total"]
-    assert f"about ¥{minutes / 60 * 2.0 * 2:.2f}" in box  # 2 yuan/h per card (registry assumption), two cards
+    assert f"about ¥{minutes / 60 * 1.98 * 2:.2f}" in box  # 1.98 yuan/h per card (AutoDL, September 2026), two cards
 
 
 def test_the_lab_reads_vllm_turning_its_custom_all_reduce_off():

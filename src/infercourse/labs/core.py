@@ -235,6 +235,9 @@ class LabWork:
         gpus: cards the lab needs at once (tensor parallelism: 2); the instance costs that many cards' price.
         model: the registry model the lab loads by default (its script's ``--model`` default): the lab box's
             weights, download and step time are this model's.
+        replicas: engines that run at once on one card, each started with ``memory_share`` of it as its
+            ``gpu_memory_utilization`` (lab 8A's two servers behind a router); ``peak_kv_tokens`` is each one's.
+        memory_share: the ``gpu_memory_utilization`` each replica gets; None: vLLM's default, one engine.
     """
 
     engines: int
@@ -244,6 +247,8 @@ class LabWork:
     draft_model: str | None = None
     gpus: int = 1
     model: str = COURSE_MODEL
+    replicas: int = 1
+    memory_share: float | None = None
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,9 @@ def every_request_once(receipt: Receipt) -> ClaimResult:
         "every_request_once",
         "each policy served G x n requests, each counted by exactly one replica with exactly its prompt tokens",
         ok,
-        f"{counts}; prompt tokens {sorted({r['prompt_tokens'] for r in receipt['results']})} (expected {want})",
+        "; ".join(f"{p}: {n} requests" for p, n in counts.items())
+        + f"; prompt tokens {', '.join(str(t) for t in sorted({r['prompt_tokens'] for r in receipt['results']}))} "
+        f"(expected {want})",
     )
 
 
@@ -160,7 +162,7 @@ def prediction(gpu_name: str = LAB_GPU) -> str:
         f"prompt (a miss: {fmt.fixed(p['miss_s'] * 1e3, 2)} ms) and over the uncached tokens (a hit: "
         f"{fmt.fixed(p['hit_s'] * 1e3, 2)} ms), without the router's hop.",
         "",
-        "| policy | replicas computing each prefix | fleet hits (tokens) | hit rate |",
+        "| policy | replicas computing each prefix | fleet hits (tokens) | share of prompt tokens cached |",
         "|---|---:|---:|---:|",
     ]
     for policy, hits in p["hits"].items():
@@ -197,7 +199,7 @@ SPEC = LabSpec(
         Column("round", "round", fmt.count),
         Column("group", "prefix", fmt.count),
         Column("replica", "replica", fmt.count),
-        Column("cached_tokens", "cached", fmt.count),
+        Column("cached_tokens", "cached (tokens)", fmt.count),
         Column("ttft_ms", "TTFT (ms)", lambda v: fmt.fixed(v, 1)),
     ),
     demands=demands,
@@ -217,5 +219,7 @@ SPEC = LabSpec(
         decode_steps=len(POLICIES) * GROUPS * ROUNDS * OUTPUT_TOKENS,
         peak_kv_tokens=GROUPS * (PREFIX_TOKENS + ROUNDS * (SUFFIX_TOKENS + OUTPUT_TOKENS)),
         model=MODEL,
+        replicas=REPLICAS,
+        memory_share=lab_constant("fleet_routing", "REPLICA_MEMORY"),
     ),
 )

@@ -51,6 +51,8 @@ P.add("miss_s", pred["miss_s"], "s")
 P.add("hit_s", pred["hit_s"], "s")
 P.add("hash_all_one", 2 * (1 / n_rep) ** lab.GROUPS, "1")  # every prefix on the same one of two replicas
 P.add("router_version", "0.1.17", "text")
+P.add("balance_abs", registry.VLLM_ROUTER_CACHE_AWARE["balance_abs_threshold"], "count")
+P.add("balance_rel", registry.VLLM_ROUTER_CACHE_AWARE["balance_rel_threshold"], "1")
 P.add("session_header", lab_constant("fleet_routing", "SESSION_HEADER"), "text")
 
 # --- 2. autoscaling and cold start: the course model's weights from three sources ---
@@ -110,6 +112,7 @@ def _cost_row(card: str, price_cny: float, where: str) -> dict:
         "cny_out_low": price_cny * 1e6 / (3600 * out_fast),
         "cny_out_high": price_cny * 1e6 / (3600 * out_slow),
         "usd_out_low": price_cny / registry.CNY_PER_USD * 1e6 / (3600 * out_fast),
+        "usd_out_high": price_cny / registry.CNY_PER_USD * 1e6 / (3600 * out_slow),
         "cny_in": price_cny * 1e6 / (3600 * prefill_tok_s),
     }
 
@@ -145,6 +148,7 @@ P.add(
 )
 
 SYMBOLS: list[str | tuple[str, str]] = [
+    "N",
     "n_grp",
     "n_ask",
     "n_rep",
@@ -165,7 +169,10 @@ SYMBOLS: list[str | tuple[str, str]] = [
     "t_load",
     "beta_link",
     "P",
+    "beta",
     "R",
+    "tau",
+    "tau_0",
     "X",
     "p_hr",
 ]
@@ -178,6 +185,7 @@ P.facts(
     "vllm-max-lora-rank",
     "vllm-max-cpu-loras",
     "vllm-structured-output-bitmask",
+    "vllm-flashinfer-sampler",
     "vllm-kv-offloading-size",
     "autodl-prices",
     "cloud-h200-price",
@@ -187,5 +195,6 @@ P.facts(
     "gpu-l20",
     "gpu-h20",
     "gpu-a800",
+    "gpu-h200",
     "vllm-block-size",
 )
