@@ -313,3 +313,26 @@ def test_prepare_on_the_cpu_build_sets_a_kv_space_only_when_unset(tmp_path, user
     assert ("VLLM_CPU_KVCACHE_SPACE=1 GiB" in done.stdout) is (user_value is None)
     config = json.loads(Path(lines[-1]).read_text())  # vLLM's log goes to a file in TMPDIR
     assert config["handlers"]["file"]["filename"].startswith(str(tmp_path))
+
+
+ROWS_AT_THE_END = {
+    "weights.py": "one engine, one reading of its weights: its rows exist all at once",
+    "expert_coverage.py": "its rows come back from its child engines' runs together and are merged at the end",
+}
+"""Labs whose rows are not measured one by one, so an interrupted run has none to keep."""
+
+
+@pytest.mark.parametrize("path", sorted(LABS.glob("*.py")), ids=lambda p: p.name)
+def test_every_lab_keeps_its_rows_for_an_interrupted_run(path):
+    calls = [
+        node
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "measured_rows"
+    ]
+    if path.name in ROWS_AT_THE_END:
+        assert not calls, f"{path.name} now keeps its rows: remove it from ROWS_AT_THE_END"
+    else:
+        assert calls, (
+            f"{path.name}: collect the receipt's rows in `rows = measured_rows(args, UNITS)` (labkit), appending each as "
+            "it is measured, so that Ctrl-C keeps them in a partial receipt"
+        )

@@ -439,3 +439,35 @@ def test_start_llm_lets_a_lab_override_a_common_flag(lab_setup):
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "RESULT True 256 2 True" in done.stdout, done.stdout[-2000:]
+
+
+def test_ctrl_c_keeps_the_rows_measured_so_far(lab_setup, tmp_path):
+    """A real SIGINT (what Ctrl-C sends) to lab 0B once its first grid row is measured: it ends with one line, not
+    a traceback, and its receipt holds the rows measured so far, marked partial (labkit.measured_rows)."""
+    import signal
+
+    receipt = tmp_path / "metrics.json"
+    metrics = ROOT / "snippets" / "labs" / "metrics.py"
+    proc = subprocess.Popen(
+        [str(LAB_PYTHON), str(metrics), "--model", str(TINY), "--enforce-eager", "--repeats", "30",
+         "--receipt", str(receipt)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=run_labs.lab_env(cpu=True),
+    )  # fmt: skip
+    seen = []
+    for line in proc.stdout:  # "measuring 2/4" is printed once row 1 is in the list
+        seen.append(line)
+        if "measuring 2/" in line:
+            break
+    assert any("measuring 2/" in line for line in seen), "".join(seen)[-2000:]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    assert "Traceback" not in err, err[-2000:]
+    last = err.strip().splitlines()[-1]
+    # (vLLM prefixes a process's stderr lines with "[rank0]: " once its engine has run)
+    assert last.removeprefix("[rank0]: ").startswith(
+        "interrupted: metrics stopped; the 1 row(s) measured so far are in "
+    )
+    kept = labs.load_receipt(receipt)
+    assert kept["partial"] is True and len(kept["results"]) == 1
+    assert (kept["results"][0]["prompt_tokens"], kept["results"][0]["output_tokens"]) == (128, 128)  # GRID's first

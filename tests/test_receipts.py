@@ -341,3 +341,37 @@ def test_a_table_of_two_receipts_keeps_what_differs_in_columns(tmp_path):
     text = labs.measured_table(labs.spec("phases"), [gpu, other])
     assert "machine NVIDIA GeForce RTX 4090; vLLM 0.26.0; model" in text and "| date |" in text
     assert "| 2026-12-01 | 128 | 32 |" in text
+
+
+def test_an_interrupted_run_keeps_its_rows_in_a_partial_receipt(tmp_path, capsys):
+    """labkit.measured_rows keeps the list a lab fills; Ctrl-C (the excepthook labkit.prepare installs) writes the
+    rows measured so far, marked partial, with one line on stderr; no claim is judged on it, and none may be
+    committed."""
+    import argparse
+
+    labkit = snippets.load("labs/labkit")
+    path = tmp_path / "cpu" / "phases.json"
+    args = argparse.Namespace(
+        lab="phases", receipt=path, model="Qwen/Qwen2.5-7B-Instruct", load_format="dummy", max_model_len=8192,
+        enforce_eager=True,
+    )  # fmt: skip
+    whole = phases_receipt()
+    rows = labkit.measured_rows(args, labs.spec("phases").units)
+    rows.append(dict(whole["results"][0]))  # the first grid row measured, then Ctrl-C
+    labkit.engine._interrupted(KeyboardInterrupt, KeyboardInterrupt(), None)
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("interrupted: ") and f"the 1 row(s) measured so far are in {path}, marked partial" in line
+    assert "\n" not in line  # one line, no traceback
+    receipt = labs.load_receipt(path)
+    assert receipt["partial"] is True and receipt["results"] == [whole["results"][0]]
+    assert {r.passed for r in labs.check(receipt)} == {None}
+    assert "not judged" in labs.check(receipt)[0].detail
+    with pytest.raises(labs.ReceiptError, match="a partial receipt of phases .* is committed; rerun the lab"):
+        labs.committed_receipts("phases", tmp_path)
+
+
+def test_a_partial_flag_is_only_ever_true():
+    receipt = phases_receipt()
+    receipt["partial"] = False
+    with pytest.raises(labs.ReceiptError, match="'partial' is written only as true"):
+        labs.validate_receipt(receipt)

@@ -45,6 +45,7 @@ from labkit import (
     fail,
     kv_bytes_per_token,
     lab_parser,
+    measured_rows,
     metric_totals,
     prepare,
     progress,
@@ -236,7 +237,7 @@ def main(argv=None) -> int:
     if args.child:
         return child(args)
     log_dir = prepare(args, logs="<backend>-<dtype>.log")
-    rows = []
+    rows = measured_rows(args, UNITS)
     for i, (backend, dtype) in enumerate(args.runs, 1):
         progress(f"engine {i}/{len(args.runs)}: backend {backend}, KV cache {dtype}")
         rows += run_engine(args, backend, dtype, log_dir)

@@ -54,6 +54,7 @@ from labkit import (
     kv_bytes_per_token,
     lab_parser,
     machine,
+    measured_rows,
     metric_totals,
     param_count,
     positive,
@@ -184,7 +185,7 @@ def main(argv=None) -> int:
         f"KV cache: {cache_tokens:,} tokens allocated; the largest batch needs {max(batches)} x "
         f"{args.prompt_len + args.output_len} = {need:,} ({verdict})"
     )
-    rows = []
+    rows = measured_rows(args, UNITS)
     mean_context = args.prompt_len + args.output_len / 2
     for k, batch in enumerate(batches, 1):
         progress(f"measuring {k}/{len(batches)}: batch {batch}")

@@ -78,6 +78,7 @@ from labkit import (
     free_port,
     kv_bytes_per_token,
     lab_parser,
+    measured_rows,
     metric_totals,
     prepare,
     progress,
@@ -601,7 +602,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         return child(args)
     log_dir = prepare(args, logs="steps-<chunk>.log, serve-<chunk>.log, pd-<role>.log")
-    rows, starts = [], {}
+    rows, starts = measured_rows(args, UNITS), {}
     if "steps" in args.parts:
         found, starts["steps"] = steps_part(args, log_dir)
         rows += found

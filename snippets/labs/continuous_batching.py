@@ -77,6 +77,7 @@ from labkit import (
     fail,
     free_port,
     lab_parser,
+    measured_rows,
     metric_totals,
     port,
     port_free,
@@ -453,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     common += ["--requests", str(args.requests), "--prompt-tokens", str(args.prompt_tokens)]
     common += ["--output-min", str(args.output_min), "--output-max", str(args.output_max)]
     common += ["--max-num-batched-tokens", str(args.max_num_batched_tokens)]
-    rows, starts, kv_tokens = [], [], []
+    rows, starts, kv_tokens = measured_rows(args, UNITS), [], []
     for k, batch in enumerate(args.batch_sizes if "offline" in args.parts else (), 1):
         progress(
             f"engine {k}/{len(args.batch_sizes)}: max_num_seqs {batch}, {args.requests} requests static, then "

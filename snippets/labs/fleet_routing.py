@@ -58,6 +58,7 @@ from labkit import (
     fail,
     free_port,
     lab_parser,
+    measured_rows,
     port,
     port_free,
     positive,
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         *engine_flags(args), "--seed", str(SEED), "--enable-prefix-caching",
         "--gpu-memory-utilization", f"{args.gpu_memory_utilization:g}",
     ]  # fmt: skip
-    rows, starts = [], []
+    rows, starts = measured_rows(args, UNITS), []
     with contextlib.ExitStack() as servers:
         urls = []
         for i in range(args.replicas):

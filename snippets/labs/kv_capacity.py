@@ -54,6 +54,7 @@ from labkit import (
     fail,
     kv_bytes_per_token,
     lab_parser,
+    measured_rows,
     nvidia_smi,
     param_count,
     prepare,
@@ -282,7 +283,8 @@ def main(argv=None) -> int:
     def predicted(kappa_run: int, block: int) -> int | None:
         return None if budget is None else int(budget // (kappa_run * block)) * block
 
-    rows = [engine_row("capacity", got, kappa, budget, source, predicted(kappa, bs))]
+    rows = measured_rows(args, UNITS)
+    rows.append(engine_row("capacity", got, kappa, budget, source, predicted(kappa, bs)))
     if not args.no_fp8:
         kappa_fp8 = kappa // b
         backend = got["backend"]

@@ -41,6 +41,7 @@ from labkit import (
     check_grid,
     fail,
     lab_parser,
+    measured_rows,
     prepare,
     progress,
     random_prompt,
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     for prompt_tokens in sorted({p for p, _ in GRID}):  # untimed: first calls pay one-off costs
         run(prompt_tokens, WARMUP_OUTPUT_TOKENS)
 
-    rows = []
+    rows = measured_rows(args, UNITS)
     for k, (prompt_tokens, output_tokens) in enumerate(GRID, 1):
         progress(f"measuring {k}/{len(GRID)}: prompt {prompt_tokens}, output {output_tokens}, {args.repeats} runs")
         itl_sum_before, itl_count_before = itl_totals(llm.get_metrics())

@@ -39,6 +39,7 @@ from labkit import (
     check_grid,
     fail,
     lab_parser,
+    measured_rows,
     metric_totals,
     prepare,
     progress,
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     for prompt_tokens in sorted({p for p, _ in GRID}):  # untimed: first calls pay one-off costs
         run(prompt_tokens, WARMUP_OUTPUT_TOKENS)
 
-    rows = []
+    rows = measured_rows(args, UNITS)
     for k, (prompt_tokens, output_tokens) in enumerate(GRID, 1):
         progress(f"measuring {k}/{len(GRID)}: prompt {prompt_tokens}, output {output_tokens}, {args.repeats} runs")
         tokens_before, steps_before = metric_totals(llm, STEP_TOKENS_METRIC)

@@ -45,6 +45,7 @@ from labkit import (
     check_model_arg,
     fail,
     lab_parser,
+    measured_rows,
     metric_totals,
     prepare,
     progress,
@@ -223,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
 
     send([unique(64)])  # untimed: one-off costs
 
-    rows = []
+    rows = measured_rows(args, UNITS)
     for k, (run, prefix, suffix) in enumerate(GRID, 1):
         progress(f"row {k}/{len(GRID)}: {run}, shared prefix {prefix}, suffix {suffix}")
         if not llm.reset_prefix_cache():

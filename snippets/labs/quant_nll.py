@@ -59,6 +59,7 @@ from labkit import (
     fail,
     kv_bytes_per_token,
     lab_parser,
+    measured_rows,
     prepare,
     progress,
     start_llm,
@@ -357,7 +358,7 @@ def main(argv=None) -> int:
     if args.child:
         return child(args)
     log_dir = prepare(args, logs="<format>.log")
-    rows, starts, tops = [], [], {}
+    rows, starts, tops = measured_rows(args, UNITS), [], {}
     for i, fmt in enumerate(args.formats, 1):
         progress(f"engine {i}/{len(args.formats)}: {fmt} (a first run downloads the weights)")
         got = run_child(args, fmt, log_dir)

@@ -58,6 +58,7 @@ from labkit import (
     engine_flags,
     fail,
     lab_parser,
+    measured_rows,
     metric_totals,
     preflight,
     prepare,
@@ -328,7 +329,7 @@ def main(argv=None) -> int:
     if args.child:
         return child(args)
     log_dir = prepare(args, logs="<run>.log")
-    rows, starts, reference = [], [], None
+    rows, starts, reference = measured_rows(args, UNITS), [], None
     common = ["--model", args.model, *engine_flags(args), "--dtype", args.dtype, "--draft-model", args.draft_model]
     common += ["--draft-vocab", args.draft_vocab, "--batches", ",".join(map(str, args.batches))]
     on_cpu = preflight()[0]["device"] == "cpu"

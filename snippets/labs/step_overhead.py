@@ -48,6 +48,7 @@ from labkit import (
     kv_bytes_per_token,
     lab_parser,
     machine,
+    measured_rows,
     param_count,
     positive,
     prepare,
@@ -309,7 +310,7 @@ def main(argv=None) -> int:
     runs = [(layers, width, "eager" if args.enforce_eager else "graphs") for layers, width in args.variants]
     if on_gpu and not args.enforce_eager:
         runs.append((*args.variants[0], "eager"))  # the smallest model without graphs: what they save
-    rows, starts, capture = [], [], None
+    rows, starts, capture = measured_rows(args, UNITS), [], None
     for i, (layers, width, mode) in enumerate(runs, 1):
         name = f"{variant_name(layers, width)}-{mode}"
         progress(f"engine {i}/{len(runs)}: {name}")

@@ -64,6 +64,7 @@ from labkit import (
     engine_flags,
     fail,
     lab_parser,
+    measured_rows,
     prepare,
     progress,
     start_llm,
@@ -502,7 +503,7 @@ def main(argv=None) -> int:
     if args.child:
         return child(args)
     log_dir = prepare(args, logs="<run>.log")
-    rows, starts, custom_off = [], [], None
+    rows, starts, custom_off = measured_rows(args, UNITS), [], None
     for i, run in enumerate(args.runs, 1):
         progress(f"engine {i}/{len(args.runs)}: {run} (tensor_parallel_size={TENSOR_PARALLEL[run]})")
         arguments = ["--model", args.model, *engine_flags(args), "--run", run, "--dtype", args.dtype]

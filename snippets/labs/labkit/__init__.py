@@ -88,9 +88,11 @@ from .receipt import (
     REPOSITORY,
     SCHEMA,
     check_receipt_folder,
+    measured_rows,
     portable_path,
     registry_bandwidth_gb_s,
     repository_path,
+    write_partial,
     write_receipt,
 )
 from .server import (
@@ -157,6 +159,7 @@ __all__ = [
     "param_count",
     "port",
     "port_free",
+    "measured_rows",
     "portable_path",
     "positive",
     "preflight",
@@ -179,5 +182,6 @@ __all__ = [
     "vllm_cli",
     "whole",
     "whole_list",
+    "write_partial",
     "write_receipt",
 ]

@@ -25,7 +25,7 @@ from .machine import (
     preflight,
     preflight_line,
 )
-from .receipt import check_receipt_folder
+from .receipt import check_receipt_folder, write_partial
 
 ROOT_CAUSE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)): (.+)")
 """A Python exception line in vLLM's log (``ValueError: ...``); the last one is the root cause."""
@@ -95,12 +95,22 @@ def log_folder(args, names: str) -> Path:
 
 def _interrupted(kind, value, traceback) -> None:
     """A lab's ``sys.excepthook`` from :func:`prepare` on: Ctrl-C (``KeyboardInterrupt``) ends the lab with one
-    line on stderr, not a traceback, and Python still exits as a process stopped by SIGINT (status 130 in a
-    shell); any other exception is printed as Python prints it."""
+    line on stderr, not a traceback, after writing the rows measured so far to its receipt, marked partial
+    (:func:`labkit.receipt.write_partial`); Python still exits as a process stopped by SIGINT (status 130 in a
+    shell). Any other exception is printed as Python prints it."""
     if issubclass(kind, KeyboardInterrupt):
         log = _state["log"]
         where = f"; vLLM's log: {log}" if log is not None else ""
-        print(f"interrupted: {_state['lab']} stopped before it wrote its receipt{where}", file=sys.stderr)
+        kept = write_partial()
+        if kept is None:
+            print(f"interrupted: {_state['lab']} stopped before it wrote its receipt{where}", file=sys.stderr)
+        else:
+            path, rows = kept
+            print(
+                f"interrupted: {_state['lab']} stopped; the {rows} row(s) measured so far are in {path}, marked "
+                f"partial{where}",
+                file=sys.stderr,
+            )
         return
     sys.__excepthook__(kind, value, traceback)
 

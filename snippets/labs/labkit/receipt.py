@@ -84,9 +84,39 @@ def portable_path(text: str) -> str:
     return f".../{Path(kept).name}" if Path(kept).is_absolute() else kept
 
 
-def write_receipt(args, units: dict, results: list[dict], engine_start_s: float, settings: dict) -> dict | None:
+_kept: dict = {}
+"""The rows list of :func:`measured_rows`, with the lab's arguments and units, for :func:`write_partial`."""
+
+
+def measured_rows(args, units: dict) -> list[dict]:
+    """A new, empty list for the rows the lab measures (the list it hands :func:`write_receipt` at the end), kept
+    for an interrupted run: append each row as soon as it is measured, and if the run stops on Ctrl-C before
+    the end, :func:`write_partial` still writes the rows measured so far (``labkit.prepare``'s handler calls it).
+    ``args`` is :func:`lab_parser`'s namespace, ``units`` the lab's ``UNITS``."""
+    rows: list[dict] = []
+    _kept.update(args=args, units=units, rows=rows)
+    return rows
+
+
+def write_partial() -> tuple[Path, int] | None:
+    """Write the rows of :func:`measured_rows` measured so far to ``--receipt``, marked ``"partial": true`` (no claim
+    is judged on it; the Receipts page and the course's checks refuse it), and return ``(path, rows)``; None, writing
+    nothing, when the lab kept no list, measured no row yet or has no ``--receipt``. The engine start is unknown
+    there (0); ``settings`` say which run stopped it."""
+    args, rows = _kept.get("args"), _kept.get("rows")
+    if args is None or not rows or getattr(args, "receipt", None) is None:
+        return None
+    settings = {"partial": f"interrupted after {len(rows)} row(s); rerun the lab for the rest"}
+    write_receipt(args, _kept["units"], list(rows), 0.0, settings, partial=True)
+    return Path(args.receipt), len(rows)
+
+
+def write_receipt(
+    args, units: dict, results: list[dict], engine_start_s: float, settings: dict, partial: bool = False
+) -> dict | None:
     """Write the JSON receipt of one run to ``args.receipt`` and print ``receipt: <path>``; return it
-    (None, writing nothing, when ``args.receipt`` is None).
+    (None, writing nothing, when ``args.receipt`` is None). ``partial``: the run stopped before its end
+    (:func:`write_partial`); the receipt says so, ``"partial": true``, and nothing is printed.
 
     The envelope is every lab's: schema, lab (``args.lab``, :func:`lab_parser`'s), the command (paths as
     :func:`portable_path` writes them), git commit, UTC date, machine, versions, and from ``args`` (the
@@ -125,6 +155,8 @@ def write_receipt(args, units: dict, results: list[dict], engine_start_s: float,
         "units": {**units, "engine_start_s": "s"},
         "results": results,
     }
+    if partial:
+        receipt["partial"] = True
     path = Path(args.receipt)
     text = json.dumps(receipt, indent=2) + "\n"
     try:
@@ -133,5 +165,6 @@ def write_receipt(args, units: dict, results: list[dict], engine_start_s: float,
     except OSError as exc:  # checked before the run (check_receipt_arg); keep the measurements anyway
         print(text)
         fail(f"could not write the receipt to {path} ({exc}); it is printed above", 3)
-    print(f"receipt: {path}")
+    if not partial:
+        print(f"receipt: {path}")
     return receipt

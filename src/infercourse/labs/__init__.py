@@ -176,9 +176,13 @@ def committed_receipts(lab: str, receipts_dir: Path | str = RECEIPTS_DIR) -> lis
     """Every ``<receipts_dir>/<machine-slug>/<lab>.json``, validated, sorted by machine slug.
 
     Raises:
-        ReceiptError: a committed receipt does not follow the schema.
+        ReceiptError: a committed receipt does not follow the schema, or is partial (an interrupted run's).
     """
-    return [load_receipt(p) for p in sorted(Path(receipts_dir).glob(f"*/{lab}.json"))]
+    found = [load_receipt(p) for p in sorted(Path(receipts_dir).glob(f"*/{lab}.json"))]
+    partial = [r["command"] for r in found if r.get("partial")]
+    if partial:
+        raise ReceiptError(f"a partial receipt of {lab} (an interrupted run: {partial[0]}) is committed; rerun the lab")
+    return found
 
 
 def gpu_receipts(lab: str | None = None, receipts_dir: Path | str = RECEIPTS_DIR) -> list[dict]:
@@ -225,7 +229,11 @@ def check(receipt: Mapping[str, Any]) -> list[ClaimResult]:
     if isinstance(lab, str):
         spec(lab)  # KeyError, naming the wired labs, before the schema's longer message
     validate_receipt(receipt)
-    return [claim(receipt) for claim in SPECS[receipt["lab"]].claims]
+    claims = SPECS[receipt["lab"]].claims
+    if receipt.get("partial"):  # written by an interrupted run (labkit.write_partial): its rows, no verdict
+        note = f"partial receipt ({receipt['settings'].get('partial', 'interrupted')}): not judged"
+        return [ClaimResult(getattr(c, "__name__", "claim"), "", None, note) for c in claims]
+    return [claim(receipt) for claim in claims]
 
 
 def report(receipt: Mapping[str, Any]) -> tuple[bool, str]:

@@ -151,6 +151,8 @@ def envelope_problems(receipt: Receipt) -> list[str]:
     units = receipt.get("units")
     if isinstance(units, Mapping) and units.get("engine_start_s") != "s":
         problems.append(f"units: 'engine_start_s' must be 's', got {units.get('engine_start_s')!r}")
+    if "partial" in receipt and receipt["partial"] is not True:
+        problems.append(f"receipt: 'partial' is written only as true (an interrupted run), got {receipt['partial']!r}")
     if isinstance(receipt.get("results"), list) and not receipt["results"]:
         problems.append("receipt: results is empty")
     return problems
