@@ -333,6 +333,6 @@ def test_every_lab_keeps_its_rows_for_an_interrupted_run(path):
         assert not calls, f"{path.name} now keeps its rows: remove it from ROWS_AT_THE_END"
     else:
         assert calls, (
-            f"{path.name}: collect the receipt's rows in `rows = measured_rows(args, UNITS)` (labkit), appending each as "
-            "it is measured, so that Ctrl-C keeps them in a partial receipt"
+            f"{path.name}: collect the receipt's rows in `rows = measured_rows(args, UNITS)` (labkit), appending "
+            "each as it is measured, so that Ctrl-C keeps them in a partial receipt"
         )
