@@ -181,8 +181,9 @@ def run_lab(
 ) -> dict:
     """Run ``<labs_dir>/<lab>.py`` with ``--receipt receipt`` in its own process group; pass every line
     it prints to ``echo`` as it comes (its stderr lines to ``echo_err`` when given, else to ``echo``);
-    stop it (the whole group: vLLM's engine processes too) after ``timeout_s`` seconds, or at once on Ctrl-C
-    (:func:`stop_group`; the KeyboardInterrupt then goes on to the caller).
+    stop it (the whole group: vLLM's engine processes too, :func:`stop_group`: SIGINT, so that the lab writes the
+    rows it measured to a partial receipt, then SIGKILL) after ``timeout_s`` seconds, or at once on Ctrl-C (the
+    KeyboardInterrupt then goes on to the caller).
 
     Returns ``{"status": "ok" | "crashed" | "timed out", "code", "wall_s", "stdout", "stderr"}``
     (``stderr``: its last 200 lines).
@@ -228,8 +229,8 @@ def run_lab(
     try:
         code = proc.wait(timeout=timeout_s)
         status = "ok" if code == 0 else "crashed"
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+    except subprocess.TimeoutExpired:  # Ctrl-C first, so the lab keeps the rows it measured (a partial receipt)
+        stop_group(proc)
         code, status = proc.wait(), "timed out"
     except KeyboardInterrupt:
         stop_group(proc)

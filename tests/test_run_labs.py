@@ -19,7 +19,8 @@ STAND_INS = {
     # prints a progress line, starts a grandchild (as vLLM starts engine processes) and hangs
     "a_hangs": "import subprocess, sys, time\nprint('[a_hangs] downloading 1/2', flush=True)\n"
     "child = subprocess.Popen(['sleep', '300'])\nopen(sys.argv[0] + '.pid', 'w').write(str(child.pid))\n"
-    "time.sleep(300)\n",
+    "try:\n    time.sleep(300)\nexcept KeyboardInterrupt:  # what a lab does: keep its rows (labkit.write_partial)\n"
+    "    open(sys.argv[0] + '.interrupted', 'w').write('1')\n    raise\n",
     "b_crashes": "print('[b_crashes] engine start', flush=True)\n"
     "raise RuntimeError('CUDA out of memory (a stand-in)')\n",
     "c_finishes": "print('[c_finishes] done', flush=True)\n",  # writes no receipt
@@ -59,6 +60,7 @@ def test_runner_survives_a_timeout_and_a_crash_and_goes_on(tmp_path):
         ["b_crashes", "crashed"],
         ["c_finishes", "bad"],
     ]
+    assert (tmp_path / "a_hangs.py.interrupted").is_file()  # a timed-out lab gets Ctrl-C first, then SIGKILL
     grandchild = int((tmp_path / "a_hangs.py.pid").read_text())
     assert (
         not Path(f"/proc/{grandchild}").exists() or "zombie" in Path(f"/proc/{grandchild}/status").read_text().lower()
