@@ -56,6 +56,13 @@ def test_a_sample_of_answers_by_hand():
     # an FP8 cache: kappa 65,536 B, the same budget in whole blocks of 16 holds twice the BF16 cache's 41,872 tokens
     q = "Meta-Llama-3-8B with BF16 weights and an FP8 KV cache on one RTX 4090: how many tokens of KV cache does "
     assert got[q + "vLLM allocate?"] == "83,744 tokens"
+    # 5 prompts x 8 asks, 2 replicas, c = floor(1,000 / 16) x 16 = 992: round robin 5 x 6 x 992, affinity 5 x 7 x 992
+    fleet = next(a for q, a in got.items() if q.startswith("5 system prompts of 1,000 tokens"))
+    assert fleet == "round robin 29,760, affinity 34,720 tokens"
+    # Llama-3-8B: per layer (4096+4096) + 2 (4096+1024) + (4096+4096) + 2 (4096+14336) + (14336+4096) = 81,920;
+    # x 32 layers x rank 16 x 2 B = 83,886,080 B (80 MiB): 12 fit in 1 GiB
+    lora = next(a for q, a in got.items() if q.startswith("How many bytes is a rank-16 LoRA adapter"))
+    assert lora.startswith("83,886,080 B") and lora.endswith("12 per GiB")
     olmoe = next(a for q, a in got.items() if q.startswith("OLMoE-1B-7B-0924-Instruct decodes 8 sequences"))
     assert olmoe.startswith("42.0 experts per layer")
 

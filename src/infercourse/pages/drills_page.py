@@ -27,7 +27,7 @@ PROMPT = 2048
 BATCH = 32
 """Sequences of the batched decode and cost problems."""
 
-TOPICS = ("Memory", "Decode", "Prefill", "Parallelism", "Mixture of experts", "Speculative decoding", "Cost")
+TOPICS = ("Memory", "Decode", "Prefill", "Parallelism", "Mixture of experts", "Speculative decoding", "Fleet", "Cost")
 """The page's sections, in the order the course teaches them."""
 
 problems: list[dict] = []
@@ -310,7 +310,80 @@ for alpha, k in ((0.6, 4), (0.8, 4), (0.8, 8)):
         f"not 1 + k alpha = {fmt.fixed(1 + k * alpha, 1)}: a rejection ends the step, so later drafts count less.",
     )
 
-# --- 10. cost per million output tokens (lesson 4A's ceiling, AutoDL's price) ---
+# --- 10. a fleet: routing and the prefix cache, cold starts, adapters, the ridge of a rented card (lesson 8A) ---
+FLEET = "lessons/8a-serving-a-fleet.md"
+groups, asks, replicas, shared, own = 5, 8, 2, 1000, 50
+cached = memory.cached_prefix_tokens(shared, shared + own)
+hits = {p: memory.fleet_prefix_hits(p, groups, asks, replicas, cached) for p in memory.ROUTING_POLICIES}
+_add(
+    "Fleet",
+    FLEET,
+    f"{groups} system prompts of {fmt.count(shared)} tokens are each sent {asks} times (each with its own "
+    f"{own}-token question, the prompts interleaved) to {replicas} vLLM replicas, blocks of "
+    f"{registry.VLLM_DEFAULT_BLOCK_SIZE}. How many prompt tokens do the replicas find cached with round robin, and "
+    "with session affinity?",
+    f"round robin {fmt.count(hits['round_robin'])}, affinity {fmt.count(hits['consistent_hash'])} tokens",
+    [
+        f"one hit finds the prefix's full blocks: floor({fmt.count(shared)} / {registry.VLLM_DEFAULT_BLOCK_SIZE}) x "
+        f"{registry.VLLM_DEFAULT_BLOCK_SIZE} = {fmt.count(cached)} tokens",
+        f"round robin: {groups} prompts and {replicas} replicas share no factor, so each prompt reaches both and is "
+        f"computed twice: {groups} x ({asks} - 2) x {fmt.count(cached)} = {fmt.count(hits['round_robin'])}",
+        f"affinity: each prompt computed once: {groups} x ({asks} - 1) x {fmt.count(cached)} = "
+        f"{fmt.count(hits['consistent_hash'])}",
+    ],
+    "a prefix is computed once per replica it reaches, not once per fleet; and only whole blocks are cached "
+    f"({fmt.count(cached)}, not {fmt.count(shared)}).",
+)
+cfg = registry.model(registry.COURSE_MODEL).config
+weights = 2 * transformer.param_count(cfg)
+rates = registry.COLD_START_RATES_GB_S
+_add(
+    "Fleet",
+    FLEET,
+    f"A new replica of {_short(registry.COURSE_MODEL)} in BF16 must first get its weights. How long does that take "
+    "from each source: " + ", ".join(f"{where} at {rate:g} GB/s" for where, rate in rates.items()) + "?",
+    "; ".join(f"{where}: {fmt.fixed(weights / (rate * 1e9), 1)} s" for where, rate in rates.items()),
+    [
+        f"weights: 2 B x {fmt.count(transformer.param_count(cfg))} parameters = {fmt.gb(weights)}",
+        *(f"{fmt.gb(weights)} / {rate:g} GB/s = {fmt.fixed(weights / (rate * 1e9), 1)} s" for rate in rates.values()),
+    ],
+    "GB are 10^9 bytes on both sides; and this is only the first part of a cold start: vLLM then profiles memory "
+    "and captures CUDA graphs.",
+)
+llama = registry.model("meta-llama/Meta-Llama-3-8B").config
+rank = 16
+adapter = transformer.lora_adapter_bytes(llama, rank)
+_add(
+    "Fleet",
+    FLEET,
+    f"How many bytes is a rank-{rank} LoRA adapter of Meta-Llama-3-8B on all seven projections, in BF16, and how "
+    "many fit in 1 GiB of host memory?",
+    f"{fmt.count(adapter)} B ({fmt.gb(adapter, 3)}); {2**30 // adapter} per GiB",
+    [
+        "a projection from d_in to d_out gains r (d_in + d_out) weights",
+        f"summed over q, k, v, o, gate, up, down of {llama['num_hidden_layers']} layers, x {rank} x 2 B = "
+        f"{fmt.count(adapter)} B",
+    ],
+    "k and v are narrow under GQA (8 KV heads x 128), so they cost far less than q and o; the embedding and the "
+    "head are not adapted.",
+)
+ridge = {card: roofline.compute_bound_batch(registry.gpu(card)) for card in ("H20", "RTX 4090")}
+_add(
+    "Fleet",
+    FLEET,
+    "At what batch do a BF16 model's decode matmuls turn compute-bound on an H20, and on an RTX 4090?",
+    f"H20: B* = {fmt.fixed(ridge['H20'], 0)}; RTX 4090: B* = {fmt.fixed(ridge['RTX 4090'], 0)}",
+    [
+        f"B* = R b / 2 with R = peak / bandwidth: H20 {registry.gpu('H20').bf16_dense_tflops:g} TFLOP/s / "
+        f"{registry.gpu('H20').bandwidth_gb_s:g} GB/s = {fmt.fixed(roofline.ridge_point(registry.gpu('H20')), 0)} "
+        "FLOP/B",
+        f"RTX 4090: {fmt.fixed(roofline.ridge_point(registry.gpu('RTX 4090')), 0)} FLOP/B",
+    ],
+    f"the H20's bandwidth does not make it fast: past a batch of about {fmt.fixed(ridge['H20'], 0)} its decode waits "
+    "on its tensor cores.",
+)
+
+# --- 11. cost per million output tokens (lesson 4A's ceiling, AutoDL's price) ---
 rent = registry.AUTODL_RTX_4090
 for name, batch in (("Qwen/Qwen2.5-7B-Instruct", 1), ("Qwen/Qwen2.5-7B-Instruct", BATCH), (MOE[0], BATCH)):
     cfg, gpu = registry.model(name).config, registry.gpu(rent.card)
