@@ -71,6 +71,7 @@ from labkit import (
     STEP_TOKENS_METRIC,
     cache_config,
     check_model_arg,
+    check_port_arg,
     child_run,
     engine_core_in_process,
     engine_flags,
@@ -80,7 +81,6 @@ from labkit import (
     measured_rows,
     metric_totals,
     port,
-    port_free,
     positive,
     prepare,
     progress,
@@ -219,8 +219,7 @@ def check_input(args) -> None:
     if args.prompt_tokens + args.online_output_tokens > args.max_model_len:
         need = args.prompt_tokens + args.online_output_tokens
         fail(f"an online request needs {need} tokens but --max-model-len is {args.max_model_len}; pass {need} or more")
-    if args.port and not port_free(args.port):  # 0 to 65535: argparse (labkit.port)
-        fail(f"--port {args.port} is not a free port on {LOOPBACK}; pass another, or 0 for any free one")
+    check_port_arg(args.port)
 
 
 def output_lengths(args) -> list[int]:

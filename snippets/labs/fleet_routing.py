@@ -46,25 +46,24 @@ import random
 import statistics
 import sys
 import time
-import urllib.request
 
 from labkit import (
-    CACHE_CONFIG_METRIC,
     FINISHED_METRIC,
     LOG_CONFIG_ENV,
     LOOPBACK,
     check_model_arg,
+    check_port_arg,
     engine_flags,
     fail,
     free_port,
     lab_parser,
     measured_rows,
     port,
-    port_free,
     positive,
     prepare,
     progress,
     serve,
+    served_cache_config,
     served_metrics,
     served_token_pool,
     stream_completion,
@@ -96,8 +95,10 @@ ROUTER_PACKAGE = "vllm_router"
 """vLLM's router (PyPI ``vllm-router``); its command line is ``vllm_router.launch_router:main``."""
 ROUTER_CLI = "from vllm_router.launch_router import main; main()"
 PREFIX_HITS_METRIC = "vllm:prefix_cache_hits_total"
+FINISHED_TOTAL = FINISHED_METRIC + "_total"
 PROMPT_TOKENS_METRIC = "vllm:prompt_tokens_total"
-"""A server's counters of prompt tokens found in its prefix cache, and of prompt tokens (samples of /metrics)."""
+"""A server's counters of finished requests, of prompt tokens found in its prefix cache and of prompt tokens (samples
+of /metrics: a counter's sample ends in _total)."""
 COUNTERS_TIMEOUT_S = 60
 """How long the lab waits for a replica's counters to show a finished request (s)."""
 
@@ -145,25 +146,15 @@ def check_input(args) -> None:
             f"{args.replicas} replicas x --gpu-memory-utilization {args.gpu_memory_utilization:g} exceed the card; "
             f"pass --gpu-memory-utilization {0.9 / args.replicas:.2f} or less"
         )
-    if args.port and not port_free(args.port):  # 0 to 65535: argparse (labkit.port)
-        fail(f"--port {args.port} is not a free port on {LOOPBACK}; pass another, or 0 for any free one")
+    check_port_arg(args.port)
     if importlib.util.find_spec(ROUTER_PACKAGE) is None:
         fail("vLLM's router is not installed here; pip install vllm-router (requirements-labs-gpu.txt pins it)")
 
 
 def counters(urls: list[str]) -> list[dict[str, float]]:
     """Each replica's finished requests, prompt tokens and prefix-cache hits (tokens), from its /metrics."""
-    names = (FINISHED_METRIC + "_total", PROMPT_TOKENS_METRIC, PREFIX_HITS_METRIC)
+    names = (FINISHED_TOTAL, PROMPT_TOKENS_METRIC, PREFIX_HITS_METRIC)
     return [{name: samples.get(name, 0.0) for name in names} for samples in map(served_metrics, urls)]
-
-
-def block_size(url: str) -> int:
-    """The replica's KV block size (tokens), a label of its :data:`CACHE_CONFIG_METRIC` gauge."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as page:
-        for line in page.read().decode().splitlines():
-            if line.startswith(CACHE_CONFIG_METRIC + "{"):
-                return int(line.split('block_size="', 1)[1].split('"', 1)[0])
-    fail(f"the server at {url} reports no {CACHE_CONFIG_METRIC} gauge", 3)
 
 
 # --8<-- [start:route]
@@ -182,14 +173,15 @@ def route(args, router: str, urls: list[str], policy: str, pool: list[int], rng:
                 headers={SESSION_HEADER: f"{policy}-prefix-{group}"},  # the prefix's name: affinity's key
             )
             deadline = time.monotonic() + COUNTERS_TIMEOUT_S  # a server counts a request just after its last token
-            while (after := counters(urls)) and sum(a[FINISHED_METRIC + "_total"] for a in after) < sum(
-                b[FINISHED_METRIC + "_total"] for b in before
-            ) + 1:
+            finished = sum(b[FINISHED_TOTAL] for b in before) + 1
+            after = counters(urls)
+            while sum(a[FINISHED_TOTAL] for a in after) < finished:
                 if time.monotonic() > deadline:
                     fail(f"{policy}: no replica counted request {len(rows) + 1} as finished", 3)
                 time.sleep(0.05)
+                after = counters(urls)
             moved = [{k: round(a[k] - b[k]) for k in a} for a, b in zip(after, before, strict=True)]
-            (replica,) = [i for i, m in enumerate(moved) if m[FINISHED_METRIC + "_total"]]
+            (replica,) = [i for i, m in enumerate(moved) if m[FINISHED_TOTAL]]
             rows.append(
                 {
                     "policy": policy,
@@ -235,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             urls.append(url)
             starts.append(start_s)
-        block = block_size(urls[0])
+        block = int(served_cache_config(urls[0])["block_size"])
         rng = random.Random(SEED)
         pool = served_token_pool(urls[0], args.model, rng)
         for policy in args.policies:

@@ -1,6 +1,7 @@
 """``vllm serve`` on loopback for the labs that serve: the command line (:func:`vllm_cli`), a free
 port, a server that is stopped with every process it started (:func:`serve`), a streamed completion
-timed event by event (:func:`stream_completion`), and the server's ``/metrics`` (:func:`served_metrics`).
+timed event by event (:func:`stream_completion`), and the server's ``/metrics`` (:func:`served_metrics`,
+:func:`served_cache_config`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import ctypes
 import json
 import os
 import random
+import re
 import signal
 import socket
 import string
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from .cli import fail
 from .engine import root_cause
+from .measure import CACHE_CONFIG_METRIC
 
 COMPLETIONS_PATH = "/v1/completions"
 """The OpenAI-compatible completions endpoint :func:`stream_completion` posts to."""
@@ -77,6 +80,13 @@ def port_free(port: int, host: str = LOOPBACK) -> bool:
         except OSError:
             return False
     return True
+
+
+def check_port_arg(port: int, host: str = LOOPBACK) -> None:
+    """Refuse, before anything slow starts, a ``--port`` that is taken (0, the default, lets the system pick a free
+    one later; the range 0 to 65535 is argparse's, :func:`labkit.port`): one line, exit 2."""
+    if port and not port_free(port, host):
+        fail(f"--port {port} is not a free port on {host}; pass another, or 0 for any free one")
 
 
 def _server_child() -> None:
@@ -164,16 +174,16 @@ def stream_completion(
     url: str, payload: dict, on_event=None, timeout_s: float = 600, headers: dict[str, str] | None = None
 ) -> list[tuple[float, int, str | None]]:
     """POST ``payload`` (an OpenAI completions request: model, prompt, max_tokens, ...) to the server at
-        ``url`` with ``stream`` and vLLM's ``return_token_ids`` on, and read its server-sent events as they come.
+    ``url`` with ``stream`` and vLLM's ``return_token_ids`` on, and read its server-sent events as they come.
 
-        Returns one ``(time, tokens, finish_reason)`` per event that carried tokens or a finish reason:
-        ``time.perf_counter()`` at its arrival (s), how many token ids it carried (vLLM merges the tokens of
-        several steps into one event when the reader falls behind), and the finish reason (None until the
-        last). ``on_event``, if given, is called with each event as it arrives (from this thread), so that
-        another thread can watch a stream in flight. ``timeout_s`` bounds each wait for data, not the stream.
+    Returns one ``(time, tokens, finish_reason)`` per event that carried tokens or a finish reason:
+    ``time.perf_counter()`` at its arrival (s), how many token ids it carried (vLLM merges the tokens of
+    several steps into one event when the reader falls behind), and the finish reason (None until the
+    last). ``on_event``, if given, is called with each event as it arrives (from this thread), so that
+    another thread can watch a stream in flight. ``timeout_s`` bounds each wait for data, not the stream.
     ``headers`` are sent with the request besides its content type (a router's session key, for one).
 
-        Exits (code 3) with one line when the server refuses the request or the connection breaks.
+    Exits (code 3) with one line when the server refuses the request or the connection breaks.
     """
     body = json.dumps({**payload, "stream": True, "return_token_ids": True}).encode()
     request = urllib.request.Request(
@@ -215,19 +225,32 @@ def served_token_pool(url: str, model: str, rng: random.Random) -> list[int]:
         fail(f"the server at {url} did not tokenize ({exc})", 3)
 
 
+def _metrics_page(url: str) -> str:
+    """The text of the server's ``GET <url>/metrics``; exits (code 3) when the server does not answer."""
+    try:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=30) as answer:
+            return answer.read().decode()
+    except (OSError, urllib.error.URLError) as exc:
+        fail(f"the server at {url} did not answer /metrics: {exc}", 3)
+
+
+def served_cache_config(url: str) -> dict[str, str]:
+    """:func:`cache_config` of a server: the labels of the :data:`CACHE_CONFIG_METRIC` gauge on its ``/metrics``
+    page (``block_size``, ``num_gpu_blocks``, ...), every value a string; exits (code 3) when it is missing."""
+    for line in _metrics_page(url).splitlines():
+        if line.startswith(CACHE_CONFIG_METRIC + "{"):
+            return dict(re.findall(r'(\w+)="([^"]*)"', line.split("{", 1)[1].rsplit("}", 1)[0]))
+    fail(f"the server at {url} reports no {CACHE_CONFIG_METRIC} gauge", 3)
+
+
 def served_metrics(url: str) -> dict[str, float]:
     """Every sample of the server's ``GET <url>/metrics`` (Prometheus' text format), summed over its label
     sets: ``{"vllm:prompt_tokens_total": 516.0, "vllm:iteration_tokens_total_count": 256.0, ...}``.
     A counter's sample name ends in ``_total``, a histogram's in ``_sum`` / ``_count`` / ``_bucket``.
 
     Exits (code 3) when the server does not answer."""
-    try:
-        with urllib.request.urlopen(f"{url}/metrics", timeout=30) as answer:
-            text = answer.read().decode()
-    except (OSError, urllib.error.URLError) as exc:
-        fail(f"the server at {url} did not answer /metrics: {exc}", 3)
     totals: dict[str, float] = {}
-    for line in text.splitlines():
+    for line in _metrics_page(url).splitlines():
         if line and not line.startswith("#"):
             name, value = line.split("{", 1)[0].split(" ", 1)[0], line.rsplit(" ", 1)[-1]
             totals[name] = totals.get(name, 0.0) + float(value)
