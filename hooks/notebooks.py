@@ -30,6 +30,7 @@ notebook by its words, not by ``import sys``. The innermost elements carry it, n
 """
 
 import json
+import posixpath
 import re
 from pathlib import Path
 
@@ -108,18 +109,11 @@ def _formulas(text: str) -> str:
 
 def notebook_links(html: str, src_uri: str) -> list[tuple[str, str]]:
     """``(docs-relative Markdown file, anchor)`` of every link from a notebook page's cells to another page."""
-    folder = Path(src_uri).parent
-    found = []
-    for m in HREF.finditer(html):
-        target = (folder / m.group(1)).as_posix()
-        parts: list[str] = []
-        for part in target.split("/"):
-            if part == "..":
-                parts.pop() if parts else None
-            elif part != ".":
-                parts.append(part)
-        found.append(("/".join(parts), (m.group(2) or "").lstrip("#")))
-    return found
+    folder = posixpath.dirname(src_uri)
+    return [
+        (posixpath.normpath(posixpath.join(folder, m.group(1))), (m.group(2) or "").lstrip("#"))
+        for m in HREF.finditer(html)
+    ]
 
 
 def on_page_content(html, page, config, files):

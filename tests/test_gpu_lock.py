@@ -29,6 +29,14 @@ def test_the_lock_holds_every_direct_pin():
     assert LOCK.read_text().startswith("# Made by make lock-gpu from requirements-labs-gpu.txt")
 
 
+def test_both_lab_environments_pin_the_router_lesson_8a_names():
+    from infercourse.registry import VLLM_ROUTER_VERSION
+
+    assert (
+        _pins(PINS)["vllm-router"] == _pins(ROOT / "requirements-labs-cpu.lock")["vllm-router"] == VLLM_ROUTER_VERSION
+    )
+
+
 INSTRUCTIONS = [
     ROOT / "README.md",
     ROOT / "snippets" / "labs" / "README.md",

@@ -1941,11 +1941,15 @@ COLD_START_RATES_GB_S: Mapping[str, float] = MappingProxyType(
 box's own assumption (:data:`AUTODL_RTX_4090`); a cloud data disk reads about 1 GB/s (a local NVMe SSD 2-7);
 host memory reaches the card at about 25 GB/s of PCIe 4.0 x16's 31.5 (:data:`LINK_GB_S`) with pinned buffers."""
 
+VLLM_ROUTER_VERSION = "0.1.17"
+"""vLLM's router (PyPI ``vllm-router``) that lab 8A runs, pinned in both lab environments' requirements."""
+
 VLLM_ROUTER_CACHE_AWARE: Mapping[str, float] = MappingProxyType(
     {"cache_threshold": 0.3, "balance_abs_threshold": 64, "balance_rel_threshold": 1.5}
 )
-"""``vllm-router`` 0.1.17's command-line defaults for ``cache_aware`` (fact ``vllm-router-cache-aware``): the share
-of a prompt that must match a replica's past text, and the load gap (requests, and times) that overrides it."""
+"""``vllm-router`` :data:`VLLM_ROUTER_VERSION`'s command-line defaults for ``cache_aware`` (fact
+``vllm-router-cache-aware``): the share of a prompt that must match a replica's past text, and the load gap
+(requests, and times) that overrides it."""
 
 FLEET_FACTS: Mapping[str, Fact] = MappingProxyType(
     {
@@ -1960,8 +1964,9 @@ FLEET_FACTS: Mapping[str, Fact] = MappingProxyType(
                 "onto a ring of 160 points per replica",
                 ", ".join(f"{name} {value:g}" for name, value in VLLM_ROUTER_CACHE_AWARE.items()),
                 Source(
-                    "vllm-router 0.1.17 (PyPI wheel), `vllm-router --help` and its router log at start, read here",
-                    "https://pypi.org/project/vllm-router/0.1.17/",
+                    f"vllm-router {VLLM_ROUTER_VERSION} (PyPI wheel), `vllm-router --help` and its router log at "
+                    "start, read here",
+                    f"https://pypi.org/project/vllm-router/{VLLM_ROUTER_VERSION}/",
                     "primary",
                     "the library's own defaults (0.5, 32, 1.1) differ from the command line's; the command line's "
                     "apply to `vllm-router`",

@@ -656,6 +656,19 @@ def prefill_demand(gpu: GPUFacts, config, prompt_len: int, seconds: float, what:
     return Demand(gpu, request_flops(config, prompt_len, 1) / seconds, bytes_moved / seconds, what)
 
 
+def cost_per_million_tokens(price_per_hour: float, tokens_per_s: float) -> float:
+    """What a million tokens cost on a card rented at ``price_per_hour`` (any currency, per card-hour) that produces
+    ``tokens_per_s`` tokens a second: 10^6 x price / (3,600 s x rate), in the same currency. At a throughput
+    ceiling (a floor on time) it is a floor on cost.
+
+    Raises:
+        ValueError: a price or rate not positive and finite.
+    """
+    _positive("price_per_hour", price_per_hour)
+    _positive("tokens_per_s", tokens_per_s)
+    return 1e6 * price_per_hour / (3600 * tokens_per_s)
+
+
 def serving_demand(
     gpu: GPUFacts, config, rate: float, prompt_len: int, output_len: int, step_s: float, what: str
 ) -> Demand:

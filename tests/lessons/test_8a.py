@@ -73,3 +73,11 @@ def test_snippet_replay_agrees_with_the_formula():
     assert computed == 7  # each prefix computed once
     computed, busiest = routing.replay("prefix_aware", 7, 16, 4)
     assert 7 <= computed < 28 and busiest < 0.3
+
+
+def test_cost_per_million_tokens_by_hand():
+    from infercourse import roofline
+
+    assert roofline.cost_per_million_tokens(3.6, 1000) == pytest.approx(1.0)  # 3.6 / 3,600 s / 1,000 x 10^6
+    with pytest.raises(ValueError, match="tokens_per_s"):
+        roofline.cost_per_million_tokens(1.98, 0)

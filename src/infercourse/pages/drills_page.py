@@ -392,7 +392,7 @@ for name, batch in (("Qwen/Qwen2.5-7B-Instruct", 1), ("Qwen/Qwen2.5-7B-Instruct"
     else:
         step = roofline.decode_step_floor(gpu, cfg, CONTEXT, batch)
     rate = batch / step
-    cny = rent.cny_per_hour / 3600 / rate * 1e6
+    cny = roofline.cost_per_million_tokens(rent.cny_per_hour, rate)
     _add(
         "Cost",
         "lessons/4a-continuous-batching.md",

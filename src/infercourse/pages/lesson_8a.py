@@ -49,8 +49,8 @@ P.add(
 )
 P.add("miss_s", pred["miss_s"], "s")
 P.add("hit_s", pred["hit_s"], "s")
-P.add("hash_all_one", 2 * (1 / n_rep) ** lab.GROUPS, "1")  # every prefix on the same one of two replicas
-P.add("router_version", "0.1.17", "text")
+P.add("hash_all_one", n_rep * (1 / n_rep) ** lab.GROUPS, "1")  # every prefix on the same one of the replicas
+P.add("router_version", registry.VLLM_ROUTER_VERSION, "text")
 P.add("balance_abs", registry.VLLM_ROUTER_CACHE_AWARE["balance_abs_threshold"], "count")
 P.add("balance_rel", registry.VLLM_ROUTER_CACHE_AWARE["balance_rel_threshold"], "1")
 P.add("session_header", lab_constant("fleet_routing", "SESSION_HEADER"), "text")
@@ -102,6 +102,7 @@ def _cost_row(card: str, price_cny: float, where: str) -> dict:
     high = roofline.step_band(floor, cfg["num_hidden_layers"])[1]
     out_fast, out_slow = batch / floor, batch / high  # tokens/s: at the floor, at the top of the band
     prefill_tok_s = PROMPT / roofline.prefill_floor(g, cfg, PROMPT)
+    price_usd = price_cny / registry.CNY_PER_USD
     return {
         "card": card,
         "where": where,
@@ -109,11 +110,11 @@ def _cost_row(card: str, price_cny: float, where: str) -> dict:
         "ridge": roofline.ridge_point(g),
         "batch": batch,
         "out_fast": out_fast,
-        "cny_out_low": price_cny * 1e6 / (3600 * out_fast),
-        "cny_out_high": price_cny * 1e6 / (3600 * out_slow),
-        "usd_out_low": price_cny / registry.CNY_PER_USD * 1e6 / (3600 * out_fast),
-        "usd_out_high": price_cny / registry.CNY_PER_USD * 1e6 / (3600 * out_slow),
-        "cny_in": price_cny * 1e6 / (3600 * prefill_tok_s),
+        "cny_out_low": roofline.cost_per_million_tokens(price_cny, out_fast),
+        "cny_out_high": roofline.cost_per_million_tokens(price_cny, out_slow),
+        "usd_out_low": roofline.cost_per_million_tokens(price_usd, out_fast),
+        "usd_out_high": roofline.cost_per_million_tokens(price_usd, out_slow),
+        "cny_in": roofline.cost_per_million_tokens(price_cny, prefill_tok_s),
     }
 
 
