@@ -33,3 +33,18 @@ def whole(name: str, value: int, least: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
     return value
+
+
+def nonnegative(name: str, value: float) -> float:
+    """Return ``value`` if it is a finite number of at least 0 (an int or float, not a bool).
+
+    Used for the amounts a formula allows to be nil: a latency, a byte or FLOP count, a reserve; the
+    unit is the caller's.
+
+    Raises:
+        ValueError: ``value`` is not a number, is a bool, is negative, or is inf or nan; the message
+            names ``name`` and says what is expected.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return value

@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from infercourse.checks import nonnegative, whole
 from infercourse.checks import positive as _positive
-from infercourse.checks import whole
 from infercourse.registry import GPUFacts
 
 
@@ -35,8 +35,7 @@ def attainable_flops(gpu: GPUFacts, intensity: float) -> float:
     Raises:
         ValueError: ``intensity`` is not positive.
     """
-    if intensity <= 0:
-        raise ValueError(f"intensity must be positive (FLOP/byte), got {intensity!r}")
+    _positive("intensity", intensity)
     return min(gpu.bf16_dense_tflops * 1e12, intensity * gpu.bandwidth_gb_s * 1e9)
 
 
@@ -48,8 +47,8 @@ def time_floor(gpu: GPUFacts, flops: float, bytes_moved: float, peak_tflops: flo
     Raises:
         ValueError: a negative count, or a ``peak_tflops`` that is not positive.
     """
-    if flops < 0 or bytes_moved < 0:
-        raise ValueError(f"flops and bytes_moved must be non-negative, got {flops!r}, {bytes_moved!r}")
+    nonnegative("flops", flops)
+    nonnegative("bytes_moved", bytes_moved)
     peak = gpu.bf16_dense_tflops if peak_tflops is None else _positive("peak_tflops", peak_tflops)
     return max(flops / (peak * 1e12), bytes_moved / (gpu.bandwidth_gb_s * 1e9))
 
@@ -89,7 +88,8 @@ def decode_intensity(
     Raises:
         ValueError: an argument is not positive.
     """
-    return 2 * params * batch / decode_bytes_per_step(params, kv_bytes_per_token, context_len, batch, weight_bytes)
+    step_bytes = decode_bytes_per_step(params, kv_bytes_per_token, context_len, batch, weight_bytes)  # checks them
+    return 2 * params * batch / step_bytes
 
 
 def decode_intensity_limit(params: float, kv_bytes_per_token: float, context_len: float) -> float:
@@ -136,6 +136,7 @@ def attention_intensity(config, kv_dtype_bytes: int = 2) -> float:
     """
     from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token
 
+    whole("kv_dtype_bytes", kv_dtype_bytes)
     return attention_flops_per_token(config, 1) / kv_bytes_per_token(config, kv_dtype_bytes)
 
 
@@ -178,6 +179,7 @@ def decode_kernel_floors(
 
     for name, value in (("batch", batch), ("weight_bytes", weight_bytes)):
         _positive(name, value)
+    whole("kv_dtype_bytes", kv_dtype_bytes)
     m = matmul_params(config)
     linear = time_floor(gpu, 2 * m * batch, m * weight_bytes, peak_tflops)
     attention = time_floor(
@@ -256,6 +258,7 @@ def prefill_floor(
     Raises:
         ValueError: a non-positive length or width, or a config key missing.
     """
+    _positive("prompt_len", prompt_len)
     return sum(_chunk_kernel_floors(gpu, config, prompt_len, 0, weight_bytes, kv_dtype_bytes, peak_tflops))
 
 
@@ -294,8 +297,8 @@ def _chunk_kernel_floors(
 
     _positive("chunk", chunk)
     _positive("weight_bytes", weight_bytes)
-    if isinstance(context, bool) or not isinstance(context, int) or context < 0:
-        raise ValueError(f"context must be a whole number of tokens >= 0, got {context!r}")
+    whole("context", context, 0)
+    whole("kv_dtype_bytes", kv_dtype_bytes)
     m = matmul_params(config)
     head = config["vocab_size"] * config["hidden_size"]
     linear = time_floor(gpu, 2 * (m - head) * chunk + 2 * head, m * weight_bytes, peak_tflops)
@@ -337,6 +340,7 @@ def chunked_prefill_floors(gpu: GPUFacts, config, prompt_len: int, chunk: int) -
     Raises:
         ValueError: a non-positive length or chunk.
     """
+    _positive("chunk", chunk)
     steps = chunked_prefill_steps(prompt_len, chunk)
     return [chunk_step_floor(gpu, config, min(chunk, prompt_len - j * chunk), j * chunk) for j in range(steps)]
 
@@ -451,8 +455,7 @@ def ring_allreduce_time(message_bytes: float, ranks: int, link_gb_s: float, hop_
     Raises:
         ValueError: a negative message or latency, a non-positive link, or T not a positive whole number.
     """
-    if hop_latency_s < 0:
-        raise ValueError(f"hop_latency_s must be >= 0, got {hop_latency_s!r}")
+    nonnegative("hop_latency_s", hop_latency_s)
     _positive("link_gb_s", link_gb_s)
     return ring_allreduce_bytes(message_bytes, ranks) / (link_gb_s * 1e9) + 2 * (ranks - 1) * hop_latency_s
 
@@ -464,10 +467,8 @@ def ring_allreduce_bytes(message_bytes: float, ranks: int) -> float:
     Raises:
         ValueError: a negative message, or T not a positive whole number.
     """
-    if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1:
-        raise ValueError(f"ranks must be a positive whole number, got {ranks!r}")
-    if message_bytes < 0:
-        raise ValueError(f"message_bytes must be >= 0, got {message_bytes!r}")
+    whole("ranks", ranks)
+    nonnegative("message_bytes", message_bytes)
     return 2 * (ranks - 1) / ranks * message_bytes
 
 
@@ -484,7 +485,9 @@ def tp_collectives_time(
     Raises:
         ValueError: as :func:`ring_allreduce_time`; a config key missing.
     """
-    if ranks == 1:
+    whole("tokens", tokens)
+    whole("logit_rows", logit_rows)
+    if whole("ranks", ranks) == 1:
         return 0.0
     message = tokens * config["hidden_size"] * 2
     all_reduces = (2 * config["num_hidden_layers"] + 1) * ring_allreduce_time(message, ranks, link_gb_s, hop_latency_s)
@@ -496,8 +499,13 @@ def logits_gather_time(config, rows: int, ranks: int, link_gb_s: float, hop_late
     rank: (T - 1) / T x rows V 2 / beta + (T - 1) alpha (each other rank sends its slice once).
 
     Raises:
-        ValueError: a config key missing.
+        ValueError: a count not a positive whole number, a non-positive link, a negative latency, or a config
+            key missing.
     """
+    whole("rows", rows)
+    whole("ranks", ranks)
+    _positive("link_gb_s", link_gb_s)
+    nonnegative("hop_latency_s", hop_latency_s)
     logits = rows * config["vocab_size"] * 2
     return (ranks - 1) / ranks * logits / (link_gb_s * 1e9) + (ranks - 1) * hop_latency_s
 
@@ -515,6 +523,7 @@ def tp_decode_step(
         ValueError: as :func:`decode_kernel_floors` and :func:`ring_allreduce_time`.
     """
     linear, attention = decode_kernel_floors(gpu, config, context_len, batch)
+    whole("ranks", ranks)
     compute = linear / ranks + attention / min(ranks, config["num_key_value_heads"])
     return compute, tp_collectives_time(config, batch, batch, ranks, link_gb_s, hop_latency_s)
 
@@ -533,6 +542,8 @@ def tp_prefill_step(
     Raises:
         ValueError: as :func:`prefill_floor` and :func:`ring_allreduce_time`.
     """
+    _positive("prompt_len", prompt_len)
+    whole("ranks", ranks)
     linear, attention = _chunk_kernel_floors(gpu, config, prompt_len, 0, 2, 2)
     compute = linear / ranks + attention / min(ranks, config["num_key_value_heads"])
     return compute, tp_collectives_time(config, prompt_len, 1, ranks, link_gb_s, hop_latency_s)
@@ -602,8 +613,9 @@ def request_flops(config, prompt_len: int, output_len: int) -> float:
     """
     from infercourse.transformer import attention_flops_per_token, linear_weight_count
 
+    whole("prompt_len", prompt_len)
+    whole("output_len", output_len)
     positions = prompt_len + output_len - 1
-    _positive("output_len", output_len)
     attention = attention_flops_per_token(config, positions) * (positions + 1) / 2  # keys 1 + 2 + ... + positions
     return 2 * linear_weight_count(config) * positions + 2 * _head_params(config) * output_len + attention
 
@@ -632,9 +644,9 @@ def decode_demand(
     """
     from infercourse.transformer import attention_flops_per_token, kv_bytes_per_token, linear_weight_count
 
-    _positive("batch", batch)
-    _positive("step_s", step_s)
-    _positive("ranks", ranks)
+    for name, value in (("batch", batch), ("step_s", step_s), ("ranks", ranks), ("weight_bytes", weight_bytes)):
+        _positive(name, value)
+    whole("kv_dtype_bytes", kv_dtype_bytes)
     linear, head = linear_weight_count(config), _head_params(config)
     flops = batch * (2 * linear + 2 * head + attention_flops_per_token(config, context_len))
     bytes_moved = linear * weight_bytes + 2 * head + batch * context_len * kv_bytes_per_token(config, kv_dtype_bytes)
@@ -738,8 +750,7 @@ def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, spec
 
     _positive("max_num_seqs", max_num_seqs)
     _positive("max_num_batched_tokens", max_num_batched_tokens)
-    if speculative_tokens < 0:
-        raise ValueError(f"speculative_tokens must be 0 or more, got {speculative_tokens!r}")
+    whole("speculative_tokens", speculative_tokens, 0)
     largest = min(max_num_seqs * (1 + speculative_tokens) * 2, CUDAGRAPH_MAX_CAPTURE_SIZE, max_num_batched_tokens)
     sizes = [s for s in (1, 2, 4) if s <= largest]
     switch = CAPTURE_STRIDE_SWITCH
@@ -885,6 +896,7 @@ def moe_step_params(config, experts_touched: float) -> tuple[float, float]:
     from infercourse.transformer import moe_experts, moe_param_breakdown
 
     experts, top_k = moe_experts(config)
+    _positive("experts_touched", experts_touched)
     if not top_k <= experts_touched <= experts:
         raise ValueError(f"experts_touched must lie in [k, E] = [{top_k}, {experts}], got {experts_touched!r}")
     parts = moe_param_breakdown(config)
@@ -903,6 +915,7 @@ def _moe_decode_work(
 
     _positive("batch", batch)
     _positive("weight_bytes", weight_bytes)
+    whole("kv_dtype_bytes", kv_dtype_bytes)
     if experts_touched is None:
         experts_touched = expected_experts_touched(*moe_experts(config), batch)
     read, multiplied = moe_step_params(config, experts_touched)

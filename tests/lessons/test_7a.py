@@ -79,7 +79,7 @@ def test_ring_all_reduce_by_hand():
     # T = 4, 1 MB over 450 GB/s, no latency: 2 * 3/4 * 1e6 / 450e9 = 3.3333 us
     assert roofline.ring_allreduce_time(1e6, 4, 450, 0) == pytest.approx(3.3333e-6, rel=1e-4)
     assert roofline.ring_allreduce_time(1e6, 1, 450, 5e-6) == 0
-    with pytest.raises(ValueError, match="must be >= 0"):
+    with pytest.raises(ValueError, match="message_bytes must be a finite number >= 0"):
         roofline.ring_allreduce_time(-1, 2, 450, 0)
     with pytest.raises(ValueError, match="link_gb_s"):
         roofline.ring_allreduce_time(1, 2, 0, 0)
