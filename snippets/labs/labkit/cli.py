@@ -14,6 +14,26 @@ DTYPES = ("auto", "bfloat16", "float", "float16", "float32", "half")
 """The ``dtype`` values vLLM 0.26.0 accepts (its ``ModelDType`` literal, recorded in
 scripts/vllm_api/vllm-0.26.0.json, ``literal_args``; a test holds them equal): a lab's ``--dtype`` choices,
 so a typo is refused before the engine starts, not by vLLM after it."""
+LOAD_FORMATS = (
+    "auto",
+    "bitsandbytes",
+    "dummy",
+    "fastsafetensors",
+    "hf",
+    "instanttensor",
+    "mistral",
+    "modelexpress",
+    "npcache",
+    "pt",
+    "runai_streamer",
+    "runai_streamer_sharded",
+    "safetensors",
+    "sharded_state",
+    "tensorizer",
+)
+"""vLLM 0.26.0's built-in weight loaders (its ``LoadFormats`` literal, recorded in scripts/vllm_api/vllm-0.26.0.json,
+``load_formats``; a test holds them equal): a lab's ``--load-format`` choices, so ``--load-format dumy`` is refused
+at once, not by vLLM after the engine has started (20 to 70 s). ``dummy``: random weights, no download."""
 _state = {"lab": "lab", "log": None}
 
 
@@ -110,7 +130,7 @@ def lab_parser(lab: str, description: str, max_model_len: int) -> argparse.Argum
     p = _LabParser(description=description)
     p.set_defaults(lab=lab)
     p.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="hub id or local folder")
-    p.add_argument("--load-format", default="auto", help="'dummy' = random weights (no download)")
+    p.add_argument("--load-format", default="auto", choices=LOAD_FORMATS, help="'dummy' = random weights (no download)")
     p.add_argument("--max-model-len", type=whole, default=max_model_len, help="context length the engine reserves")
     p.add_argument("--receipt", type=Path, help="write the measurements as JSON to this file")
     p.add_argument("--force", action="store_true", help="replace an existing --receipt")
