@@ -3,7 +3,7 @@
 On a GPU box (AutoDL RTX 4090 or any NVIDIA card with driver 580 or newer):
 
     git clone <this repository> && cd <it>
-    python scripts/run_labs.py --check                   # driver, GPU, free memory, first: what is wrong
+    python scripts/run_labs.py --check                   # driver, GPUs, free memory and disk: what is wrong
     pip install -r requirements-labs-gpu.lock             # vLLM 0.26.0 and its CUDA 13 torch
     export VLLM_USE_MODELSCOPE=True                      # only if Hugging Face is slow or blocked
     python scripts/run_labs.py                           # or: make labs
@@ -288,16 +288,45 @@ def preflight(python: str) -> tuple[str, str | None]:
     return facts, None if verdict.startswith("ok:") else verdict
 
 
-def check(python: str) -> int:
-    """``--check``: :func:`preflight` printed, exit status 2 (and ``error: ...`` on stderr) when something is wrong."""
+def check(python: str, names: list[str], named: bool, model: str | None, load_format: str) -> int:
+    """``--check``: :func:`preflight` printed; then, on a GPU box, what the labs ``names`` need of it: as many GPUs
+    as each lab uses at once (its spec's ``LabWork.gpus``) and, unless ``load_format`` is ``dummy``, free disk in
+    the hub cache vLLM downloads into (:func:`infercourse.autodl.model_cache`) for the BF16 weights of the hub
+    models they load (:func:`lab_model`; a local folder needs none), less the bytes the cache holds already (a
+    resumed or finished download). Exit status 2, each problem one
+    ``error: ...`` line on stderr, when something is wrong. A lab that needs more GPUs than the machine has is
+    an error when ``named`` (``--lab``), else a ``note:`` line (the other labs still run)."""
     try:
         facts, problem = preflight(python)
     except RuntimeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(facts)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
+    problems = [problem] if problem else []
+    gpus = _labkit().gpu_count()
+    if gpus:  # a GPU box: what these labs need of it
+        from infercourse import autodl, registry, transformer
+
+        for lab in names:
+            need = _harness().spec(lab).work.gpus
+            if need > gpus:
+                line = f"lab {lab} needs {need} GPUs at once, this machine has {gpus}: rent {need} cards to run it"
+                if named:
+                    problems.append(line)
+                else:
+                    print(f"note: {line}; the other labs run here")
+        models = {lab_model(lab, model) for lab in names}
+        hub = [m for m in models if m in registry.MODELS and not Path(m).expanduser().is_dir()]
+        if hub and load_format != "dummy":  # what the cache holds already counts as downloaded (a resumed download)
+            cache = autodl.model_cache(os.environ)
+            held = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) if cache.is_dir() else 0
+            need_bytes = sum(transformer.weight_bytes(registry.model(m).config) for m in hub) - held
+            disk = autodl.disk_problem(cache, need_bytes) if need_bytes > 0 else None
+            if disk:
+                problems.append(disk)
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    if problems:
         return 2
     print("ok: nothing missing")
     return 0
@@ -319,7 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--lab", action="append", dest="only", help="run only this lab (repeatable)")
     p.add_argument("--timeout", type=float, default=LAB_TIMEOUT_S, help="seconds one lab may run (default %(default)g)")
-    p.add_argument("--check", action="store_true", help="only the preflight: driver, GPU, free memory, versions")
+    p.add_argument(
+        "--check", action="store_true", help="only the preflight: driver, GPUs, free memory and disk, versions"
+    )
     p.add_argument(
         "--budget", type=float, help="seconds for the whole run: a lab whose estimate no longer fits is skipped"
     )
@@ -335,8 +366,6 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.check:
-        return check(args.python)
     for flag, value in (("--timeout", args.timeout), ("--budget", args.budget)):
         if value is not None and not value > 0:
             print(f"error: {flag} must be a positive number of seconds, got {value:g}", file=sys.stderr)
@@ -351,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"error: no lab {', '.join(unknown)}; labs: {', '.join(available)}", file=sys.stderr)
         return 2
+    if args.check:
+        return check(args.python, names, bool(args.only), args.model, args.load_format)
     out = args.out or (ROOT / ".cache" / "receipts" if args.cpu else ROOT / "receipts")
 
     estimates = {} if stand_in else {lab: labbox.lab_minutes(lab)["run"] * 60 for lab in names}  # s, no download

@@ -101,6 +101,47 @@ def lab_refusal(lab: str, *args: str) -> str:
     return lines[0]
 
 
+FAKE_SMI = """#!/bin/sh
+case "$1" in
+  --query-gpu=name,driver_version,memory.total,memory.free) echo "NVIDIA GeForce RTX 4090, $DRIVER, 24564, $FREE";;
+  --query-gpu=name) for i in $(seq "${COUNT:-1}"); do echo "NVIDIA GeForce RTX 4090"; done;;
+  --query-gpu=*) echo "NVIDIA GeForce RTX 4090, 24564, $DRIVER";;
+  *) echo "| NVIDIA-SMI $DRIVER    Driver Version: $DRIVER    CUDA Version: $CUDA |";;
+esac
+"""
+"""A stand-in nvidia-smi answering the queries labkit makes, for ``COUNT`` RTX 4090s (default 1)."""
+
+WHEEL_PACKAGES = (
+    ("vllm", "0.26.0", "torch==2.11.0"),
+    ("torch", "2.11.0", 'cuda-toolkit[cublas,cudart]==13.0.2; platform_system == "Linux"'),
+)
+"""vLLM 0.26.0 and its CUDA 13 torch, as the metadata of PyPI's wheels says them."""
+
+
+def gpu_stand_in(tmp_path: Path, driver: str, cuda: str, free: int, packages=WHEEL_PACKAGES, count: int = 1) -> dict:
+    """A GPU box as labkit's preflight sees it, on this GPU-less machine: :data:`FAKE_SMI` in ``tmp_path/bin``
+    and a dist-info folder per ``(name, version, Requires-Dist)`` of ``packages`` in ``tmp_path/site``. Returns
+    the environment a process needs to see them (``tmp_path/site`` is also on its PYTHONPATH)."""
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.write_text(FAKE_SMI)
+    smi.chmod(0o755)
+    for name, version, requires in packages:
+        info = tmp_path / "site" / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True, exist_ok=True)
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Dist: {requires}\n"
+        )
+    return {
+        "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+        "PYTHONPATH": str(tmp_path / "site"),
+        "DRIVER": driver,
+        "CUDA": cuda,
+        "FREE": str(free),
+        "COUNT": str(count),
+    }
+
+
 def load_script(name: str):
     """Import ``scripts/<name>.py`` as a module (its ``__main__`` block does not run), so a test calls its
     functions, or its ``main(argv)``, in this process."""

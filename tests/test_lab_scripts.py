@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, lab_refusal
+from conftest import ROOT, WHEEL_PACKAGES, gpu_stand_in, lab_refusal
 
 LABS = ROOT / "snippets" / "labs"
 
@@ -45,6 +45,7 @@ def test_help_runs_without_vllm(script):
         ("weights.py", ["--model", "models/no-such/model"], "not found"),
         ("weights.py", ["--model", "snippets/no-such-model"], "not found"),
         ("phases.py", ["--dtype", "fp16"], "argument --dtype: invalid choice: 'fp16'"),
+        ("phases.py", ["--load-format", "dumy"], "argument --load-format: invalid choice: 'dumy'"),
         # before any engine starts (it used to measure, then die dividing by zero, or write negative floors)
         ("batch_decode.py", ["--bandwidth-gb-s", "0"], "argument --bandwidth-gb-s: must be a positive number"),
         ("batch_decode.py", ["--bandwidth-gb-s", "-5"], "argument --bandwidth-gb-s: must be a positive number"),
@@ -177,40 +178,15 @@ def test_receipt_in_another_machine_s_folder_is_refused_first(tmp_path):
 
 
 # --- the preflight: driver, GPU, free memory, versions, and one line saying what is wrong -------------
-# nvidia-smi and the installed packages are stand-ins here (this machine has no GPU): a script on PATH
-# answering the two queries labkit makes, and dist-info folders with the metadata PyPI's wheels carry.
-
-FAKE_SMI = """#!/bin/sh
-case "$1" in
-  --query-gpu=name,driver_version,memory.total,memory.free) echo "NVIDIA GeForce RTX 4090, $DRIVER, 24564, $FREE";;
-  --query-gpu=*) echo "NVIDIA GeForce RTX 4090, 24564, $DRIVER";;
-  *) echo "| NVIDIA-SMI $DRIVER    Driver Version: $DRIVER    CUDA Version: $CUDA |";;
-esac
-"""
-
-
-WHEEL_PACKAGES = (
-    ("vllm", "0.26.0", "torch==2.11.0"),
-    ("torch", "2.11.0", 'cuda-toolkit[cublas,cudart]==13.0.2; platform_system == "Linux"'),
-)
+# nvidia-smi and the installed packages are stand-ins here (this machine has no GPU): conftest.gpu_stand_in.
 
 
 def _preflight(tmp_path, driver: str, cuda: str, free: int, packages=WHEEL_PACKAGES) -> tuple[str, str]:
-    (tmp_path / "bin").mkdir(exist_ok=True)
-    smi = tmp_path / "bin" / "nvidia-smi"
-    smi.write_text(FAKE_SMI)
-    smi.chmod(0o755)
-    for name, version, requires in packages:
-        info = tmp_path / "site" / f"{name}-{version}.dist-info"
-        info.mkdir(parents=True, exist_ok=True)
-        (info / "METADATA").write_text(
-            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Dist: {requires}\n"
-        )
+    env = gpu_stand_in(tmp_path, driver, cuda, free, packages)
     code = (
         "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import labkit\n"
         "facts, problem = labkit.preflight(); print(labkit.preflight_line(facts)); print(problem)"
     )
-    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "DRIVER": driver, "CUDA": cuda, "FREE": str(free)}
     done = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path / "site"), str(LABS)],
         env=env,

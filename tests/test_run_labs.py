@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT
+from conftest import ROOT, gpu_stand_in
 from infercourse import course
 
 STAND_INS = {
@@ -189,3 +189,47 @@ def test_a_budget_too_small_for_any_lab_skips_them_all_and_starts_none():
     labs_in_course = [lesson["lab"] for lesson in course.live_lessons() if lesson.get("lab")]
     assert len(skipped) == len(labs_in_course) and "s of the budget left" in skipped[0]
     assert "claims hold" not in done.stdout and "===" in done.stdout
+
+
+def _check(tmp_path, *args: str, count: int = 1, **env: str) -> subprocess.CompletedProcess:
+    """``run_labs.py --check`` on a stand-in GPU box (conftest.gpu_stand_in: ``count`` RTX 4090s, driver 580,
+    vLLM 0.26.0 installed, the card free); ``env`` adds to its environment (a hub cache)."""
+    stand_in = gpu_stand_in(tmp_path, "580.65.06", "13.0", 24_000, count=count)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--check", "--python", sys.executable, *args],
+        env={**stand_in, "HOME": str(tmp_path), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_check_names_a_lab_that_needs_more_gpus_than_the_box_has(tmp_path):
+    # lab 7A runs tensor parallelism on 2 cards (its spec's LabWork.gpus); this box has one
+    done = _check(tmp_path, "--lab", "tensor_parallel", "--load-format", "dummy")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: lab tensor_parallel needs 2 GPUs at once, this machine has 1: rent 2 cards to run it"
+    )
+    # every lab: the others run here, so it is a note, not an error; two cards: nothing to say
+    done = _check(tmp_path, "--load-format", "dummy")
+    assert done.returncode == 0, done.stderr
+    assert "note: lab tensor_parallel needs 2 GPUs at once, this machine has 1" in done.stdout
+    assert done.stdout.strip().endswith("ok: nothing missing")
+    assert "note:" not in _check(tmp_path, "--load-format", "dummy", count=2).stdout
+
+
+def test_check_names_a_download_the_disk_cannot_hold(tmp_path):
+    # DeepSeek-V3's BF16 weights, 1.3 TB (671,026,419,200 parameters x 2 B), on this machine's disk
+    cache = tmp_path / "hub"
+    cache.mkdir()
+    args = ("--lab", "weights", "--model", "deepseek-ai/DeepSeek-V3")
+    done = _check(tmp_path, *args, HF_HUB_CACHE=str(cache))
+    assert done.returncode == 2
+    line = done.stderr.strip()
+    assert line.startswith("error: ") and f"GB free on the disk of {cache}, the download needs 1342.1 GB" in line
+    # a finished (or resumed) download: what the cache holds counts; a sparse file takes no disk here
+    with open(cache / "model.safetensors", "wb") as f:
+        f.truncate(1_400_000_000_000)
+    assert _check(tmp_path, *args, HF_HUB_CACHE=str(cache)).returncode == 0
+    assert _check(tmp_path, *args, "--load-format", "dummy").returncode == 0  # random weights: no download

@@ -11,6 +11,7 @@ registry (``registry.AUTODL_RTX_4090``) and :mod:`infercourse.labbox`, as the la
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from infercourse import labbox, registry
@@ -147,6 +148,19 @@ def hub_env(hub: str) -> dict[str, str]:
         raise ValueError(f"hub {hub!r} is not one of {', '.join(HUBS)}")
     env = {name: path for name, (path, _) in CACHE_ENV.items()}
     return {**env, **({"VLLM_USE_MODELSCOPE": "True"} if hub == "modelscope" else {})}
+
+
+def model_cache(env: Mapping[str, str]) -> Path:
+    """The folder a lab's vLLM downloads a hub model into, under the environment ``env`` (``os.environ``):
+    ModelScope's cache when ``VLLM_USE_MODELSCOPE`` is ``true`` (any case, as ``vllm/envs.py`` reads it at
+    v0.26.0): ``MODELSCOPE_CACHE``, default ``~/.cache/modelscope`` (modelscope-hub's ``constants.py``);
+    else Hugging Face's hub cache: ``HF_HUB_CACHE``, else ``$HF_HOME/hub``, default ``~/.cache/huggingface/hub``
+    (huggingface_hub's environment variables)."""
+    if env.get("VLLM_USE_MODELSCOPE", "False").lower() == "true":
+        return Path(env.get("MODELSCOPE_CACHE", "~/.cache/modelscope")).expanduser()
+    if env.get("HF_HUB_CACHE"):
+        return Path(env["HF_HUB_CACHE"]).expanduser()
+    return Path(env.get("HF_HOME", "~/.cache/huggingface")).expanduser() / "hub"
 
 
 def disk_problem(folder: str | Path, need_bytes: float) -> str | None:

@@ -57,6 +57,21 @@ def nvidia_smi(query: str) -> list[str] | None:
         return None
 
 
+def gpu_count() -> int:
+    """How many NVIDIA GPUs nvidia-smi lists (one line each of ``--query-gpu=name``); 0 without nvidia-smi or a GPU."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.strip())
+
+
 def driver_cuda_version() -> str | None:
     """The newest CUDA version the driver supports, from nvidia-smi's header (``CUDA Version: 13.0``); None
     without nvidia-smi."""
