@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 export NO_MKDOCS_2_WARNING := 1  # silence the Material end-of-life banner in build logs
 
-.PHONY: serve build publish bench check lint test modelscope-wheel chromium node lock vendor clean labenv testmodels lock-gpu labs gpu-smoke labs-cpu notebooks lock-labs vllm-signatures
+.PHONY: serve build publish bench check lint test modelscope-wheel chromium node lock vendor clean labenv testmodels lock-gpu labs gpu-smoke labs-cpu notebooks lock-labs vllm-signatures mutation
 
 # --- environments -------------------------------------------------------------------------
 # The docs/test environment, made from the lock of exact versions. Rebuilt when the lock changes.
@@ -70,6 +70,15 @@ bench: $(STAMP) node chromium
 # tests run in one process (a worker's start would cost more than it saves).
 check: $(STAMP) node
 	$(BIN)/pytest -m "not build and not browser and not lab and not slow" $(if $(LESSON),--lesson $(LESSON),-n 2)
+
+# Mutation testing: mutmut (pinned in the test extras) changes the formula modules one small edit at a time
+# (registry, roofline, memory, transformer, calculators, fmt: [tool.mutmut] in pyproject.toml) and runs the fast
+# tier's tests that reach each edit; a mutant no test notices "survived". Not in CI (about 25 minutes here);
+# results are kept in mutants/ (git-ignored) and reused by the next run; `mutmut results` lists the survivors,
+# `mutmut show <name>` shows one. The score, its date and this command are in the README.
+mutation: $(STAMP) node
+	$(BIN)/mutmut run --max-children 2
+	$(BIN)/python scripts/mutation_score.py
 
 # Lint, format and type gates (configured in pyproject.toml).
 lint: $(STAMP)

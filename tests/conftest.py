@@ -209,6 +209,24 @@ def mkdocs_build(project_dir: Path, site_dir: Path, site_url: str | None = None)
     )
 
 
+@pytest.fixture(autouse=True)
+def _page_values_computed_under_the_mutant():
+    """Under mutmut (``make mutation``), each test computes the page values afresh.
+
+    A page's values are computed once per process (the page module runs once, ``values_for`` caches it), and
+    mutmut forks every mutant's run from a process that has already computed them, so a formula that only
+    pages call would never run mutated and its mutants would all survive. mutmut sets ``MUTANT_UNDER_TEST``;
+    outside it this fixture does nothing."""
+    if "MUTANT_UNDER_TEST" in os.environ:
+        from infercourse import pages
+
+        pages.values_for.cache_clear()
+        for name in [m for m in sys.modules if m.startswith("infercourse.pages.")]:
+            del sys.modules[name]
+            if "." not in name.removeprefix("infercourse.pages."):
+                vars(pages).pop(name.rpartition(".")[2], None)  # `from infercourse.pages import x` imports x again
+
+
 @pytest.fixture(scope="session")
 def _httpd(tmp_path_factory):
     """A localhost HTTP server bound (not yet serving) before the build, so the site is built for its origin."""

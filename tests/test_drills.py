@@ -22,19 +22,20 @@ from infercourse import course
 from infercourse.pages import values_for
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = values_for("drills.md")
+PAGE = "drills.md"
 
 
-DRILLS = [p for section in PAGE["sections"].value for p in section["drills"]]
+def _drills() -> list[dict]:
+    return [p for section in values_for(PAGE)["sections"].value for p in section["drills"]]
 
 
 def _answers() -> dict[str, str]:
-    return {p["question"]: p["answer"] for p in DRILLS}
+    return {p["question"]: p["answer"] for p in _drills()}
 
 
 def test_forty_drills_each_with_its_working_trap_and_lesson():
-    drills = DRILLS
-    assert len(drills) >= 40 and PAGE["n_drills"].value == len(drills)
+    drills = _drills()
+    assert len(drills) >= 40 and values_for(PAGE)["n_drills"].value == len(drills)
     live = {lesson["page"] for lesson in course.live_lessons()}
     for p in drills:
         assert p["working"] and p["trap"] and p["answer"], p["id"]

@@ -130,3 +130,9 @@ def test_prefill_floor_counts_the_head_once():
     # matmuls: 2 * 6,525,621,760 * 4,096 + 2 * 544,997,376 = 53,458,983,452,672 FLOP / 165.2e12 = 323.6016 ms
     # causal attention: 401,408 * 4,096 * 4,097 / 2 = 3,368,076,443,648 FLOP / 165.2e12 = 20.3879 ms
     assert roofline.prefill_floor(g, QWEN, 4096) * 1e3 == pytest.approx(323.6016 + 20.3879, abs=1e-3)
+
+
+def test_config_only_folder_names():
+    # the folder scripts/make_test_models.py writes and run_labs.py looks beside for a lab's own model
+    assert registry.config_only_folder("Qwen/Qwen2.5-7B-Instruct") == "qwen2.5-7b-instruct-config"
+    assert registry.config_only_folder("allenai/OLMoE-1B-7B-0924-Instruct") == "olmoe-1b-7b-0924-instruct-config"

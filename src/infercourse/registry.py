@@ -992,7 +992,7 @@ BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
 """Behaviours of vLLM and facts of the field the pages rely on, each with its source."""
 
 
-def facts() -> list[Fact]:
+def facts() -> list[Fact]:  # pragma: no mutate block (data: pyproject.toml)
     """Every registry fact, in the order the Facts & sources page lists them."""
     items = []
     for m in MODELS.values():
@@ -1258,7 +1258,7 @@ QUANT_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
 """vLLM 0.26.0 behaviours lesson 3A relies on, each with its source."""
 
 
-def _quant_facts() -> list[Fact]:
+def _quant_facts() -> list[Fact]:  # pragma: no mutate block (data: pyproject.toml)
     return [
         Fact(
             gpu_fact_id(key) + "-fp8",
@@ -1335,7 +1335,7 @@ BATCHING_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
 """vLLM 0.26.0 behaviours and the assumption lesson 4A relies on, each with its source."""
 
 
-def _batching_facts() -> list[Fact]:
+def _batching_facts() -> list[Fact]:  # pragma: no mutate block (data: pyproject.toml)
     return list(BATCHING_BEHAVIOURS.values())
 
 
@@ -1476,7 +1476,7 @@ def link_fact_id(name: str) -> str:
     return "link-" + _slug(name)
 
 
-def _chunked_prefill_facts() -> list[Fact]:
+def _chunked_prefill_facts() -> list[Fact]:  # pragma: no mutate block (data: pyproject.toml)
     return [
         Fact(link_fact_id(name), f"{name}: bandwidth per direction", f"{gb_s:g} GB/s", LINK_SOURCES[name])
         for name, gb_s in LINK_GB_S.items()
@@ -1565,7 +1565,7 @@ TP_BEHAVIOURS: Mapping[str, Fact] = MappingProxyType(
 """vLLM 0.26.0 behaviours and field facts lesson 7A relies on, each with its source."""
 
 
-def _tp_facts() -> list[Fact]:
+def _tp_facts() -> list[Fact]:  # pragma: no mutate block (data: pyproject.toml)
     alpha = Fact(
         "tp-hop-latency",
         "ring all-reduce: fixed cost of one step between two GPUs (course assumption)",
@@ -1609,7 +1609,7 @@ DECODE_BANDWIDTH_SHARE = 0.81
 The slow end of the course's band for a decode step is its floor over this share."""
 
 
-def _overhead_facts() -> list[Fact]:
+def _overhead_facts() -> list[Fact]:  # pragma: no mutate block (data: pyproject.toml)
     return [
         Fact(
             "vllm-cudagraph-mode-default",
@@ -1848,7 +1848,7 @@ ATTENTION_KERNEL_FACTS: Mapping[str, Fact] = MappingProxyType(
 )
 
 
-def _attention_kernel_facts() -> list[Fact]:
+def _attention_kernel_facts() -> list[Fact]:  # pragma: no mutate block (data: pyproject.toml)
     return list(ATTENTION_KERNEL_FACTS.values())
 
 
@@ -1909,7 +1909,7 @@ MOE_FACTS: Mapping[str, Fact] = MappingProxyType(
 )
 
 
-def _moe_facts() -> list[Fact]:
+def _moe_facts() -> list[Fact]:  # pragma: no mutate block (data: pyproject.toml)
     return list(MOE_FACTS.values())
 
 
@@ -2034,7 +2034,7 @@ FLEET_FACTS: Mapping[str, Fact] = MappingProxyType(
 )
 
 
-def _fleet_facts() -> list[Fact]:
+def _fleet_facts() -> list[Fact]:  # pragma: no mutate block (data: pyproject.toml)
     items = [
         Fact(
             "autodl-prices",

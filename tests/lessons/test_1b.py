@@ -23,11 +23,11 @@ import pytest
 from infercourse import registry, snippets, transformer
 from infercourse.pages import values_for
 
-PAGE = values_for("lessons/1b-attention-kernels.md")
+PAGE = "lessons/1b-attention-kernels.md"
 
 
 def _v(name: str):
-    return PAGE[name].value
+    return values_for(PAGE)[name].value
 
 
 def test_the_score_matrix_and_the_bytes():

@@ -13,14 +13,14 @@ import pytest
 from infercourse import registry, roofline, snippets
 from infercourse.pages import values_for
 
-PAGE = values_for("lessons/4b-chunked-prefill.md")
+PAGE = "lessons/4b-chunked-prefill.md"
 CFG = registry.model(registry.COURSE_MODEL).config
 G4090 = registry.gpu("RTX 4090")
 PAIR = 401_408  # attention FLOP per (query, key) pair
 
 
 def _v(name: str):
-    return PAGE[name].value
+    return values_for(PAGE)[name].value
 
 
 def _linear(chunk: int) -> float:

@@ -12,11 +12,11 @@ import pytest
 from infercourse import memory, snippets
 from infercourse.pages import values_for
 
-PAGE = values_for("lessons/5a-paged-attention.md")
+PAGE = "lessons/5a-paged-attention.md"
 
 
 def _v(name: str):
-    return PAGE[name].value
+    return values_for(PAGE)[name].value
 
 
 @pytest.mark.parametrize(

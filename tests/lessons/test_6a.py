@@ -21,14 +21,14 @@ from conftest import ROOT
 from infercourse import calculators, registry, roofline, snippets
 from infercourse.pages import values_for
 
-PAGE = values_for("lessons/6a-speculative-decoding.md")
+PAGE = "lessons/6a-speculative-decoding.md"
 G4090 = registry.gpu("RTX 4090")
 TARGET = registry.model(registry.COURSE_MODEL).config
 DRAFT = registry.model("Qwen/Qwen2.5-0.5B-Instruct").config
 
 
 def _v(name: str):
-    return PAGE[name].value
+    return values_for(PAGE)[name].value
 
 
 @pytest.mark.parametrize(
