@@ -73,7 +73,7 @@ check: $(STAMP) node
 
 # Mutation testing: mutmut (pinned in the test extras) changes the formula modules one small edit at a time
 # (registry, roofline, memory, transformer, calculators, fmt: [tool.mutmut] in pyproject.toml) and runs the fast
-# tier's tests that reach each edit; a mutant no test notices "survived". Not in CI (about 25 minutes here);
+# tier's tests that reach each edit; a mutant no test notices "survived". Not in CI (about 40 minutes here);
 # results are kept in mutants/ (git-ignored) and reused by the next run; `mutmut results` lists the survivors,
 # `mutmut show <name>` shows one. The score, its date and this command are in the README.
 mutation: $(STAMP) node

@@ -46,6 +46,7 @@ def _moe(**overrides):
         # Qwen3-MoE: (i + 1) % decoder_sparse_step == 0, minus mlp_only_layers
         ({"num_hidden_layers": 6, "decoder_sparse_step": 2, "mlp_only_layers": [3]}, [1, 5]),
         ({"decoder_sparse_step": 1, "mlp_only_layers": [0]}, [1, 2, 3]),
+        ({"num_hidden_layers": 6, "decoder_sparse_step": 3}, [2, 5]),  # (i + 1) % 3 == 0
         ({}, [0, 1, 2, 3]),
     ],
 )
@@ -178,3 +179,54 @@ def test_tp_prefill_at_one_rank_is_the_prefill_floor(prompt_len):
     compute, communication = roofline.tp_prefill_step(RTX_4090, QWEN_7B, prompt_len, 1, 64, 5e-6)
     assert communication == 0
     assert compute == pytest.approx(roofline.prefill_floor(RTX_4090, QWEN_7B, prompt_len), rel=1e-12)
+
+
+def test_decode_demand_by_hand():
+    # Qwen2.5-7B, B = 2 at 100 tokens of context, split over 2 ranks, a step of 0.5 s. Per step:
+    # FLOP 2 x (2 x 6,525,288,448 + 2 x 544,997,376 + 401,408 x 100) = 28,361,424,896;
+    # bytes 2 x 6,525,288,448 + 2 x 544,997,376 + 2 x 100 x 57,344 = 14,152,040,448 (an FP8 cache: 28,672 B/token
+    # -> 14,146,306,048); each of 2 ranks over 0.5 s: the same numbers per second
+    d = roofline.decode_demand(RTX_4090, QWEN_7B, batch=2, context_len=100, step_s=0.5, what="d", ranks=2)
+    assert (d.flop_s, d.byte_s, d.what) == (28_361_424_896, 14_152_040_448, "d")
+    fp8 = roofline.decode_demand(RTX_4090, QWEN_7B, 2, 100, 0.5, "d", ranks=2, kv_dtype_bytes=1)
+    assert fp8.byte_s == 14_146_306_048
+
+
+def test_serving_demand_by_hand():
+    # 0.5 requests/s of 512 tokens in, 1 out: 0.5 x 6,735,701,475,328 FLOP/s (request_flops above); each 0.5 s step
+    # reads the BF16 linear weights and head once: 2 x (6,525,288,448 + 544,997,376) / 0.5 B/s
+    d = roofline.serving_demand(RTX_4090, QWEN_7B, 0.5, 512, 1, 0.5, "s")
+    assert (d.flop_s, d.byte_s, d.what) == (3_367_850_737_664, 28_281_143_296, "s")
+
+
+def test_sliding_layers_are_counted_not_their_complement():
+    config = {"sliding_window": 4096, "layer_types": ["sliding_attention"] * 3 + ["full_attention"]}
+    assert transformer.sliding_window_layers(config) == 3
+
+
+def test_bounds_that_are_allowed_exactly():
+    from infercourse import memory
+
+    # utilization 1 is the whole card; a budget of exactly nothing is refused: 10 x 0.9 - 9 - 0 = 0 B
+    assert memory.kv_budget_bytes(10, 1, 0, utilization=1) == 9
+    with pytest.raises(ValueError, match="utilization"):
+        memory.kv_budget_bytes(10, 1, 0, utilization=0)
+    with pytest.raises(ValueError, match="leave nothing for the KV cache"):
+        memory.kv_budget_bytes(10, 9, 0, utilization=0.9)
+    assert transformer.kv_cache_bytes(QWEN_7B, 0) == 0  # an empty cache
+    # symmetric AWQ (no zero points): 4 bits per weight plus a 2-byte scale per group of 128
+    assert transformer.awq_weight_bytes(QWEN_7B, 128, 0) < transformer.awq_weight_bytes(QWEN_7B, 128, 0.5)
+    # launches: (kernels per layer x layers + kernels outside) x launch time, each given
+    assert roofline.launch_overhead_s(2, 1e-6, kernels_per_layer=10, kernels_outside=4) == pytest.approx(24e-6)
+
+
+@pytest.mark.parametrize("bad", [True, "8", float("inf")])
+def test_formats_and_calculators_refuse_what_is_not_a_finite_number(bad):
+    from infercourse import calculators, fmt
+
+    with pytest.raises(ValueError, match="finite number"):
+        fmt.count(bad)
+    with pytest.raises(ValueError, match="memory_gib must be a positive number"):
+        calculators.gpu_total_bytes(None, bad)
+    # 0.5 GiB is a card the calculators take (the range is (0, LIMITS]); a whole GiB is not the floor
+    assert calculators.gpu_total_bytes(None, 0.5) == 2**29

@@ -136,3 +136,9 @@ def test_config_only_folder_names():
     # the folder scripts/make_test_models.py writes and run_labs.py looks beside for a lab's own model
     assert registry.config_only_folder("Qwen/Qwen2.5-7B-Instruct") == "qwen2.5-7b-instruct-config"
     assert registry.config_only_folder("allenai/OLMoE-1B-7B-0924-Instruct") == "olmoe-1b-7b-0924-instruct-config"
+
+
+def test_tflop_format():
+    # the page filter `| tflop` (lesson 4A's request FLOPs): 10^12 FLOP, two decimals, thousands separated
+    assert fmt.tflop(10_407_057_031_168) == "10.41 TFLOP"
+    assert fmt.tflop(1_234_567e12, digits=0) == "1,234,567 TFLOP"

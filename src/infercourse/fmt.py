@@ -46,6 +46,11 @@ def gib(num_bytes: float, digits: int = 2) -> str:
     return f"{_bytes(num_bytes) / GIB:,.{digits}f} GiB"
 
 
+def tflop(flops: float, digits: int = 2) -> str:
+    """FLOPs as TFLOP (10^12): ``10407057031168`` -> ``"10.41 TFLOP"``."""
+    return f"{_finite(flops) / 1e12:,.{digits}f} TFLOP"
+
+
 def pct(fraction: float, digits: int = 1) -> str:
     """A fraction as a percentage: ``0.9939`` -> ``"99.4 %"``."""
     return f"{_finite(fraction) * 100:.{digits}f} %"
