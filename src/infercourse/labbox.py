@@ -247,12 +247,12 @@ def lab_box(script: str, args: str = "") -> str:
       ¥{rent.cny_per_hour:.2f}/h per card, about ¥{lab_cny(name, m["total"]):.2f} ({rent.source}).
     - **Platform notes:** an NVIDIA GPU whose driver is {LABKIT_MIN_DRIVER} or newer (`nvidia-smi` shows CUDA
       13.0 or newer): vLLM {registry.VLLM_GPU_VERSION} from PyPI is a CUDA 13 build, and the image's own CUDA
-      does not matter. `python scripts/run_labs.py --check` says in one line what is missing before anything
-      downloads. If Hugging Face is slow or blocked, set `VLLM_USE_MODELSCOPE=True`: every file the lab reads
-      goes through vLLM, which then fetches from ModelScope. On vLLM's CPU build the script runs as it is
-      (it sets `VLLM_CPU_KVCACHE_SPACE` to 1 GiB when unset), but its timings belong to that CPU; our
-      tests run it there with a tiny random model, so it is known to run end to end
-      ([how the course checks itself](../checks.md#labs)).{parts_note}
+      does not matter. `python scripts/run_labs.py --check` says what is missing, one line each (the driver, free
+      GPU memory, GPUs for a lab that needs two, disk for the download), before anything downloads. If Hugging Face
+      is slow or blocked, set `VLLM_USE_MODELSCOPE=True`: every file the lab reads goes through vLLM, which then
+      fetches from ModelScope. On vLLM's CPU build the script runs as it is (it sets `VLLM_CPU_KVCACHE_SPACE` to 1
+      GiB when unset), but its timings belong to that CPU; our tests run it there with a tiny random model, so it is
+      known to run end to end ([how the course checks itself](../checks.md#labs)).{parts_note}
     - **Without a GPU:** `make labs-cpu LAB={name}`, from a clone of this repository, runs this lab on vLLM's
       CPU build with one of the course's tiny random test models instead of {model_name} (the first run builds
       `.venv-labs/` and the model, nothing is downloaded but packages); it prints the table and checks every
