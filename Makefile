@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 export NO_MKDOCS_2_WARNING := 1  # silence the Material end-of-life banner in build logs
 
-.PHONY: serve build publish bench check lint test modelscope-wheel chromium node lock vendor clean labenv testmodels lock-gpu labs gpu-smoke labs-cpu notebooks lock-labs vllm-signatures mutation
+.PHONY: serve build publish bench check lint test modelscope-wheel chromium node lock vendor clean labenv testmodels lock-gpu labs gpu-smoke labs-cpu notebooks lock-labs vllm-signatures mutation gpu-wheels
 
 # --- environments -------------------------------------------------------------------------
 # The docs/test environment, made from the lock of exact versions. Rebuilt when the lock changes.
@@ -134,10 +134,24 @@ labs:
 # A GPU session with a time limit (a lent or rented box, no hub needed): every lab that fits SMOKE_BUDGET_S
 # seconds, shortest first, on the 7B config with random weights; receipts under OUT (default receipts/).
 #   make gpu-smoke [SMOKE_BUDGET_S=540] [EAGER=1] [OUT=$$OUT] [DRY_RUN=1: only list the labs and their estimates]
+#   [WHEELS=DIR: first install GPU_LOCK from that folder of wheels, with no index: a box with no network; fill the
+#   folder where PyPI is reachable with `make gpu-wheels WHEELS=DIR`]
 SMOKE_BUDGET_S ?= 540
+GPU_LOCK ?= requirements-labs-gpu.lock
+GPU_PYTHON_VERSION ?= 3.12
 gpu-smoke:
+	$(if $(WHEELS),$(LAB_PYTHON) -m pip install --quiet --disable-pip-version-check --no-index --no-deps --find-links $(WHEELS) -r $(GPU_LOCK))
 	$(LAB_PYTHON) scripts/run_labs.py --model $(MODELS)/qwen2.5-7b-instruct-config --load-format dummy \
 		--budget $(SMOKE_BUDGET_S) $(if $(EAGER),--eager) $(if $(OUT),--out $(OUT)) $(if $(DRY_RUN),--dry-run)
+
+# The wheels of GPU_LOCK for a box with no network (about 5 GB: vLLM, its CUDA 13 torch and their libraries), for
+# Python GPU_PYTHON_VERSION on x86-64 Linux with glibc 2.31 (the lock's floor: every manylinux tag up to 2_31; pip takes
+# no older tag by itself), into WHEELS; then carry the folder over.
+gpu-wheels: $(STAMP)
+	@[ -n "$(WHEELS)" ] || { echo "error: WHEELS is not set; run e.g. 'make gpu-wheels WHEELS=/data/wheels'"; exit 2; }
+	$(BIN)/pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: -d $(WHEELS) \
+		--python-version $(GPU_PYTHON_VERSION) $(foreach v,31 28 27 24 17 12 5,--platform manylinux_2_$(v)_x86_64) \
+		--platform manylinux2014_x86_64 --platform manylinux2010_x86_64 --platform manylinux1_x86_64 -r $(GPU_LOCK)
 
 # Here, on the CPU engine with the tiny model (what CI's tests/test_labs.py runs): make labs-cpu [LAB=phases]
 # [OUT=receipts] (the reference CPU receipts the Receipts page shows: refresh a lab's after changing its rows).

@@ -7,6 +7,7 @@ these are `slow` (tests/conftest.py): `make test` runs them, `make check` leaves
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -233,3 +234,31 @@ def test_check_names_a_download_the_disk_cannot_hold(tmp_path):
         f.truncate(1_400_000_000_000)
     assert _check(tmp_path, *args, HF_HUB_CACHE=str(cache)).returncode == 0
     assert _check(tmp_path, *args, "--load-format", "dummy").returncode == 0  # random weights: no download
+
+
+def test_gpu_smoke_installs_from_a_folder_of_wheels_with_no_index(tmp_path):
+    """`make gpu-smoke WHEELS=DIR` on a box with no network: pip installs the lock from DIR alone (--no-index), then
+    the smoke run starts. Here the lock is one pinned line whose wheel `make test` keeps in .cache/wheels/
+    (ModelScope's client), the Python a fresh environment that sees the docs environment's packages (run_labs.py
+    needs PyYAML), and DRY_RUN=1 stops before any lab."""
+    wheel = next((ROOT / ".cache" / "wheels").glob("modelscope_hub-0.5.1-*.whl"))
+    lock = tmp_path / "gpu.lock"
+    lock.write_text("modelscope-hub==0.5.1\n")
+    env_dir = tmp_path / "box"
+    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=120)
+    site = next(env_dir.glob("lib/python3*/site-packages"))
+    (site / "docs-env.pth").write_text(next(p for p in sys.path if p.endswith("site-packages")) + "\n")
+    python = env_dir / "bin" / "python"
+    args = [f"WHEELS={wheel.parent}", f"GPU_LOCK={lock}", f"LAB_PYTHON={python}", "DRY_RUN=1"]
+    done = subprocess.run(
+        ["make", "-s", "gpu-smoke", *args],
+        cwd=ROOT,
+        env={**os.environ, "PIP_INDEX_URL": "http://127.0.0.1:9/nothing", "PIP_CONFIG_FILE": os.devnull},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].split()[:2] == ["lab", "estimate"]  # the dry run's table followed
+    shown = subprocess.run([python, "-m", "pip", "show", "modelscope-hub"], capture_output=True, text=True)
+    assert "Version: 0.5.1" in shown.stdout and str(site) in shown.stdout
