@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 
 from infercourse import registry
+from infercourse.checks import nonnegative, whole
 from infercourse.checks import positive as _positive
-from infercourse.checks import whole
 
 
 def device_total_bytes(gpu_name: str = registry.LAB_GPU) -> int:
@@ -49,8 +49,7 @@ def kv_budget_bytes(
     """
     _positive("total_bytes", total_bytes)
     _positive("weight_bytes", weight_bytes)
-    if isinstance(reserve_bytes, bool) or not isinstance(reserve_bytes, (int, float)) or reserve_bytes < 0:
-        raise ValueError(f"reserve_bytes must be a non-negative number, got {reserve_bytes!r}")
+    nonnegative("reserve_bytes", reserve_bytes)
     if not (isinstance(utilization, (int, float)) and 0 < utilization <= 1):
         raise ValueError(f"utilization must be in (0, 1], got {utilization!r}")
     budget = total_bytes * utilization - weight_bytes - reserve_bytes

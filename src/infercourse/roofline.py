@@ -324,8 +324,7 @@ def chunked_prefill_steps(prompt_len: int, budget: int, decoders: int = 0) -> in
     """
     _positive("prompt_len", prompt_len)
     _positive("budget", budget)
-    if isinstance(decoders, bool) or not isinstance(decoders, int) or decoders < 0:
-        raise ValueError(f"decoders must be a whole number >= 0, got {decoders!r}")
+    whole("decoders", decoders, 0)
     if budget <= decoders:
         raise ValueError(f"a budget of {budget} tokens leaves no room beside {decoders} decoders; raise the budget")
     return -(-prompt_len // (budget - decoders))
@@ -434,8 +433,7 @@ def spec_decode_steps(output_tokens: int, k: int) -> int:
         ValueError: output_tokens < 1 or k not a whole number >= 1.
     """
     k = _draft_len(k)
-    if isinstance(output_tokens, bool) or not isinstance(output_tokens, int) or output_tokens < 1:
-        raise ValueError(f"output_tokens must be a whole number >= 1, got {output_tokens!r}")
+    whole("output_tokens", output_tokens)
     return 1 + -(-(output_tokens - 1) // (k + 1))
 
 

@@ -213,8 +213,7 @@ def kv_cache_bytes(config: Mapping[str, Any], tokens: int, dtype_bytes: int = 2)
         ValueError: ``tokens`` is not a non-negative integer, ``dtype_bytes`` is not a positive
             integer, or a config key is missing.
     """
-    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
-        raise ValueError(f"tokens must be a non-negative integer, got {tokens!r}")
+    whole("tokens", tokens, 0)
     per_layer = kv_bytes_per_layer_token(config, dtype_bytes)
     layers = _need(config, "num_hidden_layers")
     windowed = sliding_window_layers(config)

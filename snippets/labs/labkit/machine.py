@@ -40,10 +40,9 @@ GPU_MEMORY_UTILIZATION = 0.92
 """vLLM 0.26.0's default share of the GPU an engine may take; it refuses to start with less free."""
 
 
-def nvidia_smi(query: str) -> list[str] | None:
-    """The first GPU's fields of ``nvidia-smi --query-gpu=<query>`` (comma-separated names, e.g.
-    ``"name,memory.total"``), as strings in the query's order without units (memory in MiB); None without
-    nvidia-smi or a GPU."""
+def _nvidia_smi_rows(query: str) -> list[list[str]]:
+    """Every GPU's fields of ``nvidia-smi --query-gpu=<query>``, one row per GPU, as strings in the query's order
+    without units (memory in MiB); [] without nvidia-smi or a GPU."""
     try:
         out = subprocess.run(
             ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
@@ -52,24 +51,22 @@ def nvidia_smi(query: str) -> list[str] | None:
             timeout=30,
             check=True,
         ).stdout
-        return [part.strip() for part in out.splitlines()[0].split(",")]
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return None
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [[part.strip() for part in line.split(",")] for line in out.splitlines() if line.strip()]
+
+
+def nvidia_smi(query: str) -> list[str] | None:
+    """The first GPU's fields of ``nvidia-smi --query-gpu=<query>`` (comma-separated names, e.g.
+    ``"name,memory.total"``), as strings in the query's order without units (memory in MiB); None without
+    nvidia-smi or a GPU."""
+    rows = _nvidia_smi_rows(query)
+    return rows[0] if rows else None
 
 
 def gpu_count() -> int:
-    """How many NVIDIA GPUs nvidia-smi lists (one line each of ``--query-gpu=name``); 0 without nvidia-smi or a GPU."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(1 for line in out.splitlines() if line.strip())
+    """How many NVIDIA GPUs nvidia-smi lists (one row each of ``--query-gpu=name``); 0 without nvidia-smi or a GPU."""
+    return len(_nvidia_smi_rows("name"))
 
 
 def driver_cuda_version() -> str | None:
