@@ -159,6 +159,10 @@ def _wait_ready(page) -> str | None:
         page.wait_for_function(READY, timeout=20_000)
     except PlaywrightTimeout:
         return "formulas or diagrams still untypeset after 20 s"
+    # A scroll-driven animation (the fade at a scrolling box's edge) reads scroll ranges sampled at the start of a
+    # frame: a box that grew wide in the last layout has its fade from the next frame on. Two frames later every
+    # timeline is current (CI once measured /checks/'s table between the two and saw no fade).
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
     return None
 
 
