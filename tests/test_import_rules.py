@@ -29,7 +29,7 @@ from conftest import ROOT
 LAB_SCRIPT_THIRD_PARTY = {"labkit", "vllm", "torch", "transformers"}
 NOT_FOR_SPECS = {"infercourse.labs", "infercourse.macros", "infercourse.labbox"}
 """Besides other specs: the package (a cycle) and the build-side modules. (``infercourse.snippets``, the one
-reader of a lab script's constants, imports nothing of the package: ``core.lab_constant`` uses it.)"""
+reader of a lab script's constants, imports nothing of the package: ``core.lab_settings`` uses it.)"""
 
 
 def imports(path: Path, package: str = "") -> list[tuple[int, str]]:

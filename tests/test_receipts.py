@@ -298,6 +298,19 @@ def test_a_lab_s_row_schema_is_its_script_s_row(tmp_path, monkeypatch):
         labs.core.lab_row("odd")
 
 
+def test_a_lab_s_settings_are_its_script_s_literals_and_a_missing_one_is_named(tmp_path, monkeypatch):
+    (tmp_path / "labs").mkdir()
+    (tmp_path / "labs" / "odd.py").write_text('BATCHES = (1, 8)\nMODEL = "m"\nSTEP = BATCHES[0]\n')
+    monkeypatch.setattr(labs.core, "LABS_DIR", tmp_path / "labs")
+    monkeypatch.setattr(snippets, "SNIPPETS_DIR", tmp_path)
+    lab = labs.core.lab_settings("odd")
+    assert (lab.BATCHES, lab.MODEL) == ((1, 8), "m")
+    with pytest.raises(AttributeError, match=r"snippets/labs/odd\.py assigns no literal STEP .*\['BATCHES', 'MODEL'\]"):
+        lab.STEP  # noqa: B018 (a subscript is not a literal)
+    with pytest.raises(FileNotFoundError, match="no lab 'even'"):
+        labs.core.lab_settings("even")
+
+
 def test_a_receipt_names_no_folder_of_the_machine_that_ran_it(tmp_path, monkeypatch):
     """Paths inside the repository are written relative to it; others in the command as .../<name>."""
     labkit = snippets.load("labs/labkit")

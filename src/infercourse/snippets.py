@@ -56,7 +56,7 @@ _REQUIRED = object()
 def constants(relative_path: str) -> dict[str, Any]:
     """Every top-level literal assignment ``NAME = <literal>`` of ``snippets/<relative_path>``, by name, read
     with ``ast`` (the file is never imported or run). The one reader of a snippet's or lab script's
-    constants: pages, lab specs (``infercourse.labs.core.lab_constant``) and the notebook generator use it.
+    constants: pages, lab specs (``infercourse.labs.core.lab_settings``) and the notebook generator use it.
     An assignment that is not a literal (a call, a name, arithmetic) is left out; a name assigned twice keeps
     its last literal.
 

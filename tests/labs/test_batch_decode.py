@@ -95,7 +95,9 @@ def test_the_lab_is_the_one_home_of_its_lengths_and_batches():
     lab = snippets.load("labs/batch_decode.py")  # imports without vLLM
     defaults = lab.parse_args([])
     assert (
-        (defaults.prompt_len, defaults.output_len) == (batch_decode.PROMPT_LEN, batch_decode.OUTPUT_LEN) == (512, 128)
+        (defaults.prompt_len, defaults.output_len)
+        == (batch_decode.LAB.PROMPT_LEN, batch_decode.LAB.OUTPUT_LEN)
+        == (512, 128)
     )
     assert batch_decode.LARGEST_BATCH == max(lab.BATCHES) == 64
     assert defaults.max_model_len >= 512 + 128
@@ -107,4 +109,4 @@ def test_prediction_states_the_largest_batch_s_kv_need():
     text = batch_decode.prediction()
     # 64 x 640 = 40,960 tokens x 57,344 B = 2,348,810,240 B = 2.1875 GiB
     assert "64 × (512 + 128) = 40,960 tokens" in text and "2.19 GiB at 57,344 B/token" in text
-    assert "caps `max_num_batched_tokens` at 8,192" in text and batch_decode.MAX_BATCHED_TOKENS == 8192
+    assert "caps `max_num_batched_tokens` at 8,192" in text and batch_decode.LAB.MAX_BATCHED_TOKENS == 8192

@@ -33,7 +33,7 @@ def _row(run, tp, sizes, per_rank, kv, vocab_rows, step_ms=()):
         "outcome": "started",
         "reason": None,
         "ranks": tp,
-        **{f"{k}_elements": [per_rank[k]] * tp for k in spec.KINDS},
+        **{f"{k}_elements": [per_rank[k]] * tp for k in spec.LAB.KINDS},
         "embed_rows": [vocab_rows] * tp,
         "lm_head_rows": [vocab_rows] * tp,
         "kv_heads": [kv] * tp,

@@ -27,15 +27,11 @@ from infercourse.labs.core import (
     LabWork,
     Receipt,
     gpu_timing,
-    lab_constant,
+    lab_settings,
 )
 from infercourse.registry import COMPUTE_CAPABILITY, COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
 
-RUNS = tuple(lab_constant("attention_backends", "RUNS"))
-CONTEXTS = tuple(lab_constant("attention_backends", "CONTEXTS"))
-BATCH = lab_constant("attention_backends", "BATCH")
-OUTPUT_LEN = lab_constant("attention_backends", "OUTPUT_LEN")
-DEFAULT = lab_constant("attention_backends", "DEFAULT")
+LAB = lab_settings("attention_backends")
 REFUSED = "refused"
 
 # --- which backend vLLM 0.26.0 runs: its rule, from the source (registry facts of lesson 1B) ----------
@@ -66,7 +62,7 @@ def backend_accepts(backend: str, capability: tuple[int, int], kv_cache_dtype: s
     raise ValueError(f"no rule for backend {backend!r}; known: {', '.join(PRIORITY)}")
 
 
-def predicted_backend(capability: tuple[int, int], kv_cache_dtype: str, requested: str = DEFAULT) -> str:
+def predicted_backend(capability: tuple[int, int], kv_cache_dtype: str, requested: str = LAB.DEFAULT) -> str:
     """The backend vLLM 0.26.0 runs for the course's model on a CUDA card of ``capability`` with a
     ``kv_cache_dtype`` cache: for ``requested`` = ``"default"`` the first of :data:`PRIORITY` that accepts
     (FLASHINFER first on 10.x); a forced backend is checked alone and is ``"refused"`` when it does not
@@ -75,7 +71,7 @@ def predicted_backend(capability: tuple[int, int], kv_cache_dtype: str, requeste
     Raises:
         ValueError: as :func:`backend_accepts`.
     """
-    if requested != DEFAULT:
+    if requested != LAB.DEFAULT:
         return requested if backend_accepts(requested, capability, kv_cache_dtype) else REFUSED
     order = ("FLASHINFER", "FLASH_ATTN", *PRIORITY[2:]) if capability[0] == 10 else PRIORITY
     return next(b for b in order if backend_accepts(b, capability, kv_cache_dtype))
@@ -137,7 +133,7 @@ def cpu_build_runs_cpu_attn(receipt: Receipt) -> ClaimResult:
     wrong = []
     for run, rows in _runs(receipt).items():
         r = rows[0]
-        forced = r["requested_backend"] not in (DEFAULT, "CPU_ATTN")
+        forced = r["requested_backend"] not in (LAB.DEFAULT, "CPU_ATTN")
         if r["backend"] != "CPU_ATTN" or r["cpu_refusal"] != (r["requested_backend"] if forced else None):
             wrong.append(f"{run}: ran {r['backend']}, logged refusal of {r['cpu_refusal']}")
     return ClaimResult("cpu_build_runs_cpu_attn", statement, not wrong, "; ".join(wrong) or "every run on CPU_ATTN")
@@ -208,11 +204,13 @@ def predicted_rows(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> l
     for a run that starts, the step floor (s) at each of :data:`CONTEXTS`."""
     facts, config, cap = gpu(gpu_name), model(model_name).config, COMPUTE_CAPABILITY[gpu_name]
     rows = []
-    for run in RUNS:
+    for run in LAB.RUNS:
         requested, dtype = run.split(":")
         backend = predicted_backend(cap, dtype, requested)
-        base = {"run": run, "kv_cache_dtype": dtype, "batch": BATCH, "output_len": OUTPUT_LEN}
-        floors = [] if backend == REFUSED else [step_floor_s(facts, config, {**base, "context": s}) for s in CONTEXTS]
+        base = {"run": run, "kv_cache_dtype": dtype, "batch": LAB.BATCH, "output_len": LAB.OUTPUT_LEN}
+        floors = (
+            [] if backend == REFUSED else [step_floor_s(facts, config, {**base, "context": s}) for s in LAB.CONTEXTS]
+        )
         rows.append({**base, "backend": backend, "floors_s": floors})
     return rows
 
@@ -221,18 +219,18 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     """Markdown: each run's backend on ``gpu_name`` and its step floors at the lab's contexts."""
     facts, (major, minor) = gpu(gpu_name), COMPUTE_CAPABILITY[gpu_name]
     lines = [
-        f"{model_name} in BF16, {BATCH} requests decoding {OUTPUT_LEN} tokens after prompts of "
-        + ", ".join(fmt.count(s) for s in CONTEXTS)
+        f"{model_name} in BF16, {LAB.BATCH} requests decoding {LAB.OUTPUT_LEN} tokens after prompts of "
+        + ", ".join(fmt.count(s) for s in LAB.CONTEXTS)
         + f" tokens, on {gpu_name} (compute capability {major}.{minor}, {fmt.count(facts.bandwidth_gb_s)} GB/s). "
         "The backend is vLLM 0.26.0's rule read in its source; the floor is one decode step at the mean context "
         "S + n/2: the matmul weights and every sequence's cache read once (1 B per element for an FP8 cache). "
         "Every backend's measured step sits above it; what differs between backends is how far.",
         "",
-        "| run | backend | " + " | ".join(f"floor at {fmt.count(s)} (ms)" for s in CONTEXTS) + " |",
-        "|---|---|" + "---:|" * len(CONTEXTS),
+        "| run | backend | " + " | ".join(f"floor at {fmt.count(s)} (ms)" for s in LAB.CONTEXTS) + " |",
+        "|---|---|" + "---:|" * len(LAB.CONTEXTS),
     ]
     for r in predicted_rows(gpu_name, model_name):
-        cells = [fmt.fixed(f * 1e3, 2) for f in r["floors_s"]] or ["-"] * len(CONTEXTS)
+        cells = [fmt.fixed(f * 1e3, 2) for f in r["floors_s"]] or ["-"] * len(LAB.CONTEXTS)
         lines.append(f"| {r['run']} | {r['backend']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -245,13 +243,13 @@ def demands() -> list[roofline.Demand]:
             facts,
             config,
             r["batch"],
-            s + OUTPUT_LEN // 2,
+            s + LAB.OUTPUT_LEN // 2,
             floor,
             f"attention_backends: {r['run']} at {s}",
             kv_dtype_bytes=1 if r["kv_cache_dtype"] == "fp8" else 2,
         )
         for r in predicted_rows()
-        for s, floor in zip(CONTEXTS, r["floors_s"], strict=False)
+        for s, floor in zip(LAB.CONTEXTS, r["floors_s"], strict=False)
     ]
 
 
@@ -279,8 +277,8 @@ SPEC = LabSpec(
     cpu_max_model_len=256,
     cpu_args=("--runs", "default:auto,FLASH_ATTN:auto", "--contexts", "32,128", "--batch", "2", "--output-len", "8"),
     work=LabWork(
-        engines=len(RUNS),  # a refused one stops before loading weights
-        decode_steps=sum(bool(r["floors_s"]) for r in predicted_rows()) * len(CONTEXTS) * 2 * OUTPUT_LEN,
-        peak_kv_tokens=BATCH * (max(CONTEXTS) + OUTPUT_LEN),
+        engines=len(LAB.RUNS),  # a refused one stops before loading weights
+        decode_steps=sum(bool(r["floors_s"]) for r in predicted_rows()) * len(LAB.CONTEXTS) * 2 * LAB.OUTPUT_LEN,
+        peak_kv_tokens=LAB.BATCH * (max(LAB.CONTEXTS) + LAB.OUTPUT_LEN),
     ),
 )

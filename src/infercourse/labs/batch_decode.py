@@ -27,8 +27,8 @@ from infercourse.labs.core import (
     dtype_bytes,
     gpu_for_name,
     gpu_timing,
-    lab_constant,
     lab_grid,
+    lab_settings,
 )
 from infercourse.registry import COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
 from infercourse.roofline import Demand, decode_demand, decode_kernel_floors, decode_step_floor
@@ -37,12 +37,10 @@ from infercourse.transformer import kv_bytes_per_token
 GRID = lab_grid("batch_decode")
 """Batch sizes of the GPU run, one-element rows, read from the lab itself."""
 
-PROMPT_LEN = lab_constant("batch_decode", "PROMPT_LEN")
-OUTPUT_LEN = lab_constant("batch_decode", "OUTPUT_LEN")
+LAB = lab_settings("batch_decode")
 """The lab's default prompt and output lengths (tokens), read from the lab itself: its one home."""
 LARGEST_BATCH = max(b for (b,) in GRID)
 """The largest batch of the GPU run (sequences)."""
-MAX_BATCHED_TOKENS = lab_constant("batch_decode", "MAX_BATCHED_TOKENS")
 """The lab's cap on tokens per engine step (vLLM profiles its activations at this size)."""
 
 PER_TOKEN_GAIN = 0.5
@@ -144,17 +142,17 @@ def bandwidth_below_datasheet(receipt: Receipt) -> ClaimResult:
 def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     """Markdown: per batch size, each kernel's floor and the step floor on ``gpu_name`` (after the label)."""
     facts, config = gpu(gpu_name), model(model_name).config
-    ctx = PROMPT_LEN + OUTPUT_LEN // 2
-    peak = LARGEST_BATCH * (PROMPT_LEN + OUTPUT_LEN)
+    ctx = LAB.PROMPT_LEN + LAB.OUTPUT_LEN // 2
+    peak = LARGEST_BATCH * (LAB.PROMPT_LEN + LAB.OUTPUT_LEN)
     lines = [
-        f"{model_name} in BF16, every sequence at the run's mean context of {PROMPT_LEN} + {OUTPUT_LEN}/2 = "
+        f"{model_name} in BF16, every sequence at the run's mean context of {LAB.PROMPT_LEN} + {LAB.OUTPUT_LEN}/2 = "
         f"{fmt.count(ctx)} tokens; {fmt.count(facts.bandwidth_gb_s)} GB/s and {fmt.fixed(facts.bf16_dense_tflops)} "
         "TFLOP/s (BF16 dense, FP32 accumulate). Step floor = weight-matmul floor + attention floor, each "
         "max(FLOPs / peak, bytes / bandwidth). A real step is slower than its floor. "
-        f"The largest batch keeps {LARGEST_BATCH} × ({PROMPT_LEN} + {OUTPUT_LEN}) = {fmt.count(peak)} tokens in the "
-        f"KV cache, {fmt.gib(peak * kv_bytes_per_token(config, 2))} at "
+        f"The largest batch keeps {LARGEST_BATCH} × ({LAB.PROMPT_LEN} + {LAB.OUTPUT_LEN}) = {fmt.count(peak)} tokens "
+        f"in the KV cache, {fmt.gib(peak * kv_bytes_per_token(config, 2))} at "
         f"{fmt.count(kv_bytes_per_token(config, 2))} B/token; "
-        f"the lab caps `max_num_batched_tokens` at {fmt.count(MAX_BATCHED_TOKENS)} so that vLLM's activation "
+        f"the lab caps `max_num_batched_tokens` at {fmt.count(LAB.MAX_BATCHED_TOKENS)} so that vLLM's activation "
         "profile leaves room for it, prints what vLLM allocated, and records preemptions.",
         "",
         "| batch | matmul floor (ms) | attention floor (ms) | step floor (ms) | tokens/s ceiling |",
@@ -173,7 +171,7 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
 def demands(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> list[Demand]:
     """What each step floor of :func:`prediction` asks of ``gpu_name`` (the physics check's input)."""
     facts, config = gpu(gpu_name), model(model_name).config
-    ctx = PROMPT_LEN + OUTPUT_LEN // 2
+    ctx = LAB.PROMPT_LEN + LAB.OUTPUT_LEN // 2
     return [
         decode_demand(facts, config, b, ctx, decode_step_floor(facts, config, ctx, b), f"batch_decode: B = {b}")
         for (b,) in GRID
@@ -258,7 +256,7 @@ SPEC = LabSpec(
     demands=demands,
     work=LabWork(
         engines=1,
-        decode_steps=2 * OUTPUT_LEN * len(GRID),  # a warm-up and a timed batch per size
-        peak_kv_tokens=LARGEST_BATCH * (PROMPT_LEN + OUTPUT_LEN),
+        decode_steps=2 * LAB.OUTPUT_LEN * len(GRID),  # a warm-up and a timed batch per size
+        peak_kv_tokens=LARGEST_BATCH * (LAB.PROMPT_LEN + LAB.OUTPUT_LEN),
     ),
 )

@@ -32,16 +32,12 @@ the serve rows' exact claims are token counts.
 from __future__ import annotations
 
 from infercourse import fmt
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant
+from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_settings
 from infercourse.registry import COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
 from infercourse.roofline import Demand, chunked_prefill_floors, chunked_prefill_steps, prefill_demand, prefill_floor
 from infercourse.transformer import kv_bytes_per_token
 
-CHUNKS = lab_constant("chunked_prefill", "CHUNKS")
-LONG_PROMPT = lab_constant("chunked_prefill", "LONG_PROMPT")
-DECODERS = lab_constant("chunked_prefill", "DECODERS")
-PD_PROMPT = lab_constant("chunked_prefill", "PD_PROMPT")
-MAX_MODEL_LEN = lab_constant("chunked_prefill", "MAX_MODEL_LEN")
+LAB = lab_settings("chunked_prefill")
 
 
 def _rows(receipt: Receipt, part: str) -> list:
@@ -217,41 +213,39 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     facts, config = gpu(gpu_name), model(model_name).config
     kappa = kv_bytes_per_token(config, 2)
     lines = [
-        f"{model_name} in BF16 on the {gpu_name}: a {fmt.count(LONG_PROMPT)}-token prompt arrives beside "
-        f"{DECODERS} decoders. Steps are exact; the floors are `roofline.chunked_prefill_floors` with chunks of "
+        f"{model_name} in BF16 on the {gpu_name}: a {fmt.count(LAB.LONG_PROMPT)}-token prompt arrives beside "
+        f"{LAB.DECODERS} decoders. Steps are exact; the floors are `roofline.chunked_prefill_floors` with chunks of "
         "C - D (they leave out the decoders' own tokens and KV reads, so real steps run above them). The serve "
         "part's gaps add the server's own time per step to the same floors.",
         "",
         "| chunk C | steps to first token | TTFT floor (ms) | longest gap floor (ms) |",
         "|---|---:|---:|---:|",
     ]
-    for chunk in CHUNKS:
-        budget = MAX_MODEL_LEN if chunk == "off" else int(chunk)
-        room = budget - DECODERS
-        steps = chunked_prefill_steps(LONG_PROMPT, budget, DECODERS)
-        floors = chunked_prefill_floors(facts, config, LONG_PROMPT, min(room, LONG_PROMPT))
+    for chunk in LAB.CHUNKS:
+        budget = LAB.MAX_MODEL_LEN if chunk == "off" else int(chunk)
+        room = budget - LAB.DECODERS
+        steps = chunked_prefill_steps(LAB.LONG_PROMPT, budget, LAB.DECODERS)
+        floors = chunked_prefill_floors(facts, config, LAB.LONG_PROMPT, min(room, LAB.LONG_PROMPT))
         lines.append(f"| {chunk} | {steps} | {fmt.fixed(sum(floors) * 1e3, 1)} | {fmt.fixed(max(floors) * 1e3, 1)} |")
     z = VLLM_DEFAULT_BLOCK_SIZE
     lines += [
         "",
-        f"The pd pair ({fmt.count(PD_PROMPT)} tokens, blocks of {z}): the producer stores "
-        f"{fmt.count(stored_tokens(PD_PROMPT, z))} tokens, {fmt.count(stored_tokens(PD_PROMPT, z) * kappa)} B; the "
-        f"consumer writes nothing and loads {fmt.count(loaded_tokens(PD_PROMPT, z))}.",
+        f"The pd pair ({fmt.count(LAB.PD_PROMPT)} tokens, blocks of {z}): the producer stores "
+        f"{fmt.count(stored_tokens(LAB.PD_PROMPT, z))} tokens, "
+        f"{fmt.count(stored_tokens(LAB.PD_PROMPT, z) * kappa)} B; the consumer writes nothing and loads "
+        f"{fmt.count(loaded_tokens(LAB.PD_PROMPT, z))}.",
     ]
     return "\n".join(lines)
-
-
-_DECODE_TOKENS = lab_constant("chunked_prefill", "DECODE_TOKENS")
 
 
 def demands(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> list[Demand]:
     """What each TTFT floor of :func:`prediction` (the long prompt, per chunk setting) asks of ``gpu_name``."""
     facts, config = gpu(gpu_name), model(model_name).config
     out = []
-    for chunk in CHUNKS:
-        room = (MAX_MODEL_LEN if chunk == "off" else int(chunk)) - DECODERS
-        ttft = sum(chunked_prefill_floors(facts, config, LONG_PROMPT, min(room, LONG_PROMPT)))
-        out.append(prefill_demand(facts, config, LONG_PROMPT, ttft, f"chunked_prefill: TTFT floor, chunk {chunk}"))
+    for chunk in LAB.CHUNKS:
+        room = (LAB.MAX_MODEL_LEN if chunk == "off" else int(chunk)) - LAB.DECODERS
+        ttft = sum(chunked_prefill_floors(facts, config, LAB.LONG_PROMPT, min(room, LAB.LONG_PROMPT)))
+        out.append(prefill_demand(facts, config, LAB.LONG_PROMPT, ttft, f"chunked_prefill: TTFT floor, chunk {chunk}"))
     return out
 
 
@@ -288,8 +282,8 @@ SPEC = LabSpec(
         *("--decoders", "4", "--decoder-prompt", "8", "--decode-tokens", "16", "--pd-prompt", "300"),
     ),
     work=LabWork(  # per setting an engine (steps) and a server (serve), then the pd producer and consumer
-        engines=2 * len(CHUNKS) + 2,
-        decode_steps=2 * len(CHUNKS) * _DECODE_TOKENS,
-        peak_kv_tokens=MAX_MODEL_LEN,
+        engines=2 * len(LAB.CHUNKS) + 2,
+        decode_steps=2 * len(LAB.CHUNKS) * LAB.DECODE_TOKENS,
+        peak_kv_tokens=LAB.MAX_MODEL_LEN,
     ),
 )

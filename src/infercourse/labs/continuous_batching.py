@@ -29,27 +29,18 @@ from typing import Any
 
 from infercourse import fmt
 from infercourse.batching import rate_point, schedule, static_steps, step_time, useful_fraction
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant
+from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_settings
 from infercourse.memory import default_kv_budget_bytes, max_sequences
 from infercourse.registry import COURSE_MODEL, LAB_GPU, STEP_OVERHEAD_S, gpu, model
 from infercourse.roofline import Demand, decode_demand
 from infercourse.transformer import kv_bytes_per_token, weight_bytes
 
-BATCH_SIZES = tuple(lab_constant("continuous_batching", "BATCH_SIZES"))
-REQUESTS = lab_constant("continuous_batching", "REQUESTS")
-PROMPT_TOKENS = lab_constant("continuous_batching", "PROMPT_TOKENS")
-OUTPUT_MIN = lab_constant("continuous_batching", "OUTPUT_MIN")
-OUTPUT_MAX = lab_constant("continuous_batching", "OUTPUT_MAX")
-MAX_NUM_BATCHED_TOKENS = lab_constant("continuous_batching", "MAX_NUM_BATCHED_TOKENS")
-SEED = lab_constant("continuous_batching", "SEED")
-RATES = tuple(lab_constant("continuous_batching", "RATES"))
-NUM_PROMPTS = lab_constant("continuous_batching", "NUM_PROMPTS")
-ONLINE_OUTPUT_TOKENS = lab_constant("continuous_batching", "ONLINE_OUTPUT_TOKENS")
+LAB = lab_settings("continuous_batching")
 OFFLINE_MODES = ("static", "continuous")
 
 
 def output_lengths(
-    requests: int = REQUESTS, low: int = OUTPUT_MIN, high: int = OUTPUT_MAX, seed: int = SEED
+    requests: int = LAB.REQUESTS, low: int = LAB.OUTPUT_MIN, high: int = LAB.OUTPUT_MAX, seed: int = LAB.SEED
 ) -> list[int]:
     """The lab's seeded output lengths (the script's ``output_lengths``: ``random.Random(seed).randint``)."""
     import random
@@ -250,18 +241,18 @@ def online_points(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> tu
     :func:`~infercourse.batching.rate_point` of a server capped at the smaller of that and the largest
     ``max_num_seqs``, MAX_NUM_BATCHED_TOKENS per step."""
     facts, config = gpu(gpu_name), model(model_name).config
-    per_request = PROMPT_TOKENS + ONLINE_OUTPUT_TOKENS
+    per_request = LAB.PROMPT_TOKENS + LAB.ONLINE_OUTPUT_TOKENS
     kv_seqs = max_sequences(
         default_kv_budget_bytes(gpu_name, weight_bytes(config)), kv_bytes_per_token(config), per_request
     )
     online = (
-        PROMPT_TOKENS,
-        ONLINE_OUTPUT_TOKENS,
+        LAB.PROMPT_TOKENS,
+        LAB.ONLINE_OUTPUT_TOKENS,
         STEP_OVERHEAD_S,
-        min(max(BATCH_SIZES), kv_seqs),
-        MAX_NUM_BATCHED_TOKENS,
+        min(max(LAB.BATCH_SIZES), kv_seqs),
+        LAB.MAX_NUM_BATCHED_TOKENS,
     )
-    return kv_seqs, [rate_point(facts, config, rate, *online) for rate in RATES]
+    return kv_seqs, [rate_point(facts, config, rate, *online) for rate in LAB.RATES]
 
 
 def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
@@ -269,33 +260,34 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     facts, config = gpu(gpu_name), model(model_name).config
     settings = {
         "output_lengths": output_lengths(),
-        "prompt_tokens": PROMPT_TOKENS,
-        "max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS,
+        "prompt_tokens": LAB.PROMPT_TOKENS,
+        "max_num_batched_tokens": LAB.MAX_NUM_BATCHED_TOKENS,
     }
-    context = PROMPT_TOKENS + (OUTPUT_MIN + OUTPUT_MAX) // 4  # mean context over a request's decode
+    context = LAB.PROMPT_TOKENS + (LAB.OUTPUT_MIN + LAB.OUTPUT_MAX) // 4  # mean context over a request's decode
     lines = [
-        f"{model_name} in BF16 on the {gpu_name}: {REQUESTS} requests of {PROMPT_TOKENS} prompt tokens, outputs "
-        f"uniform on {OUTPUT_MIN}-{OUTPUT_MAX} (seed {SEED}), {fmt.count(MAX_NUM_BATCHED_TOKENS)} tokens per step. "
+        f"{model_name} in BF16 on the {gpu_name}: {LAB.REQUESTS} requests of {LAB.PROMPT_TOKENS} prompt tokens, "
+        f"outputs uniform on {LAB.OUTPUT_MIN}-{LAB.OUTPUT_MAX} (seed {LAB.SEED}), "
+        f"{fmt.count(LAB.MAX_NUM_BATCHED_TOKENS)} tokens per step. "
         "Steps are exact (the replay of vLLM's scheduler, `batching.schedule`); the step floor is lesson 2A's "
         f"decode floor at a mean context of {context} tokens; E[n]/E[max n] is static batching's useful fraction.",
         "",
         "| max_num_seqs | static steps | continuous steps | steps saved | E[n]/E[max n] | step floor (ms) |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
-    for batch in BATCH_SIZES:
+    for batch in LAB.BATCH_SIZES:
         steps = predicted_steps(settings, batch)
         saved = 1 - steps["continuous"] / steps["static"]
         lines.append(
             f"| {batch} | {fmt.count(steps['static'])} | {fmt.count(steps['continuous'])} | {fmt.pct(saved)} | "
-            f"{fmt.fixed(useful_fraction(OUTPUT_MIN, OUTPUT_MAX, batch), 2)} | "
+            f"{fmt.fixed(useful_fraction(LAB.OUTPUT_MIN, LAB.OUTPUT_MAX, batch), 2)} | "
             f"{fmt.fixed(step_time(facts, config, batch, context) * 1e3, 2)} |"
         )
     kv_seqs, points = online_points(gpu_name, model_name)
     lines += [
         "",
-        f"Online: one server with max_num_seqs {max(BATCH_SIZES)} (its KV cache holds {kv_seqs} whole requests), "
-        f"{NUM_PROMPTS} requests per rate of {PROMPT_TOKENS} prompt "
-        f"and {ONLINE_OUTPUT_TOKENS} output tokens. Below the knee a rate is carried by the smallest batch B with "
+        f"Online: one server with max_num_seqs {max(LAB.BATCH_SIZES)} (its KV cache holds {kv_seqs} whole requests), "
+        f"{LAB.NUM_PROMPTS} requests per rate of {LAB.PROMPT_TOKENS} prompt "
+        f"and {LAB.ONLINE_OUTPUT_TOKENS} output tokens. Below the knee a rate is carried by the smallest batch B with "
         "B >= rate x n x t(B) (Little's law), where a step t(B) carries the B decodes and the prompt tokens "
         "arriving meanwhile, B x prompt / n, plus lesson 4A's assumed overhead; past the knee the server runs at "
         "its highest sustainable rate and the queue, and TTFT, grow.",
@@ -314,10 +306,10 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
 def demands(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> list[Demand]:
     """What :func:`prediction`'s step floors and online rates ask of ``gpu_name`` (the physics check's input)."""
     facts, config = gpu(gpu_name), model(model_name).config
-    context = PROMPT_TOKENS + (OUTPUT_MIN + OUTPUT_MAX) // 4
+    context = LAB.PROMPT_TOKENS + (LAB.OUTPUT_MIN + LAB.OUTPUT_MAX) // 4
     floors = [
         decode_demand(facts, config, b, context, step_time(facts, config, b, context), f"step floor at B = {b}")
-        for b in BATCH_SIZES
+        for b in LAB.BATCH_SIZES
     ]
     return floors + [point["demand"] for point in online_points(gpu_name, model_name)[1]]
 
@@ -327,19 +319,20 @@ def _work() -> LabWork:
     (NUM_PROMPTS / rate per rate), then the last request's ONLINE_OUTPUT_TOKENS steps per rate, and a KV
     cache for the largest B of full online requests."""
     lengths = output_lengths()
-    prompts = [PROMPT_TOKENS] * REQUESTS
-    runs = [schedule(prompts, lengths, b, MAX_NUM_BATCHED_TOKENS) for b in BATCH_SIZES]
+    prompts = [LAB.PROMPT_TOKENS] * LAB.REQUESTS
+    runs = [schedule(prompts, lengths, b, LAB.MAX_NUM_BATCHED_TOKENS) for b in LAB.BATCH_SIZES]
     return LabWork(
-        engines=len(BATCH_SIZES) + 1,
+        engines=len(LAB.BATCH_SIZES) + 1,
         decode_steps=sum(
-            run.steps + static_steps(prompts, lengths, b, MAX_NUM_BATCHED_TOKENS)
-            for b, run in zip(BATCH_SIZES, runs, strict=True)
+            run.steps + static_steps(prompts, lengths, b, LAB.MAX_NUM_BATCHED_TOKENS)
+            for b, run in zip(LAB.BATCH_SIZES, runs, strict=True)
         )
-        + len(RATES) * ONLINE_OUTPUT_TOKENS,
+        + len(LAB.RATES) * LAB.ONLINE_OUTPUT_TOKENS,
         peak_kv_tokens=max(
-            max(run.peak_kv_tokens for run in runs), max(BATCH_SIZES) * (PROMPT_TOKENS + ONLINE_OUTPUT_TOKENS)
+            max(run.peak_kv_tokens for run in runs),
+            max(LAB.BATCH_SIZES) * (LAB.PROMPT_TOKENS + LAB.ONLINE_OUTPUT_TOKENS),
         ),
-        arrival_s=sum(NUM_PROMPTS / rate for rate in RATES),
+        arrival_s=sum(LAB.NUM_PROMPTS / rate for rate in LAB.RATES),
     )
 
 

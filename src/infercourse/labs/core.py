@@ -34,18 +34,38 @@ class ReceiptError(ValueError):
     """A receipt does not follow the schema; the message lists every problem found."""
 
 
-def lab_constant(lab: str, name: str) -> Any:
-    """The module-level literal ``name = ...`` of ``snippets/labs/<lab>.py``, read with ``ast`` by
-    :func:`infercourse.snippets.constant` (the lab is not imported): the lab script is the one home of its
-    settings, and the spec reads them here.
+class LabSettings:
+    """Every top-level literal ``NAME = <literal>`` of ``snippets/labs/<lab>.py`` as an attribute
+    (``LAB = lab_settings("spec_decode")``, then ``LAB.BATCHES``), read with ``ast`` by
+    :func:`infercourse.snippets.constants` (the lab is not imported): the lab script is the one home of its
+    settings, and a spec or a page reads them here, naming the lab once.
+
+    Raises:
+        AttributeError: on reading a name the lab does not assign a literal at its top level.
+    """
+
+    def __init__(self, lab: str, values: Mapping[str, Any]) -> None:
+        self._lab, self._values = lab, dict(values)
+
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__.get("_values", {})
+        if name not in values:
+            raise AttributeError(
+                f"snippets/labs/{self.__dict__.get('_lab')}.py assigns no literal {name} at its top level; "
+                f"it has {sorted(values)}"
+            )
+        return values[name]
+
+
+def lab_settings(lab: str) -> LabSettings:
+    """The settings of ``snippets/labs/<lab>.py`` (:class:`LabSettings`).
 
     Raises:
         FileNotFoundError: no such lab.
-        ValueError: the lab has no module-level ``name = <literal>``.
     """
     if not (LABS_DIR / f"{lab}.py").is_file():
         raise FileNotFoundError(f"no lab {lab!r}: {LABS_DIR / f'{lab}.py'} does not exist")
-    return snippets.constant(f"labs/{lab}.py", name)
+    return LabSettings(lab, snippets.constants(f"labs/{lab}.py"))
 
 
 ROW_TYPES: Mapping[str, tuple[type, ...]] = {
@@ -69,7 +89,7 @@ def lab_row(lab: str) -> dict[str, tuple[type, ...]]:
         ValueError: the lab has no ``ROW`` literal, or it names a type not in :data:`ROW_TYPES`.
     """
     row = {}
-    for key, spelled in lab_constant(lab, "ROW").items():
+    for key, spelled in lab_settings(lab).ROW.items():
         names = [name.strip() for name in spelled.split("|")]
         unknown = [name for name in names if name not in ROW_TYPES]
         if unknown:
@@ -81,8 +101,8 @@ def lab_row(lab: str) -> dict[str, tuple[type, ...]]:
 
 
 def lab_grid(lab: str) -> tuple[tuple[int, ...], ...]:
-    """The ``GRID`` constant of ``snippets/labs/<lab>.py`` as a tuple of tuples (:func:`lab_constant`)."""
-    return tuple(tuple(pair) for pair in lab_constant(lab, "GRID"))
+    """The ``GRID`` constant of ``snippets/labs/<lab>.py`` as a tuple of tuples (:func:`lab_settings`)."""
+    return tuple(tuple(pair) for pair in lab_settings(lab).GRID)
 
 
 # --- the envelope: the same for every lab ---------------------------------------------------------
@@ -312,7 +332,7 @@ class LabSpec:
         if not self.row:  # declared once, in the script
             object.__setattr__(self, "row", lab_row(self.lab))
         if not self.units:
-            object.__setattr__(self, "units", lab_constant(self.lab, "UNITS"))
+            object.__setattr__(self, "units", lab_settings(self.lab).UNITS)
         for what, keys in (("units", self.units), ("key", self.key), ("columns", [c.key for c in self.columns])):
             unknown = [k for k in keys if k not in self.row]
             if unknown:
@@ -595,10 +615,10 @@ def sequential_work(lab: str) -> LabWork:
     """The work of a lab that sends one request at a time (phases, metrics): one engine; per grid row
     ``REPEATS`` requests of n output tokens (n decode steps each, the first one the prefill's), plus
     one warm-up request of ``WARMUP_OUTPUT_TOKENS`` per distinct prompt length; KV for ``MAX_MODEL_LEN``."""
-    grid, repeats = lab_grid(lab), lab_constant(lab, "REPEATS")
-    warmup = len({s for s, _ in grid}) * lab_constant(lab, "WARMUP_OUTPUT_TOKENS")
+    grid, settings = lab_grid(lab), lab_settings(lab)
+    warmup = len({s for s, _ in grid}) * settings.WARMUP_OUTPUT_TOKENS
     return LabWork(
         engines=1,
-        decode_steps=repeats * sum(n for _, n in grid) + warmup,
-        peak_kv_tokens=lab_constant(lab, "MAX_MODEL_LEN"),
+        decode_steps=settings.REPEATS * sum(n for _, n in grid) + warmup,
+        peak_kv_tokens=settings.MAX_MODEL_LEN,
     )

@@ -25,15 +25,12 @@ from infercourse.labs.core import (
     LabWork,
     Receipt,
     gpu_timing,
-    lab_constant,
+    lab_settings,
 )
 from infercourse.registry import LAB_GPU, GPUFacts, gpu, model
 from infercourse.transformer import moe_experts
 
-MODEL = lab_constant("expert_coverage", "MODEL")
-BATCHES = tuple(lab_constant("expert_coverage", "BATCHES"))
-PROMPT_LEN = lab_constant("expert_coverage", "PROMPT_LEN")
-OUTPUT_LEN = lab_constant("expert_coverage", "OUTPUT_LEN")
+LAB = lab_settings("expert_coverage")
 """The lab's model, batch sizes and lengths (tokens), read from the lab itself: their one home."""
 
 Z_BOUND = 3.0
@@ -198,12 +195,12 @@ def efficiency(receipt: Receipt, facts: GPUFacts, config: Mapping[str, Any]) -> 
 def predicted_rows(gpu_name: str = LAB_GPU) -> list[dict[str, Any]]:
     """Per batch of :data:`BATCHES`: uniform routing's experts touched per MoE layer, the weight bytes a step reads
     (B, BF16) and the step floor and band (s) on ``gpu_name`` for :data:`MODEL`."""
-    facts, config = gpu(gpu_name), model(MODEL).config
+    facts, config = gpu(gpu_name), model(LAB.MODEL).config
     experts, top_k = moe_experts(config)
     rows = []
-    for batch in BATCHES:
+    for batch in LAB.BATCHES:
         touched = roofline.expected_experts_touched(experts, top_k, batch)
-        floor = step_floor_s(facts, config, batch, _mean_context(PROMPT_LEN, OUTPUT_LEN))
+        floor = step_floor_s(facts, config, batch, _mean_context(LAB.PROMPT_LEN, LAB.OUTPUT_LEN))
         rows.append(
             {
                 "batch": batch,
@@ -218,11 +215,12 @@ def predicted_rows(gpu_name: str = LAB_GPU) -> list[dict[str, Any]]:
 
 def prediction(gpu_name: str = LAB_GPU) -> str:
     """Markdown: per batch, the experts touched, bytes and step floor of :data:`MODEL` on ``gpu_name``."""
-    facts, config = gpu(gpu_name), model(MODEL).config
+    facts, config = gpu(gpu_name), model(LAB.MODEL).config
     lines = [
-        f"{MODEL} in BF16 ({moe_experts(config)[0]} experts, {moe_experts(config)[1]} per token), prompts of "
-        f"{PROMPT_LEN} tokens decoding {OUTPUT_LEN}, on {gpu_name} ({fmt.count(facts.bandwidth_gb_s)} GB/s). Experts "
-        "touched: uniform routing's expectation per MoE layer, the most a batch reaches on average (the counted "
+        f"{LAB.MODEL} in BF16 ({moe_experts(config)[0]} experts, {moe_experts(config)[1]} per token), prompts of "
+        f"{LAB.PROMPT_LEN} tokens decoding {LAB.OUTPUT_LEN}, on {gpu_name} ({fmt.count(facts.bandwidth_gb_s)} GB/s). "
+        "Experts touched: uniform routing's expectation per MoE layer, the most a batch reaches on "
+        "average (the counted "
         "run may land a little under it). Floor: the weights every step needs, those experts and the batch's KV "
         "cache, read once; band: the floor plus the launch overhead lesson 2B bounds.",
         "",
@@ -240,13 +238,13 @@ def prediction(gpu_name: str = LAB_GPU) -> str:
 
 def demands() -> list[roofline.Demand]:
     """What each floor of :func:`prediction` asks of the lab's card (a floor asks for exactly the limit)."""
-    facts, config = gpu(LAB_GPU), model(MODEL).config
+    facts, config = gpu(LAB_GPU), model(LAB.MODEL).config
     return [
         roofline.moe_decode_demand(
             facts,
             config,
             r["batch"],
-            _mean_context(PROMPT_LEN, OUTPUT_LEN),
+            _mean_context(LAB.PROMPT_LEN, LAB.OUTPUT_LEN),
             r["floor_s"],
             f"expert_coverage: B={r['batch']}",
         )
@@ -289,9 +287,9 @@ SPEC = LabSpec(
         "16",
     ),
     work=LabWork(
-        engines=len(lab_constant("expert_coverage", "MODES")),
-        decode_steps=len(lab_constant("expert_coverage", "MODES")) * len(BATCHES) * 2 * OUTPUT_LEN,
-        peak_kv_tokens=max(BATCHES) * (PROMPT_LEN + OUTPUT_LEN),
-        model=MODEL,
+        engines=len(LAB.MODES),
+        decode_steps=len(LAB.MODES) * len(LAB.BATCHES) * 2 * LAB.OUTPUT_LEN,
+        peak_kv_tokens=max(LAB.BATCHES) * (LAB.PROMPT_LEN + LAB.OUTPUT_LEN),
+        model=LAB.MODEL,
     ),
 )

@@ -18,19 +18,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant
+from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_settings
 from infercourse.memory import cached_prefix_tokens, fleet_prefix_hits, prefix_computations
 from infercourse.registry import LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
 from infercourse.roofline import Demand, prefill_demand, prefill_floor
 
-MODEL = lab_constant("fleet_routing", "MODEL")
-POLICIES = tuple(lab_constant("fleet_routing", "POLICIES"))
-REPLICAS = lab_constant("fleet_routing", "REPLICAS")
-GROUPS = lab_constant("fleet_routing", "GROUPS")
-ROUNDS = lab_constant("fleet_routing", "ROUNDS")
-PREFIX_TOKENS = lab_constant("fleet_routing", "PREFIX_TOKENS")
-SUFFIX_TOKENS = lab_constant("fleet_routing", "SUFFIX_TOKENS")
-OUTPUT_TOKENS = lab_constant("fleet_routing", "OUTPUT_TOKENS")
+LAB = lab_settings("fleet_routing")
 """The lab's model, policies and workload, read from the lab itself: their one home."""
 
 
@@ -139,13 +132,13 @@ def hit_ttft_lower(receipt: Receipt) -> ClaimResult:
 def predicted(gpu_name: str = LAB_GPU) -> dict[str, Any]:
     """The default workload on ``gpu_name`` with CUDA's blocks: one hit's cached tokens, the fleet's hits per
     policy (tokens) and the TTFT floors (s) of a miss (the whole prompt) and of a hit (the uncached tokens)."""
-    facts, config = gpu(gpu_name), model(MODEL).config
-    prompt = PREFIX_TOKENS + SUFFIX_TOKENS
-    cached = cached_prefix_tokens(PREFIX_TOKENS, prompt, VLLM_DEFAULT_BLOCK_SIZE)
+    facts, config = gpu(gpu_name), model(LAB.MODEL).config
+    prompt = LAB.PREFIX_TOKENS + LAB.SUFFIX_TOKENS
+    cached = cached_prefix_tokens(LAB.PREFIX_TOKENS, prompt, VLLM_DEFAULT_BLOCK_SIZE)
     return {
         "prompt": prompt,
         "cached": cached,
-        "hits": {p: fleet_prefix_hits(p, GROUPS, ROUNDS, REPLICAS, cached) for p in POLICIES},
+        "hits": {p: fleet_prefix_hits(p, LAB.GROUPS, LAB.ROUNDS, LAB.REPLICAS, cached) for p in LAB.POLICIES},
         "miss_s": prefill_floor(facts, config, prompt),
         "hit_s": prefill_floor(facts, config, prompt - cached),
     }
@@ -154,10 +147,11 @@ def predicted(gpu_name: str = LAB_GPU) -> dict[str, Any]:
 def prediction(gpu_name: str = LAB_GPU) -> str:
     """Markdown: per policy, the fleet's hits and hit rate, and the TTFT floors of a miss and a hit."""
     p = predicted(gpu_name)
-    total = GROUPS * ROUNDS * p["prompt"]
+    total = LAB.GROUPS * LAB.ROUNDS * p["prompt"]
     lines = [
-        f"{MODEL} in BF16 on the {gpu_name}, {REPLICAS} replicas, {GROUPS} prefixes of {fmt.count(PREFIX_TOKENS)} "
-        f"tokens asked {ROUNDS} times each ({fmt.count(total)} prompt tokens per policy), blocks of "
+        f"{LAB.MODEL} in BF16 on the {gpu_name}, {LAB.REPLICAS} replicas, {LAB.GROUPS} prefixes of "
+        f"{fmt.count(LAB.PREFIX_TOKENS)} tokens asked {LAB.ROUNDS} times each ({fmt.count(total)} prompt "
+        "tokens per policy), blocks of "
         f"{VLLM_DEFAULT_BLOCK_SIZE}. Hits are exact; the TTFT floors are `roofline.prefill_floor` over the whole "
         f"prompt (a miss: {fmt.fixed(p['miss_s'] * 1e3, 2)} ms) and over the uncached tokens (a hit: "
         f"{fmt.fixed(p['hit_s'] * 1e3, 2)} ms), without the router's hop.",
@@ -166,14 +160,14 @@ def prediction(gpu_name: str = LAB_GPU) -> str:
         "|---|---:|---:|---:|",
     ]
     for policy, hits in p["hits"].items():
-        computed = prefix_computations(policy, GROUPS, ROUNDS, REPLICAS)
+        computed = prefix_computations(policy, LAB.GROUPS, LAB.ROUNDS, LAB.REPLICAS)
         lines.append(f"| {policy} | {computed} | {fmt.count(hits)} | {fmt.pct(hits / total)} |")
     return "\n".join(lines)
 
 
 def demands() -> list[Demand]:
     """What the miss and hit TTFT floors of :func:`prediction` ask of the lab's card."""
-    facts, config, p = gpu(LAB_GPU), model(MODEL).config, predicted()
+    facts, config, p = gpu(LAB_GPU), model(LAB.MODEL).config, predicted()
     return [
         prefill_demand(facts, config, p["prompt"], p["miss_s"], "fleet_routing: TTFT floor of a miss"),
         prefill_demand(facts, config, p["prompt"] - p["cached"], p["hit_s"], "fleet_routing: TTFT floor of a hit"),
@@ -215,11 +209,11 @@ SPEC = LabSpec(
         "2",
     ),  # fmt: skip
     work=LabWork(
-        engines=REPLICAS,
-        decode_steps=len(POLICIES) * GROUPS * ROUNDS * OUTPUT_TOKENS,
-        peak_kv_tokens=GROUPS * (PREFIX_TOKENS + ROUNDS * (SUFFIX_TOKENS + OUTPUT_TOKENS)),
-        model=MODEL,
-        replicas=REPLICAS,
-        memory_share=lab_constant("fleet_routing", "REPLICA_MEMORY"),
+        engines=LAB.REPLICAS,
+        decode_steps=len(LAB.POLICIES) * LAB.GROUPS * LAB.ROUNDS * LAB.OUTPUT_TOKENS,
+        peak_kv_tokens=LAB.GROUPS * (LAB.PREFIX_TOKENS + LAB.ROUNDS * (LAB.SUFFIX_TOKENS + LAB.OUTPUT_TOKENS)),
+        model=LAB.MODEL,
+        replicas=LAB.REPLICAS,
+        memory_share=LAB.REPLICA_MEMORY,
     ),
 )

@@ -24,8 +24,8 @@ from infercourse.labs.core import (
     LabWork,
     Receipt,
     gpu_timing,
-    lab_constant,
     lab_grid,
+    lab_settings,
 )
 from infercourse.memory import cached_prefix_tokens
 from infercourse.registry import COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
@@ -35,11 +35,7 @@ GRID = lab_grid("prefix_cache")
 """(run, shared prefix tokens, unique suffix tokens) rows of the lab, read from the lab itself."""
 SEQUENTIAL = tuple((prefix, suffix) for run, prefix, suffix in GRID if run == "sequential")
 """The (prefix, suffix) rows sent one request at a time: the prediction's rows."""
-PARALLEL = lab_constant("prefix_cache", "PARALLEL")
-FILLERS = lab_constant("prefix_cache", "FILLERS")
-PRESSURE_OUTPUT = lab_constant("prefix_cache", "PRESSURE_OUTPUT")
-REQUESTS = lab_constant("prefix_cache", "REQUESTS")
-OUTPUT_TOKENS = lab_constant("prefix_cache", "OUTPUT_TOKENS")
+LAB = lab_settings("prefix_cache")
 
 HIT_SAVES_FROM = 1024
 """The TTFT claim covers rows whose later requests find at least this many cached tokens: there the
@@ -201,8 +197,9 @@ SPEC = LabSpec(
     work=LabWork(
         engines=1,
         # sequential and evicted requests one at a time (+ the warm-up and the fillers), the others in one batch
-        decode_steps=(len(SEQUENTIAL) * REQUESTS + 1 + 2 + FILLERS + 2) * OUTPUT_TOKENS + PRESSURE_OUTPUT,
+        decode_steps=(len(SEQUENTIAL) * LAB.REQUESTS + 1 + 2 + LAB.FILLERS + 2) * LAB.OUTPUT_TOKENS
+        + LAB.PRESSURE_OUTPUT,
         # the pool the lab asks for (num_gpu_blocks_override blocks of CUDA's 16 tokens), more than MAX_MODEL_LEN
-        peak_kv_tokens=lab_constant("prefix_cache", "NUM_GPU_BLOCKS") * VLLM_DEFAULT_BLOCK_SIZE,
+        peak_kv_tokens=LAB.NUM_GPU_BLOCKS * VLLM_DEFAULT_BLOCK_SIZE,
     ),
 )

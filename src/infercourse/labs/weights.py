@@ -18,7 +18,7 @@ from infercourse.labs.core import (
     Receipt,
     dtype_bytes,
     find_row,
-    lab_constant,
+    lab_settings,
     model_config_for,
 )
 from infercourse.registry import AWQ_GROUP_SIZE, COURSE_MODEL, model
@@ -141,5 +141,5 @@ SPEC = LabSpec(
         Column("bytes", "bytes", fmt.count),
         Column("bytes", "GiB", lambda v: fmt.gib(v)),
     ),
-    work=LabWork(engines=1, decode_steps=0, peak_kv_tokens=lab_constant("weights", "MAX_MODEL_LEN")),
+    work=LabWork(engines=1, decode_steps=0, peak_kv_tokens=lab_settings("weights").MAX_MODEL_LEN),
 )

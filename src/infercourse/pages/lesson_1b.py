@@ -15,6 +15,8 @@ from infercourse import registry, roofline, snippets, transformer
 from infercourse.labs import attention_backends as lab
 from infercourse.pages import lesson_values
 
+LAB = lab.LAB  # the lab's settings, read from its script
+
 P = lesson_values(__name__)
 
 cfg = registry.model(registry.COURSE_MODEL).config
@@ -70,7 +72,7 @@ P.add("splits_4090", math.ceil(sms_4090 / blocks_1), "count")
 P.add("splits_h200", math.ceil(sms_h200 / blocks_1), "count")
 P.add("split_keys", S_long // math.ceil(sms_4090 / blocks_1), "tokens")
 P.add("max_splits", registry.FLASH_ATTN_MAX_SPLITS, "count")
-P.add("blocks_lab", ak.decode_blocks(lab.BATCH, h_kv), "count")
+P.add("blocks_lab", ak.decode_blocks(LAB.BATCH, h_kv), "count")
 
 # --- paged: block tables and the block size ---
 z = P.add("z", registry.VLLM_DEFAULT_BLOCK_SIZE, "tokens")
@@ -96,20 +98,20 @@ P.add("cap_h200", ".".join(map(str, registry.COMPUTE_CAPABILITY["H200"])), "text
 lab_floor = {
     dtype: [
         lab.step_floor_s(
-            g4090, cfg, {"kv_cache_dtype": dtype, "batch": lab.BATCH, "output_len": lab.OUTPUT_LEN, "context": s}
+            g4090, cfg, {"kv_cache_dtype": dtype, "batch": LAB.BATCH, "output_len": LAB.OUTPUT_LEN, "context": s}
         )
-        for s in lab.CONTEXTS
+        for s in LAB.CONTEXTS
     ]
     for dtype in ("auto", "fp8")
 }
-P.add("lab_batch", lab.BATCH, "sequences")
-P.add("lab_output", lab.OUTPUT_LEN, "tokens")
-P.add("lab_short", min(lab.CONTEXTS), "tokens")
-P.add("lab_long", max(lab.CONTEXTS), "tokens")
+P.add("lab_batch", LAB.BATCH, "sequences")
+P.add("lab_output", LAB.OUTPUT_LEN, "tokens")
+P.add("lab_short", min(LAB.CONTEXTS), "tokens")
+P.add("lab_long", max(LAB.CONTEXTS), "tokens")
 P.add("floor_short", lab_floor["auto"][0], "s")
 P.add("floor_long", lab_floor["auto"][-1], "s")
 P.add("floor_long_fp8", lab_floor["fp8"][-1], "s")
-kv_long = lab.BATCH * (max(lab.CONTEXTS) + lab.OUTPUT_LEN // 2) * transformer.kv_bytes_per_token(cfg, 2)
+kv_long = LAB.BATCH * (max(LAB.CONTEXTS) + LAB.OUTPUT_LEN // 2) * transformer.kv_bytes_per_token(cfg, 2)
 weights = roofline.matmul_params(cfg) * 2
 P.add("kv_share_long", kv_long / (kv_long + weights), "1")
 P.add("fp8_saving_long", 1 - lab_floor["fp8"][-1] / lab_floor["auto"][-1], "1")

@@ -13,10 +13,12 @@ from infercourse import figures, fmt, memory, registry, roofline, transformer
 from infercourse.labs import expert_coverage as lab
 from infercourse.pages import lesson_values
 
+LAB = lab.LAB  # the lab's settings, read from its script
+
 P = lesson_values(__name__)
 
 g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
-NAMES = {"olmoe": lab.MODEL, "qwen3": "Qwen/Qwen3-30B-A3B", "ds": "deepseek-ai/DeepSeek-V3"}
+NAMES = {"olmoe": LAB.MODEL, "qwen3": "Qwen/Qwen3-30B-A3B", "ds": "deepseek-ai/DeepSeek-V3"}
 SHORT = {"olmoe": "OLMoE-1B-7B", "qwen3": "Qwen3-30B-A3B", "ds": "DeepSeek-V3"}  # table rows, narrow on a phone
 cfgs = {key: registry.model(name).config for key, name in NAMES.items()}
 parts = {key: transformer.moe_param_breakdown(c) for key, c in cfgs.items()}
@@ -70,7 +72,7 @@ P.add("ol_miss_64", (1 - k_ol / E_ol) ** 64, "1")
 
 # --- a decode step's bytes and floor: OLMoE on the RTX 4090, against the course's dense model ---
 ol_cfg, dense_cfg = cfgs["olmoe"], registry.model(registry.COURSE_MODEL).config
-context = lab.PROMPT_LEN + lab.OUTPUT_LEN // 2
+context = LAB.PROMPT_LEN + LAB.OUTPUT_LEN // 2
 read_1 = P.add("read_1", 2 * roofline.moe_step_params(ol_cfg, k_ol)[0], "B")
 read_all = P.add("read_all", 2 * roofline.moe_step_params(ol_cfg, E_ol)[0], "B")
 floor = {b: sum(roofline.moe_decode_kernel_floors(g4090, ol_cfg, context, b)) for b in (1, 64)}
@@ -115,7 +117,7 @@ kappa_ds = P.add("kappa_ds", transformer.kv_bytes_per_token(cfgs["ds"]), "B/toke
 
 # --- the lab's model on a 24 GB card, and the 4-bit alternative ---
 ol = parts["olmoe"]
-P.add("lab_model", lab.MODEL, "text")
+P.add("lab_model", LAB.MODEL, "text")
 ol_weights = P.add("ol_weights", 2 * ol["total"], "B")
 P.add("ol_total", ol["total"], "params")
 P.add("ol_active", ol["active"], "params")
@@ -129,10 +131,10 @@ q3_4bit = P.add("q3_4bit", transformer.awq_weight_bytes(cfgs["qwen3"], registry.
 budget_q3 = memory.default_kv_budget_bytes("RTX 4090", q3_4bit)
 kappa_q3 = transformer.kv_bytes_per_token(cfgs["qwen3"])
 P.add("q3_kv_tokens", memory.kv_capacity_tokens(budget_q3, kappa_q3, registry.VLLM_DEFAULT_BLOCK_SIZE), "tokens")
-P.add("lab_prompt", lab.PROMPT_LEN, "tokens")
-P.add("lab_output", lab.OUTPUT_LEN, "tokens")
-P.add("lab_steps", lab.OUTPUT_LEN - 1, "count")
-P.add("lab_bmax", max(lab.BATCHES), "sequences")
+P.add("lab_prompt", LAB.PROMPT_LEN, "tokens")
+P.add("lab_output", LAB.OUTPUT_LEN, "tokens")
+P.add("lab_steps", LAB.OUTPUT_LEN - 1, "count")
+P.add("lab_bmax", max(LAB.BATCHES), "sequences")
 P.add("z_bound", lab.Z_BOUND, "1")
 
 
@@ -147,7 +149,7 @@ def _floor_figure() -> str:
     moe = [sum(roofline.moe_decode_kernel_floors(g4090, ol_cfg, context, b)) * 1e3 for b in batches]
     every = [sum(roofline.moe_decode_kernel_floors(g4090, ol_cfg, context, b, E_ol)) * 1e3 for b in batches]
     few = [sum(roofline.moe_decode_kernel_floors(g4090, ol_cfg, context, b, k_ol)) * 1e3 for b in batches]
-    ax.semilogx(batches, moe, "o-", color="tab:blue", label=f"{lab.MODEL}: uniform routing")
+    ax.semilogx(batches, moe, "o-", color="tab:blue", label=f"{LAB.MODEL}: uniform routing")
     ax.semilogx(batches, every, ":", color="tab:blue", label=f"the same, all {E_ol} experts read")
     ax.semilogx(batches, few, "--", color="tab:blue", label=f"the same, only {k_ol} experts read")
     ax.semilogx(
@@ -168,7 +170,7 @@ def _floor_figure() -> str:
 P.add("fig_floor", figures.Drawing(_floor_figure), "text")
 P.add(
     "fig_floor_alt",
-    f"a line chart on a logarithmic batch axis. {lab.MODEL}'s step floor on the {g4090.name} rises from "
+    f"a line chart on a logarithmic batch axis. {LAB.MODEL}'s step floor on the {g4090.name} rises from "
     f"{fmt.ms(floor[1])} at one sequence to {fmt.ms(floor[64])} at 64, between a dashed line that reads only "
     f"{k_ol} experts per layer and a dotted one that reads all {E_ol}, which it meets from about 32 sequences "
     f"on; {registry.COURSE_MODEL}'s floor barely moves, from {fmt.ms(dense[1])} to {fmt.ms(dense[64])}.",

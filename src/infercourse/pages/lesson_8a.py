@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from infercourse import memory, registry, roofline, transformer
 from infercourse.labs import fleet_routing as lab
-from infercourse.labs.core import lab_constant
 from infercourse.pages import lesson_values
+
+LAB = lab.LAB  # the lab's settings, read from its script
 
 P = lesson_values(__name__)
 
@@ -24,22 +25,22 @@ kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg), "B/token")
 
 # --- 1. routing: the lab's workload, predicted ---
 pred = lab.predicted()
-P.add("lab_model", lab.MODEL, "text")
-P.add("n_grp", lab.GROUPS, "count")
-P.add("n_ask", lab.ROUNDS, "count")
-n_rep = P.add("n_rep", lab.REPLICAS, "count")
-P.add("prefix_tokens", lab.PREFIX_TOKENS, "tokens")
-P.add("suffix_tokens", lab.SUFFIX_TOKENS, "tokens")
+P.add("lab_model", LAB.MODEL, "text")
+P.add("n_grp", LAB.GROUPS, "count")
+P.add("n_ask", LAB.ROUNDS, "count")
+n_rep = P.add("n_rep", LAB.REPLICAS, "count")
+P.add("prefix_tokens", LAB.PREFIX_TOKENS, "tokens")
+P.add("suffix_tokens", LAB.SUFFIX_TOKENS, "tokens")
 P.add("block", registry.VLLM_DEFAULT_BLOCK_SIZE, "tokens")
 P.add("c_hit", pred["cached"], "tokens")
-total_prompt = lab.GROUPS * lab.ROUNDS * pred["prompt"]
+total_prompt = LAB.GROUPS * LAB.ROUNDS * pred["prompt"]
 P.add("total_prompt", total_prompt, "tokens")
 P.add(
     "policy_rows",
     [
         {
             "policy": policy,
-            "m": memory.prefix_computations(policy, lab.GROUPS, lab.ROUNDS, lab.REPLICAS),
+            "m": memory.prefix_computations(policy, LAB.GROUPS, LAB.ROUNDS, LAB.REPLICAS),
             "hits": hits,
             "rate": hits / total_prompt,
         }
@@ -49,11 +50,11 @@ P.add(
 )
 P.add("miss_s", pred["miss_s"], "s")
 P.add("hit_s", pred["hit_s"], "s")
-P.add("hash_all_one", n_rep * (1 / n_rep) ** lab.GROUPS, "1")  # every prefix on the same one of the replicas
+P.add("hash_all_one", n_rep * (1 / n_rep) ** LAB.GROUPS, "1")  # every prefix on the same one of the replicas
 P.add("router_version", registry.VLLM_ROUTER_VERSION, "text")
 P.add("balance_abs", registry.VLLM_ROUTER_CACHE_AWARE["balance_abs_threshold"], "count")
 P.add("balance_rel", registry.VLLM_ROUTER_CACHE_AWARE["balance_rel_threshold"], "1")
-P.add("session_header", lab_constant("fleet_routing", "SESSION_HEADER"), "text")
+P.add("session_header", LAB.SESSION_HEADER, "text")
 
 # --- 2. autoscaling and cold start: the course model's weights from three sources ---
 P.add(
@@ -144,7 +145,7 @@ P.add("cpu_prefix", s["prefix_tokens"], "tokens")
 P.add("cpu_block", s["block_size"], "tokens")
 P.add(
     "cpu_hits",
-    {p: sum(r["cached_tokens"] for r in receipt["results"] if r["policy"] == p) for p in lab.POLICIES},
+    {p: sum(r["cached_tokens"] for r in receipt["results"] if r["policy"] == p) for p in LAB.POLICIES},
     "record",
 )
 
