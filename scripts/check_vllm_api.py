@@ -740,8 +740,8 @@ def labkit_label_functions(tree: ast.Module) -> set[str]:
     """Names of ``labkit`` functions returning ``vllm:cache_config_info``'s labels, when ``tree`` imports
     labkit (a lab reads the labels through its helper: the keys it reads are checked all the same)."""
     uses_labkit = any(
-        (isinstance(n, ast.ImportFrom) and n.module == "labkit")
-        or (isinstance(n, ast.Import) and any(a.name == "labkit" for a in n.names))
+        (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "labkit")
+        or (isinstance(n, ast.Import) and any(a.name.split(".")[0] == "labkit" for a in n.names))
         for n in ast.walk(tree)
     )
     if not uses_labkit:

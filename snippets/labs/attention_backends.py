@@ -35,25 +35,10 @@ import re
 import sys
 from pathlib import Path
 
-from labkit import (
-    STEP_TOKENS_METRIC,
-    check_model_arg,
-    child_run,
-    decode_step_sweep,
-    engine_core_in_process,
-    engine_flags,
-    fail,
-    kv_bytes_per_token,
-    lab_parser,
-    measured_rows,
-    metric_totals,
-    prepare,
-    progress,
-    start_llm,
-    whole,
-    whole_list,
-    write_receipt,
-)
+from labkit.cli import check_model_arg, engine_flags, fail, lab_parser, progress, whole, whole_list
+from labkit.engine import child_run, engine_core_in_process, prepare, start_llm
+from labkit.measure import STEP_TOKENS_METRIC, decode_step_sweep, kv_bytes_per_token, metric_totals
+from labkit.receipt import measured_rows, write_receipt
 
 LAB = "attention_backends"
 DEFAULT = "default"

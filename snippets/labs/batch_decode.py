@@ -44,30 +44,20 @@ import argparse
 import random
 import statistics
 
-from labkit import (
+from labkit.cli import check_model_arg, fail, lab_parser, positive, progress, whole, whole_list
+from labkit.engine import engine_core_in_process, prepare, start_llm
+from labkit.machine import machine
+from labkit.measure import (
     PREEMPTIONS_METRIC,
     cache_config,
-    check_model_arg,
     decode_step_s,
-    engine_core_in_process,
-    fail,
     kv_bytes_per_token,
-    lab_parser,
-    machine,
-    measured_rows,
     metric_totals,
     param_count,
-    positive,
-    prepare,
-    progress,
     random_prompt,
-    registry_bandwidth_gb_s,
     request_times,
-    start_llm,
-    whole,
-    whole_list,
-    write_receipt,
 )
+from labkit.receipt import measured_rows, registry_bandwidth_gb_s, write_receipt
 
 LAB = "batch_decode"
 GRID = ((1,), (2,), (4,), (8,), (16,), (32,), (64,))  # batch sizes of the lesson (one-element rows)

@@ -64,34 +64,27 @@ import threading
 import time
 from pathlib import Path
 
-from labkit import (
+from labkit.cli import check_model_arg, engine_flags, fail, lab_parser, progress, whole
+from labkit.engine import child_run, engine_core_in_process, prepare, start_llm
+from labkit.machine import LOG_CONFIG_ENV
+from labkit.measure import (
     FINISHED_METRIC,
-    LOG_CONFIG_ENV,
-    LOOPBACK,
     STEP_TOKENS_METRIC,
     cache_config,
-    check_model_arg,
-    child_run,
-    engine_core_in_process,
-    engine_flags,
-    fail,
-    free_port,
     kv_bytes_per_token,
-    lab_parser,
-    measured_rows,
     metric_totals,
-    prepare,
-    progress,
     random_prompt,
     request_times,
+)
+from labkit.receipt import measured_rows, write_receipt
+from labkit.server import (
+    LOOPBACK,
+    free_port,
     serve,
     served_metric_totals,
     served_token_pool,
-    start_llm,
     stream_completion,
     vllm_cli,
-    whole,
-    write_receipt,
 )
 
 LAB = "chunked_prefill"

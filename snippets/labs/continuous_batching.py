@@ -64,36 +64,19 @@ import subprocess
 import time
 from pathlib import Path
 
-from labkit import (
-    LOG_CONFIG_ENV,
-    LOOPBACK,
+from labkit.cli import check_model_arg, engine_flags, fail, lab_parser, port, positive, progress, whole
+from labkit.engine import child_run, engine_core_in_process, prepare, root_cause, start_llm
+from labkit.machine import LOG_CONFIG_ENV
+from labkit.measure import (
     PREEMPTIONS_METRIC,
     STEP_TOKENS_METRIC,
     cache_config,
-    check_model_arg,
-    check_port_arg,
-    child_run,
-    engine_core_in_process,
-    engine_flags,
-    fail,
-    free_port,
-    lab_parser,
-    measured_rows,
     metric_totals,
-    port,
-    positive,
-    prepare,
-    progress,
     random_prompt,
     request_times,
-    root_cause,
-    serve,
-    served_metrics,
-    start_llm,
-    vllm_cli,
-    whole,
-    write_receipt,
 )
+from labkit.receipt import measured_rows, write_receipt
+from labkit.server import LOOPBACK, check_port_arg, free_port, serve, served_metrics, vllm_cli
 
 LAB = "continuous_batching"
 BATCH_SIZES = (8, 32, 128)

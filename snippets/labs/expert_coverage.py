@@ -36,21 +36,10 @@ import statistics
 import sys
 from pathlib import Path
 
-from labkit import (
-    check_model_arg,
-    child_run,
-    decode_step_sweep,
-    engine_core_in_process,
-    engine_flags,
-    fail,
-    lab_parser,
-    prepare,
-    progress,
-    start_llm,
-    whole,
-    whole_list,
-    write_receipt,
-)
+from labkit.cli import check_model_arg, engine_flags, fail, lab_parser, progress, whole, whole_list
+from labkit.engine import child_run, engine_core_in_process, prepare, start_llm
+from labkit.measure import decode_step_sweep
+from labkit.receipt import write_receipt
 
 LAB = "expert_coverage"
 MODEL = "allenai/OLMoE-1B-7B-0924-Instruct"

@@ -47,29 +47,21 @@ import statistics
 import sys
 import time
 
-from labkit import (
-    FINISHED_METRIC,
-    LOG_CONFIG_ENV,
+from labkit.cli import check_model_arg, engine_flags, fail, lab_parser, port, positive, progress, whole
+from labkit.engine import prepare
+from labkit.machine import LOG_CONFIG_ENV
+from labkit.measure import FINISHED_METRIC
+from labkit.receipt import measured_rows, write_receipt
+from labkit.server import (
     LOOPBACK,
-    check_model_arg,
     check_port_arg,
-    engine_flags,
-    fail,
     free_port,
-    lab_parser,
-    measured_rows,
-    port,
-    positive,
-    prepare,
-    progress,
     serve,
     served_cache_config,
     served_metrics,
     served_token_pool,
     stream_completion,
     vllm_cli,
-    whole,
-    write_receipt,
 )
 
 LAB = "fleet_routing"

@@ -46,23 +46,11 @@ import os
 import re
 from pathlib import Path
 
-from labkit import (
-    cache_config,
-    check_model_arg,
-    child_run,
-    engine_flags,
-    fail,
-    kv_bytes_per_token,
-    lab_parser,
-    measured_rows,
-    nvidia_smi,
-    param_count,
-    prepare,
-    progress,
-    start_llm,
-    whole,
-    write_receipt,
-)
+from labkit.cli import check_model_arg, engine_flags, fail, lab_parser, progress, whole
+from labkit.engine import child_run, prepare, start_llm
+from labkit.machine import nvidia_smi
+from labkit.measure import cache_config, kv_bytes_per_token, param_count
+from labkit.receipt import measured_rows, write_receipt
 
 LAB = "kv_capacity"
 SEED = 0

@@ -37,19 +37,10 @@ import argparse
 import random
 import statistics
 
-from labkit import (
-    check_grid,
-    fail,
-    lab_parser,
-    measured_rows,
-    prepare,
-    progress,
-    random_prompt,
-    request_times,
-    start_llm,
-    whole,
-    write_receipt,
-)
+from labkit.cli import check_grid, fail, lab_parser, progress, whole
+from labkit.engine import prepare, start_llm
+from labkit.measure import random_prompt, request_times
+from labkit.receipt import measured_rows, write_receipt
 
 LAB = "metrics"
 MAX_MODEL_LEN = 8192

@@ -33,22 +33,10 @@ import argparse
 import random
 import statistics
 
-from labkit import (
-    DTYPES,
-    STEP_TOKENS_METRIC,
-    check_grid,
-    fail,
-    lab_parser,
-    measured_rows,
-    metric_totals,
-    prepare,
-    progress,
-    random_prompt,
-    request_times,
-    start_llm,
-    whole,
-    write_receipt,
-)
+from labkit.cli import DTYPES, check_grid, fail, lab_parser, progress, whole
+from labkit.engine import prepare, start_llm
+from labkit.measure import STEP_TOKENS_METRIC, metric_totals, random_prompt, request_times
+from labkit.receipt import measured_rows, write_receipt
 
 LAB = "phases"
 GRID = ((128, 32), (128, 128), (128, 512), (1024, 128), (4096, 128))

@@ -39,22 +39,10 @@ import argparse
 import random
 import statistics
 
-from labkit import (
-    PREEMPTIONS_METRIC,
-    cache_config,
-    check_model_arg,
-    fail,
-    lab_parser,
-    measured_rows,
-    metric_totals,
-    prepare,
-    progress,
-    random_prompt,
-    request_times,
-    start_llm,
-    whole,
-    write_receipt,
-)
+from labkit.cli import check_model_arg, fail, lab_parser, progress, whole
+from labkit.engine import prepare, start_llm
+from labkit.measure import PREEMPTIONS_METRIC, cache_config, metric_totals, random_prompt, request_times
+from labkit.receipt import measured_rows, write_receipt
 
 LAB = "prefix_cache"
 GRID = (

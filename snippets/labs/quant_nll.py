@@ -49,23 +49,10 @@ import math
 import re
 from pathlib import Path
 
-from labkit import (
-    cache_config,
-    check_model_arg,
-    child_run,
-    decode_step_sweep,
-    engine_core_in_process,
-    engine_flags,
-    fail,
-    kv_bytes_per_token,
-    lab_parser,
-    measured_rows,
-    prepare,
-    progress,
-    start_llm,
-    whole_list,
-    write_receipt,
-)
+from labkit.cli import check_model_arg, engine_flags, fail, lab_parser, progress, whole_list
+from labkit.engine import child_run, engine_core_in_process, prepare, start_llm
+from labkit.measure import cache_config, decode_step_sweep, kv_bytes_per_token
+from labkit.receipt import measured_rows, write_receipt
 
 LAB = "quant_nll"
 SEED = 0

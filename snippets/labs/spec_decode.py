@@ -50,25 +50,11 @@ import random
 import statistics
 from pathlib import Path
 
-from labkit import (
-    DTYPES,
-    check_model_arg,
-    child_run,
-    engine_core_in_process,
-    engine_flags,
-    fail,
-    lab_parser,
-    measured_rows,
-    metric_totals,
-    preflight,
-    prepare,
-    progress,
-    random_prompt,
-    request_times,
-    start_llm,
-    whole_list,
-    write_receipt,
-)
+from labkit.cli import DTYPES, check_model_arg, engine_flags, fail, lab_parser, progress, whole_list
+from labkit.engine import child_run, engine_core_in_process, prepare, start_llm
+from labkit.machine import preflight
+from labkit.measure import metric_totals, random_prompt, request_times
+from labkit.receipt import measured_rows, write_receipt
 
 LAB = "spec_decode"
 SEED = 0

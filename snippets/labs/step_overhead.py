@@ -39,25 +39,11 @@ import statistics
 import sys
 import time
 
-from labkit import (
-    check_model_arg,
-    child_run,
-    decode_step_sweep,
-    engine_flags,
-    fail,
-    kv_bytes_per_token,
-    lab_parser,
-    machine,
-    measured_rows,
-    param_count,
-    positive,
-    prepare,
-    progress,
-    start_llm,
-    whole,
-    whole_list,
-    write_receipt,
-)
+from labkit.cli import check_model_arg, engine_flags, fail, lab_parser, positive, progress, whole, whole_list
+from labkit.engine import child_run, prepare, start_llm
+from labkit.machine import machine
+from labkit.measure import decode_step_sweep, kv_bytes_per_token, param_count
+from labkit.receipt import measured_rows, write_receipt
 
 LAB = "step_overhead"
 VARIANTS = ((2, 0.25), (8, 0.5), (28, 1.0))

@@ -55,21 +55,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from labkit import (
-    DTYPES,
-    check_model_arg,
-    child_run,
-    decode_step_sweep,
-    engine_core_in_process,
-    engine_flags,
-    fail,
-    lab_parser,
-    measured_rows,
-    prepare,
-    progress,
-    start_llm,
-    write_receipt,
-)
+from labkit.cli import DTYPES, check_model_arg, engine_flags, fail, lab_parser, progress
+from labkit.engine import child_run, engine_core_in_process, prepare, start_llm
+from labkit.measure import decode_step_sweep
+from labkit.receipt import measured_rows, write_receipt
 
 LAB = "tensor_parallel"
 SEED = 0

@@ -27,16 +27,9 @@ from __future__ import annotations
 
 import argparse
 
-from labkit import (
-    check_model_arg,
-    engine_core_in_process,
-    fail,
-    lab_parser,
-    prepare,
-    progress,
-    start_llm,
-    write_receipt,
-)
+from labkit.cli import check_model_arg, fail, lab_parser, progress
+from labkit.engine import engine_core_in_process, prepare, start_llm
+from labkit.receipt import write_receipt
 
 LAB = "weights"
 MAX_MODEL_LEN = 4096
