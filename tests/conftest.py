@@ -279,6 +279,14 @@ GPU_MACHINE = {
 CPU_MACHINE = {"kind": "cpu", "name": "AMD EPYC", "cores": 2}
 
 
+def claims_passed(receipt: dict) -> dict:
+    """``{claim: passed}`` of every claim of the receipt's lab (``labs.check``): True, False, or None where a
+    claim does not apply (a timing claim on a CPU receipt)."""
+    from infercourse import labs
+
+    return {r.claim: r.passed for r in labs.check(receipt)}
+
+
 def make_receipt(lab: str, rows: list[dict], units: dict, *, machine: dict = GPU_MACHINE, **envelope) -> dict:
     """A receipt as ``snippets/labs/labkit.write_receipt`` writes it: the common envelope (a GPU run of
     the course's model on vLLM 0.26.0 unless ``envelope`` overrides a key), ``units`` of the rows plus

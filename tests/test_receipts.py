@@ -13,6 +13,7 @@ import json
 import math
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -309,6 +310,47 @@ def test_a_lab_s_settings_are_its_script_s_literals_and_a_missing_one_is_named(t
         lab.STEP  # noqa: B018 (a subscript is not a literal)
     with pytest.raises(FileNotFoundError, match="no lab 'even'"):
         labs.core.lab_settings("even")
+
+
+SPEC_MODULE = """
+from infercourse.labs.core import ClaimResult, claim, gpu_timing, lab_spec, ttft_grows
+
+
+@gpu_timing
+def later(receipt):
+    return ClaimResult("later", "", True, "")
+
+
+@claim
+def first(receipt):
+    return ClaimResult("first", "", True, "")
+
+
+def helper(receipt):
+    return ClaimResult("helper", "", True, "")
+
+
+def prediction():
+    return "p"
+"""
+
+
+def test_lab_spec_takes_the_claims_a_module_marks_in_its_order_and_its_prediction(tmp_path, monkeypatch):
+    (tmp_path / "labs").mkdir()
+    (tmp_path / "labs" / "odd.py").write_text('ROW = {"batch": "int", "step_ms": "number"}\nUNITS = {"step_ms": "ms"}')
+    monkeypatch.setattr(labs.core, "LABS_DIR", tmp_path / "labs")
+    monkeypatch.setattr(snippets, "SNIPPETS_DIR", tmp_path)
+    module = types.ModuleType("odd")
+    monkeypatch.setitem(sys.modules, "odd", module)
+    exec(compile(SPEC_MODULE, "odd.py", "exec"), module.__dict__)
+    spec = labs.core.lab_spec("odd", key=("batch",), header="step", columns=())
+    # marked ones only, in the module's order; lab 0B's ttft_grows, imported from core, is not the module's
+    assert [c.__name__ for c in spec.claims] == ["later", "first"]
+    assert (spec.lab, spec.prediction(), spec.demands, spec.units) == ("odd", "p", None, {"step_ms": "ms"})
+    assert spec.claims[0]({"machine": {"kind": "cpu"}}).passed is None  # gpu_timing still wraps
+    del module.first, module.later
+    with pytest.raises(ValueError, match="^odd has no claim marked with @claim or @gpu_timing$"):
+        labs.core.lab_spec("odd", key=("batch",), header="step", columns=())
 
 
 def test_a_receipt_names_no_folder_of_the_machine_that_ran_it(tmp_path, monkeypatch):

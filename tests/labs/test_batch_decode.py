@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
+from conftest import CPU_MACHINE, GPU_MACHINE, claims_passed, make_receipt
 from infercourse import labs
 from infercourse.labs import batch_decode
 
@@ -58,14 +58,10 @@ def test_receipts_drawn_against_the_roofline(tmp_path):
     assert "RTX 4090 roof" in mixed and CPU_MACHINE["name"] not in mixed
 
 
-def _claims(receipt) -> dict:
-    return {r.claim: r.passed for r in labs.check(receipt)}
-
-
 def test_claims_on_a_gpu_receipt():
     # tokens/s 50 -> 381 -> 2,286 rises; step 20 -> 28 ms is x1.4 <= 0.5 x 64; 28/20 = 1.4 < 2;
     # achieved 14.2 GB / 0.020 s = 710 GB/s at most, under the 4090's 1,008
-    assert _claims(_receipt()) == {
+    assert claims_passed(_receipt()) == {
         "no_preemption": True,
         "throughput_rises_with_batch": True,
         "step_grows_less_than_batch": True,
@@ -83,8 +79,8 @@ def test_a_preempted_batch_fails_on_any_machine():
 def test_timing_claims_are_printed_not_asserted_on_a_cpu_receipt():
     # tokens/s 1/0.2 = 5 -> 8/2.0 = 4: falls; step x10 > 0.5 x 8: both would fail on a GPU receipt
     slow = ((1, 200.0), (8, 2000.0))
-    assert _claims(_receipt("gpu", steps=slow, preempted=(0, 0)))["throughput_rises_with_batch"] is False
-    claims = _claims(_receipt("cpu", steps=slow, preempted=(0, 0)))
+    assert claims_passed(_receipt("gpu", steps=slow, preempted=(0, 0)))["throughput_rises_with_batch"] is False
+    claims = claims_passed(_receipt("cpu", steps=slow, preempted=(0, 0)))
     assert claims["throughput_rises_with_batch"] is None and claims["step_grows_less_than_batch"] is None
     assert claims["no_preemption"] is True
 

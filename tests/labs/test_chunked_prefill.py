@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
+from conftest import CPU_MACHINE, GPU_MACHINE, claims_passed, make_receipt
 from infercourse import labs, snippets
 from infercourse.labs import chunked_prefill as cp
 
@@ -103,14 +103,10 @@ def _receipt(rows=None, kind="cpu") -> dict:
     )
 
 
-def _claims(receipt) -> dict:
-    return {r.claim: r.passed for r in labs.check(receipt)}
-
-
 def test_the_cpu_run_checks_what_the_receipt_worked_by_hand_holds():
     receipt = _receipt()
     labs.validate_receipt(receipt)
-    assert _claims(receipt) == {
+    assert claims_passed(receipt) == {
         "first_token_steps_exact": True,
         "decoders_never_stall": True,
         "requests_exact": True,
@@ -137,45 +133,45 @@ def test_ignoring_the_decoders_in_the_budget_fails():
     """ceil(310 / 64) = 5 would mean the prompt got the whole budget beside 4 decoders: steps over 64 tokens."""
     rows = _receipt()["results"]
     rows[3] = _row(decoders=4, prompt=310, step=5, dec=(5, 5))
-    assert _claims(_receipt(rows))["first_token_steps_exact"] is False
+    assert claims_passed(_receipt(rows))["first_token_steps_exact"] is False
 
 
 def test_a_stalled_decoder_fails():
     rows = _receipt()["results"]
     rows[3] = _row(decoders=4, prompt=310, step=6, dec=(5, 6))
-    assert _claims(_receipt(rows))["decoders_never_stall"] is False
+    assert claims_passed(_receipt(rows))["decoders_never_stall"] is False
 
 
 def test_a_request_short_of_its_tokens_fails():
     rows = _receipt()["results"]
     rows[0] = _row(prompt=64, step=1, exact=0)
-    assert _claims(_receipt(rows))["requests_exact"] is False
+    assert claims_passed(_receipt(rows))["requests_exact"] is False
     rows = _receipt()["results"]
     rows[5] = _serve_row("off", 512, exact=4)  # one stream short of its tokens (or the long prompt's first)
-    assert _claims(_receipt(rows))["requests_exact"] is False
+    assert claims_passed(_receipt(rows))["requests_exact"] is False
 
 
 def test_histogram_off_by_one_token_fails():
     rows = _receipt()["results"]
     rows[2] = _row(prompt=310, step=5, hist=311)
-    assert _claims(_receipt(rows))["histogram_tokens_exact"] is False
+    assert claims_passed(_receipt(rows))["histogram_tokens_exact"] is False
     rows = _receipt()["results"]
     rows[4] = _serve_row(hist=407)
-    assert _claims(_receipt(rows))["histogram_tokens_exact"] is False
+    assert claims_passed(_receipt(rows))["histogram_tokens_exact"] is False
     rows = _receipt()["results"]
     rows[6] = _pd_row(hist=2 * 302 - 256)  # the old single instance: two requests of 2 tokens
-    assert _claims(_receipt(rows))["histogram_tokens_exact"] is False
+    assert claims_passed(_receipt(rows))["histogram_tokens_exact"] is False
 
 
 def test_connector_bytes_not_block_rounded_fail():
     """P * kappa = 300 * 1,024 = 307,200 B is not what ExampleConnector writes (whole blocks only)."""
     rows = _receipt()["results"]
     rows[6] = _pd_row(written=307_200)
-    assert _claims(_receipt(rows))["connector_bytes_exact"] is False
+    assert claims_passed(_receipt(rows))["connector_bytes_exact"] is False
     rows[6] = _pd_row(cached=300, hits=300)
-    assert _claims(_receipt(rows))["connector_bytes_exact"] is False
+    assert claims_passed(_receipt(rows))["connector_bytes_exact"] is False
     rows[6] = _pd_row(consumer=262_144)  # the consumer stored the prompt again: it found no hit
-    assert _claims(_receipt(rows))["connector_bytes_exact"] is False
+    assert claims_passed(_receipt(rows))["connector_bytes_exact"] is False
 
 
 def test_decoder_gaps_by_hand():
@@ -194,12 +190,12 @@ def test_gap_claims_are_judged_on_gpu_receipts():
     for r in rows:
         r["histogram_tokens"] = 16 * 24 + 16_384 + 2
     receipt = _receipt(rows, "gpu")
-    assert _claims(receipt)["chunking_shortens_the_gap"] is True
-    assert _claims(receipt)["unchunked_gap_above_floor"] is True  # 1,700 and 1,750 >= 1,620.5 ms
+    assert claims_passed(receipt)["chunking_shortens_the_gap"] is True
+    assert claims_passed(receipt)["unchunked_gap_above_floor"] is True  # 1,700 and 1,750 >= 1,620.5 ms
     rows[3]["max_gap_ms"] = 200.0  # the server's unchunked gap below its chunked one and the 1,620.5 ms floor
     receipt = _receipt(rows, "gpu")
-    assert _claims(receipt)["chunking_shortens_the_gap"] is False
-    assert _claims(receipt)["unchunked_gap_above_floor"] is False
+    assert claims_passed(receipt)["chunking_shortens_the_gap"] is False
+    assert claims_passed(receipt)["unchunked_gap_above_floor"] is False
 
 
 def test_prediction_counts_steps_beside_the_decoders():

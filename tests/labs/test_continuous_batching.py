@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, lab_refusal, make_receipt
+from conftest import CPU_MACHINE, GPU_MACHINE, claims_passed, lab_refusal, make_receipt
 from infercourse import batching, labs, snippets
 from infercourse.pages import values_for
 
@@ -124,14 +124,10 @@ def _receipt(static=None, continuous=None, kind="cpu", online=(), **settings) ->
     )
 
 
-def _claims(receipt) -> dict:
-    return {r.claim: r.passed for r in labs.check(receipt)}
-
-
 def test_a_receipt_worked_by_hand_passes_every_exact_claim():
     receipt = _receipt()
     labs.validate_receipt(receipt)
-    assert _claims(receipt) == {
+    assert claims_passed(receipt) == {
         "tokens_exact": True,
         "histogram_sum": True,
         "steps_exact": True,
@@ -150,7 +146,7 @@ ONLINE = (_online_row(2.0), _online_row(8.0, output_tok_s=120.0, tpot_p99_ms=2.2
 def test_online_rows_worked_by_hand_pass_and_a_planted_count_fails():
     receipt = _receipt(online=ONLINE)
     labs.validate_receipt(receipt)
-    claims = _claims(receipt)
+    claims = claims_passed(receipt)
     assert (claims["online_counts_exact"], claims["server_counts_agree"], claims["online_tradeoff"]) == (
         True,
         True,
@@ -166,14 +162,14 @@ def test_online_rows_worked_by_hand_pass_and_a_planted_count_fails():
         ({"server_generated_tokens": 129}, "server_counts_agree"),
         ({"server_requests": 7}, "server_counts_agree"),
     ):
-        assert _claims(_receipt(online=(_online_row(2.0, **over), ONLINE[1])))[claim] is False, over
+        assert claims_passed(_receipt(online=(_online_row(2.0, **over), ONLINE[1])))[claim] is False, over
 
 
 def test_online_tradeoff_is_judged_on_gpu_receipts():
     # 8/s: 120 tok/s at 2.2 ms against 2/s: 32 tok/s at 2.3 ms: more throughput but a LOWER p99 TPOT
-    assert _claims(_receipt(kind="gpu", online=ONLINE))["online_tradeoff"] is False
+    assert claims_passed(_receipt(kind="gpu", online=ONLINE))["online_tradeoff"] is False
     faster = (ONLINE[0], _online_row(8.0, output_tok_s=120.0, tpot_p99_ms=2.5))
-    assert _claims(_receipt(kind="gpu", online=faster))["online_tradeoff"] is True
+    assert claims_passed(_receipt(kind="gpu", online=faster))["online_tradeoff"] is True
 
 
 def test_the_figure_draws_the_online_rows_of_gpu_receipts_only():
@@ -225,38 +221,38 @@ def test_rate_points_by_hand():
 
 
 def test_one_step_off_fails():
-    assert _claims(_receipt(static={"steps": 55}))["steps_exact"] is False
-    assert _claims(_receipt(continuous={"steps": 47}))["steps_exact"] is False
-    assert _claims(_receipt(async_scheduling=True))["steps_exact"] is None  # the replay assumes it off
+    assert claims_passed(_receipt(static={"steps": 55}))["steps_exact"] is False
+    assert claims_passed(_receipt(continuous={"steps": 47}))["steps_exact"] is False
+    assert claims_passed(_receipt(async_scheduling=True))["steps_exact"] is None  # the replay assumes it off
 
 
 def test_a_preempted_run_is_not_held_to_the_preemption_free_replay():
     # a GPU batch at the cache's edge: one preemption makes the continuous run take 49 steps, not the replay's 48
-    claims = _claims(_receipt(continuous={"steps": 49, "preemptions": 1}))
+    claims = claims_passed(_receipt(continuous={"steps": 49, "preemptions": 1}))
     assert claims["steps_exact"] is True  # static still matches; the preempted run is left out, with its count
     assert claims["no_preemption"] is False  # the preemption itself is judged where it belongs
-    both = _claims(_receipt(static={"steps": 60, "preemptions": 2}, continuous={"steps": 49, "preemptions": 1}))
+    both = claims_passed(_receipt(static={"steps": 60, "preemptions": 2}, continuous={"steps": 49, "preemptions": 1}))
     assert both["steps_exact"] is None
 
 
 def test_a_short_request_or_a_lost_token_fails():
-    assert _claims(_receipt(continuous={"wrong_lengths": 1, "generated_tokens": 159}))["tokens_exact"] is False
-    assert _claims(_receipt(static={"step_tokens": 543}))["histogram_sum"] is False
+    assert claims_passed(_receipt(continuous={"wrong_lengths": 1, "generated_tokens": 159}))["tokens_exact"] is False
+    assert claims_passed(_receipt(static={"step_tokens": 543}))["histogram_sum"] is False
 
 
 def test_continuous_more_steps_than_static_fails():
-    assert _claims(_receipt(continuous={"steps": 55}))["continuous_fewer_steps"] is False
+    assert claims_passed(_receipt(continuous={"steps": 55}))["continuous_fewer_steps"] is False
 
 
 def test_preemption_fails_only_when_the_batch_fit():
-    assert _claims(_receipt(continuous={"preemptions": 1}))["no_preemption"] is False
+    assert claims_passed(_receipt(continuous={"preemptions": 1}))["no_preemption"] is False
     # 4 x (32 + 24) = 224 tokens needed; a cache of 200 may preempt: not judged
-    assert _claims(_receipt(continuous={"preemptions": 1}, kv_tokens=200))["no_preemption"] is None
+    assert claims_passed(_receipt(continuous={"preemptions": 1}, kv_tokens=200))["no_preemption"] is None
 
 
 def test_throughput_is_judged_on_gpu_receipts():
-    assert _claims(_receipt(kind="gpu", continuous={"output_tok_s": 30.0}))["continuous_faster"] is True
-    assert _claims(_receipt(kind="gpu", continuous={"output_tok_s": 20.0}))["continuous_faster"] is False
+    assert claims_passed(_receipt(kind="gpu", continuous={"output_tok_s": 30.0}))["continuous_faster"] is True
+    assert claims_passed(_receipt(kind="gpu", continuous={"output_tok_s": 20.0}))["continuous_faster"] is False
 
 
 def test_prediction_replays_the_gpu_workload():

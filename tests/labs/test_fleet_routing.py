@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, lab_refusal, make_receipt
+from conftest import CPU_MACHINE, GPU_MACHINE, claims_passed, lab_refusal, make_receipt
 from infercourse import labs
 
 SPEC = labs.spec("fleet_routing")
@@ -51,17 +51,13 @@ def _receipt(rows=None, kind="cpu") -> dict:
     )
 
 
-def _claims(receipt) -> dict:
-    return {r.claim: r.passed for r in labs.check(receipt)}
-
-
 def test_a_receipt_worked_by_hand_passes_every_exact_claim():
     receipt = _receipt()
     labs.validate_receipt(receipt)
     rows = receipt["results"]
     assert sum(r["cached_tokens"] for r in rows if r["policy"] == "round_robin") == 3 * 2 * 256  # 1,536
     assert sum(r["cached_tokens"] for r in rows if r["policy"] == "consistent_hash") == 3 * 3 * 256  # 2,304
-    assert _claims(receipt) == {
+    assert claims_passed(receipt) == {
         "every_request_once": True,
         "cached_tokens_exact": True,
         "round_robin_cycles": True,
@@ -74,32 +70,32 @@ def test_a_receipt_worked_by_hand_passes_every_exact_claim():
 def test_a_hit_on_a_replica_that_never_saw_the_prefix_fails():
     rows = _rows()
     rows[1]["cached_tokens"] = 256  # prefix 1's first request, on replica 1: must be cold
-    claims = _claims(_receipt(rows))
+    claims = claims_passed(_receipt(rows))
     assert claims["cached_tokens_exact"] is False and claims["fleet_hits_exact"] is False
 
 
 def test_a_round_robin_that_skips_a_replica_fails():
     rows = _rows()
     rows[5]["replica"] = rows[4]["replica"]
-    assert _claims(_receipt(rows))["round_robin_cycles"] is False
+    assert claims_passed(_receipt(rows))["round_robin_cycles"] is False
 
 
 def test_affinity_that_moves_a_prefix_fails():
     rows = _rows()
     rows[12 + 9]["replica"] = 1 - rows[12 + 9]["replica"]  # prefix 0's last request elsewhere
-    assert _claims(_receipt(rows))["affinity_keeps_prefix"] is False
+    assert claims_passed(_receipt(rows))["affinity_keeps_prefix"] is False
 
 
 def test_a_lost_request_or_a_wrong_prompt_fails():
-    assert _claims(_receipt(_rows()[:-1]))["every_request_once"] is False
+    assert claims_passed(_receipt(_rows()[:-1]))["every_request_once"] is False
     rows = _rows()
     rows[0]["prompt_tokens"] = 271
-    assert _claims(_receipt(rows))["every_request_once"] is False
+    assert claims_passed(_receipt(rows))["every_request_once"] is False
 
 
 def test_hit_ttft_is_judged_on_gpu_receipts():
-    assert _claims(_receipt(kind="gpu"))["hit_ttft_lower"] is True
-    assert _claims(_receipt(_rows(miss_ms=10.0, hit_ms=12.0), kind="gpu"))["hit_ttft_lower"] is False
+    assert claims_passed(_receipt(kind="gpu"))["hit_ttft_lower"] is True
+    assert claims_passed(_receipt(_rows(miss_ms=10.0, hit_ms=12.0), kind="gpu"))["hit_ttft_lower"] is False
 
 
 def test_prediction_by_hand():

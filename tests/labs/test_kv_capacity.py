@@ -29,7 +29,7 @@ import sys
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, ROOT, make_receipt
+from conftest import CPU_MACHINE, GPU_MACHINE, ROOT, claims_passed, make_receipt
 from infercourse import labs, snippets
 from infercourse.labs import kv_capacity as kvc
 from infercourse.registry import VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, VLLM_NON_KV_RESERVE_GIB
@@ -138,12 +138,8 @@ def _gpu_receipt(tokens, fp8=None, fp8_gib=5.90) -> dict:
     return receipt
 
 
-def _results(receipt) -> dict:
-    return {r.claim: r.passed for r in labs.check(receipt)}
-
-
 def test_cpu_receipt_that_shows_the_lesson_passes_and_fp8_is_not_applicable():
-    assert _results(_cpu_receipt()) == {
+    assert claims_passed(_cpu_receipt()) == {
         "capacity_matches_budget": True,
         "concurrency_is_tokens_over_len": True,
         "overask_refused": True,
@@ -152,17 +148,17 @@ def test_cpu_receipt_that_shows_the_lesson_passes_and_fp8_is_not_applicable():
 
 
 def test_exact_budget_allows_one_block_and_no_more():
-    assert _results(_cpu_receipt(tokens=1_048_576 - 128))["capacity_matches_budget"] is True  # 8,191 blocks
-    assert _results(_cpu_receipt(tokens=1_048_576 - 256))["capacity_matches_budget"] is False  # 8,190 blocks
+    assert claims_passed(_cpu_receipt(tokens=1_048_576 - 128))["capacity_matches_budget"] is True  # 8,191 blocks
+    assert claims_passed(_cpu_receipt(tokens=1_048_576 - 256))["capacity_matches_budget"] is False  # 8,190 blocks
 
 
 def test_gpu_is_checked_against_what_vllm_logged():
     # 112,347.43 +- 109.62 tokens (module docstring)
-    assert _results(_gpu_receipt(112_336))["capacity_matches_budget"] is True  # 7,021 blocks
-    assert _results(_gpu_receipt(112_240))["capacity_matches_budget"] is True  # 107.4 below
-    assert _results(_gpu_receipt(112_224))["capacity_matches_budget"] is False  # 123.4 below
-    assert _results(_gpu_receipt(112_448))["capacity_matches_budget"] is True  # 100.6 above
-    assert _results(_gpu_receipt(112_464))["capacity_matches_budget"] is False  # 116.6 above
+    assert claims_passed(_gpu_receipt(112_336))["capacity_matches_budget"] is True  # 7,021 blocks
+    assert claims_passed(_gpu_receipt(112_240))["capacity_matches_budget"] is True  # 107.4 below
+    assert claims_passed(_gpu_receipt(112_224))["capacity_matches_budget"] is False  # 123.4 below
+    assert claims_passed(_gpu_receipt(112_448))["capacity_matches_budget"] is True  # 100.6 above
+    assert claims_passed(_gpu_receipt(112_464))["capacity_matches_budget"] is False  # 116.6 above
     # the lesson's prediction (110,160 with the assumed reserve) is shown, not judged: 2 % off, still passes
     detail = next(r.detail for r in labs.check(_gpu_receipt(112_336)) if r.claim == "capacity_matches_budget")
     assert "the lesson predicted 110,160 with an assumed reserve" in detail
@@ -171,16 +167,16 @@ def test_gpu_is_checked_against_what_vllm_logged():
 def test_gpu_without_a_logged_budget_is_not_judged():
     receipt = _gpu_receipt(112_336)
     receipt["results"][0]["budget_source"] = "estimate: device total x 0.92 - weights - 2 GiB assumed reserve"
-    assert _results(receipt)["capacity_matches_budget"] is None
+    assert claims_passed(receipt)["capacity_matches_budget"] is None
 
 
 def test_concurrency_must_be_tokens_over_max_model_len():
-    assert _results(_cpu_receipt(concurrency=2048.004))["concurrency_is_tokens_over_len"] is True
-    assert _results(_cpu_receipt(concurrency=2049.0))["concurrency_is_tokens_over_len"] is False
+    assert claims_passed(_cpu_receipt(concurrency=2048.004))["concurrency_is_tokens_over_len"] is True
+    assert claims_passed(_cpu_receipt(concurrency=2049.0))["concurrency_is_tokens_over_len"] is False
     # 500 tokens take ceil(500/128) = 4 blocks = 512 tokens: vLLM reports 1,048,576 / 512 = 2,048x
     receipt = _cpu_receipt()
     receipt["max_model_len"] = 500
-    assert _results(receipt)["concurrency_is_tokens_over_len"] is True
+    assert claims_passed(receipt)["concurrency_is_tokens_over_len"] is True
 
 
 @pytest.mark.parametrize(
@@ -194,18 +190,18 @@ def test_concurrency_must_be_tokens_over_max_model_len():
     ],
 )
 def test_overask_counts_only_vllm_s_reason(outcome, estimate, ok):
-    assert _results(_cpu_receipt(outcome=outcome, estimate=estimate))["overask_refused"] is ok
+    assert claims_passed(_cpu_receipt(outcome=outcome, estimate=estimate))["overask_refused"] is ok
 
 
 def test_fp8_doubles():
-    assert _results(_cpu_receipt(fp8=2_097_152))["fp8_doubles_tokens"] is True  # 2 x 1,048,576
-    assert _results(_cpu_receipt(fp8=2_097_152 - 256))["fp8_doubles_tokens"] is False  # two blocks short
+    assert claims_passed(_cpu_receipt(fp8=2_097_152))["fp8_doubles_tokens"] is True  # 2 x 1,048,576
+    assert claims_passed(_cpu_receipt(fp8=2_097_152 - 256))["fp8_doubles_tokens"] is False  # two blocks short
     # GPU, each engine with its own logged budget: fp8 5.90 GiB against bf16 6.00 GiB, scale 0.98333;
     # expected 2 x 112,336 x 0.98333 = 220,927.5 tokens; slack = 16 + 0.005 x 2^30 / 28,672 (187.25)
     # + 2 x 0.98333 x 93.62 = 387.4 tokens. A ratio of 1.97 to the bf16 tokens passes here, where the old
     # "within 2 % of 2x" would have needed equal budgets.
-    assert _results(_gpu_receipt(112_336, fp8=220_928))["fp8_doubles_tokens"] is True
-    assert _results(_gpu_receipt(112_336, fp8=220_400))["fp8_doubles_tokens"] is False  # 527.5 short
+    assert claims_passed(_gpu_receipt(112_336, fp8=220_928))["fp8_doubles_tokens"] is True
+    assert claims_passed(_gpu_receipt(112_336, fp8=220_400))["fp8_doubles_tokens"] is False  # 527.5 short
 
 
 def test_fp8_that_could_not_run_is_n_a_with_vllm_s_reason():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
+from conftest import CPU_MACHINE, GPU_MACHINE, claims_passed, make_receipt
 from infercourse import labs, snippets
 from infercourse.labs import metrics as metrics_spec
 
@@ -29,10 +29,6 @@ def _metrics(machine=GPU, tpot=17.0, itl=17.0, ttft=(20.0, 110.0, 450.0)) -> dic
     return make_receipt("metrics", rows, units, machine=machine)
 
 
-def _claims(receipt) -> dict:
-    return {r.claim: r.passed for r in labs.check(receipt)}
-
-
 def test_metrics_grid_is_the_lab_s():
     lab = snippets.load("labs/metrics.py")  # imports without vLLM
     assert (
@@ -46,7 +42,7 @@ def test_metrics_grid_is_the_lab_s():
 
 def test_metrics_receipt_passes_on_gpu_with_tpot_above_floor():
     # TPOT floor at S=128, n=128 on the 4090 is about 14 ms (weights 14.1 GB / 1008 GB/s); 17 ms is above it
-    claims = _claims(_metrics())
+    claims = claims_passed(_metrics())
     assert claims == {
         "ttft_grows_with_prompt": True,
         "tpot_flat_vs_ttft": True,
@@ -58,16 +54,16 @@ def test_metrics_receipt_passes_on_gpu_with_tpot_above_floor():
 
 def test_metrics_tpot_below_the_floor_fails_on_gpu():
     # 10 ms per step would need 14.1 GB / 0.010 s = 1,410 GB/s, more than the 4090's 1,008 GB/s
-    assert _claims(_metrics(tpot=10.0, itl=10.0))["tpot_above_floor_gpu"] is False
+    assert claims_passed(_metrics(tpot=10.0, itl=10.0))["tpot_above_floor_gpu"] is False
 
 
 def test_metrics_itl_must_equal_tpot_for_equal_lengths():
-    assert _claims(_metrics(itl=17.0 * 1.019))["itl_mean_equals_tpot_mean"] is True  # 1.9 % < 2 %
-    assert _claims(_metrics(itl=17.0 * 1.03))["itl_mean_equals_tpot_mean"] is False  # 3 % > 2 %
+    assert claims_passed(_metrics(itl=17.0 * 1.019))["itl_mean_equals_tpot_mean"] is True  # 1.9 % < 2 %
+    assert claims_passed(_metrics(itl=17.0 * 1.03))["itl_mean_equals_tpot_mean"] is False  # 3 % > 2 %
 
 
 def test_metrics_gpu_claims_are_not_applied_on_cpu():
-    claims = _claims(_metrics(machine=CPU, tpot=1.0, itl=1.0, ttft=(5.0, 40.0, 200.0)))
+    claims = claims_passed(_metrics(machine=CPU, tpot=1.0, itl=1.0, ttft=(5.0, 40.0, 200.0)))
     assert claims["tpot_within_tolerance_gpu"] is None and claims["tpot_above_floor_gpu"] is None
     assert claims["ttft_grows_with_prompt"] is None  # a timing: printed on a CPU receipt, not asserted
     assert claims["itl_mean_equals_tpot_mean"]  # the same timestamps pooled two ways: exact on any machine

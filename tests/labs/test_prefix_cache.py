@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
+from conftest import CPU_MACHINE, GPU_MACHINE, claims_passed, make_receipt
 from infercourse import labs, snippets
 
 SPEC = labs.spec("prefix_cache")
@@ -58,10 +58,6 @@ def _receipt(kind="cpu", requests=8, cached=None, queries=None, hits=None, first
     )
 
 
-def _claims(receipt) -> dict:
-    return {r.claim: r.passed for r in labs.check(receipt)}
-
-
 def test_the_lab_grid_is_the_scripts():
     lab = snippets.load("labs/prefix_cache.py")  # imports without vLLM
     sequential = ((0, 64), (512, 64), (1024, 64), (2048, 64), (4000, 64), (2048, 0))
@@ -93,7 +89,7 @@ def test_the_pool_check_by_hand(blocks, block_size, fits):
 def test_a_receipt_worked_by_hand_passes_every_exact_claim():
     receipt = _receipt()
     labs.validate_receipt(receipt)
-    assert _claims(receipt) == {
+    assert claims_passed(receipt) == {
         "first_request_cold": True,
         "cached_tokens_exact": True,
         "counters_exact": True,
@@ -105,40 +101,40 @@ def test_a_receipt_worked_by_hand_passes_every_exact_claim():
 
 def test_a_whole_prompt_cached_fails():
     """The cap: a repeated 2,048-token prompt must find 1,920, not all 2,048 (one block of 128 fewer)."""
-    assert _claims(_receipt(cached={**CACHED_128, (2048, 0): 2048}))["cached_tokens_exact"] is False
+    assert claims_passed(_receipt(cached={**CACHED_128, (2048, 0): 2048}))["cached_tokens_exact"] is False
 
 
 def test_a_partial_block_cached_fails():
-    assert _claims(_receipt(cached={**CACHED_128, (4000, 64): 4000}))["cached_tokens_exact"] is False
+    assert claims_passed(_receipt(cached={**CACHED_128, (4000, 64): 4000}))["cached_tokens_exact"] is False
 
 
 def test_counters_off_by_one_token_fail():
-    assert _claims(_receipt(hits=1))["counters_exact"] is False
-    assert _claims(_receipt(queries=0))["counters_exact"] is False
+    assert claims_passed(_receipt(hits=1))["counters_exact"] is False
+    assert claims_passed(_receipt(queries=0))["counters_exact"] is False
 
 
 def test_n_sampling_that_does_not_share_the_prompt_fails():
     # without sharing, n = 8 would find 0 cached tokens: hits 0 instead of 7,168
-    assert _claims(_receipt(parallel_n={"hits": 0}))["counters_exact"] is False
-    assert _claims(_receipt(together={"cached_later_min": 0}))["cached_tokens_exact"] is False
+    assert claims_passed(_receipt(parallel_n={"hits": 0}))["counters_exact"] is False
+    assert claims_passed(_receipt(together={"cached_later_min": 0}))["cached_tokens_exact"] is False
 
 
 def test_a_prefix_that_survives_the_fillers_fails():
-    assert _claims(_receipt(evicted={"cached_later_max": 2048, "hits": 2048}))["eviction_exact"] is False
+    assert claims_passed(_receipt(evicted={"cached_later_max": 2048, "hits": 2048}))["eviction_exact"] is False
 
 
 def test_no_preemption_under_pressure_or_one_elsewhere_fails():
-    assert _claims(_receipt(pressure={"preemptions": 0}))["pressure_preempts"] is False
-    assert _claims(_receipt(together={"preemptions": 1}))["pressure_preempts"] is False
+    assert claims_passed(_receipt(pressure={"preemptions": 0}))["pressure_preempts"] is False
+    assert claims_passed(_receipt(together={"preemptions": 1}))["pressure_preempts"] is False
 
 
 def test_a_row_that_does_not_start_cold_fails():
-    assert _claims(_receipt(first=128))["first_request_cold"] is False
+    assert claims_passed(_receipt(first=128))["first_request_cold"] is False
 
 
 def test_hit_faster_is_judged_on_gpu_receipts():
-    assert _claims(_receipt("gpu"))["hit_faster"] is True
-    assert _claims(_receipt("gpu", ttft=(20.0, 30.0)))["hit_faster"] is False
+    assert claims_passed(_receipt("gpu"))["hit_faster"] is True
+    assert claims_passed(_receipt("gpu", ttft=(20.0, 30.0)))["hit_faster"] is False
 
 
 def test_prediction_uses_blocks_of_16_and_the_roofline():

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
+from conftest import CPU_MACHINE, GPU_MACHINE, claims_passed, make_receipt
 from infercourse import labs
 from infercourse.labs import quant_nll as spec
 
@@ -54,10 +54,6 @@ def _na(fmt="fp8") -> dict:
     return {**row, "reason": "RuntimeError: no kernel"}
 
 
-def _claims(receipt) -> dict:
-    return {r.claim: r.passed for r in labs.check(receipt)}
-
-
 def test_cpu_receipt_checks_only_the_exact_claims():
     # (1.0 + 2.0 + 4.5) / 3 = 2.5 nats over 3 = 4 - 1 scored tokens. An AWQ row that started on the CPU keeps
     # the same KV tokens (VLLM_CPU_KVCACHE_SPACE fixes them) and a worse NLL: neither GPU claim may judge that.
@@ -65,7 +61,7 @@ def test_cpu_receipt_checks_only_the_exact_claims():
     awq.update(token_kl=[0.0, 0.5, 0.25], kl_to_bf16=0.25, top1_agreement=2 / 3)  # (0 + 0.5 + 0.25) / 3
     receipt = make_receipt("quant_nll", [_row(), awq, _na()], UNITS, machine=CPU_MACHINE)
     assert spec.SPEC.row_problems(receipt) == []
-    assert _claims(receipt) == {
+    assert claims_passed(receipt) == {
         "nll_from_logprobs": True,
         "nll_deterministic": True,
         "kl_from_logprobs": True,
@@ -85,7 +81,9 @@ def test_cpu_receipt_checks_only_the_exact_claims():
 def test_kl_that_does_not_hold_fails(token_kl, mean):
     awq = _row("awq")
     awq.update(token_kl=token_kl, kl_to_bf16=mean, top1_agreement=1.0)
-    assert _claims(make_receipt("quant_nll", [_row(), awq], UNITS, machine=CPU_MACHINE))["kl_from_logprobs"] is False
+    assert (
+        claims_passed(make_receipt("quant_nll", [_row(), awq], UNITS, machine=CPU_MACHINE))["kl_from_logprobs"] is False
+    )
 
 
 def test_kl_restricted_by_hand():
@@ -120,17 +118,17 @@ def test_compare_to_bf16_reports_the_mean_kl_and_the_top_1_share():
 def test_nll_that_is_not_the_mean_of_the_logprobs_fails():
     row = _row()
     row["nll_per_token"] = 2.4  # the mean is 2.5
-    assert _claims(make_receipt("quant_nll", [row], UNITS, machine=CPU_MACHINE))["nll_from_logprobs"] is False
+    assert claims_passed(make_receipt("quant_nll", [row], UNITS, machine=CPU_MACHINE))["nll_from_logprobs"] is False
 
 
 def test_token_count_must_be_prompt_minus_one():
     row = _row(prompt_tokens=3)  # 3 values scored, but a 3-token prompt has only 2 scored positions
-    assert _claims(make_receipt("quant_nll", [row], UNITS, machine=CPU_MACHINE))["nll_from_logprobs"] is False
+    assert claims_passed(make_receipt("quant_nll", [row], UNITS, machine=CPU_MACHINE))["nll_from_logprobs"] is False
 
 
 def test_a_second_scoring_that_differs_fails():
     row = _row(repeat=False)
-    assert _claims(make_receipt("quant_nll", [row], UNITS, machine=CPU_MACHINE))["nll_deterministic"] is False
+    assert claims_passed(make_receipt("quant_nll", [row], UNITS, machine=CPU_MACHINE))["nll_deterministic"] is False
 
 
 def test_gpu_freed_bytes_become_kv_cache():
@@ -138,18 +136,18 @@ def test_gpu_freed_bytes_become_kv_cache():
     # (+0.01 %): within 10 %. Half the gain (84,240 tokens, 4.83 GB) is -50 %: fails.
     awq = _row("awq", token_nll=(1.0, 2.0, 4.6), weight_bytes=5_570_747_392, kv_tokens=110_160 + 168_480)
     receipt = make_receipt("quant_nll", [_row(), awq], UNITS)
-    claims = _claims(receipt)
+    claims = claims_passed(receipt)
     assert claims["freed_bytes_become_kv"] is True
     # NLL: (1.0 + 2.0 + 4.6) / 3 - 2.5 = +0.0333 nats per token, within 0.10
     assert claims["quality_cost_bounded"] is True
     receipt["results"][1]["kv_tokens"] = 110_160 + 84_240
-    assert _claims(receipt)["freed_bytes_become_kv"] is False
+    assert claims_passed(receipt)["freed_bytes_become_kv"] is False
 
 
 def test_gpu_quality_cost_over_the_bound_fails():
     # (1.0 + 2.0 + 5.0) / 3 - 2.5 = +0.1667 nats per token > 0.10
     awq = _row("awq", token_nll=(1.0, 2.0, 5.0), weight_bytes=5_570_747_392, kv_tokens=278_640)
-    assert _claims(make_receipt("quant_nll", [_row(), awq], UNITS))["quality_cost_bounded"] is False
+    assert claims_passed(make_receipt("quant_nll", [_row(), awq], UNITS))["quality_cost_bounded"] is False
 
 
 def test_prediction_is_the_page_s_figures():
@@ -165,13 +163,13 @@ def test_gpu_step_time_claims_by_hand():
     # BF16 14.5 / 15.0 / 17.0 / 40.0 ms at B = 1 / 16 / 64 / 256; AWQ 5.0 ... 38.0: faster at 1 (5.0 < 14.5),
     # and the gain shrinks: 14.5 / 5.0 = 2.9x at B = 1, 40.0 / 38.0 = 1.05x at B = 256
     awq = _row("awq", weight_bytes=5_570_747_392, kv_tokens=278_640, step_ms=(5.0, 6.0, 12.0, 38.0))
-    claims = _claims(make_receipt("quant_nll", [_row(), awq], UNITS))
+    claims = claims_passed(make_receipt("quant_nll", [_row(), awq], UNITS))
     assert claims["awq_faster_at_batch_1"] is True and claims["awq_gain_shrinks_with_batch"] is True
     # an AWQ whose gain grows to 40.0 / 13.0 = 3.08x at B = 256 contradicts the lesson; one slower at B = 1 too
     awq["step_ms"] = [5.0, 6.0, 7.0, 13.0]
-    assert _claims(make_receipt("quant_nll", [_row(), awq], UNITS))["awq_gain_shrinks_with_batch"] is False
+    assert claims_passed(make_receipt("quant_nll", [_row(), awq], UNITS))["awq_gain_shrinks_with_batch"] is False
     awq["step_ms"] = [15.0, 16.0, 17.0, 39.0]
-    assert _claims(make_receipt("quant_nll", [_row(), awq], UNITS))["awq_faster_at_batch_1"] is False
+    assert claims_passed(make_receipt("quant_nll", [_row(), awq], UNITS))["awq_faster_at_batch_1"] is False
 
 
 def test_predicted_step_floors_by_hand():
@@ -194,12 +192,12 @@ def _awq_receipt(machine, weight_bytes, model="Qwen/Qwen2.5-7B-Instruct-AWQ"):
 
 def test_awq_bytes_exact_on_cpu_within_one_percent_on_gpu():
     # the AWQ hub id falls back to the registry's Qwen2.5-7B config: 5,570,747,392 B (test_weight_bytes_per_format)
-    assert _claims(_awq_receipt(CPU_MACHINE, 5_570_747_392))["awq_bytes_match_config"] is True
-    assert _claims(_awq_receipt(CPU_MACHINE, 5_570_747_393))["awq_bytes_match_config"] is False  # one byte off
+    assert claims_passed(_awq_receipt(CPU_MACHINE, 5_570_747_392))["awq_bytes_match_config"] is True
+    assert claims_passed(_awq_receipt(CPU_MACHINE, 5_570_747_393))["awq_bytes_match_config"] is False  # one byte off
     # GPU: 5,570,747,392 * 1.005 = 5,598,601,129 (+0.5 %) passes; * 1.02 = 5,682,162,340 (+2 %) fails
-    assert _claims(_awq_receipt(GPU_MACHINE, 5_598_601_129))["awq_bytes_match_config"] is True
-    assert _claims(_awq_receipt(GPU_MACHINE, 5_682_162_340))["awq_bytes_match_config"] is False
-    assert _claims(_awq_receipt(CPU_MACHINE, 1, model="no/such-model"))["awq_bytes_match_config"] is None
+    assert claims_passed(_awq_receipt(GPU_MACHINE, 5_598_601_129))["awq_bytes_match_config"] is True
+    assert claims_passed(_awq_receipt(GPU_MACHINE, 5_682_162_340))["awq_bytes_match_config"] is False
+    assert claims_passed(_awq_receipt(CPU_MACHINE, 1, model="no/such-model"))["awq_bytes_match_config"] is None
 
 
 def test_awq_bytes_on_hopper_count_machete_s_fp16_zero_points():
@@ -207,10 +205,10 @@ def test_awq_bytes_on_hopper_count_machete_s_fp16_zero_points():
     # 6,525,288,448 * 1.5 / 128 = 76,468,224 B more: 5,570,747,392 + 76,468,224 = 5,647,215,616 B (+1.373 %)
     machete = _awq_receipt(GPU_MACHINE, 5_647_215_616)
     machete["results"][1]["kernel"] = "MacheteLinearKernel"
-    assert _claims(machete)["awq_bytes_match_config"] is True
+    assert claims_passed(machete)["awq_bytes_match_config"] is True
     marlin = _awq_receipt(GPU_MACHINE, 5_647_215_616)
     marlin["results"][1]["kernel"] = "MarlinLinearKernel"  # the 4090's kernel: 4-bit zeros, so +1.37 % is too many
-    assert _claims(marlin)["awq_bytes_match_config"] is False
+    assert claims_passed(marlin)["awq_bytes_match_config"] is False
 
 
 def test_tiny_awq_checkpoint_bytes_by_hand():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, ROOT, lab_refusal, make_receipt
+from conftest import CPU_MACHINE, GPU_MACHINE, ROOT, claims_passed, lab_refusal, make_receipt
 from infercourse import labs, snippets
 
 SPEC = labs.spec("spec_decode")
@@ -82,17 +82,13 @@ def _cpu_receipt(changes: dict | None = None) -> dict:
     )
 
 
-def _claims(receipt) -> dict:
-    return {r.claim: r.passed for r in labs.check(receipt)}
-
-
 def test_a_cpu_receipt_worked_by_hand_passes_every_exact_claim():
     receipt = _cpu_receipt()
     labs.validate_receipt(receipt)
     steps = next(r for r in labs.check(receipt) if r.claim == "steps_exact")
     assert "draft B=1: 9 steps, 8 drafts" in steps.detail and "draft B=2" in steps.detail  # full acceptance applied
     assert f"synthetic runs n/a: {REFUSAL}" in steps.detail  # the receipt's own reason, not a typed one
-    assert _claims(receipt) == {
+    assert claims_passed(receipt) == {
         "lossless": True,
         "draft_counts": True,
         "steps_exact": True,
@@ -103,12 +99,14 @@ def test_a_cpu_receipt_worked_by_hand_passes_every_exact_claim():
 
 def test_an_ngram_run_that_drafts_or_accepts_nothing_fails():
     assert (
-        _claims(_cpu_receipt({("ngram", 2): {"accepted": 0, "accepted_per_pos": [0] * 4}}))["ngram_drafts_and_accepts"]
+        claims_passed(_cpu_receipt({("ngram", 2): {"accepted": 0, "accepted_per_pos": [0] * 4}}))[
+            "ngram_drafts_and_accepts"
+        ]
         is False
     )
     nothing = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": [0] * 4}
-    assert _claims(_cpu_receipt({("ngram", 1): nothing}))["ngram_drafts_and_accepts"] is False
-    assert _claims(_cpu_receipt({("ngram", 1): {"same_as_off": 0}}))["lossless"] is False
+    assert claims_passed(_cpu_receipt({("ngram", 1): nothing}))["ngram_drafts_and_accepts"] is False
+    assert claims_passed(_cpu_receipt({("ngram", 1): {"same_as_off": 0}}))["lossless"] is False
 
 
 def test_ngram_is_not_judged_on_dummy_weights():
@@ -121,7 +119,7 @@ def test_ngram_is_not_judged_on_dummy_weights():
 
 
 def test_a_token_that_differs_from_off_fails():
-    assert _claims(_cpu_receipt({("draft", 2): {"same_as_off": 1}}))["lossless"] is False
+    assert claims_passed(_cpu_receipt({("draft", 2): {"same_as_off": 1}}))["lossless"] is False
 
 
 def test_identity_is_judged_in_float32_only():
@@ -132,20 +130,20 @@ def test_identity_is_judged_in_float32_only():
 
 
 def test_draft_tokens_not_k_per_draft_fail():
-    assert _claims(_cpu_receipt({("draft", 1): {"draft_tokens": 31}}))["draft_counts"] is False
+    assert claims_passed(_cpu_receipt({("draft", 1): {"draft_tokens": 31}}))["draft_counts"] is False
 
 
 def test_per_position_counts_that_rise_or_miss_fail():
-    assert _claims(_cpu_receipt({("draft", 1): {"accepted_per_pos": [7, 8, 8, 9]}}))["draft_counts"] is False
-    assert _claims(_cpu_receipt({("draft", 1): {"accepted_per_pos": [8, 8, 8, 7]}}))["draft_counts"] is False
+    assert claims_passed(_cpu_receipt({("draft", 1): {"accepted_per_pos": [7, 8, 8, 9]}}))["draft_counts"] is False
+    assert claims_passed(_cpu_receipt({("draft", 1): {"accepted_per_pos": [8, 8, 8, 7]}}))["draft_counts"] is False
 
 
 def test_a_rejected_draft_or_an_extra_step_fails_full_acceptance():
     rejected = {("draft", 1): {"accepted": 31, "accepted_per_pos": [8, 8, 8, 7]}}
-    assert _claims(_cpu_receipt(rejected))["steps_exact"] is False
-    assert _claims(_cpu_receipt({("draft", 1): {"steps": 10}}))["steps_exact"] is False
-    assert _claims(_cpu_receipt({("off", 1): {"steps": 42}}))["steps_exact"] is False
-    assert _claims(_cpu_receipt({("draft", 2): {"drafts": 17, "draft_tokens": 68}}))["steps_exact"] is False
+    assert claims_passed(_cpu_receipt(rejected))["steps_exact"] is False
+    assert claims_passed(_cpu_receipt({("draft", 1): {"steps": 10}}))["steps_exact"] is False
+    assert claims_passed(_cpu_receipt({("off", 1): {"steps": 42}}))["steps_exact"] is False
+    assert claims_passed(_cpu_receipt({("draft", 2): {"drafts": 17, "draft_tokens": 68}}))["steps_exact"] is False
 
 
 def test_a_real_draft_is_not_held_to_full_acceptance():
@@ -153,13 +151,15 @@ def test_a_real_draft_is_not_held_to_full_acceptance():
     other = {"draft_model": "Qwen/Qwen2.5-0.5B-Instruct", "draft_is_target": False, "accepted": 20}
     receipt = _cpu_receipt({("draft", 1): other})
     receipt["results"][2]["accepted_per_pos"] = [8, 6, 4, 2]
-    assert _claims(receipt)["steps_exact"] is True and _claims(receipt)["draft_counts"] is True
+    assert claims_passed(receipt)["steps_exact"] is True and claims_passed(receipt)["draft_counts"] is True
 
 
 def test_ngram_may_propose_fewer_but_not_more_than_k():
     fewer = {"steps": 20, "drafts": 10, "draft_tokens": 37, "accepted": 12, "accepted_per_pos": [5, 4, 2, 1]}
-    assert _claims(_cpu_receipt({("ngram", 1): fewer}))["draft_counts"] is True
-    assert _claims(_cpu_receipt({("ngram", 1): {**fewer, "draft_tokens": 41}}))["draft_counts"] is False  # > 4 x 10
+    assert claims_passed(_cpu_receipt({("ngram", 1): fewer}))["draft_counts"] is True
+    assert (
+        claims_passed(_cpu_receipt({("ngram", 1): {**fewer, "draft_tokens": 41}}))["draft_counts"] is False
+    )  # > 4 x 10
 
 
 def _gpu_receipt(tpots: dict, none_kept: dict | None = None) -> dict:
@@ -180,11 +180,11 @@ def _gpu_receipt(tpots: dict, none_kept: dict | None = None) -> dict:
 
 
 def test_synthetic_length_1_keeps_no_draft_token():
-    assert _claims(_gpu_receipt({1: (14.5, 5.0), 16: (15.5, 7.0)}))["steps_exact"] is True
+    assert claims_passed(_gpu_receipt({1: (14.5, 5.0), 16: (15.5, 7.0)}))["steps_exact"] is True
     kept_one = {1: {"accepted": 1, "accepted_per_pos": [1, 0, 0, 0]}}
-    assert _claims(_gpu_receipt({1: (14.5, 5.0), 16: (15.5, 7.0)}, kept_one))["steps_exact"] is False
-    assert _claims(_gpu_receipt({1: (14.5, 5.0)}, {1: {"steps": 40}}))["steps_exact"] is False
-    assert _claims(_gpu_receipt({1: (14.5, 5.0), 16: (15.5, 7.0)}, {16: {"drafts": 639}}))["steps_exact"] is False
+    assert claims_passed(_gpu_receipt({1: (14.5, 5.0), 16: (15.5, 7.0)}, kept_one))["steps_exact"] is False
+    assert claims_passed(_gpu_receipt({1: (14.5, 5.0)}, {1: {"steps": 40}}))["steps_exact"] is False
+    assert claims_passed(_gpu_receipt({1: (14.5, 5.0), 16: (15.5, 7.0)}, {16: {"drafts": 639}}))["steps_exact"] is False
 
 
 def test_the_cpu_refusal_quoted_is_the_installed_cpu_build_s():
@@ -203,12 +203,12 @@ def test_the_cpu_refusal_quoted_is_the_installed_cpu_build_s():
 
 def test_the_gain_claim_is_judged_on_gpu_receipts():
     fading = _gpu_receipt({1: (14.5, 5.0), 16: (15.5, 7.0), 64: (18.5, 14.0)})
-    claims = _claims(fading)
+    claims = claims_passed(fading)
     assert claims["gain_fades_with_batch"] is True and claims["steps_exact"] is True
     growing = _gpu_receipt({1: (14.5, 13.0), 16: (15.5, 7.0), 64: (18.5, 14.0)})  # x1.12 at 1, x2.2 at 16
-    assert _claims(growing)["gain_fades_with_batch"] is False
+    assert claims_passed(growing)["gain_fades_with_batch"] is False
     no_gain = _gpu_receipt({1: (14.5, 15.0), 16: (15.5, 16.0), 64: (18.5, 20.0)})
-    assert _claims(no_gain)["gain_fades_with_batch"] is False
+    assert claims_passed(no_gain)["gain_fades_with_batch"] is False
 
 
 def test_prediction_is_the_floor_model():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import CPU_MACHINE, GPU_MACHINE, make_receipt
+from conftest import CPU_MACHINE, GPU_MACHINE, claims_passed, make_receipt
 from infercourse import labs
 from infercourse.labs import weights as weights_spec
 
@@ -15,27 +15,23 @@ def _weights(machine=GPU, total=15_231_233_024, dtypes=("bfloat16",)) -> dict:
     return make_receipt("weights", rows, {"elements": "count", "bytes": "B"}, machine=machine, max_model_len=4096)
 
 
-def _claims(receipt) -> dict:
-    return {r.claim: r.passed for r in labs.check(receipt)}
-
-
 def test_weights_bf16_bytes_are_2n():
     # by hand (lesson 0C): N = 7,615,616,512, so BF16 = 2 x N = 15,231,233,024 B
-    assert _claims(_weights()) == {"parameter_bytes_match_config": True, "single_dtype": True}
+    assert claims_passed(_weights()) == {"parameter_bytes_match_config": True, "single_dtype": True}
     assert "15,231,233,024" in labs.expected_output("weights")
 
 
 def test_weights_off_by_one_percent_fails():
-    assert _claims(_weights(total=int(15_231_233_024 * 1.01)))["parameter_bytes_match_config"] is False
+    assert claims_passed(_weights(total=int(15_231_233_024 * 1.01)))["parameter_bytes_match_config"] is False
 
 
 def test_weights_two_dtypes_fail_single_dtype():
-    assert _claims(_weights(dtypes=("bfloat16", "float32")))["single_dtype"] is False
+    assert claims_passed(_weights(dtypes=("bfloat16", "float32")))["single_dtype"] is False
 
 
 def test_weights_unknown_model_is_not_applicable():
     receipt = {**_weights(), "model": "/no/such/model"}
-    assert set(_claims(receipt).values()) == {None}
+    assert set(claims_passed(receipt).values()) == {None}
 
 
 def test_weights_prediction_of_awq():
@@ -46,8 +42,8 @@ def test_weights_prediction_of_awq():
 def test_weights_cpu_build_without_linear_weights_passes():
     # linear weights per layer: 2*3584*3584 (q, o) + 2*3584*512 (k, v) + 3*3584*18944 (MLP) = 233,046,016;
     # x 28 = 6,525,288,448; the rest 7,615,616,512 - 6,525,288,448 = 1,090,328,064 params = 2,180,656,128 B
-    assert _claims(_weights(machine=CPU, total=2_180_656_128))["parameter_bytes_match_config"] is True
-    assert _claims(_weights(machine=GPU, total=2_180_656_128))["parameter_bytes_match_config"] is False
+    assert claims_passed(_weights(machine=CPU, total=2_180_656_128))["parameter_bytes_match_config"] is True
+    assert claims_passed(_weights(machine=GPU, total=2_180_656_128))["parameter_bytes_match_config"] is False
 
 
 def test_weights_cpu_build_with_float32_biases_is_counted_in_elements():
@@ -60,6 +56,6 @@ def test_weights_cpu_build_with_float32_biases_is_counted_in_elements():
         {"dtype": "all", "elements": 1_090_328_064, "bytes": 2_180_914_176},
     ]
     receipt = make_receipt("weights", rows, {"elements": "count", "bytes": "B"}, machine=CPU, max_model_len=4096)
-    assert _claims(receipt) == {"parameter_bytes_match_config": True, "single_dtype": None}
+    assert claims_passed(receipt) == {"parameter_bytes_match_config": True, "single_dtype": None}
     receipt["results"][2]["elements"] += 1  # one element off: exact, so it fails
-    assert _claims(receipt)["parameter_bytes_match_config"] is False
+    assert claims_passed(receipt)["parameter_bytes_match_config"] is False

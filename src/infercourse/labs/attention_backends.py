@@ -23,11 +23,12 @@ from infercourse.labs.core import (
     ClaimResult,
     Column,
     Efficiency,
-    LabSpec,
     LabWork,
     Receipt,
+    claim,
     gpu_timing,
     lab_settings,
+    lab_spec,
 )
 from infercourse.registry import COMPUTE_CAPABILITY, COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
 
@@ -97,6 +98,7 @@ def _runs(receipt: Receipt) -> dict[str, list[Mapping[str, Any]]]:
 # --- claims ---------------------------------------------------------------------------------------
 
 
+@claim
 def histogram_tokens_exact(receipt: Receipt) -> ClaimResult:
     """Every started row: the step histogram's sum moved by 2 B (S + n), a warm-up and a timed batch of B
     requests of S prompt tokens and n output tokens each (every prompt and generated token counted once)."""
@@ -113,6 +115,7 @@ def histogram_tokens_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def one_backend_per_engine(receipt: Receipt) -> ClaimResult:
     """Every started engine's attention layers all run one backend, and it is named."""
     mixed = {r["run"]: r["backend"] for r in _started(receipt) if not r["backend"] or "," in r["backend"]}
@@ -124,6 +127,7 @@ def one_backend_per_engine(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def cpu_build_runs_cpu_attn(receipt: Receipt) -> ClaimResult:
     """On vLLM's CPU build every engine runs CPU_ATTN, and one that forced another backend logged that it
     cannot use it (fact ``vllm-cpu-attention-backend``)."""
@@ -139,6 +143,7 @@ def cpu_build_runs_cpu_attn(receipt: Receipt) -> ClaimResult:
     return ClaimResult("cpu_build_runs_cpu_attn", statement, not wrong, "; ".join(wrong) or "every run on CPU_ATTN")
 
 
+@claim
 def choice_as_predicted(receipt: Receipt) -> ClaimResult:
     """On a GPU: every run's outcome (the backend its layers ran, or vLLM's refusal) is
     :func:`predicted_backend`'s for the receipt's compute capability."""
@@ -253,18 +258,10 @@ def demands() -> list[roofline.Demand]:
     ]
 
 
-SPEC = LabSpec(
-    lab="attention_backends",
+SPEC = lab_spec(
+    __name__,
     key=("run", "context"),
     header="step (ms)",
-    claims=(
-        histogram_tokens_exact,
-        one_backend_per_engine,
-        cpu_build_runs_cpu_attn,
-        choice_as_predicted,
-        step_grows_with_context,
-    ),
-    prediction=prediction,
     prediction_basis="vLLM 0.26.0's source and the roofline",
     columns=(
         Column("run", "run", str, align_right=False),
@@ -272,8 +269,6 @@ SPEC = LabSpec(
         Column("context", "context", fmt.count),
         Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
     ),
-    efficiency=efficiency,
-    demands=demands,
     cpu_max_model_len=256,
     cpu_args=("--runs", "default:auto,FLASH_ATTN:auto", "--contexts", "32,128", "--batch", "2", "--output-len", "8"),
     work=LabWork(

@@ -21,14 +21,15 @@ from infercourse.labs.core import (
     ClaimResult,
     Column,
     Efficiency,
-    LabSpec,
     LabWork,
     Receipt,
+    claim,
     dtype_bytes,
     gpu_for_name,
     gpu_timing,
     lab_grid,
     lab_settings,
+    lab_spec,
 )
 from infercourse.registry import COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
 from infercourse.roofline import Demand, decode_demand, decode_kernel_floors, decode_step_floor
@@ -77,6 +78,7 @@ def efficiency(receipt: Receipt, gpu_facts: GPUFacts, config: Mapping[str, Any])
     ]
 
 
+@claim
 def no_preemption(receipt: Receipt) -> ClaimResult:
     """No request was preempted in any batch (a recomputed request would skew that batch's step time)."""
     hit = [f"B={r['batch']}: {r['preemptions']}" for r in _rows(receipt) if r["preemptions"]]
@@ -116,6 +118,7 @@ def step_grows_less_than_batch(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def step_nearly_flat_gpu(receipt: Receipt) -> ClaimResult:
     statement = f"on a GPU, step(64) / step(1) < {GPU_STEP_GROWTH}"
     batches = {r["batch"]: r for r in receipt["results"]}
@@ -125,6 +128,7 @@ def step_nearly_flat_gpu(receipt: Receipt) -> ClaimResult:
     return ClaimResult("step_nearly_flat_gpu", statement, growth < GPU_STEP_GROWTH, f"x{growth:.2f}")
 
 
+@claim
 def bandwidth_below_datasheet(receipt: Receipt) -> ClaimResult:
     statement = "the achieved bandwidth never exceeds the GPU's datasheet bandwidth"
     facts = gpu_for_name(receipt["machine"].get("name", "")) if receipt["machine"].get("kind") == "gpu" else None
@@ -231,29 +235,19 @@ def receipts_roofline_svg(receipts: Sequence[Receipt]) -> str:
     return '<div class="course-figure">' + figures.svg_text(fig) + "</div>"
 
 
-SPEC = LabSpec(
-    lab="batch_decode",
+SPEC = lab_spec(
+    __name__,
     key=("batch",),
     header="tokens/s",
-    claims=(
-        no_preemption,
-        throughput_rises,
-        step_grows_less_than_batch,
-        step_nearly_flat_gpu,
-        bandwidth_below_datasheet,
-    ),
-    prediction=prediction,
     columns=(
         Column("batch", "batch", fmt.count),
         Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
         Column("tokens_per_s", "tokens/s", fmt.count),
         Column("achieved_gb_s", "achieved GB/s", lambda v: fmt.fixed(v, 0)),
     ),
-    efficiency=efficiency,
     grid=None,  # the CPU run uses fewer batches (cpu_args); GRID above is the GPU run's
     cpu_max_model_len=128,
     cpu_args=("--batches", "1,2,4,8", "--prompt-len", "64", "--output-len", "32"),
-    demands=demands,
     work=LabWork(
         engines=1,
         decode_steps=2 * LAB.OUTPUT_LEN * len(GRID),  # a warm-up and a timed batch per size

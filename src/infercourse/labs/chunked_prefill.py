@@ -32,7 +32,7 @@ the serve rows' exact claims are token counts.
 from __future__ import annotations
 
 from infercourse import fmt
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_settings
+from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
 from infercourse.registry import COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
 from infercourse.roofline import Demand, chunked_prefill_floors, chunked_prefill_steps, prefill_demand, prefill_floor
 from infercourse.transformer import kv_bytes_per_token
@@ -80,6 +80,7 @@ def expected_histogram_tokens(row, settings) -> int:
     return decoders + row["prompt_tokens"] + out
 
 
+@claim
 def first_token_steps_exact(receipt: Receipt) -> ClaimResult:
     details, ok = [], True
     for r in _rows(receipt, "steps"):
@@ -97,6 +98,7 @@ def first_token_steps_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def decoders_never_stall(receipt: Receipt) -> ClaimResult:
     rows = [r for r in _rows(receipt, "steps") if r["decoders"] > 0]
     wrong = [
@@ -116,6 +118,7 @@ def decoders_never_stall(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def requests_exact(receipt: Receipt) -> ClaimResult:
     rows = receipt["results"]
     wrong = [f"{r['part']} {r['chunk']}/{r['prompt_tokens']}: {r['requests_exact']} of {r['requests']}" for r in rows]
@@ -129,6 +132,7 @@ def requests_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def histogram_tokens_exact(receipt: Receipt) -> ClaimResult:
     details, ok = [], True
     for r in receipt["results"]:
@@ -144,6 +148,7 @@ def histogram_tokens_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def connector_bytes_exact(receipt: Receipt) -> ClaimResult:
     rows = _rows(receipt, "pd")
     statement = (
@@ -249,21 +254,10 @@ def demands(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> list[Dem
     return out
 
 
-SPEC = LabSpec(
-    lab="chunked_prefill",
+SPEC = lab_spec(
+    __name__,
     key=("part", "chunk", "decoders", "prompt_tokens"),
     header="1st-token step",
-    demands=demands,
-    claims=(
-        first_token_steps_exact,
-        decoders_never_stall,
-        requests_exact,
-        histogram_tokens_exact,
-        connector_bytes_exact,
-        chunking_shortens_the_gap,
-        unchunked_gap_above_floor,
-    ),
-    prediction=prediction,
     columns=(
         Column("part", "part", str),
         Column("chunk", "chunk", str),

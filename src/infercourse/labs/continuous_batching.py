@@ -29,7 +29,7 @@ from typing import Any
 
 from infercourse import fmt
 from infercourse.batching import rate_point, schedule, static_steps, step_time, useful_fraction
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_settings
+from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
 from infercourse.memory import default_kv_budget_bytes, max_sequences
 from infercourse.registry import COURSE_MODEL, LAB_GPU, STEP_OVERHEAD_S, gpu, model
 from infercourse.roofline import Demand, decode_demand
@@ -81,6 +81,7 @@ def _no_rows(claim: str, statement: str, part: str) -> ClaimResult:
     return ClaimResult(claim, statement, None, f"the receipt has no {part} rows (--parts)")
 
 
+@claim
 def tokens_exact(receipt: Receipt) -> ClaimResult:
     statement = "every request produced exactly its n_i tokens (max_tokens with ignore_eos), in every run"
     rows = _offline(receipt)
@@ -97,6 +98,7 @@ def tokens_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def histogram_sum(receipt: Receipt) -> ClaimResult:
     prompt = receipt["settings"]["prompt_tokens"]
     details, ok = [], True
@@ -114,6 +116,7 @@ def histogram_sum(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def steps_exact(receipt: Receipt) -> ClaimResult:
     settings = receipt["settings"]
     statement = "engine steps equal the replay of vLLM's scheduler (static: chunk by chunk; continuous: one call)"
@@ -135,6 +138,7 @@ def steps_exact(receipt: Receipt) -> ClaimResult:
     return ClaimResult("steps_exact", statement, ok if compared else None, "; ".join(details))
 
 
+@claim
 def continuous_fewer_steps(receipt: Receipt) -> ClaimResult:
     pairs = sorted(_pairs(receipt).items())
     if not pairs:
@@ -147,6 +151,7 @@ def continuous_fewer_steps(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def no_preemption(receipt: Receipt) -> ClaimResult:
     settings = receipt["settings"]
     if not _offline(receipt):
@@ -179,6 +184,7 @@ def continuous_faster(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def online_counts_exact(receipt: Receipt) -> ClaimResult:
     statement = (
         "online, at every rate: all num_prompts requests completed, none failed, each made exactly "
@@ -199,6 +205,7 @@ def online_counts_exact(receipt: Receipt) -> ClaimResult:
     return ClaimResult("online_counts_exact", statement, ok, "; ".join(details))
 
 
+@claim
 def server_counts_agree(receipt: Receipt) -> ClaimResult:
     statement = (
         "online, at every rate: the server's /metrics counters moved by the client's sums (prompt tokens, "
@@ -336,22 +343,10 @@ def _work() -> LabWork:
     )
 
 
-SPEC = LabSpec(
-    lab="continuous_batching",
+SPEC = lab_spec(
+    __name__,
     key=("max_num_seqs", "mode", "request_rate"),
     header="TPOT p99 (ms)",
-    claims=(
-        tokens_exact,
-        histogram_sum,
-        steps_exact,
-        continuous_fewer_steps,
-        no_preemption,
-        continuous_faster,
-        online_counts_exact,
-        server_counts_agree,
-        online_tradeoff,
-    ),
-    prediction=prediction,
     prediction_basis="a replay of vLLM's scheduler and the roofline",
     columns=(
         Column("max_num_seqs", "B", fmt.count),
@@ -386,5 +381,4 @@ SPEC = LabSpec(
         "16",
     ),
     work=_work(),
-    demands=demands,
 )

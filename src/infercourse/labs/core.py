@@ -8,9 +8,11 @@ name says ms; bandwidths and FLOP/s as the registry states them.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,19 +228,31 @@ CPU_TIMING_NOTE = "CPU receipt: a timing, printed, not asserted (asserted on GPU
 """Why a timing claim does not apply to a CPU receipt: CI's CPU is shared, so its clock decides nothing."""
 
 
-def gpu_timing(claim: Claim) -> Claim:
-    """Mark ``claim`` as a claim about time: on a GPU receipt it is checked as written; on a CPU receipt
-    its figures are still computed and shown, with ``passed=None`` and :data:`CPU_TIMING_NOTE`. The CPU
-    checks only what the engine makes exact (token and step counts, blocks, schema)."""
+CLAIM_MARK = "is_lab_claim"
+"""The attribute :func:`claim` sets on a claim function, which :func:`lab_spec` looks for."""
 
+
+def claim(check: Claim) -> Claim:
+    """Mark ``check`` as one of its lab's claims (a decorator): :func:`lab_spec` collects a spec module's
+    claims in the order the module defines them. A claim about time is marked with :func:`gpu_timing`."""
+    setattr(check, CLAIM_MARK, True)
+    return check
+
+
+def gpu_timing(check: Claim) -> Claim:
+    """Mark ``check`` as a claim about time (a decorator, in place of :func:`claim`): on a GPU receipt it is
+    checked as written; on a CPU receipt its figures are still computed and shown, with ``passed=None`` and
+    :data:`CPU_TIMING_NOTE`. The CPU checks only what the engine makes exact (token and step counts, blocks,
+    schema)."""
+
+    @functools.wraps(check)
     def timed(receipt: Receipt) -> ClaimResult:
-        result = claim(receipt)
+        result = check(receipt)
         if receipt["machine"].get("kind") == "gpu" or result.passed is None:
             return result
         return ClaimResult(result.claim, result.statement, None, f"{result.detail} [{CPU_TIMING_NOTE}]")
 
-    timed.__name__, timed.__doc__ = claim.__name__, claim.__doc__
-    return timed
+    return claim(timed)
 
 
 @dataclass(frozen=True)
@@ -378,6 +392,30 @@ class LabSpec:
     def row_key(self, row: Mapping[str, Any]) -> tuple:
         """The values that name ``row`` (its :attr:`key` fields)."""
         return tuple(row[k] for k in self.key)
+
+
+def lab_spec(module: str, **fields: Any) -> LabSpec:
+    """The ``SPEC`` of the spec module named ``module`` (pass ``__name__``; call it last in the module):
+    ``lab`` is the module's own name; ``claims`` the functions it defines and marks with :func:`claim` or
+    :func:`gpu_timing`, in the order it defines them; ``prediction``, ``demands`` and ``efficiency`` its
+    functions of those names, where it has them. ``fields`` gives the rest of :class:`LabSpec`, and may
+    replace any of these.
+
+    Raises:
+        ValueError: the module marks no claim, or has no ``prediction``; or as :class:`LabSpec`.
+    """
+    names = vars(sys.modules[module])
+    found: dict[str, Any] = {"lab": module.rsplit(".", 1)[-1]}
+    found["claims"] = tuple(
+        f for f in names.values() if getattr(f, CLAIM_MARK, False) and getattr(f, "__module__", None) == module
+    )
+    found |= {name: names[name] for name in ("prediction", "demands", "efficiency") if callable(names.get(name))}
+    found |= fields
+    missing = ["claim marked with @claim or @gpu_timing"] if not found["claims"] else []
+    missing += [] if callable(found.get("prediction")) else ["function prediction()"]
+    if missing:
+        raise ValueError(f"{module} has no {' and no '.join(missing)}")
+    return LabSpec(**found)
 
 
 def find_row(receipt: Receipt, **key: Any) -> Mapping[str, Any]:

@@ -21,11 +21,12 @@ from infercourse.labs.core import (
     ClaimResult,
     Column,
     Efficiency,
-    LabSpec,
     LabWork,
     Receipt,
+    claim,
     gpu_timing,
     lab_settings,
+    lab_spec,
 )
 from infercourse.registry import LAB_GPU, GPUFacts, gpu, model
 from infercourse.transformer import moe_experts
@@ -66,6 +67,7 @@ def _ek(receipt: Receipt) -> tuple[int, int]:
 # --- claims ---------------------------------------------------------------------------------------
 
 
+@claim
 def router_steps_exact(receipt: Receipt) -> ClaimResult:
     """Every counted row: each MoE layer routed exactly B tokens in n - 1 calls of the timed batch (B requests of
     n output tokens: one prefill step makes the first token, n - 1 decode steps the rest, every request in each)."""
@@ -80,6 +82,7 @@ def router_steps_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def one_token_touches_k(receipt: Receipt) -> ClaimResult:
     """At batch 1 every (layer, decode step) touches exactly k experts: one token picks k different ones."""
     _, top_k = _ek(receipt)
@@ -105,6 +108,7 @@ def uniform_bound(receipt: Receipt, row: Mapping[str, Any]) -> float:
     return roofline.expected_experts_touched(experts, top_k, row["batch"]) + Z_BOUND * sd / samples**0.5
 
 
+@claim
 def coverage_at_most_uniform(receipt: Receipt) -> ClaimResult:
     """Every counted row's mean stays at or under the uniform-routing expectation (within :data:`Z_BOUND`
     standard errors): a router that prefers some experts, or tokens that pick alike, touch fewer."""
@@ -124,6 +128,7 @@ def coverage_at_most_uniform(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def coverage_grows_with_batch(receipt: Receipt) -> ClaimResult:
     """The mean count never falls as the batch grows, and the largest batch touches more than the smallest."""
     rows = _eager(receipt)
@@ -252,18 +257,10 @@ def demands() -> list[roofline.Demand]:
     ]
 
 
-SPEC = LabSpec(
-    lab="expert_coverage",
+SPEC = lab_spec(
+    __name__,
     key=("mode", "batch"),
     header="experts/step",
-    claims=(
-        router_steps_exact,
-        one_token_touches_k,
-        coverage_at_most_uniform,
-        coverage_grows_with_batch,
-        step_grows_with_batch,
-    ),
-    prediction=prediction,
     prediction_basis="uniform routing and the roofline",
     columns=(
         Column("mode", "mode", str, align_right=False),
@@ -271,8 +268,6 @@ SPEC = LabSpec(
         Column("experts_mean", "experts per step", lambda v: "-" if v is None else fmt.fixed(v, 2)),
         Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
     ),
-    efficiency=efficiency,
-    demands=demands,
     cpu_max_model_len=256,
     cpu_args=(
         "--model",

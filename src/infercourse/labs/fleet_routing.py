@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_settings
+from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
 from infercourse.memory import cached_prefix_tokens, fleet_prefix_hits, prefix_computations
 from infercourse.registry import LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
 from infercourse.roofline import Demand, prefill_demand, prefill_floor
@@ -37,6 +37,7 @@ def _cached(receipt: Receipt) -> int:
     return cached_prefix_tokens(s["prefix_tokens"], s["prefix_tokens"] + s["suffix_tokens"], s["block_size"])
 
 
+@claim
 def every_request_once(receipt: Receipt) -> ClaimResult:
     s = receipt["settings"]
     want = s["prefix_tokens"] + s["suffix_tokens"]
@@ -54,6 +55,7 @@ def every_request_once(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def cached_tokens_exact(receipt: Receipt) -> ClaimResult:
     cached, seen, wrong = _cached(receipt), set(), []
     for k, r in enumerate(receipt["results"]):
@@ -71,6 +73,7 @@ def cached_tokens_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def round_robin_cycles(receipt: Receipt) -> ClaimResult:
     rows, replicas = _policy(receipt, "round_robin"), receipt["settings"]["replicas"]
     statement = "round robin sends request k to replica (k + c) mod R, whatever the request carries"
@@ -86,6 +89,7 @@ def round_robin_cycles(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def affinity_keeps_prefix(receipt: Receipt) -> ClaimResult:
     rows = _policy(receipt, "consistent_hash")
     statement = "session affinity (consistent_hash on the prefix's name) keeps every prefix on one replica"
@@ -100,6 +104,7 @@ def affinity_keeps_prefix(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def fleet_hits_exact(receipt: Receipt) -> ClaimResult:
     s, cached = receipt["settings"], _cached(receipt)
     details, ok = [], True
@@ -174,19 +179,10 @@ def demands() -> list[Demand]:
     ]
 
 
-SPEC = LabSpec(
-    lab="fleet_routing",
+SPEC = lab_spec(
+    __name__,
     key=("policy", "round", "group"),
     header="cached (tokens)",
-    claims=(
-        every_request_once,
-        cached_tokens_exact,
-        round_robin_cycles,
-        affinity_keeps_prefix,
-        fleet_hits_exact,
-        hit_ttft_lower,
-    ),  # fmt: skip
-    prediction=prediction,
     prediction_basis="the replay of each policy and the roofline",
     columns=(
         Column("policy", "policy", str, align_right=False),
@@ -196,7 +192,6 @@ SPEC = LabSpec(
         Column("cached_tokens", "cached (tokens)", fmt.count),
         Column("ttft_ms", "TTFT (ms)", lambda v: fmt.fixed(v, 1)),
     ),
-    demands=demands,
     cpu_max_model_len=512,
     cpu_args=(
         "--model",

@@ -28,11 +28,12 @@ from infercourse import fmt, memory
 from infercourse.labs.core import (
     ClaimResult,
     Column,
-    LabSpec,
     LabWork,
     Receipt,
     ReceiptError,
+    claim,
     find_row,
+    lab_spec,
 )
 from infercourse.registry import (
     COURSE_MODEL,
@@ -81,6 +82,7 @@ def token_tolerance(row: Mapping[str, Any]) -> float:
     return row["block_size"] + (LOG_ROUNDING_BYTES / row["kv_bytes_per_token"] if _from_log(row) else 0)
 
 
+@claim
 def capacity_matches_budget(receipt: Receipt) -> ClaimResult:
     claim = "capacity_matches_budget"
     statement = (
@@ -105,6 +107,7 @@ def capacity_matches_budget(receipt: Receipt) -> ClaimResult:
     return ClaimResult(claim, statement, ok if checked else None, "; ".join(details) or "no started engine")
 
 
+@claim
 def concurrency_is_tokens_over_len(receipt: Receipt) -> ClaimResult:
     claim = "concurrency_is_tokens_over_len"
     statement = (
@@ -125,6 +128,7 @@ def concurrency_is_tokens_over_len(receipt: Receipt) -> ClaimResult:
     return ClaimResult(claim, statement, ok, "; ".join(details))
 
 
+@claim
 def overask_refused(receipt: Receipt) -> ClaimResult:
     row = find_row(receipt, run="over-ask")
     estimate = row["estimated_max_model_len"]
@@ -140,6 +144,7 @@ def overask_refused(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def fp8_doubles_tokens(receipt: Receipt) -> ClaimResult:
     claim = "fp8_doubles_tokens"
     statement = "an FP8 cache holds twice the tokens per byte of budget of the model-dtype cache"
@@ -201,12 +206,10 @@ def prediction(model_name: str = COURSE_MODEL, gpu_name: str = LAB_GPU) -> str:
     )
 
 
-SPEC = LabSpec(
-    lab="kv_capacity",
+SPEC = lab_spec(
+    __name__,
     key=("run",),
     header="KV tokens",
-    claims=(capacity_matches_budget, concurrency_is_tokens_over_len, overask_refused, fp8_doubles_tokens),
-    prediction=prediction,
     prediction_basis="the KV budget with an assumed reserve",
     columns=(
         Column("run", "run", str, align_right=False),

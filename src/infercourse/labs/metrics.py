@@ -15,13 +15,14 @@ from infercourse import fmt
 from infercourse.labs.core import (
     ClaimResult,
     Column,
-    LabSpec,
     Receipt,
+    claim,
     efficiency,
     floor_demands,
     floors,
     gpu_for_name,
     lab_grid,
+    lab_spec,
     model_config_for,
     sequential_work,
     tpot_flat,
@@ -41,6 +42,7 @@ rounding separates them (CPU runs here: under 0.01 %). The slack is for a vLLM w
 and per-request stats stamp a token at slightly different points."""
 
 
+@claim
 def itl_equals_tpot(receipt: Receipt) -> ClaimResult:
     """Every row: |mean ITL / mean TPOT - 1| <= ITL_VS_TPOT."""
     worst = max(receipt["results"], key=lambda r: abs(r["itl_mean_ms"] / r["tpot_mean_ms"] - 1))
@@ -54,6 +56,7 @@ def itl_equals_tpot(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def tpot_above_floor_gpu(receipt: Receipt) -> ClaimResult:
     """On a GPU the registry knows, with a model whose config is found: every TPOT is at or above its floor."""
     statement = "on a GPU, every row's TPOT is at or above its roofline floor (efficiency <= 100 %)"
@@ -93,12 +96,12 @@ def _ms(digits: int):
     return lambda v: fmt.fixed(v, digits)
 
 
-SPEC = LabSpec(
-    lab="metrics",
+SPEC = lab_spec(
+    __name__,
+    # its own claims and the TTFT and TPOT claims lab 0B's metrics share (core)
+    claims=(ttft_grows, tpot_flat, tpot_gpu, itl_equals_tpot, tpot_above_floor_gpu),
     key=("prompt_tokens", "output_tokens"),
     header="TPOT (ms)",
-    claims=(ttft_grows, tpot_flat, tpot_gpu, itl_equals_tpot, tpot_above_floor_gpu),
-    prediction=prediction,
     columns=(
         Column("prompt_tokens", "prompt", fmt.count),
         Column("output_tokens", "output", fmt.count),
@@ -107,7 +110,6 @@ SPEC = LabSpec(
         Column("e2e_ms", "E2E (ms)", _ms(0)),
         Column("itl_mean_ms", "mean ITL (ms)", _ms(2)),
     ),
-    efficiency=efficiency,
     grid=GRID,
     demands=lambda: floor_demands(gpu(LAB_GPU), model(COURSE_MODEL).config, GRID, "metrics"),
     cpu_max_model_len=max(s + n for s, n in GRID),  # 4096 + 128 = 4224

@@ -19,14 +19,15 @@ from infercourse import fmt
 from infercourse.labs.core import (
     ClaimResult,
     Column,
-    LabSpec,
     Receipt,
+    claim,
     efficiency,
     find_row,
     floor_demands,
     floors,
     gpu_timing,
     lab_grid,
+    lab_spec,
     linear_fit,
     sequential_work,
     tpot_flat,
@@ -64,6 +65,7 @@ def expected_steps(prompt_tokens: int, output_tokens: int) -> tuple[int, int]:
     return output_tokens, prompt_tokens + output_tokens
 
 
+@claim
 def steps_exact(receipt: Receipt) -> ClaimResult:
     """Every row: vLLM's step count and scheduled tokens equal :func:`expected_steps` x repeats, exactly."""
     repeats, chunk = receipt["settings"]["repeats"], receipt["settings"]["max_num_batched_tokens"]
@@ -141,12 +143,13 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     return "\n".join(lines)
 
 
-SPEC = LabSpec(
-    lab="phases",
+SPEC = lab_spec(
+    __name__,
+    # its own claims and the TTFT and TPOT claims lab 0B's metrics share (core)
+    claims=(steps_exact, ttft_grows, tpot_flat, tpot_gpu, decode_linear),
+    efficiency=efficiency,
     key=("prompt_tokens", "output_tokens"),
     header="TPOT (ms)",
-    claims=(steps_exact, ttft_grows, tpot_flat, tpot_gpu, decode_linear),
-    prediction=prediction,
     columns=(
         Column("prompt_tokens", "prompt", fmt.count),
         Column("output_tokens", "output", fmt.count),
@@ -154,7 +157,6 @@ SPEC = LabSpec(
         Column("tpot_ms", "TPOT (ms)", lambda v: fmt.fixed(v, 2)),
         Column("decode_s", "decode (s)", lambda v: fmt.fixed(v, 2)),
     ),
-    efficiency=efficiency,
     grid=GRID,
     demands=lambda: floor_demands(gpu(LAB_GPU), model(COURSE_MODEL).config, GRID, "phases"),
     cpu_max_model_len=max(s + n for s, n in GRID),  # 4096 + 128 = 4224

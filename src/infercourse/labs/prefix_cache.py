@@ -20,12 +20,13 @@ from infercourse import fmt
 from infercourse.labs.core import (
     ClaimResult,
     Column,
-    LabSpec,
     LabWork,
     Receipt,
+    claim,
     gpu_timing,
     lab_grid,
     lab_settings,
+    lab_spec,
 )
 from infercourse.memory import cached_prefix_tokens
 from infercourse.registry import COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
@@ -55,6 +56,7 @@ def _name(row) -> str:
     return f"{row['run']} {row['prefix_tokens']}+{row['suffix_tokens']}"
 
 
+@claim
 def first_request_cold(receipt: Receipt) -> ClaimResult:
     rows = _rows(receipt, "sequential", "together", "evicted")
     wrong = [f"{_name(r)}: {r['cached_first']}" for r in rows if r["cached_first"] != 0]
@@ -67,6 +69,7 @@ def first_request_cold(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def cached_tokens_exact(receipt: Receipt) -> ClaimResult:
     block = receipt["settings"]["block_size"]
     details, ok = [], True
@@ -83,6 +86,7 @@ def cached_tokens_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def counters_exact(receipt: Receipt) -> ClaimResult:
     block = receipt["settings"]["block_size"]
     details, ok = [], True
@@ -100,6 +104,7 @@ def counters_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def eviction_exact(receipt: Receipt) -> ClaimResult:
     rows = _rows(receipt, "evicted")
     ok = bool(rows) and all((r["cached_later_max"], r["hits"]) == (0, 0) for r in rows)
@@ -112,6 +117,7 @@ def eviction_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def pressure_preempts(receipt: Receipt) -> ClaimResult:
     pressed = _rows(receipt, "pressure")
     calm = [r for r in receipt["results"] if r["run"] != "pressure"]
@@ -175,13 +181,10 @@ def demands(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> list[Dem
     return out
 
 
-SPEC = LabSpec(
-    lab="prefix_cache",
+SPEC = lab_spec(
+    __name__,
     key=("run", "prefix_tokens", "suffix_tokens"),
     header="TTFT cold (ms)",
-    demands=demands,
-    claims=(first_request_cold, cached_tokens_exact, counters_exact, eviction_exact, pressure_preempts, hit_faster),
-    prediction=prediction,
     columns=(
         Column("run", "run", str, align_right=False),
         Column("prefix_tokens", "prefix", fmt.count),

@@ -17,11 +17,12 @@ from infercourse import fmt, memory, registry, roofline, transformer
 from infercourse.labs.core import (
     ClaimResult,
     Column,
-    LabSpec,
     LabWork,
     Receipt,
+    claim,
     gpu_timing,
     lab_settings,
+    lab_spec,
     model_config_for,
 )
 
@@ -48,6 +49,7 @@ def _started(receipt: Receipt) -> list:
     return [r for r in receipt["results"] if r["outcome"] == "started"]
 
 
+@claim
 def nll_from_logprobs(receipt: Receipt) -> ClaimResult:
     """Exact: each started row's NLL is the mean of its own per-token values, over prompt tokens - 1 of them."""
     statement = (
@@ -69,6 +71,20 @@ def nll_from_logprobs(receipt: Receipt) -> ClaimResult:
     return ClaimResult("nll_from_logprobs", statement, not problems if rows else None, detail or "no engine started")
 
 
+@claim
+def nll_deterministic(receipt: Receipt) -> ClaimResult:
+    """Exact: scoring the text twice in one engine gives identical per-token values (no sampling is involved)."""
+    rows = _started(receipt)
+    same = [r["repeat_identical"] for r in rows]
+    return ClaimResult(
+        "nll_deterministic",
+        "scoring the same text twice gives the same per-token NLLs",
+        all(same) if rows else None,
+        ", ".join(f"{r['format']}: {'same' if s else 'DIFFERS'}" for r, s in zip(rows, same, strict=True)),
+    )
+
+
+@claim
 def kl_from_logprobs(receipt: Receipt) -> ClaimResult:
     """Exact: each compared row's KL is the mean of its per-position values, one per scored position, none below
     zero (a KL between two distributions renormalised on the same tokens cannot be negative)."""
@@ -91,18 +107,6 @@ def kl_from_logprobs(receipt: Receipt) -> ClaimResult:
     )
 
 
-def nll_deterministic(receipt: Receipt) -> ClaimResult:
-    """Exact: scoring the text twice in one engine gives identical per-token values (no sampling is involved)."""
-    rows = _started(receipt)
-    same = [r["repeat_identical"] for r in rows]
-    return ClaimResult(
-        "nll_deterministic",
-        "scoring the same text twice gives the same per-token NLLs",
-        all(same) if rows else None,
-        ", ".join(f"{r['format']}: {'same' if s else 'DIFFERS'}" for r, s in zip(rows, same, strict=True)),
-    )
-
-
 def _awq_config(model_name: str):
     """The config of an AWQ row's model: its own folder's or registry entry, else (a hub id such as
     ``Qwen/Qwen2.5-7B-Instruct-AWQ``) the registry's config of the model it was quantised from."""
@@ -116,6 +120,7 @@ MACHETE = "MacheteLinearKernel"
 """The AWQ kernel vLLM 0.26.0 picks on Hopper (fact ``vllm-awq-kernel``): it keeps zero points as fp16 values."""
 
 
+@claim
 def awq_bytes_match_config(receipt: Receipt) -> ClaimResult:
     """The AWQ engine holds N_q (0.5 + (2 + z) / G) + 2 (N - N_q) bytes of parameters, z = 0.5 B (4-bit zero
     points) or 2 B where the logged kernel is Machete (fp16 zero points): exactly on the CPU, within
@@ -140,6 +145,7 @@ def awq_bytes_match_config(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def freed_bytes_become_kv(receipt: Receipt) -> ClaimResult:
     """GPU: (KV tokens of a quantised engine - BF16's) x kappa = the weight bytes it saves, within KV_TOLERANCE."""
     statement = f"the weight bytes a format saves come back as KV cache, within {KV_TOLERANCE:.0%}"
@@ -164,6 +170,7 @@ def freed_bytes_become_kv(receipt: Receipt) -> ClaimResult:
     return ClaimResult("freed_bytes_become_kv", statement, ok, "; ".join(parts))
 
 
+@claim
 def quality_cost_bounded(receipt: Receipt) -> ClaimResult:
     """GPU: a quantised engine's NLL exceeds BF16's by at most NLL_BOUND (random weights and CPU: not applicable)."""
     statement = f"FP8 and AWQ cost at most {NLL_BOUND} nats per token over BF16 on the lab's text"
@@ -306,22 +313,10 @@ def prediction() -> str:
     return "\n".join(lines)
 
 
-SPEC = LabSpec(
-    lab="quant_nll",
+SPEC = lab_spec(
+    __name__,
     key=("format",),
     header="NLL/token",
-    claims=(
-        nll_from_logprobs,
-        nll_deterministic,
-        kl_from_logprobs,
-        awq_bytes_match_config,
-        freed_bytes_become_kv,
-        quality_cost_bounded,
-        awq_faster_at_batch_1,
-        awq_gain_shrinks_with_batch,
-    ),
-    prediction=prediction,
-    demands=demands,
     prediction_basis="the weight bytes, the KV budget with an assumed reserve and the roofline",
     columns=(
         Column("format", "format", str, align_right=False),

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt, registry, roofline
-from infercourse.labs.core import ClaimResult, Column, LabSpec, LabWork, Receipt, gpu_timing, lab_settings
+from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
 
 LAB = lab_settings("spec_decode")
 
@@ -61,6 +61,7 @@ def no_synthetic_reason(receipt: Receipt) -> str:
     return f"synthetic runs n/a: {refused[0]['reason']}" if refused else "no synthetic run in this receipt"
 
 
+@claim
 def lossless(receipt: Receipt) -> ClaimResult:
     """Exact in float32; in 16-bit dtypes shown, not judged (vLLM's docs: lossless up to floating-point
     precision; a k + 1-token pass may round differently from a one-token pass and flip a near-tie)."""
@@ -76,6 +77,7 @@ def lossless(receipt: Receipt) -> ClaimResult:
     return ClaimResult("lossless", statement, all(r["same_as_off"] == r["batch"] for r in rows), detail)
 
 
+@claim
 def draft_counts(receipt: Receipt) -> ClaimResult:
     rows = [r for r in _started(receipt) if r["method"] is not None]
     statement = (
@@ -103,6 +105,7 @@ def draft_counts(receipt: Receipt) -> ClaimResult:
     return ClaimResult("draft_counts", statement, not problems if rows else None, detail or "no speculative run")
 
 
+@claim
 def steps_exact(receipt: Receipt) -> ClaimResult:
     """Off, batch 1: n steps. Full acceptance: all drafts accepted, one draft per request per decode step,
     and at batch 1, 1 + ceil((n - 1)/(k + 1)) steps. Synthetic length 1: no draft token accepted, n - 1 drafts
@@ -148,6 +151,7 @@ def steps_exact(receipt: Receipt) -> ClaimResult:
     return ClaimResult("steps_exact", statement, not problems if rows else None, detail)
 
 
+@claim
 def ngram_drafts_and_accepts(receipt: Receipt) -> ClaimResult:
     """Exact for a given model and prompts (greedy, float32 on the CPU): every n-gram row drafted and had draft
     tokens accepted; the prompts repeat one phrase, so prompt lookup finds matches."""
@@ -241,13 +245,10 @@ def demands(gpu_name: str = registry.LAB_GPU) -> list[roofline.Demand]:
     ]
 
 
-SPEC = LabSpec(
-    lab="spec_decode",
+SPEC = lab_spec(
+    __name__,
     key=("run", "batch"),
     header="accepted per position",
-    demands=demands,
-    claims=(lossless, draft_counts, steps_exact, ngram_drafts_and_accepts, gain_fades_with_batch),
-    prediction=prediction,
     prediction_basis="the roofline step floors and the acceptance model",
     columns=(
         Column("run", "run", str, align_right=False),

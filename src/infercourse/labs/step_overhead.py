@@ -21,11 +21,12 @@ from infercourse import fmt, roofline
 from infercourse.labs.core import (
     ClaimResult,
     Column,
-    LabSpec,
     LabWork,
     Receipt,
+    claim,
     gpu_timing,
     lab_settings,
+    lab_spec,
     linear_fit,
     model_config_for,
 )
@@ -79,6 +80,7 @@ FLOOR_RTOL = 1e-4
 rounded to 6 decimals of a millisecond)."""
 
 
+@claim
 def params_exact(receipt: Receipt) -> ClaimResult:
     """Every variant's parameter count, and each row's step bytes and FLOPs, equal the course's formulas
     (``transformer.param_count``, ``roofline.matmul_params``, ``kv_bytes_per_token``) on the resized config."""
@@ -101,6 +103,7 @@ def params_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def floor_from_probe(receipt: Receipt) -> ClaimResult:
     """Each row's floor is max(step bytes / probed bandwidth, step FLOPs / probed matmul rate), and its
     ratio is step / floor."""
@@ -256,19 +259,10 @@ def demands() -> list[roofline.Demand]:
     ]
 
 
-SPEC = LabSpec(
-    lab="step_overhead",
+SPEC = lab_spec(
+    __name__,
     key=("variant", "mode", "batch"),
     header="floor (ms)",
-    claims=(
-        params_exact,
-        floor_from_probe,
-        never_below_floor,
-        overhead_shrinks_with_size,
-        intercept_positive,
-        graphs_save_time,
-    ),
-    prediction=prediction,
     prediction_basis="the roofline and an assumed launch count",
     columns=(
         Column("variant", "variant", str, align_right=False),
@@ -278,7 +272,6 @@ SPEC = LabSpec(
         Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 3)),
         Column("ratio", "step / floor", lambda v: fmt.fixed(v, 2)),
     ),
-    demands=demands,
     cpu_max_model_len=LAB.MAX_MODEL_LEN,
     cpu_args=("--variants", "1x1,4x2,8x4", "--batches", "1,4"),
     work=LabWork(

@@ -29,12 +29,13 @@ from infercourse import fmt, registry, roofline, transformer
 from infercourse.labs.core import (
     ClaimResult,
     Column,
-    LabSpec,
     LabWork,
     Receipt,
+    claim,
     gpu_for_name,
     gpu_timing,
     lab_settings,
+    lab_spec,
 )
 
 LAB = lab_settings("tensor_parallel")
@@ -81,6 +82,7 @@ def expected_rank(row: dict) -> tuple[dict, int]:
     return transformer.tp_rank_linear_elements(config, ranks), max(1, config["num_key_value_heads"] // ranks)
 
 
+@claim
 def rank_counts_exact(receipt: Receipt) -> ClaimResult:
     """Exact: every rank of every started run holds the formula's linear elements and KV heads."""
     details, ok = [], True
@@ -106,6 +108,7 @@ def rank_counts_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def shards_sum_to_whole(receipt: Receipt) -> ClaimResult:
     """Exact: the T = 2 ranks' elements and vocabulary rows add up to the T = 1 engine's."""
     whole, split = _run(receipt, "tp1"), _run(receipt, "tp2") or _run(receipt, "tp2_nccl")
@@ -122,6 +125,7 @@ def shards_sum_to_whole(receipt: Receipt) -> ClaimResult:
     )
 
 
+@claim
 def greedy_tokens_equal(receipt: Receipt) -> ClaimResult:
     """Exact in float32: T = 2 generates the T = 1 engine's greedy tokens."""
     whole = _run(receipt, "tp1")
@@ -144,6 +148,7 @@ def greedy_tokens_equal(receipt: Receipt) -> ClaimResult:
     return ClaimResult("greedy_tokens_equal", statement, all(same), detail)
 
 
+@claim
 def allreduce_fit_exact(receipt: Receipt) -> ClaimResult:
     """Exact on any machine: the sweep covered the lab's sizes, one median time per size, every rank summed
     exactly, and the receipt's fit is the relative least-squares fit of its own times (:func:`least_squares`,
@@ -308,20 +313,10 @@ def demands(gpu_name: str = registry.LAB_GPU, model_name: str = registry.COURSE_
     ]
 
 
-SPEC = LabSpec(
-    lab="tensor_parallel",
+SPEC = lab_spec(
+    __name__,
     key=("run",),
     header="qkv_proj",
-    demands=demands,
-    claims=(
-        rank_counts_exact,
-        shards_sum_to_whole,
-        greedy_tokens_equal,
-        allreduce_fit_exact,
-        tp2_speedup_in_range,
-        shard_step_below_tp2,
-    ),
-    prediction=prediction,
     prediction_basis="the roofline and the ring all-reduce model",
     columns=(
         Column("run", "run", str, align_right=False),

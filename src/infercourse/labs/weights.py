@@ -13,12 +13,13 @@ from infercourse import fmt
 from infercourse.labs.core import (
     ClaimResult,
     Column,
-    LabSpec,
     LabWork,
     Receipt,
+    claim,
     dtype_bytes,
     find_row,
     lab_settings,
+    lab_spec,
     model_config_for,
 )
 from infercourse.registry import AWQ_GROUP_SIZE, COURSE_MODEL, model
@@ -45,6 +46,7 @@ def predicted_bytes(config: Mapping[str, Any], run_dtype: str = "auto") -> float
     return None
 
 
+@claim
 def bytes_match_config(receipt: Receipt) -> ClaimResult:
     """The "all" row's bytes against :func:`predicted_bytes` (unquantised: within BYTES_TOLERANCE)."""
     statement = (
@@ -88,6 +90,7 @@ def _repacked_on_cpu(receipt: Receipt, got: int, want: float) -> bool:
     return receipt["machine"].get("kind") == "cpu" and abs(got / want - 1) > BYTES_TOLERANCE
 
 
+@claim
 def one_dtype(receipt: Receipt) -> ClaimResult:
     """An unquantised model's parameters all have the run's dtype (one dtype row besides "all")."""
     statement = "an unquantised model holds every parameter in one dtype, the run's"
@@ -128,12 +131,10 @@ def prediction(model_name: str = COURSE_MODEL) -> str:
     )
 
 
-SPEC = LabSpec(
-    lab="weights",
+SPEC = lab_spec(
+    __name__,
     key=("dtype",),
     header="elements",
-    claims=(bytes_match_config, one_dtype),
-    prediction=prediction,
     prediction_basis="config.json's parameter count",
     columns=(
         Column("dtype", "dtype", str, align_right=False),
