@@ -100,8 +100,10 @@ def figure_svg(model, max_len=32_768):
     for (name, (tflops, bandwidth)), style in zip(GPUS.items(), ("--", ":"), strict=True):
         ridge = ridge_point(tflops, bandwidth)
         ax.axhline(ridge, color="grey", linestyle=style, label=f"{name} ridge point ({ridge:.0f} FLOP/byte)")
-    ax.set_xlabel("tokens S (prompt length for prefill, context length for decode)")
-    ax.set_ylabel("arithmetic intensity (FLOP/byte)")
+    ax.set(
+        xlabel="tokens S (prompt length for prefill, context length for decode)",
+        ylabel="arithmetic intensity (FLOP/byte)",
+    )
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="upper left")
     fig.tight_layout()

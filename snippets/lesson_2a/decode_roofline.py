@@ -156,8 +156,10 @@ def figure_svg(prefill_tokens=PREFILL_TOKENS, batches=BATCHES):
         xytext=(-40, 8),
         fontsize=8,
     )
-    ax.set_xlabel("arithmetic intensity of a kernel (FLOP/byte), BF16 weights and cache")
-    ax.set_ylabel("attainable TFLOP/s (BF16 dense, FP32 acc.)")
+    ax.set(
+        xlabel="arithmetic intensity of a kernel (FLOP/byte), BF16 weights and cache",
+        ylabel="attainable TFLOP/s (BF16 dense, FP32 acc.)",
+    )
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="lower right")
     fig.tight_layout()

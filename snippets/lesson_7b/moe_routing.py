@@ -94,8 +94,7 @@ def figure_svg(seed=0):
         )
         skew = [touched(rng, experts, top_k, b, trials=200, popularity=skewed(experts)) / experts for b in BATCHES]
         ax.semilogx(BATCHES, skew, "o--", color=color, markersize=3, label=f"{name}: skewed router (simulated)")
-    ax.set_xlabel("tokens in the batch, B")
-    ax.set_ylabel("share of the E experts read")
+    ax.set(xlabel="tokens in the batch, B", ylabel="share of the E experts read")
     ax.set_ylim(0, 1.02)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="lower right")

@@ -98,15 +98,13 @@ def figure(receipt: Mapping[str, Any]):
     flat = list(axes.flat)
     for ax, key in zip(flat, keys, strict=False):
         ax.bar(range(len(rows)), [row[key] for row in rows], color="#3f51b5")
-        ax.set_title(key)
-        ax.set_ylabel(receipt["units"].get(key, ""))
+        ax.set(title=key, ylabel=receipt["units"].get(key, ""))
     if floors:
         ax = flat[len(keys)]
         at = [e.row for e in floors]
         ax.bar([i - 0.2 for i in at], [e.measured for e in floors], width=0.4, label="measured", color="#3f51b5")
         ax.bar([i + 0.2 for i in at], [e.floor for e in floors], width=0.4, label="roofline floor", color="#9e9e9e")
-        ax.set_title(f"{floors[0].quantity}: measured and floor")
-        ax.set_ylabel(floors[0].unit)
+        ax.set(title=f"{floors[0].quantity}: measured and floor", ylabel=floors[0].unit)
         ax.legend()
     for ax in flat[:panels]:
         ax.set_xticks(range(len(rows)), names, rotation=30, ha="right", fontsize=8)

@@ -228,8 +228,7 @@ def receipts_roofline_svg(receipts: Sequence[Receipt]) -> str:
             label=f"measured: {receipt['machine']['name']}, vLLM {receipt['versions'].get('vllm')}, "
             f"{receipt['date_utc'][:10]}",
         )
-    ax.set_xlabel("weight-matmul intensity 2B/b (FLOP/byte)")
-    ax.set_ylabel("matmul TFLOP/s (BF16 dense)")
+    ax.set(xlabel="weight-matmul intensity 2B/b (FLOP/byte)", ylabel="matmul TFLOP/s (BF16 dense)")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="upper left")
     return '<div class="course-figure">' + figures.svg_text(fig) + "</div>"

@@ -14,12 +14,14 @@ binding, and the values are importable, so tests check them against hand arithme
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from difflib import get_close_matches
 from functools import cache
 from types import MappingProxyType
 from typing import Any
+
+from infercourse import figures
 
 UNITS = {
     "B": "bytes (the page writes them as GB = 10^9 B or GiB = 2^30 B)",
@@ -102,6 +104,18 @@ class PageValues:
             )
         self._values[name] = Value(value, unit, demand)
         return value
+
+    def figure(self, name: str, draw: Callable[[], str], alt: str | None = None) -> None:
+        """Bind ``name`` to the figure ``draw()`` returns (SVG text, drawn only when the page is written:
+        :class:`infercourse.figures.Drawing`) and, when given, ``<name>_alt`` to ``alt``: the sentence the page
+        shows beside it, which says what the figure shows for a reader who cannot see it.
+
+        Raises:
+            ValueError: as :meth:`add`.
+        """
+        self.add(name, figures.Drawing(draw), "text")
+        if alt is not None:
+            self.add(f"{name}_alt", alt, "text")
 
     def add_band(self, name: str, band: tuple[float, float], unit: str) -> tuple[float, float]:
         """Bind a band's two ends as ``<name>_lo`` and ``<name>_hi`` in ``unit`` (e.g. lesson 2B's

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from infercourse import figures, fmt, labs, memory, notation, registry, roofline, snippets, transformer
+from infercourse import fmt, labs, memory, notation, registry, roofline, snippets, transformer
 from infercourse.labs.batch_decode import receipts_roofline_svg
 from infercourse.pages import fact_link, lesson_values
 
@@ -157,4 +157,4 @@ P.facts(
 )
 
 # the committed GPU receipts against the roofline (one sentence while none is committed)
-P.add("fig_receipts", figures.Drawing(lambda: receipts_roofline_svg(labs.gpu_receipts("batch_decode"))), "text")
+P.figure("fig_receipts", lambda: receipts_roofline_svg(labs.gpu_receipts("batch_decode")))

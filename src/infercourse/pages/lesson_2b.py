@@ -166,7 +166,7 @@ def _fit_figure() -> str:
     return figures.svg_text(fig)
 
 
-P.add("fig_fit", figures.Drawing(_fit_figure), "text")
+P.figure("fig_fit", _fit_figure)
 
 SYMBOLS: list[str | tuple[str, str]] = [
     "tau",

@@ -284,5 +284,5 @@ def _memory_figure() -> str:
     return figures.svg_text(fig)
 
 
-P.add("fig_floors", figures.Drawing(_floors_figure), "text")
-P.add("fig_memory", figures.Drawing(_memory_figure), "text")
+P.figure("fig_floors", _floors_figure)
+P.figure("fig_memory", _memory_figure)

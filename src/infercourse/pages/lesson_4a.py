@@ -273,8 +273,8 @@ def _timeline_figure() -> str:
 fig_static = [batching.schedule([cpu_prompt] * 4, cpu_lengths[k : k + 4], cpu_B, cpu_budget).passes for k in (0, 4)]
 P.add("fig_static_steps", sum(fig_static), "count")
 P.add("fig_cont_steps", batching.schedule([cpu_prompt] * 8, cpu_lengths[:8], cpu_B, cpu_budget).steps, "count")
-P.add("fig_timeline", figures.Drawing(_timeline_figure), "text")
-P.add("fig_pareto", figures.Drawing(lambda: pareto_figure(_measured)), "text")
+P.figure("fig_timeline", _timeline_figure)
+P.figure("fig_pareto", lambda: pareto_figure(_measured))
 _t1 = batching.serving_step_time(g4090, cfg, 1, S_in, n_bar, tau0)
 P.add(
     "fig_pareto_alt",

@@ -255,17 +255,19 @@ def _tradeoff_figure() -> str:
 
 
 timeline_receipt = gpu_receipt()
-P.add("fig_timeline", figures.Drawing(lambda: _timeline_figure(timeline_receipt)), "text")
-P.add("fig_timeline_alt", _timeline_alt(timeline_receipt), "text")
-P.add("fig_tradeoff", figures.Drawing(_tradeoff_figure), "text")
-P.add(
-    "fig_tradeoff_alt",
-    f"two line charts against the chunk size, 32 to 16,384 tokens, log scales. Left: the long prompt's TTFT floor "
+P.figure(
+    "fig_timeline",
+    lambda: _timeline_figure(timeline_receipt),
+    alt=_timeline_alt(timeline_receipt),
+)
+P.figure(
+    "fig_tradeoff",
+    _tradeoff_figure,
+    alt=f"two line charts against the chunk size, 32 to 16,384 tokens, log scales. Left: the long prompt's TTFT floor "
     f"is flat above the ridge batch (dotted: {fmt.count(round(bstar_4090))} tokens on the {g4090.name}) and climbs "
     f"below it, to {fmt.ms(small_ttft)} at 64 tokens against {fmt.ms(gap_off_4090)} unchunked. Right: the longest "
     f"gap grows about linearly with the chunk, from tens of ms to the whole prefill ({fmt.ms(gap_off_4090)} on the "
     f"{g4090.name}, {fmt.ms(gap_off_h200)} on the {h200.name}).",
-    "text",
 )
 
 SYMBOLS: list[str | tuple[str, str]] = ["S", "S_c", "B", "m", "tau_c", "tau", "kappa", "beta_link", "n_P", "n_D", "n"]

@@ -170,23 +170,21 @@ def _ttft_figure() -> str:
     return figures.svg_text(fig)
 
 
-P.add("fig_paging", figures.Drawing(_paging_figure), "text")
-P.add(
-    "fig_paging_alt",
-    f"a line chart. Contiguous reservation costs {fmt.gb(S_max * kappa)} per request whatever its length; "
+P.figure(
+    "fig_paging",
+    _paging_figure,
+    alt=f"a line chart. Contiguous reservation costs {fmt.gb(S_max * kappa)} per request whatever its length; "
     f"paged memory grows with the sequence in steps of one block ({fmt.count(z * kappa)} B) and stays within "
     f"{z - 1} tokens of the tokens actually held, so the two paged lines nearly coincide.",
-    "text",
 )
-P.add("fig_ttft", figures.Drawing(_ttft_figure), "text")
-P.add(
-    "fig_ttft_alt",
-    "a line chart. Cold TTFT floors grow linearly with the shared prefix "
+P.figure(
+    "fig_ttft",
+    _ttft_figure,
+    alt="a line chart. Cold TTFT floors grow linearly with the shared prefix "
     f"(at a shared prefix of {t2k['ell']:,} tokens: "
     f"{fmt.ms(t2k['cold_4090'])} on the {g4090.name}, {fmt.ms(t2k['cold_h200'])} on the {h200.name}); "
     f"the hit floors stay flat at the cost of reading the weights once ({fmt.ms(t2k['hit_4090'])} and "
     f"{fmt.ms(t2k['hit_h200'])}).",
-    "text",
 )
 
 SYMBOLS: list[str | tuple[str, str]] = ["z", "S", "S_max", "w", "kappa", "S_pre", "C", "n_req"]

@@ -172,25 +172,23 @@ def _batch_figure() -> str:
     return figures.svg_text(fig)
 
 
-P.add("fig_alpha_k", figures.Drawing(_alpha_k_figure), "text")
-P.add(
-    "fig_alpha_k_alt",
-    f"a line chart of the speedup against k from 1 to {KS[-1]}, one line per acceptance rate. At α = "
+P.figure(
+    "fig_alpha_k",
+    _alpha_k_figure,
+    alt=f"a line chart of the speedup against k from 1 to {KS[-1]}, one line per acceptance rate. At α = "
     f"{ALPHAS[0]:g} the best is ×{fmt.fixed(max(speed_rows[0]['speedups']), 2)} at k = {speed_rows[0]['best_k']}; at "
     f"α = {alpha_ex:g}, ×{fmt.fixed(max(speed_rows[2]['speedups']), 2)} at k = {speed_rows[2]['best_k']}; at α = "
     f"{ALPHAS[-1]:g}, ×{fmt.fixed(max(speed_rows[-1]['speedups']), 2)} at k = {speed_rows[-1]['best_k']}. A line "
     "rises, flattens and falls again once the extra draft steps cost more than the tokens they add"
     + ("; the highest ones still rise at the last k shown." if speed_rows[-1]["best_k"] == KS[-1] else "."),
-    "text",
 )
-P.add("fig_batch", figures.Drawing(_batch_figure), "text")
-P.add(
-    "fig_batch_alt",
-    f"a line chart of the speedup against the batch, log scale, at α = {alpha_ex:g} and k = {k_lab}. On the "
+P.figure(
+    "fig_batch",
+    _batch_figure,
+    alt=f"a line chart of the speedup against the batch, log scale, at α = {alpha_ex:g} and k = {k_lab}. On the "
     f"{g4090.name} it starts at ×{fmt.fixed(batch_rows[0]['s4090'], 2)} at B = 1 and falls below 1 from B = "
     f"{_break_even(g4090, alpha_ex, k_lab)}; on the {h200.name} it starts at "
     f"×{fmt.fixed(batch_rows[0]['sh200'], 2)} and falls below 1 from B = {_break_even(h200, alpha_ex, k_lab)}.",
-    "text",
 )
 
 SYMBOLS: list[str | tuple[str, str]] = [

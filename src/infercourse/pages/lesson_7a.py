@@ -243,7 +243,7 @@ def _efficiency_figure() -> str:
     return figures.svg_text(fig)
 
 
-P.add("fig_eta", figures.Drawing(_efficiency_figure), "text")
+P.figure("fig_eta", _efficiency_figure)
 eta4 = {
     g.name: _eta(g, link, alpha, 1, 4)
     for g, link, alpha in ((g4090, link_4090, alpha_4090), (h200, link_h200, alpha_h200))

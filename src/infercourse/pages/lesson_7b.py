@@ -167,14 +167,13 @@ def _floor_figure() -> str:
     return figures.svg_text(fig)
 
 
-P.add("fig_floor", figures.Drawing(_floor_figure), "text")
-P.add(
-    "fig_floor_alt",
-    f"a line chart on a logarithmic batch axis. {LAB.MODEL}'s step floor on the {g4090.name} rises from "
+P.figure(
+    "fig_floor",
+    _floor_figure,
+    alt=f"a line chart on a logarithmic batch axis. {LAB.MODEL}'s step floor on the {g4090.name} rises from "
     f"{fmt.ms(floor[1])} at one sequence to {fmt.ms(floor[64])} at 64, between a dashed line that reads only "
     f"{k_ol} experts per layer and a dotted one that reads all {E_ol}, which it meets from about 32 sequences "
     f"on; {registry.COURSE_MODEL}'s floor barely moves, from {fmt.ms(dense[1])} to {fmt.ms(dense[64])}.",
-    "text",
 )
 
 # --- the committed CPU receipt: exact router counts on the tiny MoE ---
