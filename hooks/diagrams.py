@@ -33,6 +33,7 @@ import re
 from pathlib import Path
 
 import material
+from build_cache import BuildCache  # hooks/build_cache.py: MkDocs puts a hook's folder on sys.path while loading it
 from mkdocs.exceptions import PluginError
 
 # superfences' default fence for ```mermaid (mkdocs.yml: custom_fences, class mermaid), then the paragraph after it.
@@ -56,7 +57,7 @@ window.drawAll = async (config, diagrams) => {
 };
 </script>""".replace("__FONT__", FONT)
 
-_cache: dict[str, str] = {}
+_cache = BuildCache()  # diagram source hash -> its SVG
 _state: dict = {}
 
 
@@ -84,12 +85,8 @@ def on_config(config):
         },
     }
     version = hashlib.sha256((library / "mermaid.esm.min.mjs").read_bytes() + json.dumps(settings).encode())
-    cache_file = root / ".cache" / "mermaid.json"
-    _state.update(library=library, settings=settings, version=version.hexdigest()[:16], cache_file=cache_file)
-    _state.update(dirty=False, used=set())
-    _cache.clear()
-    if cache_file.is_file():
-        _cache.update(json.loads(cache_file.read_text(encoding="utf-8")))
+    _state.update(library=library, settings=settings, version=version.hexdigest()[:16])
+    _cache.load(root / ".cache" / "mermaid.json")
     return config
 
 
@@ -178,7 +175,6 @@ def _draw(sources: list[str], where: str, source_path: str | None = None) -> Non
             at = f"{where}:{line}" if line else where
             raise PluginError(f"{at}: mermaid cannot draw the diagram that starts {first!r}: {out['error']}")
         _cache[_key(source)] = out["svg"]
-    _state["dirty"] = True
 
 
 def on_page_content(content, page, config, files):
@@ -186,7 +182,7 @@ def on_page_content(content, page, config, files):
         return content
     sources = [html.unescape(m.group(1)) for m in DIAGRAM.finditer(content)]
     _draw(sources, page.file.src_uri, getattr(page.file, "abs_src_path", None))  # None: a page made in memory
-    _state["used"].update(_key(s) for s in sources)
+    _cache.used.update(_key(s) for s in sources)
     count = 0
 
     def inline(match: re.Match) -> str:
@@ -212,14 +208,7 @@ def on_page_content(content, page, config, files):
 def on_post_build(config):
     """Close the browser; write the cache when this build drew a diagram or no longer uses one."""
     _close_browser()
-    if _state.get("dirty") or _state["used"] != _cache.keys():
-        kept = {key: _cache[key] for key in _state["used"]}
-        _state["cache_file"].parent.mkdir(parents=True, exist_ok=True)
-        _state["cache_file"].write_text(json.dumps(kept, sort_keys=True), encoding="utf-8")
-        _cache.clear()
-        _cache.update(kept)
-        _state["dirty"] = False
-    _state["used"] = set()
+    _cache.save()
 
 
 def on_build_error(error):

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from build_cache import BuildCache  # hooks/build_cache.py: MkDocs puts a hook's folder on sys.path while loading it
 from mkdocs.exceptions import PluginError
 from mkdocs.utils import get_relative_url
 
@@ -49,7 +50,7 @@ process.stdin.on("data", d => { input += d; }).on("end", () => {
 # (bold, big delimiters) still load on use. Font file -> what in the page shows it is used.
 PRELOADED_FONTS = {"KaTeX_Main-Regular.woff2": 'class="katex"', "KaTeX_Math-Italic.woff2": "mathnormal"}
 
-_cache: dict[str, str] = {}
+_cache = BuildCache()  # formula hash -> KaTeX's HTML
 _state: dict = {}
 
 
@@ -58,17 +59,8 @@ def on_config(config):
     katex_js = Path(config.docs_dir) / "assets" / "vendor" / "katex" / "katex.min.js"
     if not katex_js.is_file():
         raise PluginError(f"{katex_js} is missing: run `make vendor` (copies the KaTeX that package.json pins)")
-    cache_file = root / ".cache" / "katex.json"
-    _state.update(
-        katex_js=katex_js,
-        cache_file=cache_file,
-        version=hashlib.sha256(katex_js.read_bytes()).hexdigest()[:16],
-        dirty=False,
-        used=set(),  # the keys this build looked up: the cache file keeps only these
-    )
-    _cache.clear()
-    if cache_file.is_file():
-        _cache.update(json.loads(cache_file.read_text(encoding="utf-8")))
+    _state.update(katex_js=katex_js, version=hashlib.sha256(katex_js.read_bytes()).hexdigest()[:16])
+    _cache.load(root / ".cache" / "katex.json")
     return config
 
 
@@ -100,7 +92,6 @@ def _render(formulas: list[tuple[str, bool]], where: str) -> None:
         if "error" in out:
             raise PluginError(f"{where}: KaTeX cannot typeset {tex!r}: {out['error']}")
         _cache[_key(tex, display)] = _for_search(out["html"])
-    _state["dirty"] = True
 
 
 def _for_search(rendered: str) -> str:
@@ -145,7 +136,7 @@ def on_page_content(content, page, config, files):
     if not formulas:
         return content
     _render(formulas, page.file.src_uri)
-    _state["used"].update(_key(*f) for f in formulas)
+    _cache.used.update(_key(*f) for f in formulas)
     return FORMULA.sub(
         lambda m: f'<{m.group(1)} class="arithmatex">{_cache[_key(*_formula(m))]}</{m.group(1)}>', content
     )
@@ -164,11 +155,4 @@ def on_post_page(output, page, config):
 
 def on_post_build(config):
     """Write the cache when this build rendered a formula or no longer uses one (a formula edited away)."""
-    if _state.get("dirty") or _state["used"] != _cache.keys():
-        kept = {key: _cache[key] for key in _state["used"]}
-        _state["cache_file"].parent.mkdir(parents=True, exist_ok=True)
-        _state["cache_file"].write_text(json.dumps(kept, sort_keys=True), encoding="utf-8")
-        _cache.clear()
-        _cache.update(kept)
-        _state["dirty"] = False
-    _state["used"] = set()
+    _cache.save()

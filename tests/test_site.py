@@ -159,7 +159,11 @@ def load_hook(name: str):
 
     spec = importlib.util.spec_from_file_location(f"{name}_hook", ROOT / "hooks" / f"{name}.py")
     hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
+    sys.path.insert(0, str(ROOT / "hooks"))  # as MkDocs does while it loads a hook: hooks import their helpers
+    try:
+        spec.loader.exec_module(hook)
+    finally:
+        sys.path.remove(str(ROOT / "hooks"))
     return hook
 
 

@@ -159,3 +159,38 @@ def test_snippet_counts_steps_like_the_replay():
     assert toy.expected_max(1, 2, 2) == pytest.approx(1.75, rel=1e-15)
     # prompts that fit one step: the snippet and the replay agree on a longer case
     assert toy.continuous_steps(CPU_LENGTHS, 4) == batching.schedule([1] * 12, CPU_LENGTHS, 4, 1000).steps
+
+
+def test_rate_points_by_hand():
+    # RTX 4090 (1,008 GB/s, 165.2 TFLOP/s), Qwen2.5-7B: M = 7,070,619,136 matmul parameters (14,141,238,272 B
+    # read per step), of which H = 152,064 x 3,584 = 544,997,376 the output head; 57,344 B/token of KV;
+    # attention 4 x 28 x 28 x 128 = 401,408 FLOP per key. A serving step at B with 512-token prompts and
+    # 256-token answers carries P = 2B prompt tokens and B decodes at c = 512 + 128 = 640:
+    #   linear max(2 (M - H) 3B + 2 H B, 2 M) = max(B x 40,243,725,312 / 165.2e12, 14.0290 ms)
+    #          = max(0.243606 B, 14.0290) ms
+    #   attention keys B x 640 + (B / 256) x 512 x 513 / 2 = 1,153 B; bytes 57,344 x 642 B = 36,814,848 B
+    #   -> memory-bound: 0.0365227 B ms
+    #   t(B) = max(0.243606 B, 14.0290) + 0.0365227 B + 1 (overhead) ms
+    # rate 2: t(7) = 15.2847 ms, 512 x t(7) = 7.83 > 7; t(8) = 15.3212 ms, 512 x t(8) = 7.84 <= 8: B = 8
+    # rate 32, cap 128: t(128) = 31.1816 + 4.6749 + 1 = 36.8565 ms, 8,192 x t(128) = 302 > 128: past the knee,
+    # which is at the cap: 128 / (256 x 36.8565 ms) = 13.566 requests/s, X = 128 / 36.8565 ms = 3,473 tokens/s
+    from infercourse.registry import COURSE_MODEL, STEP_OVERHEAD_S, gpu, model
+
+    g, cfg = gpu("RTX 4090"), model(COURSE_MODEL).config
+    online = (512, 256, STEP_OVERHEAD_S, 128, 8192)
+    low = batching.rate_point(g, cfg, 2, *online)
+    assert (low["B"], low["knee"], low["x"]) == (8, False, 512)
+    assert low["tpot"] == pytest.approx(0.0153212, abs=1e-7)
+    high = batching.rate_point(g, cfg, 32, *online)
+    assert (high["B"], high["knee"], round(high["x"])) == (128, True, 3473)
+    assert high["tpot"] == pytest.approx(0.0368565, abs=1e-7)
+    assert batching.batch_at_rate(g, cfg, 32, *online) is None
+    rows = _v("rate_rows")
+    assert [r["B"] for r in rows] == [8, 16, 34, 128, 128] and _v("online_cap") == 128  # min(128, B_kv = 143)
+    assert _v("lam_knee") == pytest.approx(13.566, abs=0.0005) and _v("knee_rates") == "16 and 32"
+    # a budget of 300 tokens per step holds 3B <= 300: B = 100 at most, so the knee moves there
+    assert batching.max_request_rate(g, cfg, 512, 256, STEP_OVERHEAD_S, 128, 300)["B"] == 100
+    with pytest.raises(ValueError, match="at least 3"):  # one request's share: 1 decode + 512 / 256 prompt tokens
+        batching.max_request_rate(g, cfg, 512, 256, STEP_OVERHEAD_S, 128, 2)
+    with pytest.raises(ValueError, match="rate"):
+        batching.batch_at_rate(g, cfg, 0, *online)

@@ -252,6 +252,24 @@ def lesson_values(module: str) -> PageValues:
     return values
 
 
+def gpu_rows(gpus) -> list[dict]:
+    """One row per card of ``gpus`` (:class:`~infercourse.registry.GPUFacts`) for a page's table of cards: its
+    name, BF16 dense TFLOP/s, bandwidth (GB/s), ridge point (FLOP/B, :func:`infercourse.roofline.ridge_point`)
+    and the source of those figures."""
+    from infercourse import roofline
+
+    return [
+        {
+            "name": g.name,
+            "bf16_dense_tflops": g.bf16_dense_tflops,
+            "bandwidth_gb_s": g.bandwidth_gb_s,
+            "ridge": roofline.ridge_point(g),
+            "source": g.source,
+        }
+        for g in gpus
+    ]
+
+
 def facts_used(*fact_ids: str, extra: tuple[dict, ...] = ()) -> list[dict]:
     """A lesson's "Facts used" rows: each registry fact of ``fact_ids`` in the registry's own words (what, value)
     with its source linked to the Facts & sources page, then the ``extra`` rows (``{"what", "value",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infercourse import fmt, notation, registry, roofline, snippets, transformer
-from infercourse.pages import lesson_values
+from infercourse.pages import gpu_rows, lesson_values
 
 P = lesson_values(__name__)
 
@@ -17,20 +17,7 @@ d_h = transformer.head_dim(cfg)
 kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, b_kv), "B/token")
 g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
 gh200 = P.add("gh200", registry.gpu("H200"), "record")
-P.add(
-    "gpu_rows",
-    [
-        {
-            "name": g.name,
-            "bf16_dense_tflops": g.bf16_dense_tflops,
-            "bandwidth_gb_s": g.bandwidth_gb_s,
-            "ridge": roofline.ridge_point(g),
-            "source": g.source,
-        }
-        for g in [g4090, gh200]
-    ],
-    "record",
-)
+P.add("gpu_rows", gpu_rows([g4090, gh200]), "record")
 ridge4090 = P.add("ridge4090", roofline.ridge_point(g4090), "FLOP/B")
 ridgeh200 = roofline.ridge_point(gh200)
 P.add("h200_peak_x", gh200.bf16_dense_tflops / g4090.bf16_dense_tflops, "1")

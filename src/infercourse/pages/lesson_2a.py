@@ -6,7 +6,7 @@ import math
 
 from infercourse import fmt, labs, memory, notation, registry, roofline, snippets, transformer
 from infercourse.labs.batch_decode import receipts_roofline_svg
-from infercourse.pages import fact_link, lesson_values
+from infercourse.pages import fact_link, gpu_rows, lesson_values
 
 P = lesson_values(__name__)
 
@@ -20,20 +20,7 @@ kappa = transformer.kv_bytes_per_token(cfg, b_kv)
 g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
 gh200 = P.add("gh200", registry.gpu("H200"), "record")
 P.add("h100", registry.gpu("H100"), "record")
-P.add(
-    "gpu_rows",
-    [
-        {
-            "name": g.name,
-            "bf16_dense_tflops": g.bf16_dense_tflops,
-            "bandwidth_gb_s": g.bandwidth_gb_s,
-            "ridge": roofline.ridge_point(g),
-            "source": g.source,
-        }
-        for g in list(registry.GPUS.values())
-    ],
-    "record",
-)
+P.add("gpu_rows", gpu_rows(registry.GPUS.values()), "record")
 r4090 = P.add("r4090", roofline.ridge_point(g4090), "FLOP/B")
 rh200 = P.add("rh200", roofline.ridge_point(gh200), "FLOP/B")
 P.add("h200_peak_x", gh200.bf16_dense_tflops / g4090.bf16_dense_tflops, "1")
