@@ -1,11 +1,14 @@
-"""MkDocs hook: typeset every formula at build time with KaTeX, so a page shows its math at first paint
-with no script (readers download KaTeX's style sheet and the few fonts a page uses, nothing else; the
-two most used are preloaded).
+"""MkDocs hook: typeset every formula at build time with KaTeX, as MathML, which the browser lays out itself:
+a page shows its math at first paint with no script and no style sheet of KaTeX's. Readers download only the
+math font (``docs/assets/vendor/stix-two-math/``, 0.4 MB), when a page lays out its first formula, and see the
+browser's own math font until it arrives (``stylesheets/extra.css``: ``font-display: swap``). It is not
+preloaded: on Lighthouse's slow phone link a preload held the lesson's largest paint from 1.7 s to 5.4 s.
 
 pymdownx.arithmatex (generic mode) leaves ``<span class="arithmatex">\\(...\\)</span>`` and
-``<div class="arithmatex">\\[...\\]</div>`` in the page; this hook replaces their TeX with KaTeX's
-HTML (drawn) and MathML (read by screen readers and by the search index; the drawn copy is excluded
-from search, and the TeX annotation is dropped, so search previews show symbols, not TeX).
+``<div class="arithmatex">\\[...\\]</div>`` in the page; this hook replaces their TeX with KaTeX's MathML
+(``output: "mathml"``), which screen readers read and the search index keeps (the TeX annotation is
+dropped, so search previews show symbols, not TeX). KaTeX's other output, its HTML drawing, made a lesson
+several thousand elements heavier (a third to a half of its page) and most of its layout time on a phone.
 
 KaTeX is the committed ``docs/assets/vendor/katex/katex.min.js`` (pinned in package.json), run by
 Node.js once per page that has a formula it has not rendered before; results are cached in
@@ -25,7 +28,6 @@ from pathlib import Path
 
 from build_cache import BuildCache  # hooks/build_cache.py: MkDocs puts a hook's folder on sys.path while loading it
 from mkdocs.exceptions import PluginError
-from mkdocs.utils import get_relative_url
 
 FORMULA = re.compile(r'<(span|div) class="arithmatex">(.*?)</\1>', re.DOTALL)
 DELIMITERS = {"\\(": "\\)", "\\[": "\\]"}
@@ -35,20 +37,13 @@ const katex = require(process.argv[1]);
 let input = "";
 process.stdin.on("data", d => { input += d; }).on("end", () => {
   const out = JSON.parse(input).map(([tex, displayMode]) => {
-    const options = {displayMode, throwOnError: true, strict: "error", output: "htmlAndMathml"};
+    const options = {displayMode, throwOnError: true, strict: "error", output: "mathml"};
     try { return {html: katex.renderToString(tex, options)}; }
     catch (e) { return {error: String(e.message)}; }
   });
   process.stdout.write(JSON.stringify(out));
 });
 """
-
-# KaTeX's fonts are `font-display: block`: a formula is blank until its font arrives, and the browser asks
-# for a font only after the style sheets are in and the page is laid out. A page with formulas preloads
-# the two faces nearly every formula draws with (roman text and numbers; italic variables, class
-# mathnormal), so they arrive with the style sheets and the formulas show at first paint; rarer faces
-# (bold, big delimiters) still load on use. Font file -> what in the page shows it is used.
-PRELOADED_FONTS = {"KaTeX_Main-Regular.woff2": 'class="katex"', "KaTeX_Math-Italic.woff2": "mathnormal"}
 
 _cache = BuildCache()  # formula hash -> KaTeX's HTML
 _state: dict = {}
@@ -59,7 +54,10 @@ def on_config(config):
     katex_js = Path(config.docs_dir) / "assets" / "vendor" / "katex" / "katex.min.js"
     if not katex_js.is_file():
         raise PluginError(f"{katex_js} is missing: run `make vendor` (copies the KaTeX that package.json pins)")
-    _state.update(katex_js=katex_js, version=hashlib.sha256(katex_js.read_bytes()).hexdigest()[:16])
+    # KaTeX's bytes and this hook's (how it calls KaTeX and what it does to the output): a change to either is
+    # a new version, so no formula is served from the cache as older code typeset it
+    version = hashlib.sha256(katex_js.read_bytes() + Path(__file__).read_bytes())
+    _state.update(katex_js=katex_js, version=version.hexdigest()[:16])
     _cache.load(root / ".cache" / "katex.json")
     return config
 
@@ -95,32 +93,10 @@ def _render(formulas: list[tuple[str, bool]], where: str) -> None:
 
 
 def _for_search(rendered: str) -> str:
-    """Keep the MathML (symbols such as κ, one search term each) in the search index, leave out the drawn
-    copy and the raw TeX.
-
-    Material's search parser compares elements by tag name, so a ``data-search-exclude`` span ends at
-    the first nested ``</span>``: the drawn copy moves into a ``<katex-html>`` element (KaTeX's style
-    sheet selects it by class, and an unknown element is inline like a span) that nothing nests in.
-    """
+    """KaTeX's MathML without the raw TeX (its annotation), with a space between tokens (ignored by MathML)
+    so that each symbol, such as κ, is one search term."""
     rendered = re.sub(r'<annotation encoding="application/x-tex">.*?</annotation>', "", rendered, flags=re.DOTALL)
-    start = rendered.index('<span class="katex-html"')
-    # A space between MathML tokens (ignored by MathML) makes each symbol its own search term.
-    mathml = re.sub(r"(</m[ion]>)(?=<)", r"\1 ", rendered[:start])
-    rendered, start = mathml + rendered[start:], len(mathml)
-    depth, end = 0, start
-    for tag in re.finditer(r"<(/?)span\b", rendered[start:]):
-        depth += -1 if tag.group(1) else 1
-        if depth == 0:
-            end = start + tag.start()
-            break
-    inner = rendered[rendered.index(">", start) + 1 : end]
-    return (
-        rendered[:start]
-        + '<katex-html class="katex-html" aria-hidden="true" data-search-exclude="1">'
-        + inner
-        + "</katex-html>"
-        + rendered[end + len("</span>") :]
-    )
+    return re.sub(r"(</m[ion]>)(?=<)", r"\1 ", rendered)
 
 
 def _formula(match: re.Match) -> tuple[str, bool]:
@@ -140,17 +116,6 @@ def on_page_content(content, page, config, files):
     return FORMULA.sub(
         lambda m: f'<{m.group(1)} class="arithmatex">{_cache[_key(*_formula(m))]}</{m.group(1)}>', content
     )
-
-
-def on_post_page(output, page, config):
-    """Preload PRELOADED_FONTS on a page that uses them, ahead of its first style sheet."""
-    links = "".join(
-        f'<link rel="preload" href="{get_relative_url("assets/vendor/katex/fonts/" + name, page.url)}" '
-        'as="font" type="font/woff2" crossorigin>'
-        for name, used in PRELOADED_FONTS.items()
-        if used in output
-    )
-    return output.replace('<link rel="stylesheet"', links + '<link rel="stylesheet"', 1) if links else output
 
 
 def on_post_build(config):

@@ -6,13 +6,13 @@ after changing a version in package.json (then `npm install --package-lock-only`
 
 Mermaid runs at build time in headless chromium (hooks/diagrams.py; mkdocs.yml keeps it out of the site).
 KaTeX: ``katex.min.js`` runs at build time under Node (hooks/math.py; mkdocs.yml keeps it out of the
-site); readers get only its style sheet and the WOFF2 fonts (every browser the site supports reads
-WOFF2, so the style sheet is rewritten to name only those).
+site) and writes MathML, which browsers lay out themselves; readers get no KaTeX file, only the math font
+the MathML is set in (STIX Two Math, SIL Open Font License, as Fontsource packages it: WOFF2, with its
+OpenType MATH table, which stretches brackets and places scripts).
 """
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys
@@ -27,20 +27,15 @@ FILES = {  # path inside node_modules (a glob) -> folder under docs/assets/vendo
     "mermaid/dist/chunks/mermaid.esm.min/*.mjs": "mermaid/chunks/mermaid.esm.min",
     "mermaid/LICENSE": "mermaid",
     "katex/dist/katex.min.js": "katex",
-    "katex/dist/katex.min.css": "katex",
-    "katex/dist/fonts/*.woff2": "katex/fonts",
     "katex/LICENSE": "katex",
+    "@fontsource/stix-two-math/files/stix-two-math-latin-400-normal.woff2": "stix-two-math",
+    "@fontsource/stix-two-math/LICENSE": "stix-two-math",
 }
 TEST_VENDOR = ROOT / "tests" / "vendor"
 TEST_FILES = {  # for the browser test only, never served: the accessibility checker (tests/test_calculators.py)
     "axe-core/axe.min.js": "axe-core",
     "axe-core/LICENSE": "axe-core",
 }
-
-
-def woff2_only(css: str) -> str:
-    """KaTeX's @font-face rules list woff2, woff and ttf; keep the woff2 source only."""
-    return re.sub(r',url\(fonts/[^)]+\.(?:woff|ttf)\) format\("(?:woff|truetype)"\)', "", css)
 
 
 def main() -> int:
@@ -65,8 +60,6 @@ def main() -> int:
                 target = target_folder / source.name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(source, target)
-                if target.name == "katex.min.css":
-                    target.write_text(woff2_only(target.read_text(encoding="utf-8")), encoding="utf-8")
                 print(target.relative_to(ROOT))
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import http.server
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -277,6 +278,18 @@ GPU_MACHINE = {
     "cuda_driver_api": "12.4",
 }
 CPU_MACHINE = {"kind": "cpu", "name": "AMD EPYC", "cores": 2}
+
+
+def load_hook(name: str):
+    """``hooks/<name>.py`` as a module (MkDocs loads the hooks by path, not as a package)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_hook", ROOT / "hooks" / f"{name}.py")
+    hook = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT / "hooks"))  # as MkDocs does while it loads a hook: hooks import their helpers
+    try:
+        spec.loader.exec_module(hook)
+    finally:
+        sys.path.remove(str(ROOT / "hooks"))
+    return hook
 
 
 def claims_passed(receipt: dict) -> dict:

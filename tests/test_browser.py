@@ -43,6 +43,9 @@ MIN_FIGURE_GLYPH_PX = 7
 # Smallest font a diagram's labels may be drawn at, CSS px (its font size times the drawn/natural width);
 # Lighthouse counts text under 12 px as illegible.
 MIN_DIAGRAM_FONT_PX = 12
+# Least size (width, height) of a drawn formula, CSS px: one that did not draw has none; the narrowest drawn, the
+# italic i alone, is 3.9 px wide in STIX Two Math at the page's 1.1 em (measured in chromium).
+MIN_FORMULA_PX = (2, 4)
 # Smallest font a code listing may be set in, CSS px: Lighthouse counts text under 12 px as illegible, and on
 # lesson 0A (its collapsed labkit listing) half the page's text is code, Material's 0.85 em = 10.9 px.
 MIN_CODE_FONT_PX = 12
@@ -50,12 +53,12 @@ MIN_CODE_FONT_PX = 12
 # loaded, nothing is left to typeset and no diagram is left as mermaid source.
 READY = """() => {
   const math = [...document.querySelectorAll('.md-content .arithmatex')];
-  const typeset = math.every(el => el.querySelector('mjx-container, .katex'));
+  const typeset = math.every(el => el.querySelector('math'));
   return typeset && document.querySelectorAll('.md-content pre.mermaid').length === 0;
 }"""
 # Everything the checks need from one page, measured after every <details> is opened (a formula in a
-# collapsed answer has no size until then). Sizes are CSS px of what is drawn: MathJax's <svg> or
-# KaTeX's glyph box for a formula, the inline <svg> for a diagram.
+# collapsed answer has no size until then). Sizes are CSS px of what is drawn: the <math> element KaTeX
+# wrote for a formula, the inline <svg> for a diagram.
 STATE = """() => {
   document.querySelectorAll('.md-content details').forEach(d => { d.open = true; });
   const W = window.innerWidth;
@@ -63,7 +66,7 @@ STATE = """() => {
   const drawnSize = els => els.map(size).reduce((a, b) => [Math.max(a[0], b[0]), Math.max(a[1], b[1])], [0, 0]);
   const shown = el => el.checkVisibility();
   const formulas = [...document.querySelectorAll('.md-content .arithmatex')].filter(shown).map(el => {
-    const [w, h] = drawnSize([...el.querySelectorAll('svg, .katex-html')]);
+    const [w, h] = drawnSize([...el.querySelectorAll('math')]);
     return {what: el.textContent.trim().slice(0, 50), w, h};
   });
   const diagrams = [...document.querySelectorAll('.md-content .course-diagram')].map(el => {
@@ -95,14 +98,33 @@ STATE = """() => {
             name: svg.getAttribute('aria-label') || (svg.querySelector(':scope > title') || {}).textContent
                   || (document.getElementById(svg.getAttribute('aria-labelledby')) || {}).textContent || ''};
   });
-  const uncued = [...document.querySelectorAll('.md-content :is(.course-figure, .course-diagram, '
-    + '.md-typeset__scrollwrap, .katex-display)')].filter(el => shown(el) && el.scrollWidth > el.clientWidth + 1
-    && el.scrollLeft === 0 && getComputedStyle(el).maskImage === 'none').map(el => el.className);
   const codeFont = Math.min(...[...document.querySelectorAll('.md-content pre > code')]
     .map(c => parseFloat(getComputedStyle(c).fontSize)));
   return {scheme: document.body.getAttribute('data-md-color-scheme'), scrollWidth: document.documentElement.scrollWidth,
-          W, formulas, diagrams, wide, cutCode, figures, codeFont, uncued,
+          W, formulas, diagrams, wide, cutCode, figures, codeFont,
           pendingDiagrams: document.querySelectorAll('.md-content pre.mermaid').length};
+}"""
+
+
+# Boxes that scroll sideways with no fade at the edge where more of them lies. Each is looked at on screen, as
+# a reader meets it: a figure or diagram below the first screen is laid out only when it nears the viewport
+# (content-visibility: auto), and its fade, a scroll-driven animation, starts two frames after it is.
+UNCUED = """async () => {
+  const frame = () => new Promise(done => requestAnimationFrame(done));
+  const uncued = el => el.scrollWidth > el.clientWidth + 1 && el.scrollLeft === 0
+    && getComputedStyle(el).maskImage === 'none';
+  const out = [];
+  for (const el of document.querySelectorAll('.md-content :is(.course-figure, .course-diagram, '
+                                             + '.md-typeset__scrollwrap, div.arithmatex)')) {
+    if (!el.checkVisibility()) continue;
+    if (getComputedStyle(el).contentVisibility === 'auto') {
+      el.scrollIntoView({block: 'center'});
+      await frame(); await frame();
+    }
+    if (uncued(el)) out.push(el.className);
+  }
+  window.scrollTo(0, 0);
+  return out;
 }"""
 
 
@@ -174,7 +196,7 @@ def _problems(path: str, state: dict, scheme: str) -> list[str]:
     out += [
         f"formula drawn {f['w']:.0f}×{f['h']:.0f} px: {f['what']!r}"
         for f in state["formulas"]
-        if f["w"] < 4 or f["h"] < 4
+        if f["w"] < MIN_FORMULA_PX[0] or f["h"] < MIN_FORMULA_PX[1]
     ]
     out += [
         f"diagram {i} drawn {d['w']:.0f}×{d['h']:.0f} px"
@@ -216,7 +238,7 @@ def test_every_page_renders_on_every_screen(browser, server, pages, view):
     for path in pages:
         page.goto(server + path, wait_until="load")
         late = _wait_ready(page)
-        state = page.evaluate(STATE)
+        state = page.evaluate(STATE) | {"uncued": page.evaluate(UNCUED)}
         problems += [f"{path}: {late}"] if late else []
         problems += _problems(path, state, scheme)
         errors, outside = watch.take()
@@ -249,7 +271,7 @@ def test_instant_navigation_keeps_the_page(browser, server, pages):
         assert late is None, f"{path} after instant navigation: {late}"
         assert page.evaluate("window.__notReloaded") == "marker", f"clicking to {path} reloaded the page"
         state = page.evaluate(STATE)
-        flat = [f for f in state["formulas"] if f["w"] < 4 or f["h"] < 4] + [
+        flat = [f for f in state["formulas"] if f["w"] < MIN_FORMULA_PX[0] or f["h"] < MIN_FORMULA_PX[1]] + [
             d for d in state["diagrams"] if d["w"] < 50
         ]
         assert not flat and not state["pendingDiagrams"], f"{path} after instant navigation: {flat}"

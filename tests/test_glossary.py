@@ -30,6 +30,18 @@ def test_a_page_can_still_define_its_own_abbreviation():
     assert '<abbr title="a page\'s own term">XYZ</abbr>' in html
 
 
+def test_a_word_has_its_tooltip_at_its_first_use_in_each_section_only():
+    md = markdown.Markdown(extensions=["infercourse.glossary"])
+    page = "# Title\n\nTTFT, then TTFT *and* TTFT.\n\n- TTFT in a list\n\n## Next\n\nTTFT again, and TPOT.\n"
+    soup = BeautifulSoup(md.convert(page), "html.parser")
+    assert [(a.find_parent(["p", "li"]).get_text()[:4], a.get_text()) for a in soup.find_all("abbr")] == [
+        ("TTFT", "TTFT"),  # section "Title": its first use only
+        ("TTFT", "TTFT"),  # section "Next": TTFT again, and TPOT's first use
+        ("TTFT", "TPOT"),
+    ]
+    assert soup.find("p").get_text() == "TTFT, then TTFT and TTFT."  # the later uses stay, as plain text
+
+
 def test_tooltip_shows_both_languages():
     # written out from glossary.yml's TTFT entry: term, middle dot, its zh, colon, the definition's first words
     assert glossary.tooltips()["TTFT"].startswith("TTFT · 首 token 时延: Time to first token")

@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import ROOT, load_script, phases_receipt
+from conftest import ROOT, load_hook, load_script, phases_receipt
 from infercourse import autodl, course, labbox, labnotebook, labs
 
 make_notebooks = load_script("make_notebooks")
@@ -213,15 +213,6 @@ def test_the_comparison_puts_the_prediction_beside_this_run():
     assert this_run.count("\n| ") == 1 + 5  # its header, then the receipt's 5 rows (the separator starts "|-")
 
 
-def _hook(name: str):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(f"{name}_hook", ROOT / "hooks" / f"{name}.py")
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
-    return hook
-
-
 def _notebook_html(markdown: str) -> str:
     """A one-cell notebook rendered by nbconvert's lab template, as mkdocs-jupyter renders the site's notebooks."""
     from nbconvert import HTMLExporter
@@ -232,7 +223,7 @@ def _notebook_html(markdown: str) -> str:
 
 
 def test_a_notebook_s_formulas_reach_katex_as_the_lessons_do():
-    notebooks, math = _hook("notebooks"), _hook("math")
+    notebooks, math = load_hook("notebooks"), load_hook("math")
     html = notebooks.typeset_cells(_notebook_html(r"Inline $x^2$, display $$\frac{a}{b} = c$$, `$HOME`, $5 and $6."))
     formulas = [math._formula(m) for m in math.FORMULA.finditer(html)]
     assert formulas == [("x^2", False), (r"\frac{a}{b} = c", True)]  # what math.py hands KaTeX: TeX, display?
@@ -240,7 +231,7 @@ def test_a_notebook_s_formulas_reach_katex_as_the_lessons_do():
 
 
 def test_a_notebook_cell_with_the_lessons_delimiters_is_refused():
-    notebooks = _hook("notebooks")
+    notebooks = load_hook("notebooks")
     cell = {"cell_type": "markdown", "source": ["the floor \\(t = W / \\beta\\)"]}
     with pytest.raises(Exception, match=r"notebooks/x.ipynb, cell 2: .* write it \$\.\.\.\$"):
         notebooks.check_cells({"cells": [{"cell_type": "code", "source": ["x = 1"]}, cell]}, "notebooks/x.ipynb")
@@ -250,7 +241,7 @@ def test_a_notebook_cell_with_the_lessons_delimiters_is_refused():
 def test_a_notebook_link_to_a_missing_page_or_anchor_fails_the_build(tmp_path):
     from types import SimpleNamespace
 
-    notebooks = _hook("notebooks")
+    notebooks = load_hook("notebooks")
     html = _notebook_html(
         "[ok](../lessons/0a-prefill-decode.md#lab) [no page](../lessons/9z-nothing.md) "
         "[no anchor](../lessons/0a-prefill-decode.md#no-such-section)"

@@ -108,10 +108,46 @@ def chinese_words() -> list[str]:
     return list(dict.fromkeys(run for item in entries() for run in _HAN.findall(item["zh"])))
 
 
-def makeExtension(**kwargs):  # noqa: N802 (the name Python-Markdown looks for)
-    """The Markdown extension ``infercourse.glossary`` (mkdocs.yml): Python-Markdown's ``abbr``
-    with :func:`tooltips` as its glossary, so every page gets the tooltips and can still define
-    its own ``*[word]: ...`` abbreviations."""
-    from markdown.extensions.abbr import AbbrExtension
+SECTION_TAGS = ("h1", "h2")
+"""A tooltip is given at a term's first use in each section a heading of these levels starts."""
 
-    return AbbrExtension(glossary=tooltips(), **kwargs)
+
+def makeExtension(**kwargs):  # noqa: N802 (the name Python-Markdown looks for)
+    """The Markdown extension ``infercourse.glossary`` (mkdocs.yml): Python-Markdown's ``abbr`` with
+    :func:`tooltips` as its glossary, so every page gets the tooltips and can still define its own
+    ``*[word]: ...`` abbreviations; then each word keeps its tooltip at its first use in a section
+    (:data:`SECTION_TAGS`) only, the later uses plain text (a page with a tooltip on every use of "KV cache"
+    had hundreds of them, each an element a phone lays out and a screen reader announces)."""
+    from markdown.extensions.abbr import AbbrExtension
+    from markdown.treeprocessors import Treeprocessor
+
+    class FirstUseOnly(Treeprocessor):
+        def run(self, root):
+            parent = {child: el for el in root.iter() for child in el}
+            seen: set[str] = set()
+            for el in list(root.iter()):
+                if el.tag in SECTION_TAGS:
+                    seen = set()
+                elif el.tag == "abbr" and el.text in seen:
+                    _unwrap(el, parent[el])
+                elif el.tag == "abbr":
+                    seen.add(el.text)
+
+    class GlossaryExtension(AbbrExtension):
+        def extendMarkdown(self, md):  # noqa: N802 (Python-Markdown's name)
+            super().extendMarkdown(md)
+            md.treeprocessors.register(FirstUseOnly(md), "glossary_first_use", 6)  # after abbr's (7)
+
+    return GlossaryExtension(glossary=tooltips(), **kwargs)
+
+
+def _unwrap(el, parent) -> None:
+    """Replace the element ``el`` (a child of ``parent``) by its text, keeping the text that follows it."""
+    index = list(parent).index(el)
+    text = (el.text or "") + (el.tail or "")
+    if index == 0:
+        parent.text = (parent.text or "") + text
+    else:
+        before = parent[index - 1]
+        before.tail = (before.tail or "") + text
+    parent.remove(el)
