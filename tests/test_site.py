@@ -186,6 +186,21 @@ def test_a_figure_is_labelled_by_the_paragraph_right_before_it():
             hook.on_page_content(unlabelled, page, None, None)
 
 
+def test_a_figure_loses_only_the_groups_that_draw_nothing():
+    """hooks/figures.py: a ``<g>`` with nothing but an unreferenced id goes, its children in its place; a group
+    with a transform, or whose id a ``<use>`` points to, stays."""
+    hook = load_hook("figures")
+    svg = (
+        '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink">'
+        '<g id="figure_1"><g id="patch_1"><path d="M 0 0"/></g><g><text>a</text><text>b</text></g>'
+        '<g transform="scale(2)"><path d="M 1 1"/></g><g id="m1"><path d="M 2 2"/></g>'
+        '<use xlink:href="#m1"/></g></svg>'
+    )
+    flat = hook.flatten_groups(svg)
+    assert re.findall(r"<(\w+)", flat) == ["svg", "path", "text", "text", "g", "path", "g", "path", "use"], flat
+    assert '<g transform="scale(2)">' in flat and '<g id="m1">' in flat and 'xlink:href="#m1"' in flat
+
+
 @pytest.mark.browser  # draws in headless chromium
 def test_diagram_cache_keeps_only_the_last_build_s_diagrams(tmp_path):
     """hooks/diagrams.py run as MkDocs runs it, on three builds: the first draws in chromium, a build of the
