@@ -11,7 +11,8 @@
 - :mod:`labkit.receipt`: the JSON receipt of a run.
 
 A lab runs as ``python snippets/labs/<lab>.py``; Python puts the script's folder on ``sys.path``, so the
-lab does ``from labkit import ...`` (every public name of the parts is here). To run a lab elsewhere, copy
+lab imports each helper from its part (``from labkit.measure import request_times``: the reader sees where it
+lives); every public name of the parts is also here, ``from labkit import ...``. To run a lab elsewhere, copy
 it with this folder beside it.
 
 Standard library only at import time: vLLM is never imported here, and torch only inside
