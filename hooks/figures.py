@@ -61,21 +61,22 @@ def on_page_content(content, page, config, files):
 
 
 def flatten_groups(svg: str) -> str:
-    """``svg`` (one ``<svg>`` element, as matplotlib writes it) with every ``<g>`` that has no attribute but an
-    ``id`` nothing refers to (``#id``) replaced by its children, in place; the rest unchanged. A group with a
-    transform, a style or a clip path, or one another element points to, is kept."""
+    """``svg`` (one ``<svg>`` element, as matplotlib writes it, in the SVG namespace) with every ``<g>`` that has
+    no attribute but an ``id`` nothing refers to (``#id``) replaced by its children, in place; the rest unchanged.
+    A group with a transform, a style or a clip path, or one another element points to, is kept; an SVG with no
+    such group is returned as it came."""
     root = ET.fromstring(svg)
     referred = set(re.findall(r"#([\w.-]+)", svg))
     group = f"{{{SVG_NS}}}g"
 
-    def flatten(parent: ET.Element) -> None:
-        for child in list(parent):
-            flatten(child)
+    def flatten(parent: ET.Element) -> int:
+        removed = sum(flatten(child) for child in list(parent))
         for index, child in reversed(list(enumerate(parent))):
             if child.tag == group and set(child.attrib) <= {"id"} and child.get("id") not in referred:
                 parent.remove(child)
+                removed += 1
                 for offset, grandchild in enumerate(child):
                     parent.insert(index + offset, grandchild)
+        return removed
 
-    flatten(root)
-    return ET.tostring(root, encoding="unicode")
+    return ET.tostring(root, encoding="unicode") if flatten(root) else svg  # untouched: byte for byte

@@ -6,9 +6,10 @@ after changing a version in package.json (then `npm install --package-lock-only`
 
 Mermaid runs at build time in headless chromium (hooks/diagrams.py; mkdocs.yml keeps it out of the site).
 KaTeX: ``katex.min.js`` runs at build time under Node (hooks/math.py; mkdocs.yml keeps it out of the
-site) and writes MathML, which browsers lay out themselves; readers get no KaTeX file, only the math font
-the MathML is set in (STIX Two Math, SIL Open Font License, as Fontsource packages it: WOFF2, with its
-OpenType MATH table, which stretches brackets and places scripts).
+site) and writes MathML, which browsers lay out themselves; readers get no KaTeX file. The math font the MathML
+is set in (STIX Two Math, SIL Open Font License, as Fontsource packages it, with its OpenType MATH table, which
+stretches brackets and places scripts) is vendored as WOFF, which fontTools reads without brotli: the build
+serves a subset of it (hooks/math.py), never the whole font.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ FILES = {  # path inside node_modules (a glob) -> folder under docs/assets/vendo
     "mermaid/LICENSE": "mermaid",
     "katex/dist/katex.min.js": "katex",
     "katex/LICENSE": "katex",
-    "@fontsource/stix-two-math/files/stix-two-math-latin-400-normal.woff2": "stix-two-math",
+    "@fontsource/stix-two-math/files/stix-two-math-latin-400-normal.woff": "stix-two-math",
     "@fontsource/stix-two-math/LICENSE": "stix-two-math",
 }
 TEST_VENDOR = ROOT / "tests" / "vendor"

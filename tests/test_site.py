@@ -186,6 +186,20 @@ def test_a_figure_is_labelled_by_the_paragraph_right_before_it():
             hook.on_page_content(unlabelled, page, None, None)
 
 
+def test_an_operator_name_gets_tex_s_thin_space_from_the_symbol_beside_it():
+    """hooks/math.py: KaTeX's MathML for ``Z \\exp(x)`` and ``\\max_i s_i`` (its markup, written out here) gains TeX's
+    thin space between the symbol and the name, which browsers' MathML layout leaves out; ``\\exp(x)`` at the
+    start and the name's own parenthesis get none."""
+    hook = load_hook("math")
+    exp = '<mi>exp</mi><mo>\u2061</mo><mo stretchy="false">(</mo><mi>x</mi><mo stretchy="false">)</mo>'
+    limit = "<munder><mrow><mi>max</mi><mo>\u2061</mo></mrow><mi>i</mi></munder>"
+    s_i = "<msub><mi>s</mi><mi>i</mi></msub>"
+    assert hook._operator_spacing("<mi>Z</mi>" + exp) == "<mi>Z</mi>" + hook.THIN + exp
+    assert hook._operator_spacing(exp) == exp
+    assert hook._operator_spacing(limit + s_i) == limit + hook.THIN + s_i
+    assert hook._operator_spacing("<mo>=</mo>" + limit + "<mo>(</mo>") == "<mo>=</mo>" + limit + "<mo>(</mo>"
+
+
 def test_a_figure_loses_only_the_groups_that_draw_nothing():
     """hooks/figures.py: a ``<g>`` with nothing but an unreferenced id goes, its children in its place; a group
     with a transform, or whose id a ``<use>`` points to, stays."""
@@ -415,11 +429,17 @@ def test_every_page_has_its_own_meta_description(site):
 
 def test_katex_cache_keeps_only_the_last_build_s_formulas(tmp_path):
     """hooks/math.py run as MkDocs runs it (on_config, on_page_content per page, on_post_build), on two
-    builds: a formula edited away between them leaves the cache file (one real KaTeX run under Node)."""
+    builds: a formula edited away between them leaves the cache file (one real KaTeX run under Node), and the
+    site's math font is cut to what the formulas draw: kappa's italic form is in it, then a's goes with "a + b"."""
     from types import SimpleNamespace
 
+    from fontTools.ttLib import TTFont
+
     hook = load_hook("math")
-    config = SimpleNamespace(config_file_path=str(tmp_path / "mkdocs.yml"), docs_dir=str(ROOT / "docs"))
+    site = tmp_path / "site"
+    config = SimpleNamespace(
+        config_file_path=str(tmp_path / "mkdocs.yml"), docs_dir=str(ROOT / "docs"), site_dir=str(site)
+    )
     page = SimpleNamespace(file=SimpleNamespace(src_uri="probe.md"))
     cache = tmp_path / ".cache" / "katex.json"
 
@@ -430,8 +450,16 @@ def test_katex_cache_keeps_only_the_last_build_s_formulas(tmp_path):
         hook.on_post_build(config)
         return json.loads(cache.read_text(encoding="utf-8"))
 
-    assert len(build("a + b", "\\kappa")) == 2
-    assert len(build("\\kappa")) == 1  # "a + b" was edited away: its entry is gone
+    def drawn() -> set[int]:
+        font = TTFont(site / "assets" / "vendor" / "stix-two-math" / "math.woff")
+        assert "MATH" in font  # what stretches the brackets
+        return set(font.getBestCmap())
+
+    assert len(build("a + b", "\\kappa", "\\sqrt{2}")) == 3
+    assert ord("\u221a") in drawn()  # <msqrt> draws the radical sign; no text in the MathML holds it
+    assert {ord("\U0001d44e"), ord("\U0001d705")} <= drawn()  # MATHEMATICAL ITALIC SMALL A and SMALL KAPPA
+    assert len(build("\\kappa")) == 1  # "a + b" and the root were edited away: their entries are gone
+    assert ord("\U0001d705") in drawn() and ord("\U0001d44e") not in drawn()
 
 
 def test_bench_refuses_a_lighthouse_that_traces_style_invalidations(tmp_path):
