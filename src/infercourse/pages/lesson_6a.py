@@ -7,13 +7,13 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import figures, fmt, memory, registry, roofline, snippets, transformer
+from infercourse import figures, fmt, memory, registry, roofline, transformer
+from infercourse.labs.spec_decode import LAB
 from infercourse.pages import lesson_values
 
 P = lesson_values(__name__)
 
-LAB = "labs/spec_decode.py"
-DRAFT = snippets.constant(LAB, "DRAFT_MODEL")
+DRAFT = LAB.DRAFT_MODEL
 cfg = registry.model(registry.COURSE_MODEL).config
 dcfg = registry.model(DRAFT).config
 P.add("draft_layers", dcfg["num_hidden_layers"], "count")
@@ -21,7 +21,7 @@ P.add("draft_model", DRAFT, "text")
 g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
 h200 = P.add("h200", registry.gpu("H200"), "record")
 ctx = P.add("ctx", 1024, "tokens")  # the context every floor below is taken at
-k_lab = P.add("k_lab", snippets.constant(LAB, "K"), "tokens")
+k_lab = P.add("k_lab", LAB.K, "tokens")
 P.add("V_target", cfg["vocab_size"], "tokens")
 P.add("V_draft", dcfg["vocab_size"], "tokens")
 P.add("N_draft", transformer.param_count(dcfg), "params")
@@ -138,11 +138,11 @@ P.add("rho_h200", tau_d_h / tau_h, "1")
 P.add("sigma_h200", _speedup(h200, alpha_ex, k_lab), "1")
 
 # --- the lab ---
-P.add("lab_output_tokens", snippets.constant(LAB, "OUTPUT_TOKENS"), "tokens")
-P.add("lab_steps_full", roofline.spec_decode_steps(snippets.constant(LAB, "OUTPUT_TOKENS"), k_lab), "count")
-P.add("lab_batches", ", ".join(map(str, snippets.constant(LAB, "BATCHES"))), "text")
-P.add("lab_pattern", snippets.constant(LAB, "PATTERN_TOKENS"), "tokens")
-P.add("lab_prompt", snippets.constant(LAB, "PROMPT_TOKENS"), "tokens")
+P.add("lab_output_tokens", LAB.OUTPUT_TOKENS, "tokens")
+P.add("lab_steps_full", roofline.spec_decode_steps(LAB.OUTPUT_TOKENS, k_lab), "count")
+P.add("lab_batches", ", ".join(map(str, LAB.BATCHES)), "text")
+P.add("lab_pattern", LAB.PATTERN_TOKENS, "tokens")
+P.add("lab_prompt", LAB.PROMPT_TOKENS, "tokens")
 
 
 # --- figures, drawn at build time, each with its text alternative ---
