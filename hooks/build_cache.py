@@ -1,4 +1,4 @@
-"""What a hook draws at build time (KaTeX's HTML for a formula, mermaid's SVG for a diagram), kept between builds
+"""What a hook draws at build time (KaTeX's MathML for a formula, mermaid's SVG for a diagram), kept between builds
 in one JSON file under ``.cache/``, keyed by a hash of the input and the tool's version.
 
 Not a hook itself: ``hooks/math.py`` and ``hooks/diagrams.py`` import it (MkDocs puts a hook's folder on

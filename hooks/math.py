@@ -53,7 +53,7 @@ MATH_FONT = Path("assets") / "vendor" / "stix-two-math" / "stix-two-math-latin-4
 MATH_FONT_SUBSET = Path("assets") / "vendor" / "stix-two-math" / "math.woff"
 """Where the build writes the cut font in the site (``stylesheets/extra.css`` loads it)."""
 
-_cache = BuildCache()  # formula hash -> KaTeX's HTML
+_cache = BuildCache()  # formula hash -> its MathML, as the page shows it
 _state: dict = {}
 
 

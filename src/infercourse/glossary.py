@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from functools import cache
 from pathlib import Path
+from xml.etree import ElementTree
 
 import yaml
 
@@ -122,9 +123,9 @@ def makeExtension(**kwargs):  # noqa: N802 (the name Python-Markdown looks for)
     from markdown.treeprocessors import Treeprocessor
 
     class FirstUseOnly(Treeprocessor):
-        def run(self, root):
+        def run(self, root: ElementTree.Element) -> None:
             parent = {child: el for el in root.iter() for child in el}
-            seen: set[str] = set()
+            seen: set[str | None] = set()  # an abbr always has its word as text
             for el in list(root.iter()):
                 if el.tag in SECTION_TAGS:
                     seen = set()
