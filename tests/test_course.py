@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,6 +154,56 @@ def test_the_template_has_the_nine_sections():
 )
 def test_the_section_check_sees_a_broken_lesson(text, says):
     assert any(says in problem for problem in section_problems(text))
+
+
+# --- the code ---------------------------------------------------------------------------------------
+
+
+INCLUDE = re.compile(r'^\s*--8<-- "([\w/.-]+)"\s*$')
+"""A pymdownx.snippets line that includes a whole file (a section reads ``"file.py:name"``)."""
+
+
+def whole_listings(text: str) -> list[str]:
+    """The files a page shows whole: each included without a section in a fenced block that is shown, not run
+    (an ``exec="on"`` block runs the whole file and shows only what it prints)."""
+    found, fence, shown = [], None, False
+    for line in text.splitlines():
+        marker = line.lstrip()[:3]
+        if fence is None and marker in ("```", "~~~"):
+            fence, shown = marker, 'exec="on"' not in line
+        elif fence is not None and line.lstrip().startswith(fence):
+            fence = None
+        elif fence is not None and shown and (m := INCLUDE.match(line)):
+            found.append(m.group(1))
+    return found
+
+
+@pytest.mark.parametrize("lesson", LIVE, ids=lambda lesson: lesson["code"])
+def test_a_lesson_shows_its_snippet_in_excerpts_and_no_file_whole(lesson):
+    text = (DOCS / lesson["page"]).read_text(encoding="utf-8")
+    assert lesson["snippet"] and (ROOT / "snippets" / lesson["snippet"]).is_file(), (
+        f"course.yml: {lesson['code']} names no snippet file under snippets/"
+    )
+    assert "{{ code }}" in text, f"{lesson['page']} does not show its snippet's excerpts ({{{{ code }}}})"
+    assert not whole_listings(text), f"{lesson['page']} lists whole files: {whole_listings(text)}; show sections"
+
+
+def test_the_whole_file_check_sees_a_listing_and_not_a_run():
+    listed = '```python title="x.py"\n--8<-- "lesson_0a/x.py"\n```\n'
+    run = '```python exec="on"\n--8<-- "lesson_0a/x.py"\nmain()\n```\n'
+    section = '```python\n--8<-- "lesson_0a/x.py:formulas"\n```\n'
+    assert whole_listings(listed + run + section) == ["lesson_0a/x.py"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson", LIVE, ids=lambda lesson: lesson["code"])
+def test_a_lesson_s_snippet_runs_alone_and_prints(lesson, tmp_path):
+    """What the page says: copy the file anywhere and run it (no course package, no network)."""
+    copy = tmp_path / Path(lesson["snippet"]).name
+    copy.write_bytes((ROOT / "snippets" / lesson["snippet"]).read_bytes())
+    run = subprocess.run([sys.executable, copy.name], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, f"python {copy.name} failed: {run.stderr[-2000:]}"
+    assert run.stdout.strip(), f"python {copy.name} printed nothing (no `if __name__ == '__main__':` call?)"
 
 
 # --- the labs ---------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 
 import pytest
 
@@ -76,25 +75,6 @@ def test_a_spec_without_work_is_named_not_an_attribute_error(monkeypatch):
     for call in (lambda: labbox.lab_minutes("phases"), lambda: labbox.lab_box("phases.py")):
         with pytest.raises(ValueError, match=r"lab 'phases''s spec sets no work: give its LabSpec a work=LabWork"):
             call()
-
-
-def test_lab_code_is_the_marked_sections_and_a_link_to_the_whole_file():
-    code = labbox.lab_code("tensor_parallel.py")  # two sections, in file order
-    assert code.index('--8<-- "labs/tensor_parallel.py:shards"') < code.index('--8<-- "labs/tensor_parallel.py:engine"')
-    assert code.endswith("[`snippets/labs/tensor_parallel.py`](../code/labs/tensor_parallel.py).")
-    assert '--8<-- "labs/tensor_parallel.py"\n' not in code  # never the whole file
-    # each excerpt is numbered as in the whole file: its first line there is the first line shown
-    lines = (labbox.snippets.SNIPPETS_DIR / "labs" / "tensor_parallel.py").read_text(encoding="utf-8").splitlines()
-    first = int(re.search(r'shards \(excerpt\)" linenums="(\d+)"', code).group(1))
-    assert lines[first - 1].startswith("def rank_shapes(") and "[start:shards]" in lines[first - 2]
-
-
-def test_a_lab_script_without_a_section_is_refused_with_the_fix(tmp_path, monkeypatch):
-    (tmp_path / "labs").mkdir()
-    (tmp_path / "labs" / "bare.py").write_text("print('no markers')\n")
-    monkeypatch.setattr(labbox.snippets, "SNIPPETS_DIR", tmp_path)
-    with pytest.raises(ValueError, match=r"marks no section.*# --8<-- \[start:NAME\]"):
-        labbox.lab_code("bare.py")
 
 
 def test_every_cpu_run_but_one_starts_eager():

@@ -174,7 +174,7 @@ def check_input(args) -> None:
         fail(f"a request needs {need} tokens (prompt, output, drafts); pass --max-model-len {need} or more")
 
 
-# --8<-- [start:engine]
+# --8<-- [start:config]
 def speculative_config(args, run: str) -> dict | None:
     """``LLM(speculative_config=...)`` of one run (None for ``off``)."""
     if run == "off":
@@ -198,6 +198,9 @@ def speculative_config(args, run: str) -> dict | None:
     return config
 
 
+# --8<-- [end:config]
+
+
 def prompts(vocab_size: int, special: set[int], batch: int) -> list[dict]:
     """``batch`` prompts, the same in every run: a random phrase repeated to PROMPT_TOKENS tokens."""
     rng = random.Random(SEED + batch)
@@ -208,6 +211,7 @@ def prompts(vocab_size: int, special: set[int], batch: int) -> list[dict]:
     return out
 
 
+# --8<-- [start:engine]
 def counters(llm) -> dict:
     """The spec-decode counters (0 when the engine has none: no speculation) and the step count."""
     found = {m.name: m for m in llm.get_metrics()}

@@ -13,6 +13,7 @@ The model is deliberately simple (lesson 0A says so too):
 
 from dataclasses import dataclass
 
+# --8<-- [start:intensity]
 # Qwen2.5-7B-Instruct, from its config.json (lesson "Transformer, the infra view" derives both):
 PARAMS = 7_615_616_512  # N: total parameters, untied embeddings
 KV_BYTES_PER_TOKEN = 57_344  # kappa = 2 (K and V) * 28 layers * 4 KV heads * 128 head size * 2 B (bf16)
@@ -81,6 +82,9 @@ def print_table(model, lengths=LENGTHS):
     for s in lengths:
         pre, dec = prefill_intensity(model, s), decode_intensity(model, s)
         print(f"| {s:,} | {pre:,.1f} | {dec:.2f} | {pre / dec:,.0f} |")
+
+
+# --8<-- [end:intensity]
 
 
 def figure_svg(model, max_len=32_768):

@@ -14,6 +14,7 @@ Times are in milliseconds.
 
 from dataclasses import dataclass
 
+# --8<-- [start:metrics]
 # Service-level objectives for the goodput example (per request, both must hold).
 SLO_TTFT_MS = 200.0
 SLO_TPOT_MS = 50.0
@@ -117,6 +118,7 @@ SAME_LENGTH = (
     Request("B", 0, evenly(150, 20, 5)),
     Request("C", 100, (400, 430, 460, 610, 640)),
 )
+# --8<-- [end:metrics]
 
 
 def print_requests(requests):

@@ -65,6 +65,7 @@ CONFIGS = {
 }
 
 
+# --8<-- [start:count]
 def modules(config):
     """Rows (module, shape as text, parameters per layer or None, total parameters) for one config."""
     d = config["hidden_size"]
@@ -103,6 +104,9 @@ def modules(config):
 def param_count(config):
     """Total parameters N: the sum of the module rows."""
     return sum(total for *_, total in modules(config))
+
+
+# --8<-- [end:count]
 
 
 def print_table(name, config):

@@ -50,6 +50,7 @@ MODELS = {
 }
 CONTEXTS = (4096, 8192, 32768)  # tokens of context per sequence, for the "one sequence" columns
 
+# --8<-- [start:formulas]
 # The capacity example: Qwen2.5-7B-Instruct in bf16 on an RTX 4090 with vLLM 0.26.0's defaults.
 DEVICE_TOTAL_MIB = 24564  # RTX 4090 as CUDA / nvidia-smi report it (secondary; a lab receipt records it)
 GPU_MEMORY_UTILIZATION = 0.92  # vLLM 0.26.0 default of LLM(gpu_memory_utilization=...)
@@ -114,6 +115,9 @@ def kv_capacity_tokens(kv_bytes, utilization=GPU_MEMORY_UTILIZATION, reserve_gib
     if budget <= 0:
         raise ValueError("the weights and the reserve leave nothing for the KV cache")
     return int(budget // (kv_bytes * BLOCK_SIZE)) * BLOCK_SIZE, budget
+
+
+# --8<-- [end:formulas]
 
 
 def print_capacity_table(cfg=MODELS["Qwen/Qwen2.5-7B-Instruct"], contexts=CAPACITY_CONTEXTS):

@@ -24,6 +24,7 @@ CONTEXTS = (1024, 4096, 16384, 32768)
 SMS = 128  # streaming multiprocessors of an RTX 4090 (NVIDIA Ada GPU architecture whitepaper, appendix A)
 
 
+# --8<-- [start:attention]
 def naive_attention(q, k, v):
     """softmax(q k^T / sqrt(d)) v with the whole score matrix in memory; q: (S_q, d), k and v: (S_k, d)."""
     scores = q @ k.T / math.sqrt(q.shape[1])
@@ -31,7 +32,6 @@ def naive_attention(q, k, v):
     return (p / p.sum(axis=1, keepdims=True)) @ v
 
 
-# --8<-- [start:online]
 def online_step(m, denom, acc, q, k_tile, v_tile):
     """Fold one tile of keys and values into each query row's running max m, sum of exponentials denom and
     weighted sum acc (the output is acc / denom once every tile is folded in)."""
@@ -66,7 +66,7 @@ def split_kv_decode(q, k, v, splits):
     return sum(np.exp(lse_i - lse)[:, None] * o_i for lse_i, o_i in zip(lses, outs, strict=True))
 
 
-# --8<-- [end:online]
+# --8<-- [end:attention]
 
 
 # --8<-- [start:bytes]

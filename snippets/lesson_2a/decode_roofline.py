@@ -11,6 +11,7 @@ The step takes at least the sum of the two kernels' floors, each max(FLOPs / pea
 
 import math
 
+# --8<-- [start:floors]
 # Qwen2.5-7B-Instruct, from its config.json (lessons 0C and 1A derive these):
 MATMUL_PARAMS = 7_070_619_136  # M: weights a token is multiplied by = N minus the input embedding (a lookup)
 ATTN_FLOPS_PER_KEY = 401_408  # 4 * 28 layers * 28 query heads * 128: QK^T and PV per cached token
@@ -69,6 +70,9 @@ def step_floors(batch, context, tflops, bandwidth_gb_s, m=MATMUL_PARAMS, kappa=K
     matmuls = floor_s(2 * m * batch, m * b, tflops, bandwidth_gb_s)
     attention = floor_s(batch * ATTN_FLOPS_PER_KEY * context, batch * kappa * context, tflops, bandwidth_gb_s)
     return matmuls, attention
+
+
+# --8<-- [end:floors]
 
 
 def print_batch_table(gpu="RTX 4090", context=CONTEXT, batches=BATCHES):

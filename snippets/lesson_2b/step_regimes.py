@@ -9,6 +9,7 @@ step's kernels with one launch, but only at the batch sizes it was captured at: 
 padded up to the next captured size.
 """
 
+# --8<-- [start:regimes]
 # Qwen2.5 at B = 1, BF16: the weights a token is multiplied by (M: N minus the input embedding; the
 # 0.5B's head is tied to its embedding, so it counts once) and the decoder layers, from config.json.
 MODELS = {
@@ -49,6 +50,9 @@ def capture_sizes(max_num_seqs, max_num_batched_tokens):
 def padded(batch, sizes):
     """The graph a batch runs in: the smallest captured size >= batch; None above the largest (no graph)."""
     return next((s for s in sizes if s >= batch), None)
+
+
+# --8<-- [end:regimes]
 
 
 def main():

@@ -10,6 +10,7 @@ kernel runs (BF16 for weight-only AWQ, FP8 for W8A8) and b the bytes stored per 
 
 import math
 
+# --8<-- [start:bytes]
 # Qwen2.5-7B-Instruct, from its config.json (lesson 0C derives these):
 PARAMS = 7_615_616_512  # N: every parameter
 LINEAR_WEIGHTS = 6_525_288_448  # N_q: q, k, v, o, gate, up, down of 28 layers (what AWQ and FP8 quantise)
@@ -59,6 +60,9 @@ def kv_tokens(fmt):
     """Tokens of BF16 KV cache that fit beside the weights, in whole blocks."""
     budget = DEVICE_BYTES * UTILIZATION - weight_bytes(fmt) - RESERVE_BYTES
     return int(budget // (KV_BYTES_PER_TOKEN * BLOCK)) * BLOCK
+
+
+# --8<-- [end:bytes]
 
 
 def print_table():

@@ -8,6 +8,7 @@ freed slot to the next waiting request at the very next step (every prompt here 
 import random
 
 
+# --8<-- [start:steps]
 def static_steps(lengths, batch):
     """Steps to run ``lengths`` in chunks of ``batch``, each chunk to its longest request."""
     return sum(max(lengths[k : k + batch]) for k in range(0, len(lengths), batch))
@@ -26,6 +27,9 @@ def expected_max(low, high, batch):
     """E[max of ``batch`` lengths uniform on low..high]: low + sum over k of P(max > k)."""
     m = high - low + 1
     return low + sum(1 - ((k - low + 1) / m) ** batch for k in range(low, high))
+
+
+# --8<-- [end:steps]
 
 
 def main(requests=256, low=16, high=512, seed=0):

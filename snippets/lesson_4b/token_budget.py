@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 
+# --8<-- [start:schedule]
 def schedule(prompt_tokens: int, budget: int, decoders: int, chunking: bool = True) -> list[tuple[int, int]]:
     """Steps of one prompt's prefill beside `decoders` running requests: a list of (decode tokens, chunk tokens).
 
@@ -41,3 +42,10 @@ def main() -> None:
             f"| {budget:,} | {'on' if chunking else 'off'} | {len(steps)} | {rule} "
             f"| {steps[0][1]:,} | {steps[-1][1]:,} | {biggest:,} |"
         )
+
+
+# --8<-- [end:schedule]
+
+
+if __name__ == "__main__":
+    main()

@@ -9,6 +9,7 @@ tokens), as vLLM's default `prefix_caching_hash_algo`.
 import hashlib
 import random
 
+# --8<-- [start:cache]
 BLOCK_SIZE = 16  # tokens per KV block
 
 
@@ -53,6 +54,9 @@ def blocks_and_waste(tokens, block_size=BLOCK_SIZE):
     """(blocks a sequence of `tokens` holds, slots of its last block left empty)."""
     blocks = -(-tokens // block_size)
     return blocks, blocks * block_size - tokens
+
+
+# --8<-- [end:cache]
 
 
 def main():

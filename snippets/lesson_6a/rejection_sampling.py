@@ -5,6 +5,7 @@ Standard library only. Run: python snippets/lesson_6a/rejection_sampling.py
 
 import random
 
+# --8<-- [start:acceptance]
 TARGET = {"the": 0.50, "a": 0.30, "cat": 0.15, "dog": 0.05}  # pi(x): the target model's next token
 DRAFT = {"the": 0.30, "a": 0.50, "cat": 0.05, "dog": 0.15}  # q(x): the draft model's next token
 K = 4  # draft tokens per step
@@ -44,6 +45,9 @@ def simulate(alpha, k, steps, rng):
             kept += 1
         total += kept + 1
     return total / steps
+
+
+# --8<-- [end:acceptance]
 
 
 def main():

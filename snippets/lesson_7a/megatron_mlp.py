@@ -7,6 +7,7 @@ import random
 D, F, TOKENS = 8, 12, 3  # hidden size d, MLP width f, tokens in the batch
 
 
+# --8<-- [start:mlp]
 def matmul(x, w):
     """x: TOKENS x n, w: n x m -> TOKENS x m."""
     return [[sum(row[k] * w[k][j] for k in range(len(w))) for j in range(len(w[0]))] for row in x]
@@ -33,6 +34,9 @@ def tensor_parallel_mlp(x, w_up, w_down, ranks):
         elements.append(D * part + part * D)
     summed = [[sum(p[i][j] for p in partials) for j in range(D)] for i in range(TOKENS)]  # the all-reduce
     return summed, elements
+
+
+# --8<-- [end:mlp]
 
 
 def main():

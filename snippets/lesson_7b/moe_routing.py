@@ -43,13 +43,13 @@ def touched(rng, experts, top_k, batch, trials=2000, popularity=None):
     return np.mean([len(np.unique(route(rng, experts, top_k, batch, popularity))) for _ in range(trials)])
 
 
-# --8<-- [end:route]
-
-
 def skewed(experts):
     """Popularity 1 / (i + 1)^SKEW of expert i, normalised to sum to 1."""
     weights = 1 / np.arange(1, experts + 1) ** SKEW
     return weights / weights.sum()
+
+
+# --8<-- [end:route]
 
 
 def table(seed=0):

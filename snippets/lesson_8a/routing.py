@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
+# --8<-- [start:routing]
 VIRTUAL_NODES = 160  # points per replica on the hash ring (vllm-router's consistent_hash uses 160)
 
 
@@ -55,6 +56,9 @@ def replay(policy: str, groups: int, rounds: int, replicas: int, seed: int = 0) 
         cached[r].add(key)
         load[r] += 1
     return computed, max(load) / (groups * rounds)
+
+
+# --8<-- [end:routing]
 
 
 POLICIES = ("round_robin", "least_loaded", "consistent_hash", "prefix_aware")

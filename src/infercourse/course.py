@@ -17,10 +17,12 @@ SOURCE = Path(__file__).with_name("course.yml")
 
 @cache
 def parts() -> list[dict]:
-    """Parts in reading order, each ``{"part": str, "lessons": [{"code", "title", "teaches", "page", "lab"}]}``.
+    """Parts in reading order, each ``{"part": str, "lessons": [{"code", "title", "teaches", "page", "snippet",
+    "lab"}]}``.
 
-    ``page`` (docs-relative) is None for a planned lesson; ``lab`` (a script name under
-    ``snippets/labs/`` without ``.py``) is None for a lesson without a lab.
+    ``page`` (docs-relative) is None for a planned lesson; ``snippet`` (the lesson's runnable file, a path
+    under ``snippets/``) is None for a lesson without one; ``lab`` (a script name under ``snippets/labs/``
+    without ``.py``) is None for a lesson without a lab.
 
     Raises:
         ValueError: a lesson lacks ``code``, ``title`` or ``teaches``, or a code repeats.
@@ -36,6 +38,7 @@ def parts() -> list[dict]:
                 raise ValueError(f"{SOURCE.name}: lesson code {lesson['code']!r} repeats")
             codes.add(lesson["code"])
             lesson.setdefault("page", None)
+            lesson.setdefault("snippet", None)
             lesson.setdefault("lab", None)
     return items
 

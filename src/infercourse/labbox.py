@@ -7,7 +7,6 @@ a lab is installed, what a card holds or what a minute costs.
 from __future__ import annotations
 
 import math
-import re
 from typing import TYPE_CHECKING
 
 from infercourse import fmt, memory, registry, roofline, snippets, transformer
@@ -139,43 +138,6 @@ def time_estimate(labs: list[str], download: bool = True) -> str:
         lines.append(f"  {'download':<14} {m['download']:5.1f} min (first run only)")
     lines.append(f"  {'total':<14} {total:5.1f} min")
     return "\n".join(lines)
-
-
-SECTION_START = re.compile(r"^[ \t]*# --8<-- \[start:([\w-]+)\][ \t]*$", re.M)
-"""A section marker of pymdownx.snippets (``# --8<-- [start:engine]``): the part of a lab script a lesson shows."""
-
-
-def lab_code(script: str) -> str:
-    """Markdown for the code of the lab ``snippets/labs/<script>`` on its lesson: one listing per section the
-    script marks (``# --8<-- [start:NAME]`` ... ``# --8<-- [end:NAME]``, in file order), each included by
-    pymdownx.snippets and numbered as in the whole file, then a link to it (``code/labs/<script>``, published by
-    ``hooks/code_files.py``). A page shows excerpts of a lab, never the whole file.
-
-    Raises:
-        FileNotFoundError: no such lab script.
-        ValueError: the script marks no section; mark the lines the lesson explains.
-    """
-    path = snippets.SNIPPETS_DIR / "labs" / script
-    if not path.is_file():
-        raise FileNotFoundError(f"no lab script {path}")
-    text = path.read_text(encoding="utf-8")
-    starts = {m.group(1): text.count("\n", 0, m.start()) + 2 for m in SECTION_START.finditer(text)}
-    names = list(starts)
-    if not names:
-        raise ValueError(
-            f"snippets/labs/{script} marks no section for its lesson; put '# --8<-- [start:NAME]' and "
-            "'# --8<-- [end:NAME]' around the lines the lesson explains"
-        )
-    listings = [
-        f'```python title="snippets/labs/{script}: {name} (excerpt)" linenums="{starts[name]}"\n'
-        f'--8<-- "labs/{script}:{name}"\n```'
-        for name in names
-    ]
-    lines = text.count("\n")
-    return "\n\n".join(listings) + (
-        f"\n\nThe whole script ({lines} lines, with its argument checks, printed table and receipt): "
-        f"[`snippets/labs/{script}`](../code/labs/{script})."
-    )
 
 
 def lab_box(script: str, args: str = "") -> str:

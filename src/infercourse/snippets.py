@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -93,3 +94,39 @@ def constant(relative_path: str, name: str, default: Any = _REQUIRED) -> Any:
     if default is not _REQUIRED:
         return default
     raise ValueError(f"name {name!r} is not assigned a literal at the top level of {relative_path}")
+
+
+SECTION_START = re.compile(r"^[ \t]*# --8<-- \[start:([\w-]+)\][ \t]*$", re.M)
+"""A section marker of pymdownx.snippets (``# --8<-- [start:engine]``): the part of a snippet a lesson shows."""
+
+
+def excerpts(relative_path: str) -> str:
+    """Markdown for the code of ``snippets/<relative_path>`` on a page: one listing per section the file marks
+    (``# --8<-- [start:NAME]`` ... ``# --8<-- [end:NAME]``, in file order), each included by pymdownx.snippets
+    and numbered as in the whole file, then a link to the whole file (``code/<relative_path>``, published by
+    ``hooks/code_files.py``). A page shows excerpts of a file, never the whole file; the link is written
+    relative to a page one folder below ``docs/`` (``lessons/<page>.md``).
+
+    Raises:
+        FileNotFoundError: no such snippet file.
+        ValueError: the file marks no section.
+    """
+    path = SNIPPETS_DIR / relative_path
+    if not path.is_file():
+        raise FileNotFoundError(f"no snippet at {path}; paths are relative to {SNIPPETS_DIR}")
+    text = path.read_text(encoding="utf-8")
+    starts = {m.group(1): text.count("\n", 0, m.start()) + 2 for m in SECTION_START.finditer(text)}
+    if not starts:
+        raise ValueError(
+            f"snippets/{relative_path} marks no section for its lesson; put '# --8<-- [start:NAME]' and "
+            "'# --8<-- [end:NAME]' around the lines the lesson explains"
+        )
+    listings = [
+        f'```python title="snippets/{relative_path}: {name} (excerpt)" linenums="{first}"\n'
+        f'--8<-- "{relative_path}:{name}"\n```'
+        for name, first in starts.items()
+    ]
+    lines = text.count("\n")
+    return "\n\n".join(listings) + (
+        f"\n\nThe whole file ({lines} lines): [`snippets/{relative_path}`](../code/{relative_path})."
+    )

@@ -226,16 +226,17 @@ def lesson_values(module: str) -> PageValues:
     e.g. ``"infercourse.pages.lesson_0a"``); ``course.yml`` gives the lesson's page and lab.
 
     Binds what every lesson's baseline box names: the pinned vLLM release (``vllm_gpu_version``), the
-    course's model (``course_model``) and the lab card (``lab_gpu``); and, for a lesson with a lab,
-    ``lab_box`` (:func:`infercourse.labbox.lab_box` of the lab's script), ``lab_code`` (its marked
-    excerpts and a link to the whole file, :func:`infercourse.labbox.lab_code`) and ``expected_output``
-    (:func:`infercourse.labs.expected_output`: the prediction and the committed GPU receipts, as
-    Markdown). The page writes ``{{ lab_box }}``, ``{{ lab_code }}`` and ``{{ expected_output }}``.
+    course's model (``course_model``) and the lab card (``lab_gpu``); for a lesson with a snippet, ``code``
+    (its marked excerpts and a link to the whole file, :func:`infercourse.snippets.excerpts`); and, for a
+    lesson with a lab, ``lab_box`` (:func:`infercourse.labbox.lab_box` of the lab's script), ``lab_code``
+    (the script's excerpts and link) and ``expected_output`` (:func:`infercourse.labs.expected_output`: the
+    prediction and the committed GPU receipts, as Markdown). The page writes ``{{ code }}``,
+    ``{{ lab_box }}``, ``{{ lab_code }}`` and ``{{ expected_output }}``.
 
     Raises:
         KeyError: ``module`` is not ``infercourse.pages.lesson_<code>`` of a live lesson in ``course.yml``.
     """
-    from infercourse import course, labbox, labs, registry
+    from infercourse import course, labbox, labs, registry, snippets
 
     code = module.rpartition(".lesson_")[2].upper()
     lesson = next((item for item in course.live_lessons() if item["code"] == code), None)
@@ -245,9 +246,11 @@ def lesson_values(module: str) -> PageValues:
     values.add("vllm_gpu_version", registry.VLLM_GPU_VERSION, "text")
     values.add("course_model", registry.COURSE_MODEL, "text")
     values.add("lab_gpu", registry.gpu(registry.LAB_GPU), "record")
-    if lesson.get("lab"):
+    if lesson["snippet"]:
+        values.add("code", snippets.excerpts(lesson["snippet"]), "text")
+    if lesson["lab"]:
         values.add("lab_box", labbox.lab_box(f"{lesson['lab']}.py"), "text")
-        values.add("lab_code", labbox.lab_code(f"{lesson['lab']}.py"), "text")
+        values.add("lab_code", snippets.excerpts(f"labs/{lesson['lab']}.py"), "text")
         values.add("expected_output", labs.expected_output(lesson["lab"]), "text")
     return values
 
