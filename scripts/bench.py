@@ -8,9 +8,9 @@ Prints:
 - bytes: for every page of the sitemap loaded in headless chromium (desktop), what it requests,
   gzip-compressed (what a server with compression transfers), and raw;
 - Lighthouse (optional, `--lighthouse PATH` to its CLI, e.g. node_modules/.bin/lighthouse):
-  performance, accessibility, best practices and SEO for each lesson, mobile and desktop, the median
-  of --runs runs, against a local static server that gzips like any web host, offline; with the load
-  average, since the performance score drops when other work shares the machine.
+  performance, accessibility, best practices and SEO for the home page, the glossary and each lesson,
+  mobile and desktop, the median of --runs runs, against a local static server that gzips like any web
+  host, offline; with the load average, since the performance score drops when other work shares the machine.
 
 Usage: .venv/bin/python scripts/bench.py [--lighthouse PATH] [--runs N]   (or `make bench`)
 """
@@ -266,18 +266,19 @@ def lighthouse_version(cli: str) -> str:
     return version
 
 
+LIGHTHOUSE_PAGES = ("/", "/glossary/")
+"""Pages measured besides the lessons: issue 29's goals name the home page and the glossary."""
+
+
 def bench_lighthouse(cli: str, version: str, site: Path, base: str, runs: int) -> None:
-    lessons = [
-        urlsplit(u).path
-        for u in re.findall(r"<loc>([^<]+)</loc>", (site / "sitemap.xml").read_text())
-        if "/lessons/" in u
-    ]
+    paths = [urlsplit(u).path for u in re.findall(r"<loc>([^<]+)</loc>", (site / "sitemap.xml").read_text())]
+    pages = [p for p in paths if p in LIGHTHOUSE_PAGES] + [p for p in paths if "/lessons/" in p]
     print(
         f"Lighthouse {version} (performance / accessibility / best practices / SEO, each the "
         f"median of {runs} runs; "
         "the performance score follows this machine's load, given as the 1-minute load average):"
     )
-    for path in lessons:
+    for path in pages:
         row = []
         for preset in ("mobile", "desktop"):
             results = [_lighthouse_scores(cli, base + path, preset) for _ in range(runs)]

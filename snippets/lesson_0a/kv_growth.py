@@ -16,19 +16,11 @@ def cache_tokens(prompt_tokens, step):
     return prompt_tokens + step
 
 
-def figure_svg(prompt_tokens=PROMPT_TOKENS, decode_steps=DECODE_STEPS, kv_bytes_per_token=KV_BYTES_PER_TOKEN):
-    """Return an SVG (text): one row per forward pass, one column per token position."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def plot(ax, prompt_tokens=PROMPT_TOKENS, decode_steps=DECODE_STEPS, kv_bytes_per_token=KV_BYTES_PER_TOKEN):
+    """Draw one row per forward pass, one column per token position, on the matplotlib axes `ax`."""
     from matplotlib.patches import Patch, Rectangle
 
-    plt.rcParams["svg.hashsalt"] = "kv-growth"
     total = prompt_tokens + decode_steps
-    fig, ax = plt.subplots(figsize=(7, 3.6))
     for step in range(decode_steps + 1):
         row = decode_steps - step  # prefill on top
         for pos in range(cache_tokens(prompt_tokens, step)):
@@ -58,18 +50,15 @@ def figure_svg(prompt_tokens=PROMPT_TOKENS, decode_steps=DECODE_STEPS, kv_bytes_
         ncol=1,
         frameon=False,
     )
-    fig.tight_layout()
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
-    plt.close(fig)
-    svg = buffer.getvalue()
-    return svg[svg.index("<svg") :]
 
 
 if __name__ == "__main__":
     import sys
 
+    import matplotlib.pyplot as plt
+
     if len(sys.argv) != 2:
         sys.exit("usage: python kv_growth.py OUT.svg")
-    with open(sys.argv[1], "w") as f:
-        f.write(figure_svg())
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    plot(ax)
+    fig.savefig(sys.argv[1], bbox_inches="tight")

@@ -87,18 +87,9 @@ def print_table(model, lengths=LENGTHS):
 # --8<-- [end:intensity]
 
 
-def figure_svg(model, max_len=32_768):
-    """Return an SVG (text) of both intensities against length, log-log, with each GPU's ridge point."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "phase-intensity"  # stable ids: the same SVG on every build
+def plot(ax, model, max_len=32_768):
+    """Draw both intensities against length, log-log, with each GPU's ridge point, on the matplotlib axes `ax`."""
     lengths = [2**k for k in range(int(max_len).bit_length()) if 2**k <= max_len]
-    fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.loglog(lengths, [prefill_intensity(model, s) for s in lengths], marker="o", label="prefill, prompt of S tokens")
     ax.loglog(lengths, [decode_intensity(model, s) for s in lengths], marker="s", label="decode, context of S tokens")
     for (name, (tflops, bandwidth)), style in zip(GPUS.items(), ("--", ":"), strict=True):
@@ -110,25 +101,22 @@ def figure_svg(model, max_len=32_768):
     )
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="upper left")
-    fig.tight_layout()
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
-    plt.close(fig)
-    svg = buffer.getvalue()
-    return svg[svg.index("<svg") :]  # drop the XML prolog so the SVG can sit inside HTML
 
 
 def main(argv=None):
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--svg", help="also write the figure to this SVG file")
+    parser.add_argument("--svg", help="also draw the figure into this SVG file (needs matplotlib)")
     args = parser.parse_args(argv)
     qwen = Model(PARAMS, KV_BYTES_PER_TOKEN)
     print_table(qwen)
     if args.svg:
-        with open(args.svg, "w") as f:
-            f.write(figure_svg(qwen))
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        plot(ax, qwen)
+        fig.savefig(args.svg, bbox_inches="tight")
 
 
 if __name__ == "__main__":

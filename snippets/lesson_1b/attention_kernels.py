@@ -100,30 +100,15 @@ def check(s=1000, seed=0):
     return np.abs(tiled_attention(q, k, v) - ref).max(), np.abs(split_kv_decode(q[-1:], k, v, 8) - ref[-1:]).max()
 
 
-def figure_svg(contexts=CONTEXTS):
-    """Return an SVG (text): bytes one head moves against S, naive and tiled (at most and at least)."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "attention-bytes"  # stable ids: the same SVG on every build
+def plot(ax, contexts=CONTEXTS):
+    """Draw the bytes one head moves against S, naive and tiled (at most and at least), on the matplotlib axes `ax`."""
     xs = [2 ** (k / 4) for k in range(4 * 8, 4 * 15 + 1)]  # 256 .. 32,768 tokens
-    fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.loglog(xs, [naive_bytes(x) for x in xs], color="tab:red", label="naive: the S x S matrix written, read twice")
     ax.loglog(xs, [tiled_bytes(x) for x in xs], color="tab:blue", label=f"tiled, K and V re-read per {TILE} queries")
     ax.loglog(xs, [4 * x * HEAD_DIM * BYTES for x in xs], "--", color="tab:blue", label="tiled, each tensor once")
     ax.set(xlabel="tokens S (queries = keys, one head, BF16)", ylabel="bytes through memory")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="upper left")
-    fig.tight_layout()
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
-    plt.close(fig)
-    svg = buffer.getvalue()
-    return svg[svg.index("<svg") :]  # drop the XML prolog so the SVG can sit inside HTML
 
 
 def main():

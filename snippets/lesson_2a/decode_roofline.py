@@ -110,18 +110,9 @@ def print_context_table(gpu="H200 SXM", batch=CONTEXT_TABLE_BATCH, contexts=CONT
         )
 
 
-def figure_svg(prefill_tokens=PREFILL_TOKENS, batches=BATCHES):
-    """Return an SVG (text): each GPU's roofline, log-log, with the decode kernels and prefill on it."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "decode-roofline"  # stable ids: the same SVG on every build
+def plot(ax, prefill_tokens=PREFILL_TOKENS, batches=BATCHES):
+    """Draw each GPU's roofline, log-log, with the decode kernels and prefill on it, on the matplotlib axes `ax`."""
     xs = [2 ** (k / 8) for k in range(-8, 8 * 12 + 1)]  # 0.5 .. 4096 FLOP/byte
-    fig, ax = plt.subplots(figsize=(7, 4.6))
     ref = GPUS["RTX 4090"]
     for (name, (tflops, bandwidth)), color in zip(GPUS.items(), ("tab:blue", "tab:red"), strict=True):
         ridge = ridge_point(tflops, bandwidth)
@@ -166,26 +157,23 @@ def figure_svg(prefill_tokens=PREFILL_TOKENS, batches=BATCHES):
     )
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="lower right")
-    fig.tight_layout()
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
-    plt.close(fig)
-    svg = buffer.getvalue()
-    return svg[svg.index("<svg") :]  # drop the XML prolog so the SVG can sit inside HTML
 
 
 def main(argv=None):
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--svg", help="also write the figure to this SVG file")
+    parser.add_argument("--svg", help="also draw the figure into this SVG file (needs matplotlib)")
     args = parser.parse_args(argv)
     print_batch_table()
     print()
     print_context_table()
     if args.svg:
-        with open(args.svg, "w") as f:
-            f.write(figure_svg())
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4.6))
+        plot(ax)
+        fig.savefig(args.svg, bbox_inches="tight")
 
 
 if __name__ == "__main__":

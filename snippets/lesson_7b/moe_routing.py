@@ -72,19 +72,10 @@ def table(seed=0):
     return rows
 
 
-def figure_svg(seed=0):
-    """Return an SVG (text): the share of experts a batch reaches against B, per model, formula and skewed."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "moe-coverage"  # stable ids: the same SVG on every build
+def plot(ax, seed=0):
+    """Draw the share of experts a batch reaches against B, per model, formula and skewed, on the axes `ax`."""
     rng = np.random.default_rng(seed)
     xs = [2 ** (i / 4) for i in range(0, 4 * 10 + 1)]  # 1 .. 1,024 tokens
-    fig, ax = plt.subplots(figsize=(7, 4.2))
     for (name, (experts, top_k)), color in zip(MODELS.items(), ("tab:blue", "tab:orange", "tab:green"), strict=True):
         ax.semilogx(
             xs,
@@ -98,12 +89,6 @@ def figure_svg(seed=0):
     ax.set_ylim(0, 1.02)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="lower right")
-    fig.tight_layout()
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
-    plt.close(fig)
-    svg = buffer.getvalue()
-    return svg[svg.index("<svg") :]  # drop the XML prolog so the SVG can sit inside HTML
 
 
 def main():

@@ -1,14 +1,16 @@
 """Build-time figures: matplotlib set up once (no display), and a figure as SVG text a page can embed.
 
-A page module draws with ``fig, ax = figures.subplots(figsize=(7, 3.6))`` and binds
-``figures.svg_text(fig)`` as a page value. (The lesson snippets carry their own few lines for this, so
-a learner can copy one file and run it.)
+A figure is a plotting function of matplotlib axes, ``plot(ax)``, from a page module or a lesson snippet
+(whose ``plot`` draws on axes it is given, so that a learner's copy draws the same figure). A page binds
+it with :meth:`infercourse.pages.PageValues.figure`, which draws it here (:func:`plot_svg`) when the page is
+written.
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from typing import Any
 
 
 def subplots(*args, salt: str, **kwargs):
@@ -38,6 +40,15 @@ def svg_text(fig) -> str:
     plt.close(fig)
     svg = buffer.getvalue()
     return svg[svg.index("<svg") :]
+
+
+def plot_svg(plot: Callable[[Any], None], *, salt: str, figsize=(7, 3.6), **subplots_kw) -> str:
+    """``plot(ax)`` drawn on fresh axes (:func:`subplots`; ``subplots_kw`` such as ``nrows=2, sharex=True``
+    give an array of axes instead), as SVG text (:func:`svg_text`). ``figsize`` in inches; ``salt`` as in
+    :func:`subplots`."""
+    fig, ax = subplots(figsize=figsize, salt=salt, **subplots_kw)
+    plot(ax)
+    return svg_text(fig)
 
 
 class Drawing:

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from conftest import CPU_MACHINE, GPU_MACHINE, claims_passed, make_receipt
-from infercourse import labs, snippets
+from infercourse import figures, labs, snippets
 from infercourse.labs import chunked_prefill as cp
 
 SPEC = labs.spec("chunked_prefill")
@@ -244,6 +244,6 @@ def test_the_gap_figure_draws_a_gpu_receipt_beside_the_prediction(tmp_path):
     assert receipt is not None and receipt["machine"]["name"] == "NVIDIA GeForce RTX 4090"
     alt = lesson_4b._timeline_alt(receipt)
     assert "Dots: every gap" in alt and "off 1,750.0 ms; C = 2,048 260.0 ms; C = 512 70.0 ms" in alt
-    svg = lesson_4b._timeline_figure(receipt)
+    svg = figures.plot_svg(lambda ax: lesson_4b._timeline_plot(ax, receipt), salt="test")
     assert svg.count("measured") == 3 and svg.count("predicted") == 3
-    assert "predicted" not in lesson_4b._timeline_figure(None)
+    assert "predicted" not in figures.plot_svg(lambda ax: lesson_4b._timeline_plot(ax, None), salt="test")

@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from conftest import CPU_MACHINE, GPU_MACHINE, claims_passed, lab_refusal, make_receipt
-from infercourse import labs, snippets
+from infercourse import figures, labs, snippets
 
 SPEC = labs.spec("continuous_batching")
 CPU_LENGTHS = [14, 15, 3, 10, 18, 17, 14, 11, 17, 13, 20, 8]
@@ -167,8 +167,11 @@ def test_the_figure_draws_the_online_rows_of_gpu_receipts_only():
         (GPU_MACHINE["name"], 2.0),
         (GPU_MACHINE["name"], 8.0),
     ]
-    assert f"measured, {GPU_MACHINE['name']} (p99 TPOT)" in lesson_4a.pareto_figure(points)
-    assert "measured," not in lesson_4a.pareto_figure([])  # no GPU receipt yet: the prediction alone
+    assert f"measured, {GPU_MACHINE['name']} (p99 TPOT)" in figures.plot_svg(
+        lambda ax: lesson_4a.pareto_plot(ax, points), salt="test"
+    )
+    # no GPU receipt yet: the prediction alone
+    assert "measured," not in figures.plot_svg(lambda ax: lesson_4a.pareto_plot(ax, []), salt="test")
 
 
 def test_one_step_off_fails():

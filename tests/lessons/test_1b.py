@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from infercourse import registry, snippets, transformer
+from infercourse import figures, registry, snippets, transformer
 from infercourse.pages import values_for
 
 PAGE = "lessons/1b-attention-kernels.md"
@@ -83,7 +83,7 @@ def test_the_snippet_is_exact_and_its_constants_are_the_registry_s(monkeypatch):
     monkeypatch.setattr(ak, "online_step", no_rescale)
     assert abs(ak.tiled_attention(q, k, v) - ak.naive_attention(q, k, v)).max() > 1e-3
     monkeypatch.undo()
-    svg = ak.figure_svg()
+    svg = figures.plot_svg(ak.plot, salt="test")
     assert svg.startswith("<svg") and "naive" in svg
 
 

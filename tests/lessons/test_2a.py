@@ -45,9 +45,9 @@ def test_lesson_2a_headline_values():
 
 def test_lesson_2a_figure_rounds_b_star_up():
     """The H200's B* = 989e12 / 4.8e12 * 2 / 2 = 206.04: a whole batch of 207, not 206 (the legend once said 206)."""
-    from infercourse import snippets
+    from infercourse import figures, snippets
 
-    svg = snippets.load("lesson_2a/decode_roofline.py").figure_svg()
+    svg = figures.plot_svg(snippets.load("lesson_2a/decode_roofline.py").plot, salt="test")
     assert "compute-bound from B = 207" in svg and "compute-bound from B = 206" not in svg
     assert "compute-bound from B = 164" in svg  # RTX 4090: 165.2e12 / 1.008e12 = 163.89 -> 164
 

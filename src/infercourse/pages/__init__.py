@@ -105,15 +105,22 @@ class PageValues:
         self._values[name] = Value(value, unit, demand)
         return value
 
-    def figure(self, name: str, draw: Callable[[], str], alt: str | None = None) -> None:
-        """Bind ``name`` to the figure ``draw()`` returns (SVG text, drawn only when the page is written:
-        :class:`infercourse.figures.Drawing`) and, when given, ``<name>_alt`` to ``alt``: the sentence the page
-        shows beside it, which says what the figure shows for a reader who cannot see it.
+    def figure(
+        self, name: str, plot: Callable[[Any], None], alt: str | None = None, figsize=(7, 3.6), **subplots_kw
+    ) -> None:
+        """Bind ``name`` to the figure ``plot(ax)`` draws (a function of matplotlib axes; ``figsize`` in inches,
+        ``subplots_kw`` such as ``ncols=2`` for several axes), drawn as SVG text only when the page is written
+        (:class:`infercourse.figures.Drawing`), and, when given, ``<name>_alt`` to ``alt``: the sentence the
+        page shows beside it, which says what the figure shows for a reader who cannot see it. The SVG's ids
+        are seeded with the page and the name, so two figures never share one.
 
         Raises:
             ValueError: as :meth:`add`.
         """
-        self.add(name, figures.Drawing(draw), "text")
+        salt = f"{self.page.rpartition('/')[2].removesuffix('.md')}-{name}"
+        self.add(
+            name, figures.Drawing(lambda: figures.plot_svg(plot, salt=salt, figsize=figsize, **subplots_kw)), "text"
+        )
         if alt is not None:
             self.add(f"{name}_alt", alt, "text")
 

@@ -124,3 +124,13 @@ P.facts(
     "awq-group-size",
     "vllm-prompt-leaves-one-token",
 )
+
+# --- figures: the snippets' own plot functions, drawn at build time ---
+_kv_growth = snippets.load("lesson_0a/kv_growth.py")
+_intensity = snippets.load("lesson_0a/phase_intensity.py")
+P.figure("fig_kv_growth", _kv_growth.plot)
+P.figure(
+    "fig_intensity",
+    lambda ax: _intensity.plot(ax, _intensity.Model(_intensity.PARAMS, _intensity.KV_BYTES_PER_TOKEN)),
+    figsize=(7, 4.2),
+)

@@ -21,6 +21,7 @@ P = lesson_values(__name__)
 
 cfg = registry.model(registry.COURSE_MODEL).config
 ak = snippets.load("lesson_1b/attention_kernels.py")  # the page's byte counts are the snippet's own functions
+P.figure("fig_bytes", ak.plot, figsize=(7, 4.2))  # the snippet's own plot function
 g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
 h200 = P.add("h200", registry.gpu("H200"), "record")
 b = 2  # bytes per element: BF16

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from infercourse import fmt, labs, memory, notation, registry, roofline, transformer
+from infercourse import figures, fmt, labs, memory, notation, registry, roofline, snippets, transformer
 from infercourse.labs.batch_decode import LAB, receipts_roofline_svg
 from infercourse.pages import fact_link, gpu_rows, lesson_values
 
@@ -142,4 +142,6 @@ P.facts(
 )
 
 # the committed GPU receipts against the roofline (one sentence while none is committed)
-P.figure("fig_receipts", lambda: receipts_roofline_svg(labs.gpu_receipts("batch_decode")))
+P.add("fig_receipts", figures.Drawing(lambda: receipts_roofline_svg(labs.gpu_receipts("batch_decode"))), "text")
+
+P.figure("fig_roofline", snippets.load("lesson_2a/decode_roofline.py").plot, figsize=(7, 4.6))  # the snippet's plot

@@ -8,7 +8,7 @@ the committed receipts; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import figures, labbox, registry, roofline, transformer
+from infercourse import labbox, registry, roofline, transformer
 from infercourse.labs import step_overhead as lab
 from infercourse.pages import lesson_values
 
@@ -142,8 +142,7 @@ P.add("variant_large", first[-1]["variant"], "text")
 
 
 # the figure: measured step against bytes per step, with the fitted line and the floors (CPU receipt)
-def _fit_figure() -> str:
-    fig, ax = figures.subplots(figsize=(6.4, 3.6), salt="lesson-2b-fit")
+def _fit_plot(ax) -> None:
     xs = [r["step_bytes"] / 1e6 for r in first]
     ax.plot(xs, [r["step_ms"] for r in first], "o", label="measured step")
     ax.plot(xs, [r["floor_ms"] for r in first], "s", label="floor from the probe")
@@ -163,10 +162,9 @@ def _fit_figure() -> str:
     ax.set_ylabel("ms per decode step")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small", loc="upper left")
-    return figures.svg_text(fig)
 
 
-P.figure("fig_fit", _fit_figure)
+P.figure("fig_fit", _fit_plot, figsize=(6.4, 3.6))
 
 SYMBOLS: list[str | tuple[str, str]] = [
     "tau",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from infercourse import figures, fmt, memory, registry, roofline, snippets, transformer
+from infercourse import fmt, memory, registry, roofline, snippets, transformer
 from infercourse.pages import fact_link, lesson_values
 
 P = lesson_values(__name__)
@@ -243,10 +243,9 @@ P.facts(
 )
 
 
-def _floors_figure() -> str:
+def _floors_plot(ax) -> None:
     """SVG: the matmuls' floor per decode step against the batch on the RTX 4090, one line per format."""
     batches = list(range(1, 513))
-    fig, ax = figures.subplots(figsize=(7, 4), salt="lesson-3a-floors")
     for fmt_name, label in (("bf16", "BF16 (W16A16)"), ("fp8", "FP8 (W8A8)"), ("awq", "AWQ 4-bit (W4A16)")):
         ax.plot(
             batches,
@@ -260,12 +259,10 @@ def _floors_figure() -> str:
     ax.set_title(f"Decode matmuls' floor per step, {registry.COURSE_MODEL}, {g4090.name}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    return figures.svg_text(fig)
 
 
-def _memory_figure() -> str:
+def _memory_plot(ax) -> None:
     """SVG: the 24 GB card's memory per format: weights, the assumed reserve, KV cache, and what u leaves unused."""
-    fig, ax = figures.subplots(figsize=(7, 3.2), salt="lesson-3a-memory")
     names = [f"{label}\n{tokens[f]:,} KV tokens" for label, f in zip(("BF16", "FP8", "AWQ"), FORMATS, strict=True)]
     parts = [
         ("weights", [weights[f] for f in FORMATS]),
@@ -281,8 +278,7 @@ def _memory_figure() -> str:
     ax.set_xlabel(f"GiB of the {g4090.name}'s {D / fmt.GIB:.2f} GiB")
     ax.invert_yaxis()
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=4, fontsize=8)
-    return figures.svg_text(fig)
 
 
-P.figure("fig_floors", _floors_figure)
-P.figure("fig_memory", _memory_figure)
+P.figure("fig_floors", _floors_plot, figsize=(7, 4))
+P.figure("fig_memory", _memory_plot, figsize=(7, 3.2))

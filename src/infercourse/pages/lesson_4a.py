@@ -12,7 +12,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from infercourse import batching, figures, fmt, labs, memory, registry, roofline, transformer
+from infercourse import batching, fmt, labs, memory, registry, roofline, transformer
 from infercourse.labs.continuous_batching import LAB, online_rows
 from infercourse.pages import lesson_values
 
@@ -190,10 +190,9 @@ P.add("cpu_first_fit", cpu_budget // cpu_prompt, "sequences")
 PARETO_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
-def pareto_figure(measured: list[tuple[str, Mapping[str, Any]]]) -> str:
+def pareto_plot(ax, measured: list[tuple[str, Mapping[str, Any]]]) -> None:
     """The latency-throughput figure: the predicted curves, the lab's rates predicted, and ``measured``
     (:func:`measured_points`) as crosses."""
-    fig, ax = figures.subplots(salt="lesson-4a-pareto", figsize=(6, 4.2))
     for g, color, cap in ((g4090, "tab:blue", B_kv), (h200, "tab:red", h200_seqs)):
         batches = [b for b in PARETO_BATCHES if b < cap] + [cap]
         steps = [batching.serving_step_time(g, cfg, b, S_in, n_bar, tau0) for b in batches]
@@ -233,13 +232,11 @@ def pareto_figure(measured: list[tuple[str, Mapping[str, Any]]]) -> str:
     ax.set_ylabel("output tokens/s, X(B) (log scale)")
     ax.set_title(f"Qwen2.5-7B, BF16, context {c_mean}: X vs TPOT as B grows", fontsize=10)
     ax.legend(fontsize=9, loc="lower right")
-    return figures.svg_text(fig)
 
 
-def _timeline_figure() -> str:
+def _timeline_plot(axes) -> None:
     prompts = [cpu_prompt] * 8
     lengths = cpu_lengths[:8]
-    fig, axes = figures.subplots(2, 1, salt="lesson-4a-timeline", figsize=(6, 4.8), sharex=True)
     static_first, static_last, offset = [], [], 0
     for k in range(0, 8, cpu_B):
         run = batching.schedule(prompts[k : k + cpu_B], lengths[k : k + cpu_B], cpu_B, cpu_budget)
@@ -266,14 +263,13 @@ def _timeline_figure() -> str:
         ax.invert_yaxis()
         ax.set_title(f"{title}: {max(last)} steps", fontsize=10)
     axes[1].set_xlabel(f"engine step (B = {cpu_B}, {cpu_budget} tokens per step, {cpu_prompt}-token prompts)")
-    return figures.svg_text(fig)
 
 
 fig_static = [batching.schedule([cpu_prompt] * 4, cpu_lengths[k : k + 4], cpu_B, cpu_budget).passes for k in (0, 4)]
 P.add("fig_static_steps", sum(fig_static), "count")
 P.add("fig_cont_steps", batching.schedule([cpu_prompt] * 8, cpu_lengths[:8], cpu_B, cpu_budget).steps, "count")
-P.figure("fig_timeline", _timeline_figure)
-P.figure("fig_pareto", lambda: pareto_figure(_measured))
+P.figure("fig_timeline", _timeline_plot, nrows=2, figsize=(6, 4.8), sharex=True)
+P.figure("fig_pareto", lambda ax: pareto_plot(ax, _measured), figsize=(6, 4.2))
 _t1 = batching.serving_step_time(g4090, cfg, 1, S_in, n_bar, tau0)
 P.add(
     "fig_pareto_alt",

@@ -8,7 +8,7 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import figures, fmt, labs, memory, registry, roofline, transformer
+from infercourse import fmt, labs, memory, registry, roofline, transformer
 from infercourse.labs import chunked_prefill as cp_lab
 from infercourse.labs.chunked_prefill import stored_tokens
 from infercourse.pages import lesson_values
@@ -181,11 +181,10 @@ def _serve_row(receipt: dict, chunk: int | None) -> dict | None:
     return rows[0] if rows else None
 
 
-def _timeline_figure(receipt: dict | None) -> str:
+def _timeline_plot(ax, receipt: dict | None) -> None:
     """The predicted gaps of each TIMELINE setting (lines) on the receipt's GPU (else the lab card), and the
     receipt's measured serve-part gaps beside them (dots), when a GPU receipt is given."""
     g = _figure_gpu(receipt)
-    fig, ax = figures.subplots(salt="lesson-4b-timeline", figsize=(7, 3.6))
     for (label, chunk), marker in zip(TIMELINE, ("o", "s", "^"), strict=True):
         pts = _timeline(chunk, g)
         line = ax.step([t for t, _ in pts], [gap * 1e3 for _, gap in pts], where="pre", marker=marker, markersize=3)
@@ -208,7 +207,6 @@ def _timeline_figure(receipt: dict | None) -> str:
     where = "floors" if receipt is None else f"floors and a receipt of {receipt['date_utc'][:10]}"
     ax.set_title(f"{g.name}: {B_dec} decoders beside one long prefill ({where})")
     ax.legend(fontsize=8)
-    return figures.svg_text(fig)
 
 
 def _timeline_alt(receipt: dict | None) -> str:
@@ -236,9 +234,9 @@ def _timeline_alt(receipt: dict | None) -> str:
     )
 
 
-def _tradeoff_figure() -> str:
+def _tradeoff_plot(axes) -> None:
     chunks = [2**e for e in range(5, 15)]
-    fig, (left, right) = figures.subplots(1, 2, salt="lesson-4b-tradeoff", figsize=(7.5, 3.4))
+    left, right = axes
     for g, color in ((g4090, "tab:blue"), (h200, "tab:red")):
         floors = [roofline.chunked_prefill_floors(g, cfg, S_long, c) for c in chunks]
         left.plot(chunks, [sum(f) * 1e3 for f in floors], marker="o", markersize=3, color=color, label=g.name)
@@ -251,18 +249,19 @@ def _tradeoff_figure() -> str:
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=8)
     left.set_ylabel("ms")
-    return figures.svg_text(fig)
 
 
 timeline_receipt = gpu_receipt()
 P.figure(
     "fig_timeline",
-    lambda: _timeline_figure(timeline_receipt),
+    lambda ax: _timeline_plot(ax, timeline_receipt),
     alt=_timeline_alt(timeline_receipt),
 )
 P.figure(
     "fig_tradeoff",
-    _tradeoff_figure,
+    _tradeoff_plot,
+    ncols=2,
+    figsize=(7.5, 3.4),
     alt=f"two line charts against the chunk size, 32 to 16,384 tokens, log scales. Left: the long prompt's TTFT floor "
     f"is flat above the ridge batch (dotted: {fmt.count(round(bstar_4090))} tokens on the {g4090.name}) and climbs "
     f"below it, to {fmt.ms(small_ttft)} at 64 tokens against {fmt.ms(gap_off_4090)} unchunked. Right: the longest "

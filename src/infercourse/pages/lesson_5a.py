@@ -7,7 +7,7 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import figures, fmt, memory, registry, roofline, transformer
+from infercourse import fmt, memory, registry, roofline, transformer
 from infercourse.labs.prefix_cache import LAB
 from infercourse.pages import lesson_values
 
@@ -133,9 +133,8 @@ P.add("press_demand", press_n * (press_prompt + press_out), "tokens")
 
 
 # --- figures, drawn at build time, each with its text alternative ---
-def _paging_figure() -> str:
+def _paging_plot(ax) -> None:
     lengths = list(range(16, S_max + 1, 16 * 8))
-    fig, ax = figures.subplots(salt="lesson-5a-paging", figsize=(7, 3.6))
     ax.plot(lengths, [S_max * kappa / 1e9 for _ in lengths], label=f"contiguous: S_max = {S_max:,} reserved")
     ax.plot(
         lengths,
@@ -147,12 +146,10 @@ def _paging_figure() -> str:
     ax.set_ylabel("KV memory per request (GB)")
     ax.set_title(f"{registry.COURSE_MODEL}: KV memory per request, κ = {kappa:,} B/token")
     ax.legend(fontsize=8)
-    return figures.svg_text(fig)
 
 
-def _ttft_figure() -> str:
+def _ttft_plot(ax) -> None:
     ells = list(range(0, 8001, 250))
-    fig, ax = figures.subplots(salt="lesson-5a-ttft", figsize=(7, 3.6))
     for g, color in ((g4090, "tab:blue"), (h200, "tab:red")):
         cold = [roofline.prefill_floor(g, cfg, e + user_turn) * 1e3 for e in ells]
         hit = [
@@ -165,19 +162,18 @@ def _ttft_figure() -> str:
     ax.set_ylabel("TTFT floor (ms)")
     ax.set_title("Prefill floor: whole prompt (cold) vs uncached tokens only (hit)")
     ax.legend(fontsize=8)
-    return figures.svg_text(fig)
 
 
 P.figure(
     "fig_paging",
-    _paging_figure,
+    _paging_plot,
     alt=f"a line chart. Contiguous reservation costs {fmt.gb(S_max * kappa)} per request whatever its length; "
     f"paged memory grows with the sequence in steps of one block ({fmt.count(z * kappa)} B) and stays within "
     f"{z - 1} tokens of the tokens actually held, so the two paged lines nearly coincide.",
 )
 P.figure(
     "fig_ttft",
-    _ttft_figure,
+    _ttft_plot,
     alt="a line chart. Cold TTFT floors grow linearly with the shared prefix "
     f"(at a shared prefix of {t2k['ell']:,} tokens: "
     f"{fmt.ms(t2k['cold_4090'])} on the {g4090.name}, {fmt.ms(t2k['cold_h200'])} on the {h200.name}); "

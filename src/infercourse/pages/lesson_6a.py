@@ -7,7 +7,7 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import figures, fmt, memory, registry, roofline, transformer
+from infercourse import fmt, memory, registry, roofline, transformer
 from infercourse.labs.spec_decode import LAB
 from infercourse.pages import lesson_values
 
@@ -146,8 +146,7 @@ P.add("lab_prompt", LAB.PROMPT_TOKENS, "tokens")
 
 
 # --- figures, drawn at build time, each with its text alternative ---
-def _alpha_k_figure() -> str:
-    fig, ax = figures.subplots(salt="lesson-6a-alpha-k", figsize=(7, 3.6))
+def _alpha_k_plot(ax) -> None:
     for row in speed_rows:
         ax.plot(KS, row["speedups"], marker="o", label=f"α = {row['alpha']:g}")
     ax.axhline(1, color="grey", lw=0.8, ls=":")
@@ -155,12 +154,10 @@ def _alpha_k_figure() -> str:
     ax.set_ylabel("speedup σ (floor model)")
     ax.set_title(f"{registry.COURSE_MODEL} + {DRAFT.split('/')[-1]} draft, {g4090.name}, B = 1")
     ax.legend(fontsize=8)
-    return figures.svg_text(fig)
 
 
-def _batch_figure() -> str:
+def _batch_plot(ax) -> None:
     batches = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256]
-    fig, ax = figures.subplots(salt="lesson-6a-batch", figsize=(7, 3.6))
     for g, color in ((g4090, "tab:blue"), (h200, "tab:red")):
         ax.plot(batches, [_speedup(g, alpha_ex, k_lab, b) for b in batches], color=color, label=g.name)
     ax.axhline(1, color="grey", lw=0.8, ls=":")
@@ -169,12 +166,11 @@ def _batch_figure() -> str:
     ax.set_ylabel("speedup σ (floor model)")
     ax.set_title(f"α = {alpha_ex:g}, k = {k_lab}: speculation pays at small batches only")
     ax.legend(fontsize=8)
-    return figures.svg_text(fig)
 
 
 P.figure(
     "fig_alpha_k",
-    _alpha_k_figure,
+    _alpha_k_plot,
     alt=f"a line chart of the speedup against k from 1 to {KS[-1]}, one line per acceptance rate. At α = "
     f"{ALPHAS[0]:g} the best is ×{fmt.fixed(max(speed_rows[0]['speedups']), 2)} at k = {speed_rows[0]['best_k']}; at "
     f"α = {alpha_ex:g}, ×{fmt.fixed(max(speed_rows[2]['speedups']), 2)} at k = {speed_rows[2]['best_k']}; at α = "
@@ -184,7 +180,7 @@ P.figure(
 )
 P.figure(
     "fig_batch",
-    _batch_figure,
+    _batch_plot,
     alt=f"a line chart of the speedup against the batch, log scale, at α = {alpha_ex:g} and k = {k_lab}. On the "
     f"{g4090.name} it starts at ×{fmt.fixed(batch_rows[0]['s4090'], 2)} at B = 1 and falls below 1 from B = "
     f"{_break_even(g4090, alpha_ex, k_lab)}; on the {h200.name} it starts at "

@@ -7,7 +7,7 @@ modules; the page only looks the names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import figures, fmt, labs, memory, registry, roofline, snippets, transformer
+from infercourse import fmt, labs, memory, registry, roofline, snippets, transformer
 from infercourse.labs import tensor_parallel as tp_lab
 from infercourse.pages import lesson_values
 
@@ -220,8 +220,7 @@ def _eta(g, link, alpha, batch, ranks):
     return _step(g, link, alpha, batch, 1)[2] / (ranks * _step(g, link, alpha, batch, ranks)[2])
 
 
-def _efficiency_figure() -> str:
-    fig, ax = figures.subplots(salt="lesson-7a-efficiency", figsize=(7, 3.6))
+def _efficiency_plot(ax) -> None:
     for g, link, alpha, name, color in (
         (h200, link_h200, alpha_h200, link_h200_name, "tab:red"),
         (g4090, link_4090, alpha_4090, link_4090_name, "tab:blue"),
@@ -240,10 +239,9 @@ def _efficiency_figure() -> str:
     ax.set_ylabel("scaling efficiency t(1) / (T t(T))")
     ax.set_title(f"{MODEL}, decode at S = {S:,}: floors plus assumed all-reduce latency")
     ax.legend(fontsize=8)
-    return figures.svg_text(fig)
 
 
-P.figure("fig_eta", _efficiency_figure)
+P.figure("fig_eta", _efficiency_plot)
 eta4 = {
     g.name: _eta(g, link, alpha, 1, 4)
     for g, link, alpha in ((g4090, link_4090, alpha_4090), (h200, link_h200, alpha_h200))

@@ -9,7 +9,7 @@ names up and formats them.
 
 from __future__ import annotations
 
-from infercourse import figures, fmt, memory, registry, roofline, transformer
+from infercourse import fmt, memory, registry, roofline, snippets, transformer
 from infercourse.labs import expert_coverage as lab
 from infercourse.pages import lesson_values
 
@@ -143,9 +143,8 @@ fig_batches = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 P.add("fig_bmax", max(fig_batches), "sequences")
 
 
-def _floor_figure() -> str:
+def _floor_plot(ax) -> None:
     batches = fig_batches
-    fig, ax = figures.subplots(salt="lesson-7b-floor", figsize=(7, 3.6))
     moe = [sum(roofline.moe_decode_kernel_floors(g4090, ol_cfg, context, b)) * 1e3 for b in batches]
     every = [sum(roofline.moe_decode_kernel_floors(g4090, ol_cfg, context, b, E_ol)) * 1e3 for b in batches]
     few = [sum(roofline.moe_decode_kernel_floors(g4090, ol_cfg, context, b, k_ol)) * 1e3 for b in batches]
@@ -164,12 +163,11 @@ def _floor_figure() -> str:
     ax.set_ylim(bottom=0)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
-    return figures.svg_text(fig)
 
 
 P.figure(
     "fig_floor",
-    _floor_figure,
+    _floor_plot,
     alt=f"a line chart on a logarithmic batch axis. {LAB.MODEL}'s step floor on the {g4090.name} rises from "
     f"{fmt.ms(floor[1])} at one sequence to {fmt.ms(floor[64])} at 64, between a dashed line that reads only "
     f"{k_ol} experts per layer and a dotted one that reads all {E_ol}, which it meets from about 32 sequences "
@@ -216,3 +214,5 @@ P.facts(
     "vllm-return-routed-experts",
     "vllm-block-size",
 )
+
+P.figure("fig_coverage", snippets.load("lesson_7b/moe_routing.py").plot, figsize=(7, 4.2))  # the snippet's plot
