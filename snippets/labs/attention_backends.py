@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 
 from labkit.cli import check_model_arg, engine_flags, fail, lab_parser, progress, whole, whole_list
-from labkit.engine import child_run, engine_core_in_process, prepare, start_llm
+from labkit.engine import child_run, engine_core_in_process, run_lab, start_llm
 from labkit.measure import STEP_TOKENS_METRIC, decode_step_sweep, kv_bytes_per_token, metric_totals
 from labkit.receipt import measured_rows, write_receipt
 
@@ -216,12 +216,9 @@ def run_engine(args, backend: str, dtype: str, log_dir: Path) -> list[dict]:
     ]
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    check_input(args)
-    if args.child:
-        return child(args)
-    log_dir = prepare(args, logs="<backend>-<dtype>.log")
+def parent(args, log_dir: Path) -> int:
+    """Start each engine in a child process of this script, one by one, collect their rows and write the
+    receipt."""
     rows = measured_rows(args, UNITS)
     for i, (backend, dtype) in enumerate(args.runs, 1):
         progress(f"engine {i}/{len(args.runs)}: backend {backend}, KV cache {dtype}")
@@ -248,6 +245,10 @@ def main(argv=None) -> int:
     }
     write_receipt(args, UNITS, rows, next(s for s in starts if s is not None), settings)
     return 0
+
+
+def main(argv=None) -> int:
+    return run_lab(argv, parse_args, check_input, child, parent, logs="<backend>-<dtype>.log")
 
 
 if __name__ == "__main__":  # vLLM may spawn processes; a spawned child re-imports this file

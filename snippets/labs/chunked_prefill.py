@@ -65,7 +65,7 @@ import time
 from pathlib import Path
 
 from labkit.cli import check_model_arg, engine_flags, fail, lab_parser, progress, whole
-from labkit.engine import child_run, engine_core_in_process, prepare, start_llm
+from labkit.engine import child_run, engine_core_in_process, run_lab, start_llm
 from labkit.machine import LOG_CONFIG_ENV
 from labkit.measure import (
     FINISHED_METRIC,
@@ -589,12 +589,9 @@ def print_table(args, rows: list[dict]) -> None:
             )
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    check_input(args)
-    if args.child:
-        return child(args)
-    log_dir = prepare(args, logs="steps-<chunk>.log, serve-<chunk>.log, pd-<role>.log")
+def parent(args, log_dir: Path) -> int:
+    """Start each engine in a child process of this script, one by one, collect their rows and write the
+    receipt."""
     rows, starts = measured_rows(args, UNITS), {}
     if "steps" in args.parts:
         found, starts["steps"] = steps_part(args, log_dir)
@@ -622,6 +619,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     write_receipt(args, UNITS, rows, next(iter(starts.values()))[0], settings)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_lab(
+        argv, parse_args, check_input, child, parent, logs="steps-<chunk>.log, serve-<chunk>.log, pd-<role>.log"
+    )
 
 
 if __name__ == "__main__":  # vLLM may spawn processes; a spawned child re-imports this file

@@ -65,7 +65,7 @@ import time
 from pathlib import Path
 
 from labkit.cli import check_model_arg, engine_flags, fail, lab_parser, port, positive, progress, whole
-from labkit.engine import child_run, engine_core_in_process, prepare, root_cause, start_llm
+from labkit.engine import child_run, engine_core_in_process, root_cause, run_lab, start_llm
 from labkit.machine import LOG_CONFIG_ENV
 from labkit.measure import (
     PREEMPTIONS_METRIC,
@@ -425,12 +425,9 @@ def online(args, log_dir: Path) -> tuple[list[dict], float]:
     return rows, start_s
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    check_input(args)
-    if args.child:
-        return child(args)
-    log_dir = prepare(args, logs="b<B>.log (the server's and the benchmark's there too)")
+def parent(args, log_dir: Path) -> int:
+    """Start each engine in a child process of this script, one by one, collect their rows and write the
+    receipt."""
     lengths = output_lengths(args)
     common = ["--model", args.model, *engine_flags(args)]
     common += ["--requests", str(args.requests), "--prompt-tokens", str(args.prompt_tokens)]
@@ -507,6 +504,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     write_receipt(args, UNITS, rows, max(starts), settings)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_lab(
+        argv, parse_args, check_input, child, parent, logs="b<B>.log (the server's and the benchmark's there too)"
+    )
 
 
 if __name__ == "__main__":  # vLLM may spawn its engine process; a spawned child re-imports this file

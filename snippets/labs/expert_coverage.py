@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 
 from labkit.cli import check_model_arg, engine_flags, fail, lab_parser, progress, whole, whole_list
-from labkit.engine import child_run, engine_core_in_process, prepare, start_llm
+from labkit.engine import child_run, engine_core_in_process, run_lab, start_llm
 from labkit.measure import decode_step_sweep
 from labkit.receipt import write_receipt
 
@@ -213,12 +213,9 @@ def run_engine(args, mode: str, log_dir: Path) -> dict:
     return got["row"]
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    check_input(args)
-    if args.child:
-        return child(args)
-    log_dir = prepare(args, logs="<mode>.log")
+def parent(args, log_dir: Path) -> int:
+    """Start each engine in a child process of this script, one by one, collect their rows and write the
+    receipt."""
     found = [run_engine(args, mode, log_dir) for mode in args.modes]
     empty = dict.fromkeys(("router_steps", "experts_mean", "experts_min", "experts_max"))
     rows = [{**empty, **row} for f in found for row in f["rows"]]
@@ -247,6 +244,10 @@ def main(argv=None) -> int:
     }
     write_receipt(args, UNITS, rows, found[0]["engine_start_s"], settings)
     return 0
+
+
+def main(argv=None) -> int:
+    return run_lab(argv, parse_args, check_input, child, parent, logs="<mode>.log")
 
 
 if __name__ == "__main__":  # vLLM may spawn processes; a spawned child re-imports this file

@@ -47,7 +47,7 @@ import re
 from pathlib import Path
 
 from labkit.cli import check_model_arg, engine_flags, fail, lab_parser, progress, whole
-from labkit.engine import child_run, prepare, start_llm
+from labkit.engine import child_run, run_lab, start_llm
 from labkit.machine import nvidia_smi
 from labkit.measure import cache_config, kv_bytes_per_token, param_count
 from labkit.receipt import measured_rows, write_receipt
@@ -251,13 +251,9 @@ def engine_row(name: str, got: dict, kappa: int, budget: int | None, source: str
     }
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    check_input(args)
-    if args.child:
-        return child(args)
-    log_dir = prepare(args, logs="<run>.log")
-
+def parent(args, log_dir: Path) -> int:
+    """Start each engine in a child process of this script, one by one, collect their rows and write the
+    receipt."""
     progress(f"engine 1/3: capacity at the defaults ({args.model}; a first run downloads the weights)")
     got = run_child(args, "auto", None, log_dir, "capacity")
     if got["row"] is None:
@@ -363,6 +359,10 @@ def main(argv=None) -> int:
     }
     write_receipt(args, UNITS, rows, engine_start_s, settings)
     return 0
+
+
+def main(argv=None) -> int:
+    return run_lab(argv, parse_args, check_input, child, parent, logs="<run>.log")
 
 
 if __name__ == "__main__":  # vLLM 0.26.0 forks its engine process by default, but may spawn (CPU build, CUDA

@@ -50,7 +50,7 @@ import re
 from pathlib import Path
 
 from labkit.cli import check_model_arg, engine_flags, fail, lab_parser, progress, whole_list
-from labkit.engine import child_run, engine_core_in_process, prepare, start_llm
+from labkit.engine import child_run, engine_core_in_process, run_lab, start_llm
 from labkit.measure import cache_config, decode_step_sweep, kv_bytes_per_token
 from labkit.receipt import measured_rows, write_receipt
 
@@ -339,12 +339,9 @@ def compare_to_bf16(rows: list[dict], tops: dict) -> None:
         r["top1_agreement"] = sum(first_token(p) == first_token(q) for p, q in pairs) / len(pairs)
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    check_input(args)
-    if args.child:
-        return child(args)
-    log_dir = prepare(args, logs="<format>.log")
+def parent(args, log_dir: Path) -> int:
+    """Start each engine in a child process of this script, one by one, collect their rows and write the
+    receipt."""
     rows, starts, tops = measured_rows(args, UNITS), [], {}
     for i, fmt in enumerate(args.formats, 1):
         progress(f"engine {i}/{len(args.formats)}: {fmt} (a first run downloads the weights)")
@@ -395,6 +392,10 @@ def main(argv=None) -> int:
     }
     write_receipt(args, UNITS, rows, starts[0], settings)
     return 0
+
+
+def main(argv=None) -> int:
+    return run_lab(argv, parse_args, check_input, child, parent, logs="<format>.log")
 
 
 if __name__ == "__main__":  # vLLM 0.26.0 forks its engine process by default, but may spawn (CPU build, CUDA

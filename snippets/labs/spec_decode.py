@@ -51,7 +51,7 @@ import statistics
 from pathlib import Path
 
 from labkit.cli import DTYPES, check_model_arg, engine_flags, fail, lab_parser, progress, whole_list
-from labkit.engine import child_run, engine_core_in_process, prepare, start_llm
+from labkit.engine import child_run, engine_core_in_process, run_lab, start_llm
 from labkit.machine import preflight
 from labkit.measure import metric_totals, random_prompt, request_times
 from labkit.receipt import measured_rows, write_receipt
@@ -313,12 +313,9 @@ def result_rows(args, run: str, got: dict, reference: dict | None) -> list[dict]
     return rows
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    check_input(args)
-    if args.child:
-        return child(args)
-    log_dir = prepare(args, logs="<run>.log")
+def parent(args, log_dir: Path) -> int:
+    """Start each engine in a child process of this script, one by one, collect their rows and write the
+    receipt."""
     rows, starts, reference = measured_rows(args, UNITS), [], None
     common = ["--model", args.model, *engine_flags(args), "--dtype", args.dtype, "--draft-model", args.draft_model]
     common += ["--draft-vocab", args.draft_vocab, "--batches", ",".join(map(str, args.batches))]
@@ -374,6 +371,10 @@ def main(argv=None) -> int:
     }
     write_receipt(args, UNITS, rows, starts[0], settings)
     return 0
+
+
+def main(argv=None) -> int:
+    return run_lab(argv, parse_args, check_input, child, parent, logs="<run>.log")
 
 
 if __name__ == "__main__":  # vLLM may spawn its engine process; a spawned child re-imports this file

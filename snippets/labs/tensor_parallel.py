@@ -56,7 +56,7 @@ import time
 from pathlib import Path
 
 from labkit.cli import DTYPES, check_model_arg, engine_flags, fail, lab_parser, progress
-from labkit.engine import child_run, engine_core_in_process, prepare, start_llm
+from labkit.engine import child_run, engine_core_in_process, run_lab, start_llm
 from labkit.measure import decode_step_sweep
 from labkit.receipt import measured_rows, write_receipt
 
@@ -486,12 +486,9 @@ def result_row(args, run: str, row: dict) -> dict:
     }
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    check_input(args)
-    if args.child:
-        return child(args)
-    log_dir = prepare(args, logs="<run>.log")
+def parent(args, log_dir: Path) -> int:
+    """Start each engine in a child process of this script, one by one, collect their rows and write the
+    receipt."""
     rows, starts, custom_off = measured_rows(args, UNITS), [], None
     for i, run in enumerate(args.runs, 1):
         progress(f"engine {i}/{len(args.runs)}: {run} (tensor_parallel_size={TENSOR_PARALLEL[run]})")
@@ -562,6 +559,10 @@ def main(argv=None) -> int:
     }
     write_receipt(args, UNITS, rows, starts[0], settings)
     return 0
+
+
+def main(argv=None) -> int:
+    return run_lab(argv, parse_args, check_input, child, parent, logs="<run>.log")
 
 
 if __name__ == "__main__":  # the TP = 2 engine spawns its workers, which re-import this file: the guard is required

@@ -49,6 +49,7 @@ from .engine import (
     engine_failure,
     prepare,
     root_cause,
+    run_lab,
     start_llm,
 )
 from .machine import (
@@ -177,6 +178,7 @@ __all__ = [
     "repository_path",
     "request_times",
     "root_cause",
+    "run_lab",
     "serve",
     "served_cache_config",
     "served_metric_totals",

@@ -85,6 +85,19 @@ def prepare(args, logs: str | None = None) -> Path | None:
     return None if logs is None else log_folder(args, logs)
 
 
+def run_lab(argv, parse_args, check_input, child, parent, logs: str) -> int:
+    """The ``main`` of a lab that starts each engine in a fresh child process of its own script (:func:`child_run`):
+    parse the command line (``parse_args(argv)``) and check it (``check_input(args)``, before anything slow);
+    then either run this process's one engine (``--child``: ``child(args)``) or, as the parent, :func:`prepare`
+    and ``parent(args, log_folder)``, which starts the children one by one, each logging to
+    ``log_folder/<name>`` (``logs`` says how the names read, e.g. ``"<run>.log"``). Returns the exit status."""
+    args = parse_args(argv)
+    check_input(args)
+    if args.child:
+        return child(args)
+    return parent(args, prepare(args, logs=logs))
+
+
 def log_folder(args, names: str) -> Path:
     """A fresh folder for the logs of the engines (and servers) a lab starts one by one, after :func:`prepare`;
     one progress line says where it is and how its logs are named (``names``, e.g. ``"<run>.log"``)."""
