@@ -42,6 +42,27 @@ def test_a_word_has_its_tooltip_at_its_first_use_in_each_section_only():
     assert soup.find("p").get_text() == "TTFT, then TTFT and TTFT."  # the later uses stay, as plain text
 
 
+def test_on_the_glossary_page_a_term_links_to_its_entry_instead_of_a_tooltip():
+    kv = '<abbr title="KV cache · ...">KV cache</abbr>'
+    ridge = '<abbr title="ridge point · ...">ridge point</abbr>'
+    html = (
+        f"<p>Intro: {kv}.</p>"
+        f'<h2 id="kv-cache">KV cache</h2><p>Read per step; see the {ridge}. Own word: {kv}.</p>'
+        f'<h2 id="ridge-point">Ridge point</h2><p>Where a {kv} read turns compute-bound.</p>'
+    )
+    assert glossary.link_terms(html) == (
+        "<p>Intro: KV cache.</p>"
+        '<h2 id="kv-cache">KV cache</h2><p>Read per step; see the <a href="#ridge-point">ridge point</a>. '
+        "Own word: KV cache.</p>"
+        '<h2 id="ridge-point">Ridge point</h2><p>Where a <a href="#kv-cache">KV cache</a> read turns compute-bound.</p>'
+    )
+
+
+def test_the_built_glossary_page_has_no_tooltip(site):
+    html = (site / "glossary" / "index.html").read_text(encoding="utf-8")
+    assert "<abbr" not in html and '<a href="#kv-cache">KV cache</a>' in html
+
+
 def test_tooltip_shows_both_languages():
     # written out from glossary.yml's TTFT entry: term, middle dot, its zh, colon, the definition's first words
     assert glossary.tooltips()["TTFT"].startswith("TTFT · 首 token 时延: Time to first token")

@@ -109,6 +109,32 @@ def chinese_words() -> list[str]:
     return list(dict.fromkeys(run for item in entries() for run in _HAN.findall(item["zh"])))
 
 
+_ABBR = re.compile(r'<abbr title="[^"]*">([^<]+)</abbr>')
+_H2_ID = re.compile(r'<h2 id="([^"]+)"')
+
+
+def link_terms(html: str) -> str:
+    """The glossary page's HTML with each tooltip (``<abbr>``) made a link to its word's entry (``#id``): there the
+    definition is on the page, a tap away, and a tooltip repeating it would only add bytes. A word inside its own
+    entry becomes plain text. Text without tooltips is returned unchanged."""
+    target = {word: item["id"] for item in entries() for word in item["abbr"]}
+    parts = _H2_ID.split(html)  # [before, id, section, id, section, ...]
+    out = [_ABBR.sub(r"\1", parts[0])]
+    for entry_id, section in zip(parts[1::2], parts[2::2], strict=True):
+        out.append(f'<h2 id="{entry_id}"')
+        out.append(
+            _ABBR.sub(
+                lambda m, here=entry_id: (
+                    m.group(1)
+                    if target.get(m.group(1)) in (None, here)
+                    else f'<a href="#{target[m.group(1)]}">{m.group(1)}</a>'
+                ),
+                section,
+            )
+        )
+    return "".join(out)
+
+
 SECTION_TAGS = ("h1", "h2")
 """A tooltip is given at a term's first use in each section a heading of these levels starts."""
 
