@@ -265,3 +265,34 @@ def test_a_built_lesson_s_heading_and_title_are_course_yml_s(site: Path):
         want = f"{lesson['code']} · {lesson['title']}"
         assert [h.get_text(strip=True) for h in soup.find_all("h1")] == [want]
         assert soup.title.get_text().startswith(want + " - ")
+
+
+# --- the home page's path ------------------------------------------------------------------------
+
+
+def test_reading_minutes_count_the_prose_only(tmp_path, monkeypatch):
+    code = "word " * 500
+    page = (
+        "---\ntitle: x y z\n---\n"  # front matter: not read
+        + "word " * 398  # 398 words of prose
+        + "{{ kappa | count }} and\n"  # a value counts as one word: 400
+        + f"```python\n{code}\n```\n"  # code: not read
+        + "{% for x in y %}<span>one</span>{% endfor %}\n"  # template and tags out, 'one' in: 401
+    )
+    (tmp_path / "p.md").write_text(page, encoding="utf-8")
+    monkeypatch.setattr(course, "DOCS_DIR", tmp_path)
+    assert course.reading_minutes("p.md") == 3  # ceil(401 / 200)
+    (tmp_path / "p.md").write_text("word " * 400, encoding="utf-8")
+    assert course.reading_minutes("p.md") == 2  # exactly 400 / 200
+
+
+def test_the_home_page_gives_every_live_lesson_its_reading_time_and_its_lab_s_cost():
+    from infercourse import labbox
+
+    lessons = [lesson for part in values_for("index.md")["parts"].value for lesson in part["lessons"]]
+    live = [lesson for lesson in lessons if lesson["page"]]
+    assert [lesson["code"] for lesson in live] == [lesson["code"] for lesson in LIVE]
+    assert all(isinstance(lesson["read_min"], int) and 5 <= lesson["read_min"] <= 60 for lesson in live)
+    for lesson in (x for x in live if x["lab"]):
+        minutes = labbox.lab_minutes(lesson["lab"])["run"]  # the same estimate the lab box and the AutoDL page give
+        assert lesson["lab_min"] == minutes and lesson["lab_cny"] == labbox.lab_cny(lesson["lab"], minutes)

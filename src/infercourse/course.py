@@ -7,12 +7,23 @@ page lists it (:func:`parts`), ``hooks/course.py`` builds the site's lesson navi
 
 from __future__ import annotations
 
+import math
+import re
 from functools import cache
 from pathlib import Path
 
 import yaml
 
 SOURCE = Path(__file__).with_name("course.yml")
+DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
+
+WORDS_PER_MINUTE = 200
+"""ASSUMPTION: reading speed of a lesson's prose. Adults read English non-fiction silently at about 238 words a
+minute on average (M. Brysbaert, "How many words do we read per minute?", Journal of Memory and Language 109,
+2019); a lesson's formulas and tables slow that down, so the course counts 200."""
+_SKIPPED = re.compile(r"^(```|~~~).*?^\1[ \t]*$|^---\n.*?\n---\n|\{%.*?%\}|<[^>]+>", re.S | re.M)
+"""What a reader does not read as prose: fenced blocks (code, an exec block's source), the front matter,
+template statements and HTML tags."""
 
 
 @cache
@@ -90,3 +101,16 @@ def lesson_label(page: str) -> str:
     if lesson is None:
         raise KeyError(f"no live lesson at {path!r}; live pages are set in {SOURCE.name}")
     return f"Lesson {lesson['code']} · {lesson['title']}"
+
+
+def reading_minutes(page: str) -> int:
+    """Minutes to read ``docs/<page>`` (e.g. ``"lessons/0a-prefill-decode.md"``): its prose's words (fenced
+    blocks, front matter, template statements and HTML tags left out; a ``{{ value }}`` counts as one word) at
+    :data:`WORDS_PER_MINUTE`, rounded up. Code, tables the build prints and the lab itself take longer.
+
+    Raises:
+        FileNotFoundError: no such page under ``docs/``.
+    """
+    text = _SKIPPED.sub(" ", (DOCS_DIR / page).read_text(encoding="utf-8"))
+    words = len(re.sub(r"\{\{.*?\}\}", "x", text).split())
+    return math.ceil(words / WORDS_PER_MINUTE)
