@@ -87,7 +87,7 @@ def test_the_definition_check_can_fail():
     """A page that writes R for the memory reserve (R is the ridge point) is caught; the table's meaning passes."""
     assert definition_problems("- \\(R\\): the memory reserve vLLM keeps besides the weights.")
     assert definition_problems("- \\(Z\\): something the table does not have.")
-    assert not definition_problems("- \\(R\\): ridge point, P / β, in FLOP/byte.")
+    assert not definition_problems("- \\(R\\): ridge point, \\(P / \\beta\\), in FLOP/byte.")
 
 
 def test_a_letter_used_but_not_in_the_table_is_reported():
@@ -116,3 +116,22 @@ def test_the_generated_lists_pass_the_definition_check():
     rendered = notation.symbols_markdown(["R", "S", ("kappa", "Here 57,344 B.")])
     assert len(DEFINITION.findall(rendered)) == 3 and not definition_problems(rendered)
     assert definition_problems(rendered.replace("ridge point", "memory reserve"))
+
+
+RAW_TEX = re.compile(r"[A-Za-z]_[A-Za-z0-9{]|[\u0370-\u03ff]|\\[a-z]+|[a-z]\u0304")
+"""What reads as a formula typed as plain text: ``F_attn``, a Greek letter, a TeX command, ``n̄``."""
+
+
+def raw_tex(meaning: str) -> list[str]:
+    """The formula-like bits of a symbol's meaning outside ``\\( \\)`` and ``code``: each should be a formula."""
+    prose = re.sub(r"\\\(.*?\\\)|`[^`]*`", " ", meaning)
+    return RAW_TEX.findall(prose)
+
+
+def test_a_meaning_writes_its_formulas_as_formulas():
+    """A symbol's meaning is Markdown on the notation page and in each Symbols list: ``(F_attn: ...)`` showed as
+    typed, so every formula in it is written ``\\( \\)``."""
+    typed = {s["id"]: raw_tex(s["meaning"]) for s in notation.symbols().values() if raw_tex(s["meaning"])}
+    assert not typed, f"notation.yml: write these as \\( \\) formulas: {typed}"
+    assert raw_tex("the ridge point, P_fp8 / β") == ["P_f", "β"]  # the check sees what it must
+    assert raw_tex(r"the ridge point, \(P_{\text{fp8}} / \beta\), `kv_lora_rank`") == []
