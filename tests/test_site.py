@@ -383,7 +383,11 @@ def test_serve_shows_every_kind_of_edit_without_a_restart(tmp_path):
         included = re.search(r'^--8<-- "(lesson_[^"]+\.py)"$', other.read_text(encoding="utf-8"), re.M)
         assert included, f"{other.name} includes no lesson snippet; pick another page for this test"
         snippet = project / "snippets" / included.group(1)
-        snippet.write_text(snippet.read_text(encoding="utf-8") + "# a comment added while serving\n", encoding="utf-8")
+        text = snippet.read_text(encoding="utf-8")  # the comment goes inside the section the page shows
+        start = re.search(r"^# --8<-- \[start:[\w-]+\]\n", text, re.M)
+        assert start, f"{snippet.name} marks no section"
+        text = text[: start.end()] + "# a comment added while serving\n" + text[start.end() :]
+        snippet.write_text(text, encoding="utf-8")
         assert _wait_for(lambda: "a comment added while serving" in (_get(url[other]) or ""), 300), (
             f"{url[other]} never showed the edit to {snippet.name}"
         )
