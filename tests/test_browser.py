@@ -315,6 +315,44 @@ def test_no_lesson_prints_in_more_than_20_a4_pages(browser, server):
     assert not wrong, f"lessons that print in more than 20 A4 pages (or under 5): {wrong}"
 
 
+WRAPPED = """async () => {
+  const frame = () => new Promise(done => requestAnimationFrame(done));
+  const flush = [];
+  let wrapped = 0;
+  for (const box of document.querySelectorAll('.md-content .highlight')) {
+    box.scrollIntoView({block: 'center'});  // a listing is laid out only near the screen (content-visibility)
+    await frame(); await frame();
+    for (const line of box.querySelectorAll('code > span[id^="__span"]')) {
+      const code = [...line.childNodes].filter(n => !(n.classList && n.classList.contains('linenos')));
+      if (!code.length) continue;
+      const range = document.createRange();
+      range.setStartBefore(code[0]); range.setEndAfter(code[code.length - 1]);
+      const rows = [...range.getClientRects()].filter(r => r.width > 1);
+      if (!rows.length) continue;
+      const top = Math.min(...rows.map(r => r.top));
+      const later = rows.filter(r => r.top > top + 2);
+      if (!later.length) continue;
+      wrapped += 1;
+      const first = Math.min(...rows.filter(r => r.top < top + 2).map(r => r.left));
+      if (Math.min(...later.map(r => r.left)) <= first + 1) flush.push(line.textContent.trim().slice(0, 50));
+    }
+  }
+  return {wrapped, flush};
+}"""
+
+
+def test_a_wrapped_code_line_continues_right_of_where_code_lines_start(browser, server):
+    """On a phone a long line of a listing wraps (no listing scrolls sideways); its continuation must start right of
+    the column where lines start, never under the line numbers, so that it cannot read as a line of its own (it did
+    before `text-indent: hanging each-line`, and a wrapped `return ...` read as dedented)."""
+    context, page, _ = _open(browser, 390, 844)
+    page.goto(server + "/lessons/7b-mixture-of-experts/", wait_until="load")
+    found = page.evaluate(WRAPPED)
+    context.close()
+    assert found["wrapped"] > 5, f"only {found['wrapped']} wrapped lines on 7B at 390 px: nothing to check"
+    assert not found["flush"], f"wrapped lines whose continuation starts at the line's left edge: {found['flush'][:5]}"
+
+
 def test_print_shows_every_collapsed_block_and_every_diagram(browser, server, pages):
     """Printed (or saved as PDF), a page shows the body of every <details> (answers, listings) and every
     diagram drawn, not its mermaid source. The page is loaded on screen, never scrolled (its diagrams never

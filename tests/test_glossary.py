@@ -49,14 +49,15 @@ def test_on_the_glossary_page_a_term_links_to_its_entry_instead_of_a_tooltip():
         f"<p>Intro: {kv}.</p>"
         f'<h2 id="kv-cache">KV cache</h2><p>Read per step; see the {ridge}. Own word: {kv}.</p>'
         f'<h2 id="ridge-point">Ridge point</h2><p>Where a {kv} read turns compute-bound.</p>'
-        f'<h2 id="paged">Paged {kv}</h2>'
+        f'<h2 id="paged">Paged {kv}</h2><p>Taught in: <a href="../lessons/1a/">Lesson 1A · The {kv}</a></p>'
     )
     assert glossary.link_terms(html) == (
         "<p>Intro: KV cache.</p>"
         '<h2 id="kv-cache">KV cache</h2><p>Read per step; see the <a href="#ridge-point">ridge point</a>. '
         "Own word: KV cache.</p>"
         '<h2 id="ridge-point">Ridge point</h2><p>Where a <a href="#kv-cache">KV cache</a> read turns compute-bound.</p>'
-        '<h2 id="paged">Paged KV cache</h2>'  # no link inside a heading
+        '<h2 id="paged">Paged KV cache</h2>'  # no link inside a heading, nor inside a link
+        '<p>Taught in: <a href="../lessons/1a/">Lesson 1A · The KV cache</a></p>'
     )
 
 

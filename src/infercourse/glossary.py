@@ -111,15 +111,15 @@ def chinese_words() -> list[str]:
 
 _ABBR = re.compile(r'<abbr title="[^"]*">([^<]+)</abbr>')
 _H2_ID = re.compile(r'<h2 id="([^"]+)"')
-_HEADING = re.compile(r"<h([1-6])\b.*?</h\1>", re.S)
+_NO_LINK = re.compile(r"<(h[1-6]|a)\b.*?</\1>", re.S)
 
 
 def link_terms(html: str) -> str:
     """The glossary page's HTML with each tooltip (``<abbr>``) made a link to its word's entry (``#id``): there the
     definition is on the page, a tap away, and a tooltip repeating it would only add bytes. A word inside its own
-    entry or inside a heading becomes plain text. Text without tooltips is returned unchanged."""
+    entry, a heading or a link (an entry's lesson) becomes plain text. Text without tooltips is returned unchanged."""
     target = {word: item["id"] for item in entries() for word in item["abbr"]}
-    html = _HEADING.sub(lambda m: _ABBR.sub(r"\1", m.group(0)), html)  # a heading holds no link
+    html = _NO_LINK.sub(lambda m: _ABBR.sub(r"\1", m.group(0)), html)  # no link in a heading or in a link
     parts = _H2_ID.split(html)  # [before, id, section, id, section, ...]
     out = [_ABBR.sub(r"\1", parts[0])]
     for entry_id, section in zip(parts[1::2], parts[2::2], strict=True):
