@@ -300,10 +300,14 @@ def claims_passed(receipt: dict) -> dict:
     return {r.claim: r.passed for r in labs.check(receipt)}
 
 
-def make_receipt(lab: str, rows: list[dict], units: dict, *, machine: dict = GPU_MACHINE, **envelope) -> dict:
-    """A receipt as ``snippets/labs/labkit.write_receipt`` writes it: the common envelope (a GPU run of
-    the course's model on vLLM 0.26.0 unless ``envelope`` overrides a key), ``units`` of the rows plus
-    ``engine_start_s``, and ``rows`` as results. A fresh copy each call: tests may edit it."""
+def make_receipt(
+    lab: str, rows: list[dict], units: dict, *, kind: str = "gpu", machine: dict | None = None, **envelope
+) -> dict:
+    """A receipt as ``snippets/labs/labkit.write_receipt`` writes it: the common envelope (a run of the course's
+    model on vLLM 0.26.0 unless ``envelope`` overrides a key), on :data:`GPU_MACHINE` or, with ``kind="cpu"``,
+    :data:`CPU_MACHINE` (``machine`` names another), ``units`` of the rows plus ``engine_start_s``, and ``rows``
+    as results. A fresh copy each call: tests may edit it."""
+    machine = machine or {"gpu": GPU_MACHINE, "cpu": CPU_MACHINE}[kind]
     return copy.deepcopy(
         {
             "schema": 1,
@@ -363,6 +367,6 @@ def phases_receipt(kind="gpu", ttft=(20.0, 110.0, 450.0), tpot=17.0, tpot_4096=1
         "phases",
         rows,
         phases.SPEC.units,
-        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
+        kind=kind,
         settings={"repeats": 3, "max_num_batched_tokens": 2048},
     )

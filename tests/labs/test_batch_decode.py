@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, claims_passed, make_receipt
+from conftest import CPU_MACHINE, claims_passed, make_receipt
 from infercourse import labs
 from infercourse.labs import batch_decode
 
@@ -29,7 +29,7 @@ def _receipt(kind="gpu", steps=((1, 20.0), (8, 21.0), (64, 28.0)), preempted=(0,
         "batch_decode",
         rows,
         batch_decode.SPEC.units,
-        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
+        kind=kind,
         max_model_len=2048,
         settings={"prompt_len": 512, "output_len": 128, "matmul_params": 7_070_619_136},
     )

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, claims_passed, make_receipt
+from conftest import claims_passed, make_receipt
 from infercourse import figures, labs, snippets
 from infercourse.labs import chunked_prefill as cp
 
@@ -98,7 +98,7 @@ def _receipt(rows=None, kind="cpu") -> dict:
         "chunked_prefill",
         rows,
         SPEC.units,
-        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
+        kind=kind,
         settings=SETTINGS,
     )
 

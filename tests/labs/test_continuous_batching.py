@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, claims_passed, lab_refusal, make_receipt
+from conftest import GPU_MACHINE, claims_passed, lab_refusal, make_receipt
 from infercourse import figures, labs, snippets
 
 SPEC = labs.spec("continuous_batching")
@@ -90,7 +90,7 @@ def _receipt(static=None, continuous=None, kind="cpu", online=(), **settings) ->
         "continuous_batching",
         rows,
         UNITS,
-        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
+        kind=kind,
         settings={
             "seed": 0,
             "requests": 12,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, claims_passed, lab_refusal, make_receipt
+from conftest import claims_passed, lab_refusal, make_receipt
 from infercourse import labs
 
 SPEC = labs.spec("fleet_routing")
@@ -46,7 +46,7 @@ def _receipt(rows=None, kind="cpu") -> dict:
         "fleet_routing",
         _rows() if rows is None else rows,
         SPEC.units,
-        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
+        kind=kind,
         settings=SETTINGS,
     )
 

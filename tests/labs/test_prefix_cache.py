@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import CPU_MACHINE, GPU_MACHINE, claims_passed, make_receipt
+from conftest import claims_passed, make_receipt
 from infercourse import labs, snippets
 
 SPEC = labs.spec("prefix_cache")
@@ -53,7 +53,7 @@ def _receipt(kind="cpu", requests=8, cached=None, queries=None, hits=None, first
         "prefix_cache",
         rows,
         SPEC.units,
-        machine=GPU_MACHINE if kind == "gpu" else CPU_MACHINE,
+        kind=kind,
         settings={"block_size": 128, "num_gpu_blocks": 40, "requests": requests, "output_tokens": 4},
     )
 
