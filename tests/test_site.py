@@ -524,3 +524,20 @@ def test_serve_caches_have_one_switch(monkeypatch):
     finally:
         for owner, name, f in saved:
             setattr(owner, name, f)
+
+
+def test_each_listing_line_carries_its_indentation():
+    """hooks/listings.py: the count of a line's leading spaces, the one thing CSS cannot read (extra.css indents a
+    wrapped line's continuation past it); a line without leading spaces, or outside a listing, is left alone."""
+    hook = load_hook("listings")
+    html = (
+        '<span id="__span-0-1"><span class="linenos" data-linenos=" 1 "></span>def f():\n</span>'
+        '<span id="__span-0-2"><span class="linenos" data-linenos=" 2 "></span>        return 1\n</span>'
+        '<span id="__span-3-7">    x = 1\n</span><p>    text</p>'
+    )
+    assert hook.indent_lines(html) == (
+        '<span id="__span-0-1"><span class="linenos" data-linenos=" 1 "></span>def f():\n</span>'
+        '<span id="__span-0-2" style="--i:8ch"><span class="linenos" data-linenos=" 2 "></span>'
+        "        return 1\n</span>"
+        '<span id="__span-3-7" style="--i:4ch">    x = 1\n</span><p>    text</p>'
+    )
