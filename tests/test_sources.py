@@ -121,3 +121,36 @@ def test_the_citation_check_can_fail():
     assert citation_problems("x.py", "# checked in the project's FACTS.md")
     assert citation_problems("x.md", "see `snippets/labs/no_such_lab.py`")
     assert not citation_problems("x.md", "see `snippets/labs/phases.py` and `snippets/labs/<lab>.py`")
+
+
+VLLM_CITATION = re.compile(r"^vLLM 0\.26\.0, `([^`]+)`:(\d+)(?:-(\d+))?$")
+WHEEL_026 = next((ROOT / ".cache" / "wheels").glob("vllm-0.26.0-*.whl"), None)
+
+
+def citation_misses(citations: list[tuple[str, int, int]], files: dict[str, int]) -> list[str]:
+    """The citations ``(path, first line, last line)`` that ``files`` (path -> its number of lines) cannot hold."""
+    return [
+        f"{path}:{first}-{last}" + (" (no such file)" if path not in files else f" (the file has {files[path]} lines)")
+        for path, first, last in citations
+        if path not in files or not 1 <= first <= last <= files[path]
+    ]
+
+
+@pytest.mark.skipif(WHEEL_026 is None, reason="the vllm 0.26.0 wheel is not in .cache/wheels/ (`make vllm-signatures`)")
+def test_every_vllm_citation_names_lines_the_0_26_0_wheel_has():
+    """A fact read in vLLM 0.26.0's source (``registry.vllm_source``) names a file of the wheel learners install and
+    lines that file has: a citation copied from another release, or a typo in a path, fails here."""
+    import zipfile
+
+    citations = [
+        (m[1], int(m[2]), int(m[3] or m[2]))
+        for fact in registry.facts()
+        if (m := VLLM_CITATION.match(fact.source.where))
+    ]
+    assert len(citations) > 30, f"only {len(citations)} facts cite vLLM 0.26.0's source: the pattern drifted"
+    with zipfile.ZipFile(WHEEL_026) as zf:
+        wanted = {path for path, _, _ in citations}
+        files = {name: zf.read(name).count(b"\n") + 1 for name in zf.namelist() if name in wanted}
+    assert not citation_misses(citations, files), citation_misses(citations, files)
+    # the check can fail: a file the wheel lacks, and lines past a file's end
+    assert citation_misses([("vllm/no_such.py", 1, 2), ("vllm/envs.py", 1, 10**6)], files | {"vllm/envs.py": 900})
