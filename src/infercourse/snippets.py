@@ -18,6 +18,18 @@ from typing import Any
 SNIPPETS_DIR = Path(__file__).resolve().parents[2] / "snippets"
 
 
+def _file(relative_path: str) -> Path:
+    """The file ``snippets/<relative_path>``.
+
+    Raises:
+        FileNotFoundError: no such file.
+    """
+    path = SNIPPETS_DIR / relative_path
+    if not path.is_file():
+        raise FileNotFoundError(f"no snippet at {path}; paths are relative to {SNIPPETS_DIR}")
+    return path
+
+
 def load(relative_path: str) -> ModuleType:
     """Import ``snippets/<relative_path>`` and return the module (its ``__main__`` block does not run).
 
@@ -35,8 +47,7 @@ def load(relative_path: str) -> ModuleType:
             return importlib.import_module(path.name)
         finally:
             sys.path.remove(str(path.parent))
-    if not path.is_file():
-        raise FileNotFoundError(f"no snippet at {path}; paths are relative to {SNIPPETS_DIR}")
+    path = _file(relative_path)
     name = "snippet_" + relative_path.replace("/", "_").removesuffix(".py")
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -64,11 +75,8 @@ def constants(relative_path: str) -> dict[str, Any]:
     Raises:
         FileNotFoundError: no such snippet file.
     """
-    path = SNIPPETS_DIR / relative_path
-    if not path.is_file():
-        raise FileNotFoundError(f"no snippet at {path}; paths are relative to {SNIPPETS_DIR}")
     found = {}
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    for node in ast.parse(_file(relative_path).read_text(encoding="utf-8")).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             try:
                 found[node.targets[0].id] = ast.literal_eval(node.value)
@@ -111,10 +119,7 @@ def excerpts(relative_path: str) -> str:
         FileNotFoundError: no such snippet file.
         ValueError: the file marks no section.
     """
-    path = SNIPPETS_DIR / relative_path
-    if not path.is_file():
-        raise FileNotFoundError(f"no snippet at {path}; paths are relative to {SNIPPETS_DIR}")
-    text = path.read_text(encoding="utf-8")
+    text = _file(relative_path).read_text(encoding="utf-8")
     starts = {m.group(1): text.count("\n", 0, m.start()) + 2 for m in SECTION_START.finditer(text)}
     if not starts:
         raise ValueError(

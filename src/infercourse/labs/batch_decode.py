@@ -208,7 +208,15 @@ def receipts_roofline_svg(receipts: Sequence[Receipt]) -> str:
             "<p><em>None yet: the first GPU receipt of this lab is drawn here against its GPU's roofline "
             "(CPU receipts are not).</em></p>"
         )
-    fig, ax = figures.subplots(salt="batch-decode-receipts", figsize=(7, 4.2))
+    return (
+        '<div class="course-figure">'
+        + figures.plot_svg(lambda ax: _receipts_plot(ax, drawn), salt="batch-decode-receipts", figsize=(7, 4.2))
+        + "</div>"
+    )
+
+
+def _receipts_plot(ax, drawn: list[tuple[Receipt, GPUFacts]]) -> None:
+    """Each receipt's measured points on its GPU's roofline, on the matplotlib axes ``ax``."""
     for receipt, facts in drawn:
         points = measured_points(receipt)
         ridge = facts.bf16_dense_tflops / facts.bandwidth_gb_s * 1e3  # FLOP/byte
@@ -231,7 +239,6 @@ def receipts_roofline_svg(receipts: Sequence[Receipt]) -> str:
     ax.set(xlabel="weight-matmul intensity 2B/b (FLOP/byte)", ylabel="matmul TFLOP/s (BF16 dense)")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="upper left")
-    return '<div class="course-figure">' + figures.svg_text(fig) + "</div>"
 
 
 SPEC = lab_spec(

@@ -244,7 +244,7 @@ P.facts(
 
 
 def _floors_plot(ax) -> None:
-    """SVG: the matmuls' floor per decode step against the batch on the RTX 4090, one line per format."""
+    """The matmuls' floor per decode step against the batch on the RTX 4090, one line per format."""
     batches = list(range(1, 513))
     for fmt_name, label in (("bf16", "BF16 (W16A16)"), ("fp8", "FP8 (W8A8)"), ("awq", "AWQ 4-bit (W4A16)")):
         ax.plot(
@@ -262,7 +262,7 @@ def _floors_plot(ax) -> None:
 
 
 def _memory_plot(ax) -> None:
-    """SVG: the 24 GB card's memory per format: weights, the assumed reserve, KV cache, and what u leaves unused."""
+    """The 24 GB card's memory per format: weights, the assumed reserve, KV cache, and what u leaves unused."""
     names = [f"{label}\n{tokens[f]:,} KV tokens" for label, f in zip(("BF16", "FP8", "AWQ"), FORMATS, strict=True)]
     parts = [
         ("weights", [weights[f] for f in FORMATS]),
