@@ -13,7 +13,8 @@ every Python file in ``snippets/labs/`` (each lab and the shared ``labkit/`` pac
   returned value is an ``LLM``; ``SamplingParams(...)`` keywords: its fields; ``**kwargs`` in such a
   call cannot be checked and is refused (but in ``start_llm`` itself, whose callers are checked);
 - methods called on an ``LLM`` instance and their keywords;
-- attributes read from what ``generate``/``chat`` return (``RequestOutput``), and from any
+- attributes read from what ``generate``/``chat`` return (``RequestOutput``: through a name, an index,
+  a ``for`` loop's or a comprehension's variable), and from any
   ``.metrics`` (``RequestStateStats``);
 - attribute chains from an ``LLM`` (or a name bound to one, ``engine = llm.llm_engine``) through
   ``LLMEngine``, ``VllmConfig`` and its config classes: a missing attribute, or one that exists
@@ -28,7 +29,11 @@ every Python file in ``snippets/labs/`` (each lab and the shared ``labkit/`` pac
 - keys read from ``vllm:cache_config_info``'s labels;
 - keys of the ``speculative_config`` dict of ``LLM``/``EngineArgs`` (a dict literal, ``dict(...)``,
   ``d[key] = ...`` / ``d.update(...)`` on a name, or what a function of the file returns): each a
-  field of ``SpeculativeConfig``; keys that cannot be followed to literals are refused;
+  field of ``SpeculativeConfig``; keys that cannot be followed to literals are refused; so are the keys
+  of the JSON given to ``--speculative-config`` (a string constant, ``json.dumps`` of a dict, a command
+  line in the text), which must parse;
+- in every text (docstrings, comments, pages, README): the keywords of an ``LLM(...)``,
+  ``SamplingParams(...)`` or ``EngineArgs(...)`` call written out (:func:`prose_call_problems`);
 - against the GPU release only: every regex given to ``re.*`` and every text looked for with ``in``
   / ``startswith`` / ``endswith`` (two words or more) must match a message vLLM logs or raises,
   rendered with sample values; a pattern with no literal word (a date) is structural and skipped,
@@ -88,10 +93,69 @@ def load_surfaces() -> dict[str, dict]:
     return found
 
 
+SPECULATIVE_FLAG = "--speculative-config"
+SPECULATIVE_JSON = re.compile(SPECULATIVE_FLAG + r"""(?:=|\s+)(['"]?)(\{.*?\})\1(?:\s|`|$)""")
+"""The JSON a command line gives ``--speculative-config`` (quoted or not), e.g. ``'{"method": "ngram"}'``."""
+
+
+def speculative_json_problems(value: str, fields: list[str]) -> list[str]:
+    """Problems of one ``--speculative-config`` value: not a JSON object, or a key that is not a field of
+    this vLLM's ``SpeculativeConfig`` (vLLM parses the flag with ``json.loads`` and builds the config from it)."""
+    try:
+        config = json.loads(value)
+    except json.JSONDecodeError as exc:
+        return [f"{SPECULATIVE_FLAG} {value!r} is not JSON ({exc.msg}); write it as '{{\"method\": ...}}'"]
+    if not isinstance(config, dict):
+        return [f"{SPECULATIVE_FLAG} {value!r} is not a JSON object"]
+    return speculative_json_key_problems(config, fields)
+
+
+def speculative_json_key_problems(keys, fields: list[str]) -> list[str]:
+    """The keys of a ``--speculative-config`` object that are not fields of ``SpeculativeConfig``."""
+    return [
+        f"{SPECULATIVE_FLAG} has no key {key!r}: not a field of this vLLM's SpeculativeConfig{_close(key, fields)}"
+        for key in keys
+        if key not in fields
+    ]
+
+
+def speculative_flag_problems(tree: ast.Module, fields: list[str], where: str) -> list[str]:
+    """The value after ``"--speculative-config"`` in a list, a tuple or a call's arguments (a ``vllm_cli``
+    command line): a JSON string followed to its constants, or ``json.dumps({...})`` of a dict literal."""
+    values, problems = _Values(tree), []
+    for node in ast.walk(tree):
+        seq = node.elts if isinstance(node, (ast.List, ast.Tuple)) else node.args if isinstance(node, ast.Call) else []
+        for flag, value in itertools.pairwise(seq):
+            if not (isinstance(flag, ast.Constant) and flag.value == SPECULATIVE_FLAG):
+                continue
+            bound = [value]
+            if isinstance(value, ast.Name):  # cfg = json.dumps({...}); [..., "--speculative-config", cfg]
+                bound += [n for kind, n, pos in values._bindings(value.id, values.scope(value)) if kind == "value"]
+            found = []
+            for expr in bound:
+                if isinstance(expr, ast.Call) and _call_name(expr.func) == "dumps" and expr.args:
+                    config = expr.args[0]
+                    dicts = values.rows(config, 0) if isinstance(config, ast.Name) else [config]
+                    keys = [
+                        k for d in dicts if isinstance(d, ast.Dict) for key in d.keys if key for k in values.of(key)
+                    ]
+                    found += speculative_json_key_problems(keys, fields)
+                elif not isinstance(expr, ast.Name):
+                    texts = [v for v in values.of(expr) if isinstance(v, str)]
+                    found += [p for text in texts for p in speculative_json_problems(text, fields)]
+            problems += [f"{where}:{value.lineno}: {p}" for p in dict.fromkeys(found)]
+    return problems
+
+
 def check_text(text: str, surface: dict, where: str = "<text>") -> list[str]:
-    """Problems in command lines and deprecated entry points anywhere in ``text``."""
+    """Problems in command lines (their ``--speculative-config`` JSON too) and deprecated entry points
+    anywhere in ``text``."""
     problems = []
     for lineno, line in enumerate(text.splitlines(), 1):
+        if COMMAND_LINE.match(line):
+            for m in SPECULATIVE_JSON.finditer(line):
+                fields = surface["speculative_config_fields"]
+                problems += [f"{where}:{lineno}: {p}" for p in speculative_json_problems(m.group(2), fields)]
         for pattern, message in DEPRECATED.items():
             if re.search(pattern, line):
                 problems.append(f"{where}:{lineno}: {message}")
@@ -808,11 +872,37 @@ def _texts(source: str) -> list[tuple[int, str]]:
     return sorted(out)
 
 
+PROSE_CALL = re.compile(r"\b(LLM|SamplingParams|EngineArgs)\(([^()]*)\)")
+"""A constructor call written in prose (``SamplingParams(prompt_logprobs=0)`` in a docstring or a page)."""
+PROSE_KEYWORD = re.compile(r"(?<![\w.\"'])([A-Za-z_]\w*)\s*=(?!=)")
+
+
+def prose_keywords(surface: dict) -> dict[str, set[str]]:
+    """The keywords each constructor :data:`PROSE_CALL` finds takes in ``surface``: ``LLM`` its own and, as it
+    passes the rest on, ``EngineArgs``' fields; ``SamplingParams`` its fields."""
+    llm = set(surface["llm_init"]) | (set(surface["engine_args"]) if surface["llm_init_has_kwargs"] else set())
+    return {"LLM": llm, "SamplingParams": set(surface["sampling_params"]), "EngineArgs": set(surface["engine_args"])}
+
+
+def prose_call_problems(line: str, surface: dict) -> list[str]:
+    """Keywords of the ``LLM(...)``, ``SamplingParams(...)`` and ``EngineArgs(...)`` calls a line of prose
+    writes out that the release does not take (a call with nested brackets is not read)."""
+    known = prose_keywords(surface)
+    return [
+        f"{name}(): no keyword argument {kw!r}{_close(kw, known[name])}"
+        for m in PROSE_CALL.finditer(line)
+        for name in (m.group(1),)
+        for kw in PROSE_KEYWORD.findall(m.group(2))
+        if kw not in known[name]
+    ]
+
+
 def token_problems(text: str, surface: dict, where: str, python: bool = False) -> list[str]:
-    """Metric names (``vllm:...``) and ``VLLM_*`` environment variables in a text (in a Python
-    source: in its strings and comments)."""
+    """Metric names (``vllm:...``), ``VLLM_*`` environment variables and the keywords of constructor calls
+    written out (:func:`prose_call_problems`) in a text (in a Python source: in its strings and comments)."""
     problems = []
     for lineno, line in _texts(text) if python else enumerate(text.splitlines(), 1):
+        problems += [f"{where}:{lineno}: {problem}" for problem in prose_call_problems(line, surface)]
         for m in METRIC_TOKEN.finditer(line):
             problem = metric_problem(m.group(), surface["metrics"])
             if problem:
@@ -977,6 +1067,22 @@ class _Lab(ast.NodeVisitor):
         for stmt in (*node.body, *node.orelse):
             self.visit(stmt)
 
+    def _comprehension(self, node: ast.AST) -> None:
+        """``[o.text for o in llm.generate(...)]``: a target over an output list is an output too."""
+        for gen in node.generators:
+            self.visit(gen.iter)
+            if (isinstance(gen.iter, ast.Name) and gen.iter.id in self.output_lists) or self._kind_of(
+                gen.iter
+            ) == "output_lists":
+                self._bind(gen.target, "outputs")
+            for test in gen.ifs:
+                self.visit(test)
+        for part in ("elt", "key", "value"):
+            if hasattr(node, part):
+                self.visit(getattr(node, part))
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension
+
     # uses --------------------------------------------------------------------------------------
     def _keywords(self, node: ast.Call, allowed: set[str], what: str) -> None:
         for kw in node.keywords:
@@ -1100,6 +1206,7 @@ def check_source(source: str, surface: dict, where: str = "<lab>", reads_vllm_ou
     problems += token_problems(source, surface, where, python=True)
     problems += literal_value_problems(tree, surface["literal_args"], where)
     problems += speculative_key_problems(tree, surface["speculative_config_fields"], where)
+    problems += speculative_flag_problems(tree, surface["speculative_config_fields"], where)
     problems += label_key_problems(tree, surface["cache_config_info_labels"], where)
     if reads_vllm_output and checks_messages(surface):
         problems += message_problems(tree, source, surface["messages"], where)

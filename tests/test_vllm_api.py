@@ -570,3 +570,63 @@ def test_install_docs_match_the_wheels_cuda_major():
     shows CUDA 13.0 or newer)" and must not send learners to a CUDA 12 image."""
     problems = api.install_doc_problems(api.install_texts(), GPU["build"]["cudart_majors"][-1])
     assert problems == [], "install text contradicts the wheel's CUDA major:\n" + "\n".join(problems)
+
+
+BLIND_SPOTS = {
+    # a keyword misspelt in a call written out in a docstring, a comment or a page
+    "prose call": (
+        '"""Ask for `SamplingParams(prompt_logprob=0)`."""\n',
+        '"""Ask for `SamplingParams(prompt_logprobs=0)`."""\n',
+        "no keyword argument 'prompt_logprob'",
+    ),
+    "comment call": (
+        "# LLM(model=m, gpu_memory_utilisation=0.9)\n",
+        "# LLM(model=m, gpu_memory_utilization=0.9)\n",
+        "no keyword argument 'gpu_memory_utilisation'",
+    ),
+    # an output reached through a comprehension's variable
+    "comprehension": (
+        "from vllm import LLM\nllm = LLM(model='m')\nn = [o.num_cached_tokenz for o in llm.generate(['a'])]\n",
+        "from vllm import LLM\nllm = LLM(model='m')\nn = [o.num_cached_tokens for o in llm.generate(['a'])]\n",
+        "RequestOutput has no attribute 'num_cached_tokenz'",
+    ),
+    # the JSON of --speculative-config: a literal, json.dumps of a dict behind a name, a command line
+    "json literal": (
+        "flags = ['--speculative-config', '{\"methd\": \"ngram\"}']\n",
+        "flags = ['--speculative-config', '{\"method\": \"ngram\"}']\n",
+        "--speculative-config has no key 'methd'",
+    ),
+    "json dumps": (
+        "import json\ncfg = json.dumps({'method': 'ngram', 'num_speculative_token': 3})\n"
+        "flags = ['--speculative-config', cfg]\n",
+        "import json\ncfg = json.dumps({'method': 'ngram', 'num_speculative_tokens': 3})\n"
+        "flags = ['--speculative-config', cfg]\n",
+        "--speculative-config has no key 'num_speculative_token'",
+    ),
+    "json command line": (
+        '"""\n    vllm serve m --speculative-config \'{method: ngram}\'\n"""\n',
+        '"""\n    vllm serve m --speculative-config \'{"method": "ngram"}\'\n"""\n',
+        "is not JSON",
+    ),
+}
+"""Blind spots of the check named in issue 28 (item 9): ``(planted mistake, the same written right, what the
+problem says)``. Field names from vLLM 0.26.0's source: ``SamplingParams.prompt_logprobs``
+(``vllm/sampling_params.py``), ``LLM(gpu_memory_utilization=...)`` (``EngineArgs``),
+``RequestOutput.num_cached_tokens`` (``vllm/outputs.py``), ``SpeculativeConfig.method`` and
+``.num_speculative_tokens`` (``vllm/config/speculative.py``)."""
+
+
+@pytest.mark.parametrize("case", BLIND_SPOTS)
+def test_a_mistake_in_each_former_blind_spot_is_caught(case):
+    bad, good, expected = BLIND_SPOTS[case]
+    problems = api.check_source(bad, GPU, "x.py")
+    assert len(problems) == 1 and expected in problems[0], problems
+    assert api.check_source(good, GPU, "x.py") == []
+
+
+def test_a_page_writing_a_call_out_is_checked():
+    """Pages are prose: a call written there (0B's `LLM(..., disable_log_stats=False)`) is read too."""
+    page = "`LLM(..., disable_log_stat=False)` makes vLLM fill `RequestOutput.metrics`"
+    problems = api.token_problems(page, GPU, "0b.md")
+    assert len(problems) == 1 and "'disable_log_stat'" in problems[0], problems
+    assert api.token_problems(page.replace("stat=", "stats="), GPU, "0b.md") == []
