@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 export NO_MKDOCS_2_WARNING := 1  # silence the Material end-of-life banner in build logs
 
-.PHONY: serve build publish bench check lint test modelscope-wheel chromium node lock vendor clean labenv testmodels lock-gpu labs gpu-smoke labs-cpu notebooks lock-labs vllm-signatures mutation gpu-wheels
+.PHONY: serve build publish bench check lint test modelscope-wheel chromium node lock vendor clean labenv testmodels lock-gpu labs fetch-models gpu-smoke labs-cpu notebooks lock-labs vllm-signatures mutation gpu-wheels
 
 # --- environments -------------------------------------------------------------------------
 # The docs/test environment, made from the lock of exact versions. Rebuilt when the lock changes.
@@ -131,6 +131,10 @@ testmodels: $(MODELS_STAMP)
 labs:
 	$(LAB_PYTHON) scripts/run_labs.py --model $(MODEL) --load-format $(LOAD_FORMAT)
 
+# Download every hub model the labs load (or LAB's), resumable, before any lab runs: make fetch-models [LAB=quant_nll]
+fetch-models:
+	$(LAB_PYTHON) scripts/run_labs.py --fetch $(if $(LAB),--lab $(LAB))
+
 # A GPU session with a time limit (a lent or rented box, no hub needed): every lab that fits SMOKE_BUDGET_S
 # seconds, shortest first, on the 7B config with random weights; receipts under OUT (default receipts/).
 #   make gpu-smoke [SMOKE_BUDGET_S=540] [EAGER=1] [OUT=$$OUT] [DRY_RUN=1: only list the labs and their estimates]
@@ -177,6 +181,8 @@ lock-labs:
 # Re-extract the committed vLLM API signatures (scripts/vllm_api/) from the pinned wheels (needs PyPI, ~300 MB).
 vllm-signatures: $(LABSTAMP)
 	$(LABBIN)/python scripts/vllm_signatures.py --fetch
+	$(LABBIN)/python scripts/vllm_citations.py --wheel "$$(ls .cache/wheels/vllm-0.26.0-*.whl | head -1)" \
+		--site-packages "$$(ls -d .venv-labs/lib/python3*/site-packages)"
 
 # --- maintainer tools ---------------------------------------------------------------------
 # Re-solve the lock from pyproject.toml (needs PyPI).

@@ -6,6 +6,7 @@ On a GPU box (AutoDL RTX 4090 or any NVIDIA card with driver 580 or newer):
     python scripts/run_labs.py --check                   # driver, GPUs, free memory and disk: what is wrong
     pip install -r requirements-labs-gpu.lock             # vLLM 0.26.0 and its CUDA 13 torch
     export VLLM_USE_MODELSCOPE=True                      # only if Hugging Face is slow or blocked
+    python scripts/run_labs.py --fetch                   # every model the labs load, resumable (make fetch-models)
     python scripts/run_labs.py                           # or: make labs
     git add receipts/ && git commit -m "Receipts: <GPU>"  # receipts/<machine-slug>/<lab>.json
 
@@ -32,6 +33,10 @@ A GPU session with a time limit (``make gpu-smoke``): ``--budget SECONDS`` runs 
 no longer fits what is left (each lab's timeout is also cut to it); ``--dry-run`` only lists every lab with
 its estimate and whether it fits; ``--eager`` passes ``--enforce-eager`` to every lab (no CUDA-graph capture:
 faster starts, slower steps).
+
+``--fetch`` downloads the hub models the chosen labs load (each lab's ``--model`` and the other models its
+script names: 3A's AWQ checkpoint, 6A's draft) through ModelScope's or Hugging Face's client, with progress and
+resuming a broken download, and runs no lab: a lab's time limit is then not spent downloading.
 
 A receipt that exists is never replaced without ``--force``: the new one is kept beside it as
 ``<lab>.json.new`` (git ignores that name; compare the two, then rerun with ``--force`` or rename it).
@@ -131,6 +136,65 @@ def lab_model(lab: str, model: str | None) -> str:
         return model or own
     folder = Path(model).expanduser()
     return str(folder.parent / config_only_folder(own)) if folder.is_dir() else own
+
+
+def hub_models(names: list[str], model: str | None) -> list[str]:
+    """The hub ids the labs ``names`` load, each once, in lab order: each lab's ``--model`` (:func:`lab_model`)
+    and every other model its script declares (``infercourse.labs.lab_models``: lab 3A's AWQ checkpoint, lab
+    6A's draft). A local folder is not a hub id and is left out."""
+    from infercourse import labs
+
+    found = [name for lab in names for name in (lab_model(lab, model), *labs.lab_models(lab)[1:])]
+    return list(dict.fromkeys(name for name in found if "/" in name and not Path(name).expanduser().is_dir()))
+
+
+def download_problem(models: list[str], env: dict[str, str]) -> str | None:
+    """One line when the disk of the hub cache vLLM reads (:func:`infercourse.autodl.model_cache` under ``env``)
+    cannot hold the BF16 weights of ``models`` (those the registry knows; another is not sized), less the bytes
+    the cache holds already (a finished or half-done download resumes), else None."""
+    from infercourse import autodl, registry, transformer
+
+    cache = autodl.model_cache(env)
+    held = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) if cache.is_dir() else 0
+    need_bytes = sum(transformer.weight_bytes(registry.model(m).config) for m in models if m in registry.MODELS) - held
+    return autodl.disk_problem(cache, need_bytes) if need_bytes > 0 else None
+
+
+def fetch(names: list[str], model: str | None, dry_run: bool) -> int:
+    """``--fetch``: download every hub model the labs ``names`` load (:func:`hub_models`) before any lab runs, so
+    no lab spends its time limit downloading. Through ModelScope's client when ``VLLM_USE_MODELSCOPE`` is true,
+    else Hugging Face's (:func:`infercourse.autodl.download_command`), into the cache vLLM then reads; each
+    download shows the client's progress and resumes where a broken one stopped. ``dry_run``: print the
+    commands only. Exit status 0 when every download finished; 1 when one failed (the rest are not tried);
+    2 when the disk cannot hold them or the client is not installed (one ``error: ...`` line each)."""
+    from infercourse import autodl
+
+    hub = "modelscope" if os.environ.get("VLLM_USE_MODELSCOPE", "").lower() == "true" else "huggingface"
+    commands = [autodl.download_command(m, hub) for m in hub_models(names, model)]
+    if not commands:
+        print("nothing to fetch: these labs load only local folders")
+        return 0
+    for command in commands:
+        print(" ".join(command), flush=True)
+    if dry_run:
+        return 0
+    tool = commands[0][0]
+    problem = download_problem([c[-1] for c in commands], dict(os.environ))
+    if not shutil.which(tool):
+        problem = (
+            f"`{tool}` is not installed: install the labs' packages first (pip install -r requirements-labs-gpu.lock)"
+        )
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    for command in commands:
+        if subprocess.run(command).returncode != 0:
+            print(
+                f"error: `{' '.join(command)}` failed; run it again (it resumes), then `--fetch` again", file=sys.stderr
+            )
+            return 1
+    print(f"fetched {len(commands)} model(s); the labs now start without downloading")
+    return 0
 
 
 def lab_env(cpu: bool) -> dict[str, str]:
@@ -292,7 +356,7 @@ def check(python: str, names: list[str], named: bool, model: str | None, load_fo
     """``--check``: :func:`preflight` printed; then, on a GPU box, what the labs ``names`` need of it: as many GPUs
     as each lab uses at once (its spec's ``LabWork.gpus``) and, unless ``load_format`` is ``dummy``, free disk in
     the hub cache vLLM downloads into (:func:`infercourse.autodl.model_cache`) for the BF16 weights of the hub
-    models they load (:func:`lab_model`; a local folder needs none), less the bytes the cache holds already (a
+    models they load (:func:`hub_models`; a local folder needs none), less the bytes the cache holds already (a
     resumed or finished download). Exit status 2, each problem one
     ``error: ...`` line on stderr, when something is wrong. A lab that needs more GPUs than the machine has is
     an error when ``named`` (``--lab``), else a ``note:`` line (the other labs still run)."""
@@ -305,8 +369,6 @@ def check(python: str, names: list[str], named: bool, model: str | None, load_fo
     problems = [problem] if problem else []
     gpus = _labkit().gpu_count()
     if gpus:  # a GPU box: what these labs need of it
-        from infercourse import autodl, registry, transformer
-
         for lab in names:
             need = _harness().spec(lab).work.gpus
             if need > gpus:
@@ -315,15 +377,9 @@ def check(python: str, names: list[str], named: bool, model: str | None, load_fo
                     problems.append(line)
                 else:
                     print(f"note: {line}; the other labs run here")
-        models = {lab_model(lab, model) for lab in names}
-        hub = [m for m in models if m in registry.MODELS and not Path(m).expanduser().is_dir()]
-        if hub and load_format != "dummy":  # what the cache holds already counts as downloaded (a resumed download)
-            cache = autodl.model_cache(os.environ)
-            held = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) if cache.is_dir() else 0
-            need_bytes = sum(transformer.weight_bytes(registry.model(m).config) for m in hub) - held
-            disk = autodl.disk_problem(cache, need_bytes) if need_bytes > 0 else None
-            if disk:
-                problems.append(disk)
+        disk = download_problem(hub_models(names, model), dict(os.environ)) if load_format != "dummy" else None
+        if disk:
+            problems.append(disk)
     for line in problems:
         print(f"error: {line}", file=sys.stderr)
     if problems:
@@ -354,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--budget", type=float, help="seconds for the whole run: a lab whose estimate no longer fits is skipped"
     )
+    p.add_argument(
+        "--fetch", action="store_true", help="only download the hub models these labs load (resumable), run none"
+    )
     p.add_argument("--dry-run", action="store_true", help="list the labs with their estimates; run nothing")
     p.add_argument("--eager", action="store_true", help="pass --enforce-eager to every lab (no CUDA graphs)")
     p.add_argument("--force", action="store_true", help="replace existing receipts (default: keep both)")
@@ -382,6 +441,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.check:
         return check(args.python, names, bool(args.only), args.model, args.load_format)
+    if args.fetch:
+        if args.load_format == "dummy":
+            print("error: --fetch with --load-format dummy: random weights need no download", file=sys.stderr)
+            return 2
+        return fetch(names, args.model, args.dry_run)
     out = args.out or (ROOT / ".cache" / "receipts" if args.cpu else ROOT / "receipts")
 
     estimates = {} if stand_in else {lab: labbox.lab_minutes(lab)["run"] * 60 for lab in names}  # s, no download

@@ -66,8 +66,11 @@ if not on_gpu and not CPU:
 if problem and problem.startswith(labkit.NOT_INSTALLED) and INSTALL and on_gpu:
     print("vLLM is not installed yet: the next cell installs it")
     problem = None
-if not problem and DOWNLOAD:  # the whole model's bytes: a resumed download needs less
-    problem = autodl.disk_problem(autodl.DATA_DISK, transformer.weight_bytes(registry.model(MODEL_ID).config))
+if not problem and DOWNLOAD:  # every model's whole bytes (those the registry sizes): a resumed download needs less
+    models = [m for m in run_labs.hub_models([LAB], MODEL_ID) if m in registry.MODELS]
+    problem = autodl.disk_problem(
+        autodl.DATA_DISK, sum(transformer.weight_bytes(registry.model(m).config) for m in models)
+    )
     problem = problem and f"{problem} (downloaded already? then set DOWNLOAD = False)"
 if problem:
     raise labnotebook.Stop(problem)
@@ -86,16 +89,19 @@ if INSTALL and not CPU:  # the CPU build comes from `make labenv`
 # %% [markdown]
 # ## 3. The model
 #
-# `MODEL_ID` from ModelScope (or Hugging Face: `HUB = "huggingface"`) into the hub's cache, which this
-# cell puts on the data disk with every other cache (vLLM's own downloads too): the system disk is small.
-# The lab then loads the same id and vLLM finds the files there. The `$` line is the same command for a
-# terminal; run again, it keeps the files already fetched.
+# `MODEL_ID`, and any other model the lab script names (a draft model, a quantised checkpoint), from
+# ModelScope (or Hugging Face: `HUB = "huggingface"`) into the hub's cache, which this cell puts on the
+# data disk with every other cache (vLLM's own downloads too): the system disk is small. The lab then loads
+# the same ids and vLLM finds the files there, so its time limit is not spent downloading. The `$` lines are
+# the same commands for a terminal (`python scripts/run_labs.py --fetch --lab LAB` runs them all); run
+# again, they keep the files already fetched.
 
 # %%
 if not CPU:  # the caches on the data disk, for this download and for what the lab's vLLM fetches
     os.environ.update(autodl.hub_env(HUB))
 if DOWNLOAD:
-    labnotebook.stream(autodl.download_command(MODEL_ID, HUB))
+    for model_id in run_labs.hub_models([LAB], MODEL_ID):
+        labnotebook.stream(autodl.download_command(model_id, HUB))
 
 # %% [markdown]
 # ## 4. The lab

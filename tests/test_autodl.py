@@ -201,3 +201,18 @@ def test_receipts_page_shows_every_committed_receipt_and_labels_the_cpu_ones(sit
             rows = [e for e in body if e.name == "table"][-1].select("tbody tr")
             assert len(rows) == sum(len(labs.load_receipt(p)["results"]) for p in cpu), lab
     assert "python scripts/check_receipts.py" in text and "pull request" in text
+
+
+def test_the_download_table_lists_every_model_the_lab_scripts_load_once():
+    """Read from the scripts (``labs.lab_models``): 6A's draft and 8A's model are one download. Sizes by hand:
+    Qwen2.5-0.5B's 494,032,768 parameters (its config: 24 layers, hidden 896, MLP 4,864, 151,936-token tied
+    embedding) x 2 B = 988,065,536 B; Qwen2.5-7B's 7,615,616,512 x 2 B = 15,231,233,024 B."""
+    v = {k: x.value for k, x in values_for("autodl.md").items()}
+    assert [(d["model"], d["who"]) for d in v["downloads"]] == [
+        ("Qwen/Qwen2.5-7B-Instruct", "every other lab"),
+        ("Qwen/Qwen2.5-7B-Instruct-AWQ", "lab 3A"),
+        ("Qwen/Qwen2.5-0.5B-Instruct", "labs 6A, 8A"),
+        ("allenai/OLMoE-1B-7B-0924-Instruct", "lab 7B"),
+    ]
+    assert v["downloads"][0]["bytes"] == 15_231_233_024 and v["downloads"][2]["bytes"] == 988_065_536
+    assert v["extra_download_labs"] == "3A, 6A, 7B and 8A"

@@ -262,3 +262,75 @@ def test_gpu_smoke_installs_from_a_folder_of_wheels_with_no_index(tmp_path):
     assert done.stdout.splitlines()[0].split()[:2] == ["lab", "estimate"]  # the dry run's table followed
     shown = subprocess.run([python, "-m", "pip", "show", "modelscope-hub"], capture_output=True, text=True)
     assert "Version: 0.5.1" in shown.stdout and str(site) in shown.stdout
+
+
+FAKE_HUB_CLIENT = """#!/bin/sh
+# a stand-in for `hf` / `modelscope`: records its words; fails for a model named in FAIL_ON
+echo "$(basename "$0") $*" >> "$LOG"
+[ "$2" = "$FAIL_ON" ] && exit 3
+echo "downloaded $2"
+"""
+
+
+def _fetch(tmp_path, *args: str, clients=("hf", "modelscope"), **env: str) -> subprocess.CompletedProcess:
+    """``run_labs.py --fetch`` with stand-in hub clients (:data:`FAKE_HUB_CLIENT`) on PATH, a hub cache in
+    ``tmp_path``; ``env`` adds to the environment."""
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    for name in clients:
+        client = tmp_path / "bin" / name
+        client.write_text(FAKE_HUB_CLIENT)
+        client.chmod(0o755)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "run_labs.py"), "--fetch", *args],
+        env={
+            "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "HF_HUB_CACHE": str(tmp_path / "hub"),
+            "LOG": str(tmp_path / "log"),
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_fetch_downloads_every_model_the_labs_load_before_any_runs(tmp_path):
+    # lab 3A loads the course model and the AWQ checkpoint its script names (AWQ_MODEL); the dry run prints
+    # the downloads and starts none
+    done = _fetch(tmp_path, "--lab", "quant_nll", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == [
+        "hf download Qwen/Qwen2.5-7B-Instruct",
+        "hf download Qwen/Qwen2.5-7B-Instruct-AWQ",
+    ]
+    assert not (tmp_path / "log").exists()
+    # labs 6A and 8A both load Qwen2.5-0.5B (6A's draft, 8A's model): one download, through ModelScope's client
+    # when vLLM is told to use it
+    done = _fetch(tmp_path, "--lab", "spec_decode", "--lab", "fleet_routing", VLLM_USE_MODELSCOPE="True")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "log").read_text().splitlines() == [
+        "modelscope download Qwen/Qwen2.5-7B-Instruct",
+        "modelscope download Qwen/Qwen2.5-0.5B-Instruct",
+    ]
+    assert "downloaded Qwen/Qwen2.5-0.5B-Instruct" in done.stdout and "fetched 2 model(s)" in done.stdout
+
+
+def test_fetch_stops_at_a_failed_download_and_says_how_to_resume(tmp_path):
+    done = _fetch(tmp_path, "--lab", "spec_decode", FAIL_ON="Qwen/Qwen2.5-7B-Instruct")
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "error: `hf download Qwen/Qwen2.5-7B-Instruct` failed; run it again (it resumes), then `--fetch` again"
+    )
+    assert (tmp_path / "log").read_text().splitlines() == ["hf download Qwen/Qwen2.5-7B-Instruct"]  # 0.5B not tried
+
+
+def test_fetch_refuses_before_downloading_without_a_client_or_with_random_weights(tmp_path):
+    done = _fetch(tmp_path, "--lab", "fleet_routing", clients=())
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: `hf` is not installed: install the labs' packages first (pip install -r requirements-labs-gpu.lock)"
+    )
+    done = _fetch(tmp_path, "--load-format", "dummy")
+    assert done.returncode == 2 and "random weights need no download" in done.stderr
+    assert not (tmp_path / "log").exists()

@@ -178,8 +178,10 @@ def disk_problem(folder: str | Path, need_bytes: float) -> str | None:
     )
 
 
-DOWNLOAD_BLOCK = f"""{" ".join(download_command(COURSE_MODEL))}   # into $MODELSCOPE_CACHE, where vLLM looks for it"""
-"""The course's model, fetched once into the cache the labs read (so they keep ``--model``'s default)."""
+DOWNLOAD_BLOCK = f"""{" ".join(download_command(COURSE_MODEL))}   # into $MODELSCOPE_CACHE, where vLLM looks for it
+python scripts/run_labs.py --fetch          # or every model of every lab (table below); --lab NAME: one lab's"""
+"""The course's model, fetched once into the cache the labs read (so they keep ``--model``'s default), or every
+model the labs load (``run_labs.py --fetch``), so no lab spends its time limit downloading."""
 
 RUN_BLOCK = f"""tmux new -s {SESSION}                   # a session that outlives the browser tab
 cd {DATA_DISK}/infercourse

@@ -228,6 +228,7 @@ def lab_box(script: str, args: str = "") -> str:
     python scripts/run_labs.py --check            # driver, GPUs, free memory and disk: before any install
     pip install -r requirements-labs-gpu.lock      # vLLM {registry.VLLM_GPU_VERSION} and ModelScope's client
     export VLLM_USE_MODELSCOPE=True               # only if Hugging Face is slow or blocked
+    python scripts/run_labs.py --fetch --lab {name}   # its model(s), resumable, before the run
     python snippets/labs/{script} {args + " " if args else ""}--receipt receipts/rtx-4090/{name}.json{part_commands}
     ```
 """

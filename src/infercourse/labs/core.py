@@ -70,6 +70,20 @@ def lab_settings(lab: str) -> LabSettings:
     return LabSettings(lab, snippets.constants(f"labs/{lab}.py"))
 
 
+def lab_models(lab: str) -> tuple[str, ...]:
+    """The hub ids ``snippets/labs/<lab>.py`` loads with its default settings, each once: first its ``--model``
+    default (its constant ``MODEL``, else the course's :data:`~infercourse.registry.COURSE_MODEL`), then every
+    other model its script declares as a constant named ``*_MODEL`` (lab 3A's ``AWQ_MODEL``, lab 6A's
+    ``DRAFT_MODEL``). What ``run_labs.py --fetch`` downloads and the AutoDL page sizes.
+
+    Raises:
+        FileNotFoundError: no such lab.
+    """
+    values = lab_settings(lab)._values
+    declared = [v for k, v in values.items() if k.endswith("_MODEL") and isinstance(v, str)]
+    return tuple(dict.fromkeys([values.get("MODEL", COURSE_MODEL), *declared]))
+
+
 ROW_TYPES: Mapping[str, tuple[type, ...]] = {
     "int": (int,),
     "number": (int, float),

@@ -27,17 +27,26 @@ P.add("cache_env", [{"name": k, "path": path, "what": what} for k, (path, what) 
 P.add("modelscope_hub_version", autodl.MODELSCOPE_HUB_VERSION, "text")
 P.add("course_model", autodl.COURSE_MODEL, "text")
 
-# What the labs download, once each: the course's model in BF16, lab 3A's AWQ checkpoint, lab 6A's draft, lab
-# 7B's mixture of experts in BF16.
+# What the labs download, once each (labs.lab_models: each lab script's models): the course's model in BF16,
+# lab 3A's AWQ checkpoint, 6A's draft (8A's model too), 7B's mixture of experts in BF16.
 cfg = registry.model(autodl.COURSE_MODEL).config
 awq_model = snippets.constant("labs/quant_nll.py", "AWQ_MODEL")
-draft_model = snippets.constant("labs/spec_decode.py", "DRAFT_MODEL")
-moe_model = snippets.constant("labs/expert_coverage.py", "MODEL")
+lesson_codes = [lesson["code"] for lesson in course.live_lessons()]
+loaders: dict[str, list[str]] = {}
+for lab in sorted(labs.wired(), key=lambda lab: lesson_codes.index(labs.spec(lab).lesson)):
+    for model_id in labs.lab_models(lab):
+        loaders.setdefault(model_id, []).append(labs.spec(lab).lesson)
 downloads = [
-    (autodl.COURSE_MODEL, "every other lab", transformer.weight_bytes(cfg)),
-    (awq_model, "lab 3A", transformer.awq_weight_bytes(cfg, registry.AWQ_GROUP_SIZE)),
-    (draft_model, "lab 6A", transformer.weight_bytes(registry.model(draft_model).config)),
-    (moe_model, "lab 7B", transformer.weight_bytes(registry.model(moe_model).config)),
+    (
+        model_id,
+        "every other lab"
+        if model_id == autodl.COURSE_MODEL
+        else ("labs " if len(codes) > 1 else "lab ") + ", ".join(codes),
+        transformer.awq_weight_bytes(cfg, registry.AWQ_GROUP_SIZE)
+        if model_id == awq_model
+        else transformer.weight_bytes(registry.model(model_id).config),
+    )
+    for model_id, codes in sorted(loaders.items(), key=lambda item: item[0] != autodl.COURSE_MODEL)
 ]
 P.add(
     "downloads",
@@ -47,6 +56,8 @@ P.add(
 P.add("model_bytes", downloads[0][2], "B")
 download_bytes = P.add("download_bytes", sum(b for _, _, b in downloads), "B")
 extra_download_min = sum(b for _, _, b in downloads[1:]) / (rent.download_mb_s * 1e6) / 60
+extra_labs = sorted({code for model_id, codes in loaders.items() if model_id != autodl.COURSE_MODEL for code in codes})
+P.add("extra_download_labs", ", ".join(extra_labs[:-1]) + " and " + extra_labs[-1], "text")
 
 # Time and yuan: scripts/run_labs.py's estimate (labbox.lab_minutes), priced at the registry's rate.
 lesson_pages = {lesson["code"]: lesson["page"] for lesson in course.live_lessons()}  # in course order
