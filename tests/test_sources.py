@@ -3,13 +3,14 @@ each lesson's Facts used links into it, and nothing in the repository cites a fi
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 
 import pytest
 from bs4 import BeautifulSoup
 
-from conftest import ROOT
+from conftest import ROOT, load_script
 from infercourse import course, registry
 
 LESSONS = [lesson["page"] for p in course.parts() for lesson in p["lessons"] if lesson["page"]]
@@ -123,34 +124,64 @@ def test_the_citation_check_can_fail():
     assert not citation_problems("x.md", "see `snippets/labs/phases.py` and `snippets/labs/<lab>.py`")
 
 
-VLLM_CITATION = re.compile(r"^vLLM 0\.26\.0, `([^`]+)`:(\d+)(?:-(\d+))?$")
 WHEEL_026 = next((ROOT / ".cache" / "wheels").glob("vllm-0.26.0-*.whl"), None)
+LAB_SITE = ROOT / ".venv-labs" / "lib" / "python3.11" / "site-packages"
+CITATIONS = json.loads((ROOT / "src" / "infercourse" / "vllm_citations.json").read_text())
+vllm_citations = load_script("vllm_citations")
 
 
-def citation_misses(citations: list[tuple[str, int, int]], files: dict[str, int]) -> list[str]:
-    """The citations ``(path, first line, last line)`` that ``files`` (path -> its number of lines) cannot hold."""
-    return [
-        f"{path}:{first}-{last}" + (" (no such file)" if path not in files else f" (the file has {files[path]} lines)")
-        for path, first, last in citations
-        if path not in files or not 1 <= first <= last <= files[path]
-    ]
+def test_every_fact_citing_vllm_0_26_0_has_a_fingerprint_of_its_lines():
+    """``src/infercourse/vllm_citations.json`` (``scripts/vllm_citations.py``) holds every fact that cites vLLM
+    0.26.0's source, at the place the registry cites: a new or moved citation needs the script run again."""
+    cited = {f.id: c for f in registry.facts() if (c := registry.vllm_citation(f.source))}
+    assert len(cited) > 30, f"only {len(cited)} facts cite vLLM 0.26.0's source: the pattern drifted"
+    assert {k: v["cited"] for k, v in CITATIONS["facts"].items()} == {
+        k: f"{path}:{first}-{last}" for k, (path, first, last) in cited.items()
+    }, "run scripts/vllm_citations.py (make vllm-signatures)"
 
 
 @pytest.mark.skipif(WHEEL_026 is None, reason="the vllm 0.26.0 wheel is not in .cache/wheels/ (`make vllm-signatures`)")
-def test_every_vllm_citation_names_lines_the_0_26_0_wheel_has():
-    """A fact read in vLLM 0.26.0's source (``registry.vllm_source``) names a file of the wheel learners install and
-    lines that file has: a citation copied from another release, or a typo in a path, fails here."""
-    import zipfile
+@pytest.mark.skipif(not (LAB_SITE / "vllm").is_dir(), reason="no lab environment (`make labenv`)")
+def test_the_cited_lines_are_the_0_26_0_wheel_s_and_the_cpu_build_s_are_as_recorded():
+    """Re-read from the wheel: a fact citing another release's lines, a path the wheel lacks or lines past a
+    file's end fails; so does a cited line edited after the fingerprint was taken."""
+    assert vllm_citations.citations(WHEEL_026, LAB_SITE) == CITATIONS
+    # the check can fail: a citation one line off has another fingerprint; a file the wheel lacks is refused
+    text = "a\nb\nc\n"
+    assert vllm_citations.fingerprint(vllm_citations.cited_lines(text, 1, 2)) != vllm_citations.fingerprint(
+        vllm_citations.cited_lines(text, 2, 3)
+    )
+    with pytest.raises(ValueError, match="ends at line 4"):
+        vllm_citations.cited_lines(text, 2, 4)
 
-    citations = [
-        (m[1], int(m[2]), int(m[3] or m[2]))
-        for fact in registry.facts()
-        if (m := VLLM_CITATION.match(fact.source.where))
-    ]
-    assert len(citations) > 30, f"only {len(citations)} facts cite vLLM 0.26.0's source: the pattern drifted"
-    with zipfile.ZipFile(WHEEL_026) as zf:
-        wanted = {path for path, _, _ in citations}
-        files = {name: zf.read(name).count(b"\n") + 1 for name in zf.namelist() if name in wanted}
-    assert not citation_misses(citations, files), citation_misses(citations, files)
-    # the check can fail: a file the wheel lacks, and lines past a file's end
-    assert citation_misses([("vllm/no_such.py", 1, 2), ("vllm/envs.py", 1, 10**6)], files | {"vllm/envs.py": 900})
+
+def test_the_cpu_build_status_of_cited_lines():
+    cited = ["def f():", "    return 1"]
+    assert vllm_citations.cpu_status(cited, 1, "def f():\n    return 1\n") == "same lines"
+    assert vllm_citations.cpu_status(cited, 1, "# new\ndef f():\n    return 1\n") == "moved"
+    assert vllm_citations.cpu_status(cited, 1, "def f():\n    return 2\n") == "lines differ"
+    assert vllm_citations.cpu_status(cited, 1, None) == "no file"
+
+
+def test_each_behaviour_checked_beyond_its_citation_is_tied_to_its_test_or_lab():
+    """ADR-0009's ``CHECKS``: the name that ties a fact to its test or lab is in the fact's text and in that test's
+    function (an API-surface check) or that lab script (a CPU run); every fact it names cites vLLM 0.26.0."""
+    import ast
+
+    from infercourse.pages import adr_0009
+
+    facts = {f.id: f for f in registry.facts() if registry.vllm_citation(f.source)}
+    for fact_id, (how, where, name) in adr_0009.CHECKS.items():
+        fact = facts[fact_id]
+        assert name in f"{fact.what} {fact.value}", (fact_id, name)
+        path, _, function = where.partition("::")
+        text = (ROOT / path).read_text()
+        if how == "API surface":
+            node = next(n for n in ast.walk(ast.parse(text)) if getattr(n, "name", None) == function)
+            text = ast.get_source_segment(text, node)
+        else:
+            assert how == "CPU run" and path.startswith("snippets/labs/"), (fact_id, how, where)
+        assert name in text, (fact_id, where, name)
+    # the check can fail: a lab that does not read the name, and a fact whose text does not name it
+    assert "vllm:spec_decode_num_accepted_tokens" not in (ROOT / "snippets/labs/phases.py").read_text()
+    assert "prompt_lookup_m" not in facts["vllm-spec-counters"].value

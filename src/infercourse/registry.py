@@ -14,6 +14,7 @@ Every fact carries a :class:`Source` a reader can open, marked primary, secondar
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -63,6 +64,16 @@ def vllm_source(path: str, first: int, last: int | None = None, note: str = "") 
     lines = f"{first}" if last is None else f"{first}-{last}"
     anchor = f"#L{first}" if last is None else f"#L{first}-L{last}"
     return Source(f"vLLM 0.26.0, `{path}`:{lines}", _VLLM_TAG + path + anchor, "primary", note)
+
+
+VLLM_CITATION = re.compile(r"^vLLM 0\.26\.0, `([^`]+)`:(\d+)(?:-(\d+))?$")
+"""How :func:`vllm_source` names its place: ``vLLM 0.26.0, `path`:first-last``."""
+
+
+def vllm_citation(source: Source) -> tuple[str, int, int] | None:
+    """``(path, first line, last line)`` of a source made by :func:`vllm_source`; None for any other source."""
+    m = VLLM_CITATION.match(source.where)
+    return (m[1], int(m[2]), int(m[3] or m[2])) if m else None
 
 
 def _hf_config(repo: str, revision: str = "main", note: str = "") -> Source:

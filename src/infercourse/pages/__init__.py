@@ -201,6 +201,7 @@ def _pages() -> Mapping[str, str]:
         "receipts.md": "receipts_page",
         "checks.md": "checks_page",
         "drills.md": "drills_page",
+        "adr/0009-vllm-behaviours.md": "adr_0009",
     }
     for part in course.parts():
         for lesson in part["lessons"]:
