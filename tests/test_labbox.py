@@ -92,3 +92,25 @@ def test_every_cpu_run_but_one_starts_eager():
         "scripts/run_labs.py's cpu_args adds"
     )
     assert all(run_labs.cpu_args(lab)[1].count("--enforce-eager") <= 1 for lab in labs.wired())
+
+
+def test_every_runner_line_in_a_lab_box_uses_the_runner_s_own_flags():
+    """A lab box's ``python scripts/run_labs.py ...`` lines (the preflight, the fetch) use flags ``run_labs.py``
+    has, and name a lab that exists."""
+    import shlex
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    help_text = subprocess.run(
+        [sys.executable, "scripts/run_labs.py", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    ).stdout
+    for lab in labs.wired():
+        lines = [line.strip() for line in labbox.lab_box(f"{lab}.py").splitlines()]
+        runner = [shlex.split(line, comments=True) for line in lines if line.startswith("python scripts/run_labs.py")]
+        assert len(runner) == 2, (lab, runner)  # --check, then --fetch --lab <lab>
+        for words in runner:
+            assert all(w in help_text for w in words[2:] if w.startswith("--")), (lab, words)
+        assert runner[1][2:] == ["--fetch", "--lab", lab]
+    assert "--fecth" not in help_text  # the check can fail: a misspelt flag is not in the help
