@@ -215,6 +215,8 @@ def test_ctrl_c_in_a_lab_is_one_line_not_a_traceback(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # started as a script's background job is (bash without job control): SIGINT ignored, inherited
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     for line in lab.stdout:  # wait until prepare() has run
         if "READY" in line:

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -46,7 +47,9 @@ def prepare(args, logs: str | None = None) -> Path | None:
     engines (and servers) one by one, ``logs`` says how their logs are named (``"<run>.log"``) and the fresh
     folder they go to is returned (:func:`log_folder`), else None.
 
-    Makes Ctrl-C one line, not a traceback (:func:`_interrupted`); refuses a bad ``--receipt``; prints the
+    Makes Ctrl-C one line, not a traceback (:func:`_interrupted`), and a ``KeyboardInterrupt`` even where the lab
+    was started with SIGINT ignored (a background job of a script: ``run_labs.py`` passes Ctrl-C on to a lab so it
+    keeps its measured rows); refuses a bad ``--receipt``; prints the
     preflight line and stops on its problem (exit 2); on
     vLLM's CPU build sets ``VLLM_CPU_KVCACHE_SPACE`` to :data:`CPU_KV_DEFAULT_GIB` when unset; sends
     vLLM's log to ``<tmp>/infercourse-labs/<lab>-<pid>.log`` unless ``-v`` (through
@@ -54,6 +57,7 @@ def prepare(args, logs: str | None = None) -> Path | None:
     """
     lab = _state["lab"] = args.lab
     sys.excepthook = _interrupted
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # inherited as ignored from a background job: not here
     check_receipt_arg(getattr(args, "receipt", None), getattr(args, "force", False))
     check_receipt_folder(getattr(args, "receipt", None), machine())
     facts, problem = preflight()
