@@ -109,8 +109,9 @@ STATE = """() => {
 
 
 # Boxes that scroll sideways with no fade at the edge where more of them lies. Each is looked at on screen, as
-# a reader meets it: a figure or diagram below the first screen is laid out only when it nears the viewport
-# (content-visibility: auto), and its fade, a scroll-driven animation, starts two frames after it is.
+# a reader meets it: javascripts/scroll-cue.js measures a box when it comes on screen (a figure or diagram below
+# the first screen is not even laid out before: content-visibility: auto, so its size is known a frame later), and
+# sets its fade within three frames.
 UNCUED = """async () => {
   const frame = () => new Promise(done => requestAnimationFrame(done));
   const uncued = el => el.scrollWidth > el.clientWidth + 1 && el.scrollLeft === 0
@@ -119,10 +120,8 @@ UNCUED = """async () => {
   for (const el of document.querySelectorAll('.md-content :is(.course-figure, .course-diagram, '
                                              + '.md-typeset__scrollwrap, div.arithmatex)')) {
     if (!el.checkVisibility()) continue;
-    if (getComputedStyle(el).contentVisibility === 'auto') {
-      el.scrollIntoView({block: 'center'});
-      await frame(); await frame();
-    }
+    el.scrollIntoView({block: 'center'});
+    await frame(); await frame(); await frame();
     if (uncued(el)) out.push(el.className);
   }
   window.scrollTo(0, 0);
@@ -183,9 +182,8 @@ def _wait_ready(page) -> str | None:
         page.wait_for_function(READY, timeout=20_000)
     except PlaywrightTimeout:
         return "formulas or diagrams still untypeset after 20 s"
-    # A scroll-driven animation (the fade at a scrolling box's edge) reads scroll ranges sampled at the start of a
-    # frame: a box that grew wide in the last layout has its fade from the next frame on. Two frames later every
-    # timeline is current (CI once measured /checks/'s table between the two and saw no fade).
+    # The fade at a scrolling box's edge (javascripts/scroll-cue.js) is set by a ResizeObserver the script starts in
+    # the frame after the page is shown, and reports in the layout after: two frames later every box has its mark.
     page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
     return None
 
@@ -293,7 +291,7 @@ def test_no_page_loads_a_diagram_or_math_runtime(browser, server, pages):
     page.evaluate("document.querySelector('.md-content .course-diagram').scrollIntoView()")
     page.wait_for_timeout(500)
     assert page.evaluate(READY), f"{lesson}: formulas or diagrams left to draw"
-    ours = ("/assets/javascripts/", "/javascripts/calc-loader.js")
+    ours = ("/assets/javascripts/", "/javascripts/calc-loader.js", "/javascripts/scroll-cue.js")
     theirs = [u for u in scripts if "mermaid" in u or not urlsplit(u).path.startswith(ours)]
     assert scripts and not theirs, f"{lesson}: requested besides the theme's scripts: {theirs}"
     errors, outside = watch.take()

@@ -43,7 +43,8 @@ def test_mkdocs_loads_no_remote_script_and_no_math_runtime():
     Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
     config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)
     scripts = config.get("extra_javascript", [])
-    assert scripts == ["javascripts/calc-loader.js"]  # formulas and diagrams are drawn at build time (hooks/math.py,
-    # hooks/diagrams.py); the calculators' code loads when one nears the viewport
+    # formulas and diagrams are drawn at build time (hooks/math.py, hooks/diagrams.py); the calculators' code loads
+    # when one nears the viewport; the scroll cue marks the boxes that scroll sideways
+    assert scripts == ["javascripts/calc-loader.js", "javascripts/scroll-cue.js"]
     assert not [s for s in scripts + config.get("extra_css", []) if re.match(r"(https?:)?//", s)]
     assert config["theme"]["font"] is False
