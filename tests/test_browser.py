@@ -110,8 +110,8 @@ STATE = """() => {
 
 # Boxes that scroll sideways with no fade at the edge where more of them lies. Each is looked at on screen, as
 # a reader meets it: javascripts/scroll-cue.js measures a box when it comes on screen (a figure or diagram below
-# the first screen is not even laid out before: content-visibility: auto, so its size is known a frame later), and
-# sets its fade within three frames.
+# the first screen is not even laid out before: content-visibility: auto) once a layout has given its size: the fade
+# is there within a few frames (10 frames, 170 ms, is the most this waits).
 UNCUED = """async () => {
   const frame = () => new Promise(done => requestAnimationFrame(done));
   const uncued = el => el.scrollWidth > el.clientWidth + 1 && el.scrollLeft === 0
@@ -121,7 +121,7 @@ UNCUED = """async () => {
                                              + '.md-typeset__scrollwrap, div.arithmatex)')) {
     if (!el.checkVisibility()) continue;
     el.scrollIntoView({block: 'center'});
-    await frame(); await frame(); await frame();
+    for (let n = 0; n < 10 && (n < 2 || uncued(el)); n++) await frame();
     if (uncued(el)) out.push(el.className);
   }
   window.scrollTo(0, 0);
