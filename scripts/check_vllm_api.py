@@ -877,17 +877,18 @@ PROSE_CALL = re.compile(r"\b(LLM|SamplingParams|EngineArgs)\(([^()]*)\)")
 PROSE_KEYWORD = re.compile(r"(?<![\w.\"'])([A-Za-z_]\w*)\s*=(?!=)")
 
 
-def prose_keywords(surface: dict) -> dict[str, set[str]]:
-    """The keywords each constructor :data:`PROSE_CALL` finds takes in ``surface``: ``LLM`` its own and, as it
-    passes the rest on, ``EngineArgs``' fields; ``SamplingParams`` its fields."""
+def constructor_keywords(surface: dict) -> dict[str, set[str]]:
+    """The keywords each constructor takes in ``surface``: ``LLM`` its own and, as it passes the rest on,
+    ``EngineArgs``' fields; ``SamplingParams`` and ``EngineArgs`` their fields. Calls in code (:class:`_Lab`) and
+    written out in prose (:func:`prose_call_problems`) are checked against these."""
     llm = set(surface["llm_init"]) | (set(surface["engine_args"]) if surface["llm_init_has_kwargs"] else set())
     return {"LLM": llm, "SamplingParams": set(surface["sampling_params"]), "EngineArgs": set(surface["engine_args"])}
 
 
-def prose_call_problems(line: str, surface: dict) -> list[str]:
+def prose_call_problems(line: str, known: dict[str, set[str]]) -> list[str]:
     """Keywords of the ``LLM(...)``, ``SamplingParams(...)`` and ``EngineArgs(...)`` calls a line of prose
-    writes out that the release does not take (a call with nested brackets is not read)."""
-    known = prose_keywords(surface)
+    writes out that the release does not take (``known``: :func:`constructor_keywords`; a call with nested
+    brackets is not read)."""
     return [
         f"{name}(): no keyword argument {kw!r}{_close(kw, known[name])}"
         for m in PROSE_CALL.finditer(line)
@@ -900,9 +901,9 @@ def prose_call_problems(line: str, surface: dict) -> list[str]:
 def token_problems(text: str, surface: dict, where: str, python: bool = False) -> list[str]:
     """Metric names (``vllm:...``), ``VLLM_*`` environment variables and the keywords of constructor calls
     written out (:func:`prose_call_problems`) in a text (in a Python source: in its strings and comments)."""
-    problems = []
+    problems, known = [], constructor_keywords(surface)
     for lineno, line in _texts(text) if python else enumerate(text.splitlines(), 1):
-        problems += [f"{where}:{lineno}: {problem}" for problem in prose_call_problems(line, surface)]
+        problems += [f"{where}:{lineno}: {problem}" for problem in prose_call_problems(line, known)]
         for m in METRIC_TOKEN.finditer(line):
             problem = metric_problem(m.group(), surface["metrics"])
             if problem:
@@ -971,6 +972,7 @@ class _Lab(ast.NodeVisitor):
         self.typed: dict[str, str] = {}  # local name -> class in surface["objects"] (x = llm.llm_engine)
         self.in_chain: set[int] = set()  # attribute nodes already checked as part of a longer chain
         self.functions: list[str] = []  # the enclosing function definitions, innermost last
+        self.keywords = constructor_keywords(surface)
         engine = surface["objects"]["LLM"]["types"].get("llm_engine")
         self.process_only = set(ENGINE_PROCESS_ONLY) | set(surface["objects"].get(engine, {}).get("conditional", {}))
 
@@ -1058,11 +1060,15 @@ class _Lab(ast.NodeVisitor):
             if cls:
                 self.typed.update({t.id: cls for t in node.targets if isinstance(t, ast.Name)})
 
+    def _over_outputs(self, iterable: ast.expr) -> bool:
+        """Whether ``iterable`` is what ``generate``/``chat`` returned (a name bound to it, or the call itself)."""
+        return (isinstance(iterable, ast.Name) and iterable.id in self.output_lists) or self._kind_of(
+            iterable
+        ) == "output_lists"
+
     def visit_For(self, node: ast.For) -> None:
         self.visit(node.iter)
-        if (isinstance(node.iter, ast.Name) and node.iter.id in self.output_lists) or self._kind_of(
-            node.iter
-        ) == "output_lists":
+        if self._over_outputs(node.iter):
             self._bind(node.target, "outputs")
         for stmt in (*node.body, *node.orelse):
             self.visit(stmt)
@@ -1071,9 +1077,7 @@ class _Lab(ast.NodeVisitor):
         """``[o.text for o in llm.generate(...)]``: a target over an output list is an output too."""
         for gen in node.generators:
             self.visit(gen.iter)
-            if (isinstance(gen.iter, ast.Name) and gen.iter.id in self.output_lists) or self._kind_of(
-                gen.iter
-            ) == "output_lists":
+            if self._over_outputs(gen.iter):
                 self._bind(gen.target, "outputs")
             for test in gen.ifs:
                 self.visit(test)
@@ -1096,10 +1100,9 @@ class _Lab(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         export = self._export(node.func)
         if export == "LLM" or _call_name(node.func) == ENGINE_STARTER:
-            allowed = set(self.s["llm_init"]) | (set(self.s["engine_args"]) if self.s["llm_init_has_kwargs"] else set())
-            self._keywords(node, allowed, "LLM" if export else ENGINE_STARTER)
+            self._keywords(node, self.keywords["LLM"], "LLM" if export else ENGINE_STARTER)
         elif export == "SamplingParams":
-            self._keywords(node, set(self.s["sampling_params"]), "SamplingParams")
+            self._keywords(node, self.keywords["SamplingParams"], "SamplingParams")
         f = node.func
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in self.llms:
             if f.attr not in self.s["llm_methods"]:

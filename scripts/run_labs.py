@@ -179,8 +179,9 @@ def fetch(names: list[str], model: str | None, dry_run: bool) -> int:
     if dry_run:
         return 0
     tool = commands[0][0]
-    problem = download_problem([c[-1] for c in commands], dict(os.environ))
-    if not shutil.which(tool):
+    if shutil.which(tool):
+        problem = download_problem([c[-1] for c in commands], dict(os.environ))
+    else:
         problem = (
             f"`{tool}` is not installed: install the labs' packages first (pip install -r requirements-labs-gpu.lock)"
         )

@@ -32,7 +32,7 @@ for folder in ("src", "snippets/labs", "scripts"):
 import run_labs  # noqa: E402  (scripts/: the lab runner of `make labs`)
 
 import labkit  # noqa: E402  (snippets/labs/: the preflight and machine every lab uses)
-from infercourse import autodl, labnotebook, labs, registry, transformer  # noqa: E402
+from infercourse import autodl, labnotebook, labs  # noqa: E402
 
 # %% tags=["parameters"]
 MODEL_ID = "__MODEL_ID__"  # the lab's model on the hub
@@ -66,11 +66,8 @@ if not on_gpu and not CPU:
 if problem and problem.startswith(labkit.NOT_INSTALLED) and INSTALL and on_gpu:
     print("vLLM is not installed yet: the next cell installs it")
     problem = None
-if not problem and DOWNLOAD:  # every model's whole bytes (those the registry sizes): a resumed download needs less
-    models = [m for m in run_labs.hub_models([LAB], MODEL_ID) if m in registry.MODELS]
-    problem = autodl.disk_problem(
-        autodl.DATA_DISK, sum(transformer.weight_bytes(registry.model(m).config) for m in models)
-    )
+if not problem and DOWNLOAD:  # room for every model in the hub's cache on the data disk, less what it holds
+    problem = run_labs.download_problem(run_labs.hub_models([LAB], MODEL_ID), {**os.environ, **autodl.hub_env(HUB)})
     problem = problem and f"{problem} (downloaded already? then set DOWNLOAD = False)"
 if problem:
     raise labnotebook.Stop(problem)

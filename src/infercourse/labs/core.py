@@ -79,7 +79,7 @@ def lab_models(lab: str) -> tuple[str, ...]:
     Raises:
         FileNotFoundError: no such lab.
     """
-    values = lab_settings(lab)._values
+    values = snippets.constants(f"labs/{lab}.py")
     declared = [v for k, v in values.items() if k.endswith("_MODEL") and isinstance(v, str)]
     return tuple(dict.fromkeys([values.get("MODEL", COURSE_MODEL), *declared]))
 

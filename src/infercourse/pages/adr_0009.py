@@ -46,7 +46,7 @@ for fact in registry.facts():
             "what": fact.what,
             "cited": f"[`{entry['cited']}`]({fact.source.url})",
             "how": how,
-            "where": f"`{where.split('::')[-1] if '::' in where else where}`" if where else "",
+            "where": f"`{where.split('::')[-1]}`" if where else "",
             "cpu": entry["vllm_cpu"],
         }
     )

@@ -31,9 +31,10 @@ P.add("course_model", autodl.COURSE_MODEL, "text")
 # lab 3A's AWQ checkpoint, 6A's draft (8A's model too), 7B's mixture of experts in BF16.
 cfg = registry.model(autodl.COURSE_MODEL).config
 awq_model = snippets.constant("labs/quant_nll.py", "AWQ_MODEL")
-lesson_codes = [lesson["code"] for lesson in course.live_lessons()]
+lesson_pages = {lesson["code"]: lesson["page"] for lesson in course.live_lessons()}  # in course order
+names = sorted(labs.wired(), key=lambda lab: list(lesson_pages).index(labs.spec(lab).lesson))
 loaders: dict[str, list[str]] = {}
-for lab in sorted(labs.wired(), key=lambda lab: lesson_codes.index(labs.spec(lab).lesson)):
+for lab in names:
     for model_id in labs.lab_models(lab):
         loaders.setdefault(model_id, []).append(labs.spec(lab).lesson)
 downloads = [
@@ -60,8 +61,6 @@ extra_labs = sorted({code for model_id, codes in loaders.items() if model_id != 
 P.add("extra_download_labs", ", ".join(extra_labs[:-1]) + " and " + extra_labs[-1], "text")
 
 # Time and yuan: scripts/run_labs.py's estimate (labbox.lab_minutes), priced at the registry's rate.
-lesson_pages = {lesson["code"]: lesson["page"] for lesson in course.live_lessons()}  # in course order
-names = sorted(labs.wired(), key=lambda lab: list(lesson_pages).index(labs.spec(lab).lesson))
 rows = []
 for lab in names:
     page = lesson_pages[labs.spec(lab).lesson]
