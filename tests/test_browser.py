@@ -383,15 +383,21 @@ def test_print_shows_every_collapsed_block_and_every_diagram(browser, server, pa
     assert not hidden, "missing from print:\n" + "\n".join(hidden)
 
 
-@pytest.mark.parametrize("query, expect", [("κ", "κ"), ("simplifications", "simplifications")])
-def test_search_finds_symbols_and_shows_no_raw_tex(browser, server, query, expect):
+def _search(browser, server, query: str):
+    """Open the site's search for ``query`` (Material's deep link ``/?q=``) at 1280 px and wait for its first
+    result; fails the test, with the search's own message, when nothing is found. Returns (context, page, watch)."""
     context, page, watch = _open(browser, 1280, 800)
-    page.goto(f"{server}/?q={quote(query)}", wait_until="load")  # Material's search deep link
+    page.goto(f"{server}/?q={quote(query)}", wait_until="load")
     try:
         page.wait_for_selector(".md-search-result__item", timeout=15_000)
     except PlaywrightTimeout:
-        meta = page.inner_text(".md-search-result__meta")
-        pytest.fail(f"search for {query!r} found nothing ({meta!r})")
+        pytest.fail(f"search for {query!r} found nothing ({page.inner_text('.md-search-result__meta')!r})")
+    return context, page, watch
+
+
+@pytest.mark.parametrize("query, expect", [("κ", "κ"), ("simplifications", "simplifications")])
+def test_search_finds_symbols_and_shows_no_raw_tex(browser, server, query, expect):
+    context, page, watch = _search(browser, server, query)
     text = page.inner_text(".md-search-result")
     assert expect.lower() in text.lower(), text[:500]
     raw = re.findall(r"\\[(\[]|\\[a-zA-Z]+\{", text)
@@ -408,9 +414,7 @@ def test_search_finds_symbols_and_shows_no_raw_tex(browser, server, query, expec
 def test_search_lists_the_lesson_on_a_topic_first(browser, server, query, lesson):
     """A reader who searches a lesson's topic gets the lesson first, not a reference page that mentions the term
     more often (Facts, Receipts, Glossary): lessons carry a search boost (hooks/course.py)."""
-    context, page, watch = _open(browser, 1280, 800)
-    page.goto(f"{server}/?q={quote(query)}", wait_until="load")  # Material's search deep link
-    page.wait_for_selector(".md-search-result__item", timeout=15_000)
+    context, page, watch = _search(browser, server, query)
     hrefs = page.eval_on_selector_all(".md-search-result__link", "links => links.map(a => a.href)")
     errors, outside = watch.take()
     context.close()
@@ -426,12 +430,7 @@ def test_search_lists_the_lesson_on_a_topic_first(browser, server, query, lesson
 )
 def test_search_in_either_language_finds_the_glossary_entry(browser, server, query, anchor):
     """A glossary term found by its Chinese or its English name (mkdocs.yml's search separator, jieba at build time)."""
-    context, page, watch = _open(browser, 1280, 800)
-    page.goto(f"{server}/?q={quote(query)}", wait_until="load")  # Material's search deep link
-    try:
-        page.wait_for_selector(".md-search-result__item", timeout=15_000)
-    except PlaywrightTimeout:
-        pytest.fail(f"search for {query!r} found nothing ({page.inner_text('.md-search-result__meta')!r})")
+    context, page, watch = _search(browser, server, query)
     for _ in range(5):  # Material renders 10 results and more as the list is scrolled
         page.eval_on_selector(".md-search__scrollwrap", "w => w.scrollTo(0, w.scrollHeight)")
         page.wait_for_timeout(200)

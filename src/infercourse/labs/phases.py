@@ -24,7 +24,7 @@ from infercourse.labs.core import (
     efficiency,
     find_row,
     floor_demands,
-    floors,
+    floors_table,
     gpu_timing,
     lab_grid,
     lab_spec,
@@ -131,15 +131,8 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
         "position); TPOT = one decode step at the run's mean context S + n/2; decode = (n − 1) × TPOT. "
         "These are floors: a real run is slower.",
         "",
-        "| prompt tokens | output tokens | TTFT floor (ms) | TPOT floor (ms) | decode floor (s) |",
-        "|---:|---:|---:|---:|---:|",
+        *floors_table(facts, config, GRID, "decode floor (s)", lambda f: fmt.fixed(f["decode_s"], 2)),
     ]
-    for s, n in GRID:
-        f = floors(facts, config, s, n, 2)
-        lines.append(
-            f"| {fmt.count(s)} | {fmt.count(n)} | {fmt.fixed(f['ttft_s'] * 1e3, 1)} | "
-            f"{fmt.fixed(f['tpot_s'] * 1e3, 2)} | {fmt.fixed(f['decode_s'], 2)} |"
-        )
     return "\n".join(lines)
 
 

@@ -21,7 +21,7 @@ from functools import cache
 from types import MappingProxyType
 from typing import Any
 
-from infercourse import figures
+from infercourse import figures, registry
 
 UNITS = {
     "B": "bytes (the page writes them as GB = 10^9 B or GiB = 2^30 B)",
@@ -123,6 +123,15 @@ class PageValues:
         )
         if alt is not None:
             self.add(f"{name}_alt", alt, "text")
+
+    def add_cards(self) -> tuple[registry.GPUFacts, registry.GPUFacts]:
+        """Bind the course's two cards from the registry, ``g4090`` (the RTX 4090 the labs are sized for) and
+        ``h200`` (the H200 the lessons compare it with), and return them in that order.
+
+        Raises:
+            ValueError: as :meth:`add` (either name is already bound).
+        """
+        return self.add("g4090", registry.gpu("RTX 4090"), "record"), self.add("h200", registry.gpu("H200"), "record")
 
     def add_band(self, name: str, band: tuple[float, float], unit: str) -> tuple[float, float]:
         """Bind a band's two ends as ``<name>_lo`` and ``<name>_hi`` in ``unit`` (e.g. lesson 2B's

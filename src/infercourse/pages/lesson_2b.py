@@ -17,8 +17,7 @@ P = lesson_values(__name__)
 cfg = registry.model(registry.COURSE_MODEL).config
 DRAFT = "Qwen/Qwen2.5-0.5B-Instruct"
 dcfg = registry.model(DRAFT).config
-g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
-h200 = P.add("h200", registry.gpu("H200"), "record")
+g4090, h200 = P.add_cards()
 P.add("draft_model", DRAFT, "text")
 ctx = P.add("ctx", 1024, "tokens")  # the context the floors below are taken at
 

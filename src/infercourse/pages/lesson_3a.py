@@ -143,12 +143,9 @@ u = P.add("u", registry.VLLM_DEFAULT_GPU_MEMORY_UTILIZATION, "1")
 reserve = P.add("reserve", registry.VLLM_NON_KV_RESERVE_GIB * fmt.GIB, "B")
 budget = {f: memory.kv_budget_bytes(D, weights[f], reserve, u) for f in FORMATS}
 tokens = {f: memory.kv_capacity_tokens(budget[f], kappa) for f in FORMATS}
-P.add("kv_bf16", tokens["bf16"], "tokens")
-P.add("kv_fp8", tokens["fp8"], "tokens")
-P.add("kv_awq", tokens["awq"], "tokens")
-P.add("budget_bf16", budget["bf16"], "B")
-P.add("budget_fp8", budget["fp8"], "B")
-P.add("budget_awq", budget["awq"], "B")
+for f in FORMATS:
+    P.add(f"kv_{f}", tokens[f], "tokens")
+    P.add(f"budget_{f}", budget[f], "B")
 P.add("freed_awq", W_bf16 - W_awq, "B")
 P.add("kv_gain_awq", tokens["awq"] / tokens["bf16"], "1")
 ctx = P.add("ctx", 8192, "tokens")

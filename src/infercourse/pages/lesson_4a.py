@@ -20,8 +20,7 @@ P = lesson_values(__name__)
 
 cfg = registry.model(registry.COURSE_MODEL).config
 kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
-g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
-h200 = P.add("h200", registry.gpu("H200"), "record")
+g4090, h200 = P.add_cards()
 tau0 = P.add("tau0", registry.STEP_OVERHEAD_S, "s")
 # lesson 2B's band for tau_0 (CUDA graphs to every kernel launched); the point value must sit inside it
 tau0_lo, tau0_hi = P.add_band("tau0", roofline.overhead_band_s(P.add("layers", cfg["num_hidden_layers"], "count")), "s")

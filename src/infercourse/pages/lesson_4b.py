@@ -17,8 +17,7 @@ P = lesson_values(__name__)
 
 cfg = registry.model(registry.COURSE_MODEL).config
 kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
-g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
-h200 = P.add("h200", registry.gpu("H200"), "record")
+g4090, h200 = P.add_cards()
 
 # --- the scene: B decoders running when one long prompt of S tokens arrives (RTX 4090) ---
 S_long = P.add("S_long", 16384, "tokens")

@@ -16,8 +16,7 @@ P = lesson_values(__name__)
 cfg = registry.model(registry.COURSE_MODEL).config
 kappa = P.add("kappa", transformer.kv_bytes_per_token(cfg, 2), "B/token")
 z = P.add("z", registry.VLLM_DEFAULT_BLOCK_SIZE, "tokens")
-g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
-h200 = P.add("h200", registry.gpu("H200"), "record")
+g4090, h200 = P.add_cards()
 
 # --- paging waste: at most z - 1 slots per sequence, (z - 1) / 2 on average ---
 w_max = P.add("w_max", z - 1, "tokens")
@@ -69,10 +68,8 @@ def _ttft_row(ell: int) -> dict:
 
 ttft_rows = P.add("ttft_rows", [_ttft_row(ell) for ell in ELLS], "record")
 t2k = ttft_rows[1]
-P.add("cold_2k_4090", t2k["cold_4090"], "s")
-P.add("hit_2k_4090", t2k["hit_4090"], "s")
-P.add("cold_2k_h200", t2k["cold_h200"], "s")
-P.add("hit_2k_h200", t2k["hit_h200"], "s")
+for key in ("cold_4090", "hit_4090", "cold_h200", "hit_h200"):
+    P.add(key.replace("_", "_2k_"), t2k[key], "s")
 P.add("speedup_2k_4090", t2k["cold_4090"] / t2k["hit_4090"], "1")
 P.add("weights_read_4090", roofline.matmul_params(cfg) * 2 / (g4090.bandwidth_gb_s * 1e9), "s")  # M b / bandwidth
 

@@ -18,8 +18,7 @@ cfg = registry.model(registry.COURSE_MODEL).config
 dcfg = registry.model(DRAFT).config
 P.add("draft_layers", dcfg["num_hidden_layers"], "count")
 P.add("draft_model", DRAFT, "text")
-g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
-h200 = P.add("h200", registry.gpu("H200"), "record")
+g4090, h200 = P.add_cards()
 ctx = P.add("ctx", 1024, "tokens")  # the context every floor below is taken at
 k_lab = P.add("k_lab", LAB.K, "tokens")
 P.add("V_target", cfg["vocab_size"], "tokens")

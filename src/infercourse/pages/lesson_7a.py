@@ -20,8 +20,7 @@ d = P.add("d", cfg["hidden_size"], "count")
 P.add("h", cfg["num_attention_heads"], "count")
 h_kv = P.add("h_kv", cfg["num_key_value_heads"], "count")
 P.add("I", cfg["intermediate_size"], "count")
-g4090 = P.add("g4090", registry.gpu("RTX 4090"), "record")
-h200 = P.add("h200", registry.gpu("H200"), "record")
+g4090, h200 = P.add_cards()
 link_4090_name, link_4090 = registry.TP_LINKS["RTX 4090"]
 link_h200_name, link_h200 = registry.TP_LINKS["H200"]
 P.add("link_4090_name", link_4090_name, "text")
@@ -111,12 +110,8 @@ for g, link, alpha in ((g4090, link_4090, alpha_4090), (h200, link_h200, alpha_h
         )
 step_rows = P.add("step_rows", rows, "record")
 r4090_1 = step_rows[0]
-P.add("t1_4090", r4090_1["t1"], "s")
-P.add("compute2_4090", r4090_1["compute2"], "s")
-P.add("comm2_4090", r4090_1["comm2"], "s")
-P.add("t2_4090", r4090_1["t2"], "s")
-P.add("speedup_4090", r4090_1["speedup"], "1")
-P.add("eta_4090", r4090_1["eta"], "1")
+for key, unit in (("t1", "s"), ("compute2", "s"), ("comm2", "s"), ("t2", "s"), ("speedup", "1"), ("eta", "1")):
+    P.add(f"{key}_4090", r4090_1[key], unit)
 P.add("comm_share_4090", r4090_1["comm2"] / r4090_1["t2"], "1")
 
 # --- a model that does not fit one RTX 4090: Llama-2-13B in BF16 ---
