@@ -17,29 +17,18 @@ from __future__ import annotations
 import hashlib
 import sys
 
-from mkdocs.exceptions import PluginError
-from reload import caches_on  # hooks/reload.py: MkDocs puts a hook's folder on sys.path while loading it
+# hooks/reload.py: MkDocs puts a hook's folder on sys.path while loading it
+from reload import to_wrap, wrapped_internal
 
-
-def _run_python_module():
-    try:
-        from markdown_exec._internal.formatters import python
-    except ImportError as error:
-        raise PluginError(
-            f"hooks/exec_cache.py: markdown-exec's layout changed ({error}); update or drop the hook"
-        ) from error
-    if not hasattr(python, "_run_python"):
-        raise PluginError("hooks/exec_cache.py: markdown-exec has no _run_python any more; update or drop the hook")
-    return python
+RUN_PYTHON = "markdown_exec._internal.formatters.python:_run_python"
+"""What this hook wraps: markdown-exec's function that runs a ``python exec`` block."""
 
 
 def on_startup(command, dirty):
-    if not caches_on(command):  # `mkdocs serve` only, and SERVE_CACHES=off turns every cache off
+    found = to_wrap(command, "exec_cache.py", RUN_PYTHON)  # None: not `mkdocs serve`, SERVE_CACHES=off, or done
+    if found is None:
         return
-    python = _run_python_module()
-    if getattr(python._run_python, "cached", False):
-        return
-    run, outputs = python._run_python, {}
+    (python, run), outputs = found, {}
 
     def cached(code, returncode=None, session=None, id=None, **extra):  # noqa: A002 (markdown-exec's name)
         if session:
@@ -51,11 +40,11 @@ def on_startup(command, dirty):
             outputs[key] = run(code, returncode, session, id, **extra)
         return outputs[key]
 
-    cached.cached = True
+    cached.serve_cache = True
     python._run_python = cached
 
 
 def on_pre_build(config):
     # hooks/reload.py's fingerprint of the inputs, set before the plugins load. Kept on markdown-exec's
     # module: serve reloads this hook's module on each rebuild, the wrapper stays.
-    _run_python_module().course_inputs = sys.modules["infercourse"].build_inputs
+    wrapped_internal("exec_cache.py", RUN_PYTHON)[0].course_inputs = sys.modules["infercourse"].build_inputs

@@ -12,11 +12,13 @@ as ``infercourse.build_inputs``; hooks/exec_cache.py keys snippet outputs on it.
 """
 
 import hashlib
+import importlib
 import importlib.metadata
 import os
 import sys
 from pathlib import Path
 
+from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
 INPUTS = ("src", "snippets", "receipts", "hooks")
@@ -30,6 +32,42 @@ SWITCH = "SERVE_CACHES"
 def caches_on(command: str) -> bool:
     """Whether the serve caches run: under ``mkdocs serve`` only, unless ``SERVE_CACHES=off``."""
     return command == "serve" and os.environ.get(SWITCH, "on") != "off"
+
+
+WRAPPER_MARK = "serve_cache"
+"""The attribute a serve cache sets on its wrapper, so that a rebuild (which runs on_startup again) wraps once."""
+
+
+def to_wrap(command: str, hook: str, target: str) -> tuple[object, object] | None:
+    """What the serve cache ``hook`` (its file name) is to wrap now: :func:`wrapped_internal` of ``target``, or
+    None when the caches are off (:func:`caches_on`) or ``target`` is already a wrapper (:data:`WRAPPER_MARK`).
+
+    Raises:
+        PluginError: as :func:`wrapped_internal`.
+    """
+    if not caches_on(command):
+        return None
+    holder, attribute = wrapped_internal(hook, target)
+    return None if hasattr(attribute, WRAPPER_MARK) else (holder, attribute)
+
+
+def wrapped_internal(hook: str, target: str) -> tuple[object, object]:
+    """What the serve cache ``hook`` (its file name) wraps: ``target``, ``"module:Owner.name"`` or
+    ``"module:name"``, a dependency's internal that any release may move. Returns (its owner: the class or the
+    module, the attribute).
+
+    Raises:
+        PluginError: the module, the owner or the attribute is gone; the message names the hook to update.
+    """
+    module, _, path = target.partition(":")
+    *owners, name = path.split(".")
+    try:
+        holder = importlib.import_module(module)
+        for owner in owners:
+            holder = getattr(holder, owner)
+        return holder, getattr(holder, name)
+    except (ImportError, AttributeError) as error:
+        raise PluginError(f"hooks/{hook}: {target} is gone ({error}); update or drop the hook") from error
 
 
 def fingerprint(root: Path) -> str:

@@ -32,9 +32,10 @@ import sys
 from pathlib import Path
 
 import jinja2
-from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
-from reload import caches_on  # hooks/reload.py: MkDocs puts a hook's folder on sys.path while loading it
+
+# hooks/reload.py: MkDocs puts a hook's folder on sys.path while loading it
+from reload import to_wrap, wrapped_internal
 
 # What Page.render sets on the page (MkDocs 1.6, mkdocs/structure/pages.py).
 RESULTS = ("content", "toc", "_title_from_render", "present_anchor_ids", "links_to_anchors")
@@ -79,24 +80,12 @@ def _digest(*parts) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
-def _wrapped(owner, name: str):
-    method = getattr(owner, name, None)
-    if method is None:
-        raise PluginError(f"hooks/render_cache.py: {owner.__qualname__}.{name} is gone; update the hook")
-    return method
-
-
 def on_startup(command, dirty):
-    if not caches_on(command):  # `mkdocs serve` only, and SERVE_CACHES=off turns every cache off
+    found = to_wrap(command, "render_cache.py", "mkdocs.structure.pages:Page.render")  # None: off, or done
+    if found is None:
         return
-    try:
-        from mkdocs.structure.pages import Page
-        from mkdocs_macros.plugin import MacrosPlugin
-    except ImportError as error:
-        raise PluginError(f"hooks/render_cache.py: MkDocs or mkdocs-macros moved ({error}); update the hook") from error
-    render, expand = _wrapped(Page, "render"), _wrapped(MacrosPlugin, "render")
-    if hasattr(render, "kept"):
-        return
+    Page, render = found
+    MacrosPlugin, expand = wrapped_internal("render_cache.py", "mkdocs_macros.plugin:MacrosPlugin.render")
     kept = _Kept()
 
     def cached_render(self, config, files):
@@ -135,6 +124,7 @@ def on_startup(command, dirty):
         return kept.markdown[slot][1]
 
     cached_render.kept = kept
+    cached_render.serve_cache = True
     Page.render = cached_render
     MacrosPlugin.render = cached_expand
 

@@ -16,22 +16,18 @@ from __future__ import annotations
 import copy
 import hashlib
 
-from mkdocs.exceptions import PluginError
-from reload import caches_on  # hooks/reload.py: MkDocs puts a hook's folder on sys.path while loading it
+# hooks/reload.py: MkDocs puts a hook's folder on sys.path while loading it
+from reload import to_wrap
+
+ADD_ENTRY = "material.plugins.search.plugin:SearchIndex.add_entry_from_context"
+"""What this hook wraps: Material's method that indexes one page for search."""
 
 
 def on_startup(command, dirty):
-    if not caches_on(command):  # `mkdocs serve` only, and SERVE_CACHES=off turns every cache off
+    found = to_wrap(command, "search_cache.py", ADD_ENTRY)  # None: not `mkdocs serve`, SERVE_CACHES=off, or done
+    if found is None:
         return
-    try:
-        from material.plugins.search.plugin import SearchIndex
-    except ImportError as error:
-        raise PluginError(f"hooks/search_cache.py: Material's search moved ({error}); update the hook") from error
-    add = getattr(SearchIndex, "add_entry_from_context", None)
-    if add is None:
-        raise PluginError("hooks/search_cache.py: no SearchIndex.add_entry_from_context in Material; update the hook")
-    if getattr(add, "cached", False):
-        return
+    SearchIndex, add = found
     kept: dict[str, tuple[str, list[dict]]] = {}  # page address -> (key, its entries)
 
     def cached(self, page):
@@ -43,5 +39,5 @@ def on_startup(command, dirty):
         else:
             self.entries.extend(copy.deepcopy(kept[page.url][1]))
 
-    cached.cached = True
+    cached.serve_cache = True
     SearchIndex.add_entry_from_context = cached

@@ -42,7 +42,8 @@ PROJECT = ("docs", "snippets", "hooks", "overrides", "src", "receipts", "mkdocs.
 ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -103,30 +104,27 @@ def _get(url: str) -> str:
         return ""
 
 
+def start_serve(project: Path, port: int, *, cwd: Path, stderr=subprocess.DEVNULL) -> subprocess.Popen:
+    """Start ``mkdocs serve --strict --livereload`` of the copy ``project`` on 127.0.0.1:``port``, from ``cwd``,
+    with the copy's own package ahead of the editable install; its log goes to ``stderr`` (a file, or nowhere).
+    The caller waits for the first page and terminates the process."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "mkdocs", "serve", "--strict", "--config-file", str(project / "mkdocs.yml")]
+        + ["--dev-addr", f"127.0.0.1:{port}", "--livereload"],
+        cwd=cwd,
+        env={**ENV, "PYTHONPATH": str(project / "src"), "SITE_URL": f"http://127.0.0.1:{port}/"},
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+    )
+
+
 def bench_reload(tmp: Path, runs: int) -> None:
     project = _copy_project(tmp / "serve")
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     lesson = sorted((project / "docs" / "lessons").glob("*.md"))[0]
     url = f"{base}/lessons/{lesson.stem}/"
-    serve = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mkdocs",
-            "serve",
-            "--strict",
-            "-f",
-            str(project / "mkdocs.yml"),
-            "--dev-addr",
-            f"127.0.0.1:{port}",
-            "--livereload",
-        ],
-        cwd=tmp,
-        env={**ENV, "PYTHONPATH": str(project / "src"), "SITE_URL": f"{base}/"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    serve = start_serve(project, port, cwd=tmp)
     try:
         deadline = time.monotonic() + 120
         while "</html>" not in _get(url):

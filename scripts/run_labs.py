@@ -230,42 +230,22 @@ def lab_command(
 
 
 def run_lab(
-    lab: str,
-    python: str,
-    model: str,
-    receipt: Path,
+    cmd: list[str],
     *,
-    load_format: str = "auto",
-    max_model_len: int | None = None,
     cpu: bool = False,
     timeout_s: float = LAB_TIMEOUT_S,
-    extra: list[str] = (),
-    labs_dir: Path = LABS_DIR,
     echo=None,
     echo_err=None,
 ) -> dict:
-    """Run ``<labs_dir>/<lab>.py`` with ``--receipt receipt`` in its own process group; pass every line
-    it prints to ``echo`` as it comes (its stderr lines to ``echo_err`` when given, else to ``echo``);
-    stop it (the whole group: vLLM's engine processes too, :func:`stop_group`: SIGINT, so that the lab writes the
-    rows it measured to a partial receipt, then SIGKILL) after ``timeout_s`` seconds, or at once on Ctrl-C (the
+    """Run one lab, ``cmd`` (:func:`lab_command`), in its own process group; pass every line it prints to
+    ``echo`` as it comes (its stderr lines to ``echo_err`` when given, else to ``echo``); stop it (the whole
+    group: vLLM's engine processes too, :func:`stop_group`: SIGINT, so that the lab writes the rows it measured
+    to a partial receipt, then SIGKILL) after ``timeout_s`` seconds, or at once on Ctrl-C (the
     KeyboardInterrupt then goes on to the caller).
 
     Returns ``{"status": "ok" | "crashed" | "timed out", "code", "wall_s", "stdout", "stderr"}``
     (``stderr``: its last 200 lines).
-
-    Raises:
-        FileNotFoundError: no such lab.
     """
-    cmd = lab_command(
-        lab,
-        python,
-        model,
-        receipt,
-        load_format=load_format,
-        max_model_len=max_model_len,
-        extra=extra,
-        labs_dir=labs_dir,
-    )
     started = time.perf_counter()
     proc = subprocess.Popen(
         cmd,
@@ -511,17 +491,20 @@ def run_all(args, names: list[str], out: Path, stand_in: bool, summary: list, es
         with tempfile.TemporaryDirectory() as tmp:
             tmp_receipt = Path(tmp) / f"{lab}.json"
             max_model_len, extra = cpu_args(lab) if args.cpu and not stand_in else (None, [])
-            done = run_lab(
+            cmd = lab_command(
                 lab,
                 args.python,
                 (args.model or "Qwen/Qwen2.5-7B-Instruct") if stand_in else lab_model(lab, args.model),
                 tmp_receipt,
                 load_format=args.load_format,
                 max_model_len=args.max_model_len or max_model_len,
-                cpu=args.cpu,
                 extra=[*extra, "--enforce-eager"] if args.eager else extra,
-                timeout_s=timeout_s,
                 labs_dir=args.labs_dir,
+            )
+            done = run_lab(
+                cmd,
+                cpu=args.cpu,
+                timeout_s=timeout_s,
                 echo=lambda line, lab=lab: print(f"  {lab} | {line}", end="", flush=True),
             )
             wall = done["wall_s"]

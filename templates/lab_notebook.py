@@ -114,15 +114,18 @@ receipt_path = Path(RECEIPT) if RECEIPT else receipts / labs.machine_slug(labkit
 replace = REPLACE or CPU  # CPU receipts go to the scratch folder .cache/receipts/
 if receipt_path.exists() and not replace:
     raise labnotebook.Stop(f"{receipt_path} exists: set REPLACE = True to replace it, or RECEIPT to another path")
-done = run_labs.run_lab(
+command = run_labs.lab_command(
     LAB,
     PYTHON,
     MODEL,
     receipt_path,
     load_format=LOAD_FORMAT,
     max_model_len=cpu_max_model_len,
-    cpu=CPU,
     extra=[*cpu_args, "--force"] if replace else cpu_args,
+)
+done = run_labs.run_lab(
+    command,
+    cpu=CPU,
     timeout_s=TIMEOUT_S,
     echo=lambda line: print(line, end="", flush=True),
     echo_err=lambda line: print(line, end="", file=sys.stderr, flush=True),

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -21,7 +19,7 @@ import markdown
 import pytest
 from mkdocs.config import load_config
 
-from conftest import ROOT, copy_project, load_hook, mkdocs_build
+from conftest import ROOT, copy_project, load_hook, load_script, mkdocs_build
 
 
 def _markdown() -> markdown.Markdown:
@@ -245,12 +243,6 @@ def test_diagram_cache_keeps_only_the_last_build_s_diagrams(tmp_path):
         hook.on_page_content(fence.format("c").replace("<p>Read aloud.</p>", ""), page, config, None)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_make_serve_on_a_busy_port_says_so_in_one_line():
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -302,35 +294,12 @@ def test_serve_shows_every_kind_of_edit_without_a_restart(tmp_path):
     Bounded at 5 minutes per wait: a liveness bound, not a speed claim (on a 2-core box whose cores are
     busy a full build takes minutes)."""
     project = copy_project(tmp_path / "project")
-    port = _free_port()
+    bench = load_script("bench")
+    port = bench.free_port()
     base = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "NO_MKDOCS_2_WARNING": "1",
-        "SITE_URL": f"{base}/",
-        "PYTHONPATH": str(project / "src"),
-    }  # the copy's package, ahead of the editable install
     log = tmp_path / "serve.log"
     with log.open("w", encoding="utf-8") as stderr:
-        serve = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mkdocs",
-                "serve",
-                "--strict",
-                "--config-file",
-                str(project / "mkdocs.yml"),
-                "--dev-addr",
-                f"127.0.0.1:{port}",
-                "--livereload",
-            ],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            text=True,
-        )
+        serve = bench.start_serve(project, port, cwd=tmp_path, stderr=stderr)
     lessons = sorted((project / "docs" / "lessons").glob("*.md"))
     url = {p: f"{base}/lessons/{p.stem}/" for p in lessons}
 
@@ -470,11 +439,7 @@ def test_bench_refuses_a_lighthouse_that_traces_style_invalidations(tmp_path):
     """scripts/bench.py checks --lighthouse before any build: a Lighthouse whose trace records style
     invalidations (12.2.3's gatherer lists the category; 12.8.2's does not) is refused in one line, since it
     slows the measured page's style recalculation several times over; a path that is no Lighthouse too."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench", ROOT / "scripts" / "bench.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("bench")
 
     def lighthouse(version: str, categories: str) -> str:
         package = tmp_path / version / "lighthouse"
@@ -524,6 +489,19 @@ def test_serve_caches_have_one_switch(monkeypatch):
     finally:
         for owner, name, f in saved:
             setattr(owner, name, f)
+
+
+def test_a_moved_internal_fails_naming_the_hook_to_update():
+    """hooks/reload.py's wrapped_internal: a serve cache whose target a release moved stops the build with one line
+    naming the hook, for a missing attribute, a missing owner and a missing module alike."""
+    from mkdocs.exceptions import PluginError
+
+    reload = load_hook("reload")
+    page, render = reload.wrapped_internal("render_cache.py", "mkdocs.structure.pages:Page.render")
+    assert page.__name__ == "Page" and render is page.render
+    for target in ("mkdocs.structure.pages:Page.rendr", "mkdocs.structure.pages:Pag.render", "mkdocs.gone:Page.render"):
+        with pytest.raises(PluginError, match=f"^hooks/render_cache.py: {target} is gone .*; update or drop the hook$"):
+            reload.wrapped_internal("render_cache.py", target)
 
 
 def test_each_listing_line_carries_its_indentation():

@@ -75,39 +75,76 @@ def step_floors(batch, context, tflops, bandwidth_gb_s, m=MATMUL_PARAMS, kappa=K
 # --8<-- [end:floors]
 
 
+def print_table(headers, rows):
+    """Print a Markdown table: the header cells, a right-aligning rule, then each row's cells (strings)."""
+    print("| " + " | ".join(headers) + " |")
+    print("|" + "---:|" * len(headers))
+    for cells in rows:
+        print("| " + " | ".join(cells) + " |")
+
+
 def print_batch_table(gpu="RTX 4090", context=CONTEXT, batches=BATCHES):
     """Markdown: per batch size, each kernel's intensity and floor, the step floor and the token rate."""
     tflops, bandwidth = GPUS[gpu]
     ridge = ridge_point(tflops, bandwidth)
-    print(
-        "| batch B | matmul intensity (FLOP/byte) | of ridge point | matmul floor (ms) | "
-        "attention floor (ms) | step floor (ms) | tokens/s ceiling |"
-    )
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    rows = []
     for batch in batches:
         matmuls, attention = step_floors(batch, context, tflops, bandwidth)
         step = matmuls + attention
-        print(
-            f"| {batch} | {matmul_intensity(batch):.0f} | {matmul_intensity(batch) / ridge * 100:.1f} % | "
-            f"{matmuls * 1e3:.2f} | {attention * 1e3:.3f} | {step * 1e3:.2f} | {batch / step:,.0f} |"
+        intensity = matmul_intensity(batch)
+        rows.append(
+            (
+                f"{batch}",
+                f"{intensity:.0f}",
+                f"{intensity / ridge * 100:.1f} %",
+                f"{matmuls * 1e3:.2f}",
+                f"{attention * 1e3:.3f}",
+                f"{step * 1e3:.2f}",
+                f"{batch / step:,.0f}",
+            )
         )
+    print_table(
+        (
+            "batch B",
+            "matmul intensity (FLOP/byte)",
+            "of ridge point",
+            "matmul floor (ms)",
+            "attention floor (ms)",
+            "step floor (ms)",
+            "tokens/s ceiling",
+        ),
+        rows,
+    )
 
 
 def print_context_table(gpu="H200 SXM", batch=CONTEXT_TABLE_BATCH, contexts=CONTEXTS):
     """Markdown: at a fixed batch, how the (memory-bound) attention floor grows with the context."""
     tflops, bandwidth = GPUS[gpu]
-    print(
-        "| context S | KV read per step (GB) | matmul floor (ms) | attention floor (ms) | "
-        "attention share of the step | tokens/s ceiling |"
-    )
-    print("|---:|---:|---:|---:|---:|---:|")
+    rows = []
     for context in contexts:
         matmuls, attention = step_floors(batch, context, tflops, bandwidth)
         step = matmuls + attention
-        print(
-            f"| {context:,} | {batch * KV_BYTES_PER_TOKEN * context / 1e9:.2f} | {matmuls * 1e3:.2f} | "
-            f"{attention * 1e3:.2f} | {attention / step * 100:.0f} % | {batch / step:,.0f} |"
+        rows.append(
+            (
+                f"{context:,}",
+                f"{batch * KV_BYTES_PER_TOKEN * context / 1e9:.2f}",
+                f"{matmuls * 1e3:.2f}",
+                f"{attention * 1e3:.2f}",
+                f"{attention / step * 100:.0f} %",
+                f"{batch / step:,.0f}",
+            )
         )
+    print_table(
+        (
+            "context S",
+            "KV read per step (GB)",
+            "matmul floor (ms)",
+            "attention floor (ms)",
+            "attention share of the step",
+            "tokens/s ceiling",
+        ),
+        rows,
+    )
 
 
 def plot(ax, prefill_tokens=PREFILL_TOKENS, batches=BATCHES):

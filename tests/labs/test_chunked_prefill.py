@@ -103,6 +103,13 @@ def _receipt(rows=None, kind="cpu") -> dict:
     )
 
 
+def _verdict_with(index: int, row: dict, claim: str) -> bool | None:
+    """``claim``'s verdict on :func:`_receipt`'s hand-worked receipt with row ``index`` replaced by ``row``."""
+    rows = _receipt()["results"]
+    rows[index] = row
+    return claims_passed(_receipt(rows))[claim]
+
+
 def test_the_cpu_run_checks_what_the_receipt_worked_by_hand_holds():
     receipt = _receipt()
     labs.validate_receipt(receipt)
@@ -131,47 +138,32 @@ def test_the_cpu_arguments_give_the_rows_worked_above():
 
 def test_ignoring_the_decoders_in_the_budget_fails():
     """ceil(310 / 64) = 5 would mean the prompt got the whole budget beside 4 decoders: steps over 64 tokens."""
-    rows = _receipt()["results"]
-    rows[3] = _row(decoders=4, prompt=310, step=5, dec=(5, 5))
-    assert claims_passed(_receipt(rows))["first_token_steps_exact"] is False
+    assert _verdict_with(3, _row(decoders=4, prompt=310, step=5, dec=(5, 5)), "first_token_steps_exact") is False
 
 
 def test_a_stalled_decoder_fails():
-    rows = _receipt()["results"]
-    rows[3] = _row(decoders=4, prompt=310, step=6, dec=(5, 6))
-    assert claims_passed(_receipt(rows))["decoders_never_stall"] is False
+    assert _verdict_with(3, _row(decoders=4, prompt=310, step=6, dec=(5, 6)), "decoders_never_stall") is False
 
 
 def test_a_request_short_of_its_tokens_fails():
-    rows = _receipt()["results"]
-    rows[0] = _row(prompt=64, step=1, exact=0)
-    assert claims_passed(_receipt(rows))["requests_exact"] is False
-    rows = _receipt()["results"]
-    rows[5] = _serve_row("off", 512, exact=4)  # one stream short of its tokens (or the long prompt's first)
-    assert claims_passed(_receipt(rows))["requests_exact"] is False
+    assert _verdict_with(0, _row(prompt=64, step=1, exact=0), "requests_exact") is False
+    # one stream short of its tokens (or the long prompt's first)
+    assert _verdict_with(5, _serve_row("off", 512, exact=4), "requests_exact") is False
 
 
 def test_histogram_off_by_one_token_fails():
-    rows = _receipt()["results"]
-    rows[2] = _row(prompt=310, step=5, hist=311)
-    assert claims_passed(_receipt(rows))["histogram_tokens_exact"] is False
-    rows = _receipt()["results"]
-    rows[4] = _serve_row(hist=407)
-    assert claims_passed(_receipt(rows))["histogram_tokens_exact"] is False
-    rows = _receipt()["results"]
-    rows[6] = _pd_row(hist=2 * 302 - 256)  # the old single instance: two requests of 2 tokens
-    assert claims_passed(_receipt(rows))["histogram_tokens_exact"] is False
+    assert _verdict_with(2, _row(prompt=310, step=5, hist=311), "histogram_tokens_exact") is False
+    assert _verdict_with(4, _serve_row(hist=407), "histogram_tokens_exact") is False
+    # the old single instance: two requests of 2 tokens
+    assert _verdict_with(6, _pd_row(hist=2 * 302 - 256), "histogram_tokens_exact") is False
 
 
 def test_connector_bytes_not_block_rounded_fail():
     """P * kappa = 300 * 1,024 = 307,200 B is not what ExampleConnector writes (whole blocks only)."""
-    rows = _receipt()["results"]
-    rows[6] = _pd_row(written=307_200)
-    assert claims_passed(_receipt(rows))["connector_bytes_exact"] is False
-    rows[6] = _pd_row(cached=300, hits=300)
-    assert claims_passed(_receipt(rows))["connector_bytes_exact"] is False
-    rows[6] = _pd_row(consumer=262_144)  # the consumer stored the prompt again: it found no hit
-    assert claims_passed(_receipt(rows))["connector_bytes_exact"] is False
+    assert _verdict_with(6, _pd_row(written=307_200), "connector_bytes_exact") is False
+    assert _verdict_with(6, _pd_row(cached=300, hits=300), "connector_bytes_exact") is False
+    # the consumer stored the prompt again: it found no hit
+    assert _verdict_with(6, _pd_row(consumer=262_144), "connector_bytes_exact") is False
 
 
 def test_decoder_gaps_by_hand():

@@ -1,9 +1,6 @@
 """Values of lesson 4A (Continuous batching): the scheduler's budgets and vLLM's defaults, the step-time
 model and throughput X(B) = B / t(B), Little's law, static batching's useful fraction, exact engine
 steps of the lab's workloads, and the latency-throughput figure.
-
-Every number the page shows is bound here once, with its unit, from the registry and the formula
-modules; the page only looks the names up and formats them.
 """
 
 from __future__ import annotations

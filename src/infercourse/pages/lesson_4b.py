@@ -1,9 +1,6 @@
 """Values of lesson 4B (chunked prefill and PD disaggregation): the decoders' gap with and without
 chunking, steps and TTFT against the chunk size, the cost of chunks below the ridge, the KV bytes a
 disaggregated prefill ships and the prefill:decode pool ratio.
-
-Every number the page shows is bound here once, with its unit, from the registry and the formula
-modules; the page only looks the names up and formats them.
 """
 
 from __future__ import annotations

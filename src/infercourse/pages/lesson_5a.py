@@ -1,8 +1,5 @@
 """Values of lesson 5A (PagedAttention and prefix caching): paging waste, contiguous-reservation waste,
 cached tokens of a shared prefix, the memory it saves and the TTFT floors of a cold prompt and a hit.
-
-Every number the page shows is bound here once, with its unit, from the registry and the formula
-modules; the page only looks the names up and formats them.
 """
 
 from __future__ import annotations

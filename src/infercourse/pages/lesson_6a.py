@@ -1,8 +1,5 @@
 """Values of lesson 6A (speculative decoding): the cost of verifying k + 1 tokens, expected tokens per step,
 the speedup against acceptance, draft length and batch, the draft's memory, and the counters' arithmetic.
-
-Every number the page shows is bound here once, with its unit, from the registry and the formula
-modules; the page only looks the names up and formats them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """Values of lesson 7A (tensor parallelism): what each rank holds, the all-reduces a decode step pays,
 the step model t(T) on two RTX 4090s (PCIe) and two H200s (NVLink), and the scaling-efficiency figure.
-
-Every number the page shows is bound here once, with its unit, from the registry and the formula
-modules; the page only looks the names up and formats them.
 """
 
 from __future__ import annotations
