@@ -575,7 +575,7 @@ def floors(
 def floors_table(
     gpu_facts: GPUFacts,
     config: Mapping[str, Any],
-    grid: Sequence[tuple[int, int]],
+    grid: Sequence[Sequence[int]],
     last_header: str,
     last: Callable[[dict[str, float]], str],
 ) -> list[str]:
