@@ -59,9 +59,19 @@ def node_calc(fn: str, cases: list[dict]) -> list[dict]:
     return json.loads(done.stdout)
 
 
+def _config(model: str = registry.COURSE_MODEL) -> dict:
+    """A registry model's config as a calculator receives it (a plain dict); the course's model by default."""
+    return dict(registry.model(model).config)
+
+
+def _case(model: str, gpu: str, **fields) -> dict:
+    """One grid case: ``model``'s config (:func:`_config`) on ``gpu``, with the calculator's other ``fields``."""
+    return dict(config=_config(model), gpu=gpu, **fields)
+
+
 def _cfg(**changes):
     """Qwen2.5-7B's config with keys changed (None: removed): the pasted configs of the edge cases."""
-    config = dict(registry.model().config)
+    config = _config()
     for key, value in changes.items():
         if value is None:
             config.pop(key, None)
@@ -118,7 +128,7 @@ def _memory_cases() -> list[dict]:
             mml = 4096
         cases.append(
             dict(
-                config=dict(registry.model(model).config),
+                config=_config(model),
                 weights=weights,
                 kv=kv,
                 gpu=gpu,
@@ -131,7 +141,7 @@ def _memory_cases() -> list[dict]:
     base = dict(weights="bf16", kv="bf16", gpu="RTX 4090", memory_gib=None, utilization=0.92, reserve_gib=2.0)
     for config, mml in itertools.product(PASTED, [None, 8192]):
         cases.append(dict(base, config=config, max_model_len=mml))
-    qwen = dict(registry.model().config)
+    qwen = _config()
     for bad in (
         dict(utilization=0),
         dict(utilization=1.5),
@@ -167,16 +177,11 @@ def _roofline_cases() -> list[dict]:
         itertools.product(MODELS, GPUS, calculators.WEIGHT_DTYPES, calculators.KV_DTYPE_BYTES)
     ):
         cases.append(
-            dict(
-                config=dict(registry.model(model).config),
-                gpu=gpu,
-                weights=weights,
-                kv=kv,
-                batch=batches[i % len(batches)],
-                context=contexts[i % len(contexts)],
+            _case(
+                model, gpu, weights=weights, kv=kv, batch=batches[i % len(batches)], context=contexts[i % len(contexts)]
             )
         )
-    base = dict(config=dict(registry.model().config), gpu="RTX 4090", weights="bf16", kv="bf16", batch=1, context=1024)
+    base = dict(config=_config(), gpu="RTX 4090", weights="bf16", kv="bf16", batch=1, context=1024)
     return cases + _bad_and_pasted(
         base,
         dict(batch=0),
@@ -200,15 +205,15 @@ def _attention_cases() -> list[dict]:
     for i, (model, gpu, kv) in enumerate(itertools.product(MODELS, GPUS, calculators.KV_DTYPE_BYTES)):
         for j in range(3):
             cases.append(
-                dict(
-                    config=dict(registry.model(model).config),
-                    gpu=gpu,
+                _case(
+                    model,
+                    gpu,
                     kv=kv,
                     batch=batches[(i + j) % len(batches)],
                     context=contexts[(i + 2 * j) % len(contexts)],
                 )
             )
-    base = dict(config=dict(registry.model().config), gpu="RTX 4090", kv="bf16", batch=1, context=4096)
+    base = dict(config=_config(), gpu="RTX 4090", kv="bf16", batch=1, context=4096)
     return cases + _bad_and_pasted(
         base,
         dict(batch=0),
@@ -225,12 +230,12 @@ def _attention_cases() -> list[dict]:
 def _spec_cases() -> list[dict]:
     cases = []
     alphas, ks, batches = [0, 0.5, 0.7, 0.9, 1], [1, 4, 8], [1, 16, 64]
-    drafts = [dict(registry.model(m).config) for m in (calculators.DRAFT_MODEL, registry.COURSE_MODEL)]
+    drafts = [_config(m) for m in (calculators.DRAFT_MODEL, registry.COURSE_MODEL)]
     for i, (model, gpu, alpha, k) in enumerate(itertools.product(MODELS, GPUS, alphas, ks)):
         cases.append(
-            dict(
-                config=dict(registry.model(model).config),
-                gpu=gpu,
+            _case(
+                model,
+                gpu,
                 alpha=alpha,
                 k=k,
                 batch=batches[i % len(batches)],
@@ -239,7 +244,7 @@ def _spec_cases() -> list[dict]:
             )
         )
     base = dict(
-        config=dict(registry.model().config),
+        config=_config(),
         gpu="RTX 4090",
         alpha=0.7,
         k=4,
@@ -272,15 +277,14 @@ def _moe_cases() -> list[dict]:
     moe = [m for m in MODELS if transformer.is_moe(registry.model(m).config)]
     batches = [1, 2, 3, 8, 64, 255, 256, 1000, 4096]
     cases = [
-        dict(config=dict(registry.model(model).config), gpu=gpu, batch=batch)
-        for model, gpu, batch in itertools.product(moe, GPUS, batches)
+        dict(config=_config(model), gpu=gpu, batch=batch) for model, gpu, batch in itertools.product(moe, GPUS, batches)
     ]
-    base = dict(config=dict(registry.model(moe[0]).config), gpu="RTX 4090", batch=1)
+    base = dict(config=_config(moe[0]), gpu="RTX 4090", batch=1)
     for bad in (dict(batch=0), dict(batch=2.5), dict(batch=4097), dict(batch=1e308), dict(batch=-1)):
         cases.append(base | bad)
     for model in MODELS:  # the dense ones: not a mixture of experts
-        cases.append(base | dict(config=dict(registry.model(model).config)))
-    olmoe = dict(registry.model(moe[0]).config)
+        cases.append(base | dict(config=_config(model)))
+    olmoe = _config(moe[0])
     for change in (
         dict(num_experts_per_tok=65),
         dict(num_experts=0),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from infercourse import fmt, registry, roofline, transformer
@@ -142,3 +144,18 @@ def test_tflop_format():
     # the page filter `| tflop` (lesson 4A's request FLOPs): 10^12 FLOP, two decimals, thousands separated
     assert fmt.tflop(10_407_057_031_168) == "10.41 TFLOP"
     assert fmt.tflop(1_234_567e12, digits=0) == "1,234,567 TFLOP"
+
+
+@pytest.mark.parametrize(
+    "entry, names",
+    [
+        ({"card_params": "1B", "card": ["card", "https://x"]}, "missing ['config']"),
+        ({"config": {}, "card_params": "1B", "card": ["card", "https://x"], "revison": "abc"}, "unknown ['revison']"),
+        ({"config": {}, "card_params": "1B", "card": "https://x"}, "card 'https://x'"),
+    ],
+)
+def test_a_bad_models_yml_entry_is_named(entry, names):
+    """registry.MODELS is read from models.yml: an entry missing a key, with a misspelt key, or with a card that is
+    not [where, url] stops the import with a line naming the model and what is wrong."""
+    with pytest.raises(ValueError, match=rf"^models\.yml: org/m: .*{re.escape(names)}"):
+        registry._model_facts("org/m", entry)

@@ -17,8 +17,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+
+import yaml
 
 KINDS = ("primary", "secondary", "assumption")
 
@@ -135,253 +138,40 @@ class GPUFacts:
     quoted_tflops: float = 0
 
 
-def _frozen(config: dict[str, Any]) -> Mapping[str, Any]:
-    return MappingProxyType(dict(config))
+MODELS_FILE = Path(__file__).with_name("models.yml")
+"""The model facts as data: per Hugging Face id, the ``config.json`` subset, its revision and the card's count."""
 
 
-def _card(where: str, url: str, note: str = "") -> Source:
-    return Source(where, url, "secondary", note)
+_MODEL_KEYS = {"config": True, "card_params": True, "card": True, "revision": False, "config_note": False}
+"""The keys of a :data:`MODELS_FILE` entry, each with whether it is required."""
+
+
+def _model_facts(name: str, entry: Mapping[str, Any]) -> ModelFacts:
+    """One entry of :data:`MODELS_FILE` as :class:`ModelFacts`; the config is read-only.
+
+    Raises:
+        ValueError: a required key is missing, a key is unknown, or ``card`` is not [where, url] or
+            [where, url, note].
+    """
+    missing = [k for k, required in _MODEL_KEYS.items() if required and k not in entry]
+    unknown = sorted(set(entry) - set(_MODEL_KEYS))
+    card = entry.get("card")
+    if missing or unknown or not isinstance(card, list) or len(card) not in (2, 3):
+        raise ValueError(
+            f"{MODELS_FILE.name}: {name}: missing {missing}, unknown {unknown}, card {card!r}; an entry holds "
+            f"{', '.join(_MODEL_KEYS)} (the first three required), card as [where, url] or [where, url, note]"
+        )
+    return ModelFacts(
+        name=name,
+        config=MappingProxyType(dict(entry["config"])),
+        source=_hf_config(name, entry.get("revision", "main"), entry.get("config_note", "")),
+        card_params=entry["card_params"],
+        card_source=Source(card[0], card[1], "secondary", card[2] if len(card) > 2 else ""),
+    )
 
 
 MODELS: Mapping[str, ModelFacts] = MappingProxyType(
-    {
-        "Qwen/Qwen2.5-7B-Instruct": ModelFacts(
-            name="Qwen/Qwen2.5-7B-Instruct",
-            config=_frozen(
-                {
-                    "model_type": "qwen2",
-                    "hidden_size": 3584,
-                    "intermediate_size": 18944,
-                    "num_hidden_layers": 28,
-                    "num_attention_heads": 28,
-                    "num_key_value_heads": 4,
-                    "vocab_size": 152064,
-                    "tie_word_embeddings": False,
-                    "max_position_embeddings": 32768,
-                    "rope_theta": 1000000.0,
-                    "torch_dtype": "bfloat16",
-                }
-            ),
-            source=_hf_config("Qwen/Qwen2.5-7B-Instruct", "a09a35458c702b33eeacc393d103063234e8bc28"),
-            card_params="7.61B (6.53B non-embedding)",
-            card_source=_card('model card, "Number of Parameters"', "https://huggingface.co/Qwen/Qwen2.5-7B-Instruct"),
-        ),
-        "Qwen/Qwen2.5-0.5B-Instruct": ModelFacts(
-            name="Qwen/Qwen2.5-0.5B-Instruct",
-            config=_frozen(
-                {
-                    "model_type": "qwen2",
-                    "hidden_size": 896,
-                    "intermediate_size": 4864,
-                    "num_hidden_layers": 24,
-                    "num_attention_heads": 14,
-                    "num_key_value_heads": 2,
-                    "vocab_size": 151936,
-                    "tie_word_embeddings": True,
-                    "max_position_embeddings": 32768,
-                    "torch_dtype": "bfloat16",
-                }
-            ),
-            source=_hf_config(
-                "Qwen/Qwen2.5-0.5B-Instruct",
-                "7ae557604adf67be50417f59c2c2f167def9a775",
-                "values checked against public copies of the file, except max_position_embeddings "
-                "(recalled); the hub itself was not reachable here",
-            ),
-            card_params="0.49B",
-            card_source=_card(
-                'model card, "Number of Parameters"', "https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct"
-            ),
-        ),
-        "meta-llama/Meta-Llama-3-8B": ModelFacts(
-            name="meta-llama/Meta-Llama-3-8B",
-            config=_frozen(
-                {
-                    "model_type": "llama",
-                    "hidden_size": 4096,
-                    "intermediate_size": 14336,
-                    "num_hidden_layers": 32,
-                    "num_attention_heads": 32,
-                    "num_key_value_heads": 8,
-                    "vocab_size": 128256,
-                    "tie_word_embeddings": False,
-                    "attention_bias": False,
-                    "max_position_embeddings": 8192,
-                    "torch_dtype": "bfloat16",
-                }
-            ),
-            source=_hf_config(
-                "meta-llama/Meta-Llama-3-8B",
-                note="gated repository (accept the licence to open it); "
-                "values checked against public copies of the file",
-            ),
-            card_params="8.03B",
-            card_source=_card(
-                "the hub's model-size figure (from the safetensors metadata; the card's text says 8B)",
-                "https://huggingface.co/meta-llama/Meta-Llama-3-8B",
-            ),
-        ),
-        "Qwen/Qwen3-4B": ModelFacts(
-            name="Qwen/Qwen3-4B",
-            config=_frozen(
-                {
-                    "model_type": "qwen3",
-                    "hidden_size": 2560,
-                    "intermediate_size": 9728,
-                    "num_hidden_layers": 36,
-                    "num_attention_heads": 32,
-                    "num_key_value_heads": 8,
-                    "head_dim": 128,
-                    "vocab_size": 151936,
-                    "tie_word_embeddings": True,
-                    "attention_bias": False,
-                    "max_position_embeddings": 40960,
-                    "torch_dtype": "bfloat16",
-                }
-            ),
-            source=_hf_config("Qwen/Qwen3-4B", "1cfa9a7208912126459214e8b04321603b3df60c"),
-            card_params="4.0B",
-            card_source=_card('model card, "Number of Parameters"', "https://huggingface.co/Qwen/Qwen3-4B"),
-        ),
-        "meta-llama/Llama-2-13b-hf": ModelFacts(
-            name="meta-llama/Llama-2-13b-hf",
-            config=_frozen(
-                {
-                    "model_type": "llama",
-                    "hidden_size": 5120,
-                    "intermediate_size": 13824,
-                    "num_hidden_layers": 40,
-                    "num_attention_heads": 40,
-                    "num_key_value_heads": 40,  # MHA: one KV head per attention head
-                    "vocab_size": 32000,
-                    "tie_word_embeddings": False,
-                    "max_position_embeddings": 4096,
-                    "torch_dtype": "float16",
-                }
-            ),
-            source=_hf_config(
-                "meta-llama/Llama-2-13b-hf",
-                note="gated repository; the file has no attention_bias key "
-                "(Llama's default: no biases); values checked against public copies of the file",
-            ),
-            card_params="13B",
-            card_source=_card("model card", "https://huggingface.co/meta-llama/Llama-2-13b-hf"),
-        ),
-        "mistralai/Mistral-7B-v0.1": ModelFacts(
-            name="mistralai/Mistral-7B-v0.1",
-            config=_frozen(
-                {
-                    "model_type": "mistral",
-                    "hidden_size": 4096,
-                    "intermediate_size": 14336,
-                    "num_hidden_layers": 32,
-                    "num_attention_heads": 32,
-                    "num_key_value_heads": 8,
-                    "vocab_size": 32000,
-                    "tie_word_embeddings": False,
-                    "max_position_embeddings": 32768,
-                    "sliding_window": 4096,  # every layer attends to the last 4096 tokens only
-                    "torch_dtype": "bfloat16",
-                }
-            ),
-            source=_hf_config("mistralai/Mistral-7B-v0.1"),
-            card_params="7.3B",
-            card_source=_card(
-                'Mistral AI, "Announcing Mistral 7B" (the hub\'s card says 7 billion)',
-                "https://mistral.ai/news/announcing-mistral-7b",
-            ),
-        ),
-        "deepseek-ai/DeepSeek-V3": ModelFacts(
-            name="deepseek-ai/DeepSeek-V3",
-            config=_frozen(
-                {
-                    "model_type": "deepseek_v3",
-                    "hidden_size": 7168,
-                    "num_hidden_layers": 61,
-                    "num_attention_heads": 128,
-                    "num_key_value_heads": 128,
-                    "kv_lora_rank": 512,  # MLA: the cached, compressed latent per token and layer
-                    "qk_rope_head_dim": 64,  # MLA: the decoupled RoPE key, cached beside the latent
-                    "qk_nope_head_dim": 128,
-                    "v_head_dim": 128,
-                    "q_lora_rank": 1536,  # MLA: queries pass through a latent too (not cached)
-                    "intermediate_size": 18432,  # the first 3 layers' dense MLP
-                    "moe_intermediate_size": 2048,  # each expert's width
-                    "n_routed_experts": 256,
-                    "n_shared_experts": 1,  # every token also runs this expert
-                    "num_experts_per_tok": 8,
-                    "first_k_dense_replace": 3,  # layers 0-2 are dense, 3-60 MoE
-                    "moe_layer_freq": 1,
-                    "topk_method": "noaux_tc",  # routing with a learned bias per expert (E more parameters)
-                    "vocab_size": 129280,
-                    "tie_word_embeddings": False,
-                }
-            ),
-            source=_hf_config(
-                "deepseek-ai/DeepSeek-V3",
-                note="also in the DeepSeek-V3 technical report, "
-                "arXiv:2412.19437, section 4.2 (61 layers, KV compression 512, RoPE key 64; 256 routed experts and "
-                "1 shared, 8 routed per token, the first 3 layers dense); the mixture-of-experts keys checked against "
-                "public copies of the file",
-            ),
-            card_params="671B total, 37B activated per token (MoE)",
-            card_source=_card("model card", "https://huggingface.co/deepseek-ai/DeepSeek-V3"),
-        ),
-        # --- lesson 7B: mixture of experts ---
-        "allenai/OLMoE-1B-7B-0924-Instruct": ModelFacts(
-            name="allenai/OLMoE-1B-7B-0924-Instruct",
-            config=_frozen(
-                {
-                    "model_type": "olmoe",
-                    "hidden_size": 2048,
-                    "intermediate_size": 1024,  # each expert's width (OLMoE has no dense MLP)
-                    "num_hidden_layers": 16,
-                    "num_attention_heads": 16,
-                    "num_key_value_heads": 16,
-                    "num_experts": 64,
-                    "num_experts_per_tok": 8,
-                    "vocab_size": 50304,
-                    "tie_word_embeddings": False,
-                    "max_position_embeddings": 4096,
-                }
-            ),
-            source=_hf_config(
-                "allenai/OLMoE-1B-7B-0924-Instruct",
-                note="the architecture keys checked against two public copies of the 0924 base model's file, "
-                "which the Instruct model shares; the hub itself was not reachable here",
-            ),
-            card_params="7B parameters, 1B used per input token",
-            card_source=_card(
-                "Muennighoff et al., OLMoE: Open Mixture-of-Experts Language Models, arXiv:2409.02060, abstract",
-                "https://arxiv.org/abs/2409.02060",
-            ),
-        ),
-        "Qwen/Qwen3-30B-A3B": ModelFacts(
-            name="Qwen/Qwen3-30B-A3B",
-            config=_frozen(
-                {
-                    "model_type": "qwen3_moe",
-                    "hidden_size": 2048,
-                    "intermediate_size": 6144,  # unused: every layer is MoE (mlp_only_layers is empty)
-                    "moe_intermediate_size": 768,
-                    "num_hidden_layers": 48,
-                    "num_attention_heads": 32,
-                    "num_key_value_heads": 4,
-                    "head_dim": 128,
-                    "num_experts": 128,
-                    "num_experts_per_tok": 8,
-                    "decoder_sparse_step": 1,
-                    "vocab_size": 151936,
-                    "tie_word_embeddings": False,
-                    "max_position_embeddings": 40960,
-                }
-            ),
-            source=_hf_config("Qwen/Qwen3-30B-A3B"),
-            card_params="30.5B in total, 3.3B activated",
-            card_source=_card('model card, "Number of Parameters"', "https://huggingface.co/Qwen/Qwen3-30B-A3B"),
-        ),
-        # --- end of lesson 7B ---
-    }
+    {name: _model_facts(name, entry) for name, entry in yaml.safe_load(MODELS_FILE.read_text("utf-8")).items()}
 )
 """Model configs by Hugging Face id. The course's model is :data:`COURSE_MODEL`."""
 

@@ -24,6 +24,12 @@ const gpuOptions = (reg, custom) => {
   return custom ? [...opts, [CUSTOM, "Custom memory…"]] : opts;
 };
 
+// The model and GPU pickers of a calculator over the registry's models and cards (no pasted config, no custom card).
+const modelAndGpu = (reg, modelLabel = "Model") => [
+  { key: "model", label: modelLabel, type: "select", options: modelOptions(reg, false), value: reg.defaults.model },
+  { key: "gpu", label: "GPU", type: "select", options: gpuOptions(reg, false), value: reg.defaults.gpu },
+];
+
 const CALCS = {
   memory: {
     prefix: "m",
@@ -70,8 +76,7 @@ const CALCS = {
     prefix: "r",
     title: "Roofline and decode floor",
     fields: (reg) => [
-      { key: "model", label: "Model", type: "select", options: modelOptions(reg, false), value: reg.defaults.model },
-      { key: "gpu", label: "GPU", type: "select", options: gpuOptions(reg, false), value: reg.defaults.gpu },
+      ...modelAndGpu(reg),
       { key: "weights", label: "Weight format", type: "select", options: WEIGHTS, value: "bf16" },
       { key: "kv", label: "KV-cache dtype", type: "select", options: KV, value: "bf16" },
       { key: "batch", label: "Batch B (sequences)", type: "number", value: "1", step: "1" },
@@ -100,8 +105,7 @@ const CALCS = {
     prefix: "a",
     title: "Attention kernels",
     fields: (reg) => [
-      { key: "model", label: "Model", type: "select", options: modelOptions(reg, false), value: reg.defaults.model },
-      { key: "gpu", label: "GPU", type: "select", options: gpuOptions(reg, false), value: reg.defaults.gpu },
+      ...modelAndGpu(reg),
       { key: "kv", label: "KV-cache dtype", type: "select", options: KV, value: "bf16" },
       { key: "batch", label: "Decode batch B (sequences)", type: "number", value: "1", step: "1" },
       { key: "context", label: "Tokens S (prompt, or context of a decode step)", type: "number", value: "32768", step: "1" },
@@ -128,8 +132,7 @@ const CALCS = {
     prefix: "s",
     title: "Speculative-decoding speedup",
     fields: (reg) => [
-      { key: "model", label: "Target model", type: "select", options: modelOptions(reg, false), value: reg.defaults.model },
-      { key: "gpu", label: "GPU", type: "select", options: gpuOptions(reg, false), value: reg.defaults.gpu },
+      ...modelAndGpu(reg, "Target model"),
       { key: "alpha", label: "Acceptance rate α (0 to 1)", type: "number", value: "0.7", step: "0.05" },
       { key: "k", label: "Draft tokens per step k", type: "number", value: "4", step: "1" },
       { key: "draft", label: "Draft model", type: "select", options: modelOptions(reg, false), value: reg.defaults.draft },
