@@ -81,7 +81,7 @@ def test_a_step_model_that_leaves_prefill_out_fails_the_check(monkeypatch):
 
     monkeypatch.setattr(batching, "serving_step_time", decode_only)
     g4090, cfg = registry.gpu("RTX 4090"), registry.model(registry.COURSE_MODEL).config
-    knee = batching.max_request_rate(g4090, cfg, 512, 256, registry.STEP_OVERHEAD_S, 143, 8192)
+    knee = batching.max_request_rate(batching.Server(g4090, cfg, 512, 256, registry.STEP_OVERHEAD_S, 143, 8192))
     assert round(knee["rate"], 1) == 27.6  # the figure lesson 4A printed before prefill was counted
     page = PageValues("planted.md")
     page.add("lam", knee["rate"], "requests/s", knee["demand"])

@@ -10,8 +10,9 @@ arrival rates in requests per second. A decode step's time is lesson 2A's floor
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from infercourse.checks import positive, whole
 from infercourse.registry import GPUFacts
@@ -239,96 +240,95 @@ def step_tokens(batch: int, prompt_len: int, output_len: int) -> float:
     return batch * (1 + prompt_len / output_len)
 
 
-def batch_at_rate(
-    gpu: GPUFacts,
-    config,
-    rate: float,
-    prompt_len: int,
-    output_len: int,
-    overhead_s: float,
-    max_batch: int,
-    max_num_batched_tokens: int,
-    weight_bytes: float = 2,
-) -> int | None:
-    """The running batch B (sequences) that carries ``rate`` requests/s of ``prompt_len`` + ``output_len``
-    tokens in steady state: the smallest B with B >= rate * n-bar * t(B) (Little's law, L = lambda W,
-    with W = n-bar steps of :func:`serving_step_time`) whose steps fit ``max_num_batched_tokens``
-    (:func:`step_tokens`). None when no B up to ``max_batch`` carries it: above the knee, the queue
-    grows without bound.
+@dataclass(frozen=True)
+class Server:
+    """One vLLM server under open-loop load, as the step model sees it (lesson 4A).
+
+    Attributes:
+        gpu: the card (:class:`~infercourse.registry.GPUFacts`).
+        config: the model's ``config.json`` values (a mapping).
+        prompt_len: S_in, prompt tokens per request.
+        output_len: n-bar, output tokens per request.
+        overhead_s: tau_0, the fixed overhead of every engine step (s).
+        max_batch: the most requests running at once: ``max_num_seqs``, or what the KV cache holds.
+        max_num_batched_tokens: vLLM's token budget per engine step.
+        weight_bytes: bytes per matmul weight (2: BF16).
+    """
+
+    gpu: GPUFacts
+    config: Mapping[str, Any]
+    prompt_len: int
+    output_len: int
+    overhead_s: float
+    max_batch: int
+    max_num_batched_tokens: int
+    weight_bytes: float = 2
+
+    def step_time(self, batch: int) -> float:
+        """:func:`serving_step_time` of a running batch of ``batch`` requests on this server (s)."""
+        return serving_step_time(
+            self.gpu, self.config, batch, self.prompt_len, self.output_len, self.overhead_s, self.weight_bytes
+        )
+
+
+def batch_at_rate(server: Server, rate: float) -> int | None:
+    """The running batch B (sequences) that carries ``rate`` requests/s on ``server`` in steady state: the
+    smallest B with B >= rate * n-bar * t(B) (Little's law, L = lambda W, with W = n-bar steps of
+    :func:`serving_step_time`) whose steps fit ``max_num_batched_tokens`` (:func:`step_tokens`). None when no
+    B up to ``max_batch`` carries it: above the knee, the queue grows without bound.
 
     Raises:
         ValueError: a non-positive rate, length, ``max_batch`` or budget; as :func:`serving_step_time`.
     """
     positive("rate", rate)
-    positive("max_batch", max_batch)
-    positive("max_num_batched_tokens", max_num_batched_tokens)
-    for batch in range(1, max_batch + 1):
-        if step_tokens(batch, prompt_len, output_len) > max_num_batched_tokens:
+    positive("max_batch", server.max_batch)
+    positive("max_num_batched_tokens", server.max_num_batched_tokens)
+    for batch in range(1, server.max_batch + 1):
+        if step_tokens(batch, server.prompt_len, server.output_len) > server.max_num_batched_tokens:
             return None
-        t = serving_step_time(gpu, config, batch, prompt_len, output_len, overhead_s, weight_bytes)
-        if batch >= rate * output_len * t:
+        if batch >= rate * server.output_len * server.step_time(batch):
             return batch
     return None
 
 
-def max_request_rate(
-    gpu: GPUFacts,
-    config,
-    prompt_len: int,
-    output_len: int,
-    overhead_s: float,
-    max_batch: int,
-    max_num_batched_tokens: int,
-    weight_bytes: float = 2,
-) -> dict:
-    """The knee: the highest rate (requests/s) a server of at most ``max_batch`` running requests
-    sustains, lambda_max = max over B of B / (n-bar t(B)) with t :func:`serving_step_time` (prefill
-    counted), over the batches whose steps fit ``max_num_batched_tokens``. Returns ``{"rate", "B",
-    "tpot", "x", "demand"}``: the rate, the batch that reaches it, its step time (s), the output rate X
-    (tokens/s) and what it asks of the card (:class:`~infercourse.roofline.Demand`).
+def max_request_rate(server: Server) -> dict:
+    """The knee: the highest rate (requests/s) ``server`` sustains with at most ``max_batch`` running requests,
+    lambda_max = max over B of B / (n-bar t(B)) with t :func:`serving_step_time` (prefill counted), over the
+    batches whose steps fit ``max_num_batched_tokens``. Returns ``{"rate", "B", "tpot", "x", "demand"}``: the
+    rate, the batch that reaches it, its step time (s), the output rate X (tokens/s) and what it asks of the
+    card (:class:`~infercourse.roofline.Demand`).
 
     Raises:
         ValueError: a non-positive length, ``max_batch`` or budget; a budget too small for B = 1; as
             :func:`serving_step_time`.
     """
-    positive("max_batch", max_batch)
-    positive("max_num_batched_tokens", max_num_batched_tokens)
-    batches = [b for b in range(1, max_batch + 1) if step_tokens(b, prompt_len, output_len) <= max_num_batched_tokens]
+    positive("max_batch", server.max_batch)
+    positive("max_num_batched_tokens", server.max_num_batched_tokens)
+    prompt_len, output_len, budget = server.prompt_len, server.output_len, server.max_num_batched_tokens
+    batches = [b for b in range(1, server.max_batch + 1) if step_tokens(b, prompt_len, output_len) <= budget]
     if not batches:
         raise ValueError(
-            f"max_num_batched_tokens = {max_num_batched_tokens} cannot carry even one request's share of its "
+            f"max_num_batched_tokens = {budget} cannot carry even one request's share of its "
             f"{prompt_len}-token prompt per step; raise it to at least {step_tokens(1, prompt_len, output_len):g}"
         )
-    rate, batch, t = max(
-        (b / (output_len * t), b, t)
-        for b in batches
-        for t in [serving_step_time(gpu, config, b, prompt_len, output_len, overhead_s, weight_bytes)]
-    )
-    return _serving_point(gpu, config, rate, batch, t, prompt_len, output_len)
+    rate, batch, t = max((b / (output_len * t), b, t) for b in batches for t in [server.step_time(b)])
+    return _serving_point(server, rate, batch, t)
 
 
-def _serving_point(gpu: GPUFacts, config, rate: float, batch: int, tpot: float, prompt_len: int, output_len: int):
-    """``{"rate", "B", "tpot", "x", "demand"}`` of a steady state serving ``rate`` requests/s at ``batch``."""
+def _serving_point(server: Server, rate: float, batch: int, tpot: float) -> dict:
+    """``{"rate", "B", "tpot", "x", "demand"}`` of ``server`` in a steady state serving ``rate`` requests/s at
+    ``batch``."""
     from infercourse.roofline import serving_demand
 
+    prompt_len, output_len = server.prompt_len, server.output_len
     what = f"{rate:.3g} requests/s of {prompt_len} + {output_len} tokens at B = {batch}"
-    demand = serving_demand(gpu, config, rate, prompt_len, output_len, tpot, what)
+    demand = serving_demand(server.gpu, server.config, rate, prompt_len, output_len, tpot, what)
     return {"rate": rate, "B": batch, "tpot": tpot, "x": rate * output_len, "demand": demand}
 
 
-def rate_point(
-    gpu: GPUFacts,
-    config,
-    rate: float,
-    prompt_len: int,
-    output_len: int,
-    overhead_s: float,
-    max_batch: int,
-    max_num_batched_tokens: int,
-    weight_bytes: float = 2,
-) -> dict:
-    """The predicted steady state of open-loop load at ``rate`` requests/s: ``{"rate", "B", "tpot",
-    "x", "knee", "demand"}``. Below the knee B is :func:`batch_at_rate`, TPOT (s) its
+def rate_point(server: Server, rate: float) -> dict:
+    """The predicted steady state of ``server`` under open-loop load at ``rate`` requests/s: ``{"rate", "B",
+    "tpot", "x", "knee", "demand"}``. Below the knee B is :func:`batch_at_rate`, TPOT (s) its
     :func:`serving_step_time` and the output rate X (tokens/s) what arrives, rate * n-bar. Past it
     (``knee`` True) the server runs at :func:`max_request_rate`'s point and the queue grows. ``demand``
     is what the point asks of the card (:class:`~infercourse.roofline.Demand`).
@@ -336,12 +336,7 @@ def rate_point(
     Raises:
         ValueError: as :func:`batch_at_rate` and :func:`max_request_rate`.
     """
-    args = (gpu, config, rate, prompt_len, output_len, overhead_s, max_batch, max_num_batched_tokens, weight_bytes)
-    batch = batch_at_rate(*args)
+    batch = batch_at_rate(server, rate)
     if batch is None:
-        knee = max_request_rate(
-            gpu, config, prompt_len, output_len, overhead_s, max_batch, max_num_batched_tokens, weight_bytes
-        )
-        return {**knee, "rate": rate, "knee": True}
-    tpot = serving_step_time(gpu, config, batch, prompt_len, output_len, overhead_s, weight_bytes)
-    return {**_serving_point(gpu, config, rate, batch, tpot, prompt_len, output_len), "knee": False}
+        return {**max_request_rate(server), "rate": rate, "knee": True}
+    return {**_serving_point(server, rate, batch, server.step_time(batch)), "knee": False}

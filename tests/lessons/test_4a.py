@@ -177,20 +177,20 @@ def test_rate_points_by_hand():
     from infercourse.registry import COURSE_MODEL, STEP_OVERHEAD_S, gpu, model
 
     g, cfg = gpu("RTX 4090"), model(COURSE_MODEL).config
-    online = (512, 256, STEP_OVERHEAD_S, 128, 8192)
-    low = batching.rate_point(g, cfg, 2, *online)
+    online = batching.Server(g, cfg, 512, 256, STEP_OVERHEAD_S, 128, 8192)
+    low = batching.rate_point(online, 2)
     assert (low["B"], low["knee"], low["x"]) == (8, False, 512)
     assert low["tpot"] == pytest.approx(0.0153212, abs=1e-7)
-    high = batching.rate_point(g, cfg, 32, *online)
+    high = batching.rate_point(online, 32)
     assert (high["B"], high["knee"], round(high["x"])) == (128, True, 3473)
     assert high["tpot"] == pytest.approx(0.0368565, abs=1e-7)
-    assert batching.batch_at_rate(g, cfg, 32, *online) is None
+    assert batching.batch_at_rate(online, 32) is None
     rows = _v("rate_rows")
     assert [r["B"] for r in rows] == [8, 16, 34, 128, 128] and _v("online_cap") == 128  # min(128, B_kv = 143)
     assert _v("lam_knee") == pytest.approx(13.566, abs=0.0005) and _v("knee_rates") == "16 and 32"
     # a budget of 300 tokens per step holds 3B <= 300: B = 100 at most, so the knee moves there
-    assert batching.max_request_rate(g, cfg, 512, 256, STEP_OVERHEAD_S, 128, 300)["B"] == 100
+    assert batching.max_request_rate(batching.Server(g, cfg, 512, 256, STEP_OVERHEAD_S, 128, 300))["B"] == 100
     with pytest.raises(ValueError, match="at least 3"):  # one request's share: 1 decode + 512 / 256 prompt tokens
-        batching.max_request_rate(g, cfg, 512, 256, STEP_OVERHEAD_S, 128, 2)
+        batching.max_request_rate(batching.Server(g, cfg, 512, 256, STEP_OVERHEAD_S, 128, 2))
     with pytest.raises(ValueError, match="rate"):
-        batching.batch_at_rate(g, cfg, 0, *online)
+        batching.batch_at_rate(online, 0)

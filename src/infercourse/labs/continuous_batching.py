@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt
-from infercourse.batching import rate_point, schedule, static_steps, step_time, useful_fraction
+from infercourse.batching import Server, rate_point, schedule, static_steps, step_time, useful_fraction
 from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
 from infercourse.memory import default_kv_budget_bytes, max_sequences
 from infercourse.registry import COURSE_MODEL, LAB_GPU, STEP_OVERHEAD_S, gpu, model
@@ -252,14 +252,16 @@ def online_points(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> tu
     kv_seqs = max_sequences(
         default_kv_budget_bytes(gpu_name, weight_bytes(config)), kv_bytes_per_token(config), per_request
     )
-    online = (
+    online = Server(
+        facts,
+        config,
         LAB.PROMPT_TOKENS,
         LAB.ONLINE_OUTPUT_TOKENS,
         STEP_OVERHEAD_S,
         min(max(LAB.BATCH_SIZES), kv_seqs),
         LAB.MAX_NUM_BATCHED_TOKENS,
     )
-    return kv_seqs, [rate_point(facts, config, rate, *online) for rate in LAB.RATES]
+    return kv_seqs, [rate_point(online, rate) for rate in LAB.RATES]
 
 
 def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:

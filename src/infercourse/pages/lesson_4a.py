@@ -67,14 +67,14 @@ for end, t0 in (("lo", tau0_lo), ("hi", tau0_hi)):  # the same loss, tau_0 / (ta
 # the H200; the knee (Little's law) with every step carrying the B decodes and the B S_in / n_bar prompt tokens
 P.add("S_arr_kv", B_kv * S_in / n_bar, "tokens")
 P.add("step_tokens_kv", batching.step_tokens(B_kv, S_in, n_bar), "tokens")
-knee_4090 = batching.max_request_rate(g4090, cfg, S_in, n_bar, tau0, B_kv, llm_tokens)
-knee_h200 = batching.max_request_rate(h200, cfg, S_in, n_bar, tau0, h200_seqs, h200_tokens)
+knee_4090 = batching.max_request_rate(batching.Server(g4090, cfg, S_in, n_bar, tau0, B_kv, llm_tokens))
+knee_h200 = batching.max_request_rate(batching.Server(h200, cfg, S_in, n_bar, tau0, h200_seqs, h200_tokens))
 if (knee_4090["B"], knee_h200["B"]) != (B_kv, h200_seqs):
     raise ValueError(f"the page puts the knee at the binding budget, B = {B_kv} and {h200_seqs}: rewrite it")
 t_kv = P.add("t_kv", knee_4090["tpot"], "s")
 # the same knee over lesson 2B's band for tau_0: the rate at its slow end and at its fast end
 for end, t0 in (("slow", tau0_hi), ("fast", tau0_lo)):
-    k = batching.max_request_rate(g4090, cfg, S_in, n_bar, t0, B_kv, llm_tokens)
+    k = batching.max_request_rate(batching.Server(g4090, cfg, S_in, n_bar, t0, B_kv, llm_tokens))
     P.add(f"t_kv_{end}", k["tpot"], "s")
     P.add(f"lam_kv_{end}", k["rate"], "requests/s", k["demand"])
 P.add("x_kv", knee_4090["x"], "tokens/s", knee_4090["demand"])
@@ -143,9 +143,9 @@ P.add("lab_num_prompts", LAB.NUM_PROMPTS, "sequences")
 lab_online_out = P.add("lab_online_out", LAB.ONLINE_OUTPUT_TOKENS, "tokens")
 lab_server_seqs = P.add("lab_server_seqs", max(LAB.BATCH_SIZES), "sequences")
 online_cap = P.add("online_cap", min(lab_server_seqs, B_kv), "sequences")
-online = (lab_prompt, lab_online_out, tau0, online_cap, lab_budget)
-rate_rows = P.add("rate_rows", [batching.rate_point(g4090, cfg, r, *online) for r in lab_rates], "record")
-lab_knee = batching.max_request_rate(g4090, cfg, *online)
+online = batching.Server(g4090, cfg, lab_prompt, lab_online_out, tau0, online_cap, lab_budget)
+rate_rows = P.add("rate_rows", [batching.rate_point(online, r) for r in lab_rates], "record")
+lab_knee = batching.max_request_rate(online)
 P.add("lam_knee", lab_knee["rate"], "requests/s", lab_knee["demand"])
 P.add("knee_rates", " and ".join(f"{r['rate']:g}" for r in rate_rows if r["knee"]), "text")
 
