@@ -75,12 +75,12 @@ def step_floors(batch, context, tflops, bandwidth_gb_s, m=MATMUL_PARAMS, kappa=K
 # --8<-- [end:floors]
 
 
-def print_table(headers, rows):
-    """Print a Markdown table: the header cells, a right-aligning rule, then each row's cells (strings)."""
-    print("| " + " | ".join(headers) + " |")
-    print("|" + "---:|" * len(headers))
-    for cells in rows:
-        print("| " + " | ".join(cells) + " |")
+def print_table(header, rows):
+    """Print a Markdown table whose columns are all right-aligned: `header` and each row are cells joined by " | "."""
+    print(f"| {header} |")
+    print("|" + "---:|" * (header.count(" | ") + 1))
+    for row in rows:
+        print(f"| {row} |")
 
 
 def print_batch_table(gpu="RTX 4090", context=CONTEXT, batches=BATCHES):
@@ -90,29 +90,14 @@ def print_batch_table(gpu="RTX 4090", context=CONTEXT, batches=BATCHES):
     rows = []
     for batch in batches:
         matmuls, attention = step_floors(batch, context, tflops, bandwidth)
-        step = matmuls + attention
-        intensity = matmul_intensity(batch)
+        step, intensity = matmuls + attention, matmul_intensity(batch)
         rows.append(
-            (
-                f"{batch}",
-                f"{intensity:.0f}",
-                f"{intensity / ridge * 100:.1f} %",
-                f"{matmuls * 1e3:.2f}",
-                f"{attention * 1e3:.3f}",
-                f"{step * 1e3:.2f}",
-                f"{batch / step:,.0f}",
-            )
+            f"{batch} | {intensity:.0f} | {intensity / ridge * 100:.1f} % | {matmuls * 1e3:.2f} | "
+            f"{attention * 1e3:.3f} | {step * 1e3:.2f} | {batch / step:,.0f}"
         )
     print_table(
-        (
-            "batch B",
-            "matmul intensity (FLOP/byte)",
-            "of ridge point",
-            "matmul floor (ms)",
-            "attention floor (ms)",
-            "step floor (ms)",
-            "tokens/s ceiling",
-        ),
+        "batch B | matmul intensity (FLOP/byte) | of ridge point | matmul floor (ms) | attention floor (ms) | "
+        "step floor (ms) | tokens/s ceiling",
         rows,
     )
 
@@ -125,24 +110,12 @@ def print_context_table(gpu="H200 SXM", batch=CONTEXT_TABLE_BATCH, contexts=CONT
         matmuls, attention = step_floors(batch, context, tflops, bandwidth)
         step = matmuls + attention
         rows.append(
-            (
-                f"{context:,}",
-                f"{batch * KV_BYTES_PER_TOKEN * context / 1e9:.2f}",
-                f"{matmuls * 1e3:.2f}",
-                f"{attention * 1e3:.2f}",
-                f"{attention / step * 100:.0f} %",
-                f"{batch / step:,.0f}",
-            )
+            f"{context:,} | {batch * KV_BYTES_PER_TOKEN * context / 1e9:.2f} | {matmuls * 1e3:.2f} | "
+            f"{attention * 1e3:.2f} | {attention / step * 100:.0f} % | {batch / step:,.0f}"
         )
     print_table(
-        (
-            "context S",
-            "KV read per step (GB)",
-            "matmul floor (ms)",
-            "attention floor (ms)",
-            "attention share of the step",
-            "tokens/s ceiling",
-        ),
+        "context S | KV read per step (GB) | matmul floor (ms) | attention floor (ms) | "
+        "attention share of the step | tokens/s ceiling",
         rows,
     )
 
