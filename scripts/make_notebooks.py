@@ -4,8 +4,9 @@
     .venv/bin/python scripts/make_notebooks.py --check  # exit 1 when a committed notebook is not what this makes
 
 The script stays the source: a notebook is ``templates/lab_notebook.py`` (jupytext's percent format:
-preflight, install, model download, the lab, its receipt against the lesson's prediction), read with
-jupytext, with the lab's name, lesson, title and the script's docstring filled in. Cell ids are the
+preflight, install, model download, the reader's predictions, the lab, its receipt against the lesson's
+prediction), read with jupytext, with the lab's name, lesson, title, the script's docstring and the spec's
+exercises (``EXERCISES``) filled in. Cell ids are the
 lab's name and the cell's number, so the same inputs give the same bytes and ``--check`` (run by
 ``tests/test_notebooks.py``) finds a stale or hand-edited notebook. A lab is every script with a spec
 (``infercourse.labs.wired``); its lesson is the one ``course.yml`` gives it.
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import jupytext
 
-from infercourse import course, labs, snippets
+from infercourse import course, labnotebook, labs, snippets
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "templates" / "lab_notebook.py"
@@ -86,6 +87,8 @@ def notebook(lab: str, template: str | None = None) -> str:
         "__LESSON_URL__": "../" + lesson["page"],
         "__DOCSTRING__": docstring(script),
         "__MODEL_ID__": labs.spec(lab).work.model,  # the model the lab loads by default (its LabWork)
+        "__EXERCISES__": labnotebook.exercises(lab),
+        "__ANSWER_SLOTS__": ", ".join(f"{k}: None" for k in range(1, len(labs.spec(lab).exercises) + 1)),
     }
     pattern = re.compile("|".join(re.escape(k) for k in sorted(values, key=len, reverse=True)))
     nb = jupytext.reads(template if template is not None else TEMPLATE.read_text(encoding="utf-8"), fmt="py:percent")

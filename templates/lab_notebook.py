@@ -4,7 +4,8 @@
 # The GPU lab of [lesson __LESSON__](__LESSON_URL__), `__LAB__.py` in `snippets/labs/`, as a notebook for
 # JupyterLab on a rented GPU (AutoDL: an RTX 4090 whose driver is 580 or newer). Open it inside a clone of
 # the course's repository (it is `docs/notebooks/__LAB__.ipynb` there) and run the cells in order:
-# preflight, install, model download, the lab, then its receipt against the lesson's prediction.
+# preflight, install, model download, your own predictions, the lab, then its receipt against the lesson's
+# prediction.
 # The parameters cell below says what each setting does.
 #
 # Generated from the lab script by `scripts/make_notebooks.py`: edit the script, or the one template
@@ -101,7 +102,22 @@ if DOWNLOAD:
         labnotebook.stream(autodl.download_command(model_id, HUB))
 
 # %% [markdown]
-# ## 4. The lab
+# ## 4. Predict first
+#
+# Before the lab runs, predict. Each question changes one of the lab's settings; the check compares your number
+# with the functions the lesson's predictions come from, and says how far off you are without giving the answer
+# away. Write your numbers in `answers` (or `"show"` to see one), then run the check; a CPU is enough.
+#
+# __EXERCISES__
+
+# %%
+answers = {__ANSWER_SLOTS__}  # your numbers, e.g. {1: 128}; "show" gives an answer and why
+
+# %%
+display(Markdown(labnotebook.check_answers(LAB, answers)))
+
+# %% [markdown]
+# ## 5. The lab
 #
 # `python snippets/labs/__LAB__.py --model MODEL --receipt RECEIPT`, started by the course's lab runner:
 # its progress and its table stream here, vLLM's own log goes to a file (the line "vLLM's log:" names
@@ -135,7 +151,7 @@ if done["status"] != "ok":
     raise labnotebook.Stop(f"{LAB} {done['status']} after {done['wall_s']:.0f} s: {last}")
 
 # %% [markdown]
-# ## 5. Against the lesson's prediction
+# ## 6. Against the lesson's prediction
 #
 # The receipt through the lesson's claims (on a CPU only the exact ones are judged), the prediction for
 # the course's GPU beside this run's table, and a figure of the measured columns (on a GPU the

@@ -96,7 +96,7 @@ def test_a_placeholder_without_a_value_is_refused():
 
 @pytest.mark.parametrize("lab", LABS)
 def test_a_notebook_s_cells_are_the_template_s(lab):
-    """Title first (the page title), then preflight, install, model, lab, comparison, in that order;
+    """Title first (the page title), then preflight, install, model, predictions, lab, comparison, in that order;
     one cell tagged "parameters" (papermill), one tagged "lab" (tests/test_labs.py reads its output)."""
     nb = nbformat.read(NOTEBOOKS / f"{lab}.ipynb", as_version=4)
     lesson = make_notebooks.lessons_by_lab()[lab]
@@ -113,8 +113,9 @@ def test_a_notebook_s_cells_are_the_template_s(lab):
         "1. Preflight",
         "2. Install",
         "3. The model",
-        "4. The lab",
-        "5. Against the lesson's prediction",
+        "4. Predict first",
+        "5. The lab",
+        "6. Against the lesson's prediction",
     ]
     tags = [tag for cell in nb.cells for tag in cell.metadata.get("tags", [])]
     assert sorted(tags) == ["lab", "parameters"]
@@ -259,3 +260,31 @@ def test_a_notebook_link_to_a_missing_page_or_anchor_fails_the_build(tmp_path):
     assert "notebooks/x.ipynb links lessons/9z-nothing.md, which is not a page of the site" in message
     assert "links lessons/0a-prefill-decode.md#no-such-section, an anchor that page does not have" in message
     assert "#lab" not in message
+
+
+def test_an_answer_is_right_off_shown_or_not_yet():
+    """Lab 0A's first exercise (one request of n = 64 output tokens alone: 64 recorded steps, by hand) as a reader
+    answers it: exactly right; one step short (-2 %: 63 / 64 - 1 = -1.6 %) without the answer; "show"; nothing
+    yet; not a number."""
+    check = {
+        answer: labnotebook.check_answers("phases", {1: answer}).splitlines()[0]
+        for answer in (64, 63, "show", None, "64", True)
+    }
+    assert check[64].startswith("1. right: 64 steps. One recorded step per output token")
+    assert (
+        check[63]
+        == '1. not quite: 63 steps is -2% off the course\'s model (a count: exactly); think again, or write "show"'
+    )
+    assert check["show"].startswith("1. the answer is 64 steps. One recorded step")
+    assert check[None].startswith("1. not answered yet: write your number as `answers[1]`")
+    assert (
+        check["64"]
+        == check[True].replace("True", "'64'")
+        == "1. `answers[1]` is '64': write a number (in steps), or \"show\""
+    )
+    # within a ratio's tolerance (5 %): 4 is right for 0A's TTFT growth (4.186), 4.5 is not (+8 %)
+    assert labnotebook.check_answers("phases", {2: 4}).splitlines()[1].startswith("2. right: 4.186 times.")
+    assert "+8% off" in labnotebook.check_answers("phases", {2: 4.5}).splitlines()[1]
+    assert labnotebook.check_answers("weights", {}) == "This lab has no exercises yet."
+    with pytest.raises(ValueError, match=r"rel_tol is a fraction in \[0, 1\), got 5"):
+        labs.Exercise("q", lambda: 1.0, "steps", "why", rel_tol=5)

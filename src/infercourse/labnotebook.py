@@ -115,3 +115,56 @@ def figure(receipt: Mapping[str, Any]):
     fig.suptitle(f"{receipt['lab']}: {machine['name']} ({machine['kind']}), {receipt['model']}", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+SHOW = "show"
+"""What a reader writes as an answer to see the computed one (:func:`check_answers`)."""
+
+
+def exercises(lab: str) -> str:
+    """Markdown: ``lab``'s exercises (its spec's :attr:`~infercourse.labs.LabSpec.exercises`) as a numbered list,
+    each question with the unit its answer takes; a sentence when the lab has none yet.
+
+    Raises:
+        KeyError: ``lab`` has no spec.
+    """
+    found = labs.spec(lab).exercises
+    if not found:
+        return "This lab has no exercises yet."
+    return "\n".join(f"{k}. {e.question} (answer in {e.unit})" for k, e in enumerate(found, 1))
+
+
+def _number(x: float) -> str:
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.4g}"
+
+
+def check_answers(lab: str, answers: Mapping[int, Any]) -> str:
+    """Markdown: each of ``lab``'s exercises, numbered from 1, against ``answers[k]``: not answered yet (None or
+    missing); right when within the exercise's ``rel_tol`` of the computed answer (exactly, for a count), with
+    why; otherwise how far off, in percent, without giving the answer away; :data:`SHOW` gives the answer and
+    why. An answer that is not a number says what to write instead. Raises nothing for a wrong answer: the
+    notebook goes on.
+
+    Raises:
+        KeyError: ``lab`` has no spec.
+    """
+    lines = []
+    for k, e in enumerate(labs.spec(lab).exercises, 1):
+        given, want = answers.get(k), e.answer()
+        if given is None:
+            line = f'not answered yet: write your number as `answers[{k}]`, or `answers[{k}] = "{SHOW}"`'
+        elif given == SHOW:
+            line = f"the answer is {_number(want)} {e.unit}. {e.why}"
+        elif isinstance(given, bool) or not isinstance(given, (int, float)) or not math.isfinite(given):
+            line = f'`answers[{k}]` is {given!r}: write a number (in {e.unit}), or "{SHOW}"'
+        elif abs(given - want) <= e.rel_tol * abs(want):
+            line = f"right: {_number(want)} {e.unit}. {e.why}"
+        else:
+            off = f"{(given - want) / abs(want):+.0%} off" if want else "off"
+            line = (
+                f"not quite: {_number(given)} {e.unit} is {off} the course's model"
+                + (f" (right within {e.rel_tol:.0%})" if e.rel_tol else " (a count: exactly)")
+                + f'; think again, or write "{SHOW}"'
+            )
+        lines.append(f"{k}. {line}")
+    return "\n".join(lines) or "This lab has no exercises yet."

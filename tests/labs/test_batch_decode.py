@@ -106,3 +106,15 @@ def test_prediction_states_the_largest_batch_s_kv_need():
     # 64 x 640 = 40,960 tokens x 57,344 B = 2,348,810,240 B = 2.1875 GiB
     assert "64 × (512 + 128) = 40,960 tokens" in text and "2.19 GiB at 57,344 B/token" in text
     assert "caps `max_num_batched_tokens` at 8,192" in text and batch_decode.LAB.MAX_BATCHED_TOKENS == 8192
+
+
+def test_the_notebook_exercises_by_hand():
+    """B* on the RTX 4090 = R b / 2 = (165.2e12 / 1008e9) x 2 / 2 = 163.89 sequences. At the lab's mean context
+    512 + 128 / 2 = 576 tokens both steps are memory-bound (B = 64 < B*; attention is a few FLOP/byte):
+    weights 14,141,238,272 B (M b, see test_phases) plus B x 57,344 x 576 B of cache; step(64) / step(1) =
+    (14,141,238,272 + 2,113,929,216) / (14,141,238,272 + 33,030,144) = 16,255,167,488 / 14,174,268,416 =
+    1.14681; tokens/s at 64 = 64 / (16,255,167,488 / 1008e9 s) = 3,968.71."""
+    bstar, growth, ceiling = (e.answer() for e in labs.spec("batch_decode").exercises)
+    assert bstar == pytest.approx(165.2e12 / 1008e9)
+    assert growth == pytest.approx(16_255_167_488 / 14_174_268_416, rel=1e-9)
+    assert ceiling == pytest.approx(64 / (16_255_167_488 / 1008e9), rel=1e-9)

@@ -287,3 +287,12 @@ def test_bad_max_model_len_is_one_line(tmp_path):
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip() == "error: --max-model-len must be at least 32, got 16"
+
+
+def test_the_notebook_exercises_by_hand():
+    """The header's arithmetic: kappa 57,344 B; FP8 holds 220,336 / 110,160 = 2.00018 times the tokens; at
+    8,192 tokens a request takes 512 blocks, and 6,885 blocks hold 6,885 // 512 = 13 requests."""
+    kappa, fp8, requests = (e.answer() for e in labs.spec("kv_capacity").exercises)
+    assert kappa == 2 * 28 * 4 * 128 * 2 == 57_344
+    assert fp8 == pytest.approx(220_336 / 110_160, rel=1e-12)
+    assert requests == 6_885 // 512 == 13

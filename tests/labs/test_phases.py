@@ -144,3 +144,15 @@ def test_expected_output_is_labelled_prediction_with_the_hand_worked_rows(tmp_pa
     assert "| 128 | 32 | 14.0 | 14.04 | 0.44 |" in text  # 14.0491 ms, 14.0372 ms, 31 x 14.0372 ms = 0.435 s
     assert "| 4,096 | 128 | 344.0 | 14.27 | 1.81 |" in text  # 343.99 ms, 14.2657 ms, 127 x 14.2657 ms = 1.812 s
     assert "No GPU receipt is committed yet" in text
+
+
+def test_the_notebook_exercises_by_hand():
+    """One request alone: n = 64 recorded steps. TTFT from 1,024 to 4,096 tokens: 343.9895 ms (above) over
+    82.1806 ms: matmuls (2 (M - H) 1,024 + 2 H) = 13,365,563,359,232 FLOP / 165.2e12 = 80.9054 ms (2 (M - H) =
+    13,051,243,520 and 2 H = 1,089,994,752 from the two rows above), attention 401,408 x 1,024 x 1,025 / 2 =
+    210,658,918,400 FLOP / 165.2e12 = 1.2752 ms. TPOT from 128 to 4,096 (128 out): 14,379,789,312 B (above) over
+    14,141,238,272 + 57,344 x 192 = 14,152,248,320 B."""
+    steps, ttft, tpot = (e.answer() for e in labs.spec("phases").exercises)
+    assert steps == 64
+    assert ttft == pytest.approx(343.9895 / 82.1806, rel=1e-5)
+    assert tpot == pytest.approx(14_379_789_312 / 14_152_248_320, rel=1e-9)

@@ -21,6 +21,7 @@ from infercourse.labs.core import (
     ClaimResult,
     Column,
     Efficiency,
+    Exercise,
     LabWork,
     Receipt,
     claim,
@@ -32,7 +33,7 @@ from infercourse.labs.core import (
     lab_spec,
 )
 from infercourse.registry import COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
-from infercourse.roofline import Demand, decode_demand, decode_kernel_floors, decode_step_floor
+from infercourse.roofline import Demand, compute_bound_batch, decode_demand, decode_kernel_floors, decode_step_floor
 from infercourse.transformer import kv_bytes_per_token
 
 GRID = lab_grid("batch_decode")
@@ -239,6 +240,45 @@ def _receipts_plot(ax, drawn: list[tuple[Receipt, GPUFacts]]) -> None:
     ax.set(xlabel="weight-matmul intensity 2B/b (FLOP/byte)", ylabel="matmul TFLOP/s (BF16 dense)")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="upper left")
+
+
+# --- the notebook's exercises ----------------------------------------------------------------------
+
+MEAN_CONTEXT = LAB.PROMPT_LEN + LAB.OUTPUT_LEN // 2
+"""The lab's mean context over its decode steps (tokens), at its default lengths."""
+
+
+def _step_floor_ms(batch: int) -> float:
+    return step_floor_ms(gpu(LAB_GPU), model(COURSE_MODEL).config, batch, MEAN_CONTEXT)
+
+
+EXERCISES = (
+    Exercise(
+        f"At about what batch do the {LAB_GPU}'s BF16 weight matmuls reach its ridge point (B*)?",
+        lambda: compute_bound_batch(gpu(LAB_GPU)),
+        "sequences",
+        "A weight matmul does 2 × B FLOPs per weight it reads (b = 2 bytes), so its intensity is B FLOP/byte; it "
+        "reaches the ridge R = peak / bandwidth at B* = R b / 2 (lesson 2A: B*).",
+        rel_tol=0.05,
+    ),
+    Exercise(
+        f"On the {LAB_GPU}, at the lab's mean context ({MEAN_CONTEXT} tokens), by what factor does the decode step "
+        f"floor grow from batch 1 to batch {LARGEST_BATCH}?",
+        lambda: _step_floor_ms(LARGEST_BATCH) / _step_floor_ms(1),
+        "times",
+        "Below B* a step is memory-bound: the weights are read once for the whole batch and only the KV cache, "
+        "B × κ × S bytes, grows with B (lesson 2A).",
+        rel_tol=0.05,
+    ),
+    Exercise(
+        f"And the ceiling on output tokens per second at batch {LARGEST_BATCH} (B / step floor)?",
+        lambda: LARGEST_BATCH / (_step_floor_ms(LARGEST_BATCH) / 1e3),
+        "tokens/s",
+        "B tokens per step, one step per floor: the batch multiplies the tokens a step makes while the step itself "
+        "barely grows (lesson 2A).",
+        rel_tol=0.05,
+    ),
+)
 
 
 SPEC = lab_spec(

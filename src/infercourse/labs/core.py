@@ -310,6 +310,35 @@ class LabWork:
 
 
 @dataclass(frozen=True)
+class Exercise:
+    """One exercise of a lab's notebook: the reader changes one setting of the lab in their head, predicts a
+    number, and the notebook checks it against the course's own model (:func:`infercourse.labnotebook.check_answers`).
+
+    Attributes:
+        question: Markdown: which setting changes, from what to what, and what number is asked for (its values
+            formatted from the same constants ``answer`` uses, never typed twice).
+        answer: computes the answer with the course's functions (no vLLM, no GPU), in ``unit``.
+        unit: the answer's unit as the question asks for it (``"steps"``, ``"tokens"``, ``"ms"``, ``"x"`` for a
+            ratio).
+        why: Markdown shown with the answer: the arithmetic behind it and the lesson section that teaches it.
+        rel_tol: how close an answer must be to count as right: 0 for an exact count, 0.05 for within 5 %.
+
+    Raises:
+        ValueError: ``rel_tol`` is negative or 1 or more.
+    """
+
+    question: str
+    answer: Callable[[], float]
+    unit: str
+    why: str
+    rel_tol: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.rel_tol < 1:
+            raise ValueError(f"rel_tol is a fraction in [0, 1), got {self.rel_tol!r}")
+
+
+@dataclass(frozen=True)
 class LabSpec:
     """Everything the harness knows about one lab, declared in ``infercourse/labs/<lab>.py`` as ``SPEC``.
 
@@ -340,6 +369,7 @@ class LabSpec:
         demands: what each time and rate of :attr:`prediction` asks of the card
             (:class:`~infercourse.roofline.Demand`); ``tests/test_physics.py`` holds each to the card's peak
             and bandwidth. None for a prediction with no time or rate (bytes, counts, NLL).
+        exercises: the notebook's exercises (:class:`Exercise`), by default the spec module's ``EXERCISES``.
 
     Raises:
         ValueError: units, key, grid or columns name keys the row does not have.
@@ -361,6 +391,7 @@ class LabSpec:
     demands: Callable[[], list[Demand]] | None = None
     row: Mapping[str, tuple[type, ...]] = field(default_factory=dict)
     units: Mapping[str, str] = field(default_factory=dict)
+    exercises: tuple[Exercise, ...] = ()
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_]*", self.lab):
@@ -420,8 +451,8 @@ def lab_spec(module: str, **fields: Any) -> LabSpec:
     """The ``SPEC`` of the spec module named ``module`` (pass ``__name__``; call it last in the module):
     ``lab`` is the module's own name; ``claims`` the functions it defines and marks with :func:`claim` or
     :func:`gpu_timing`, in the order it defines them; ``prediction``, ``demands`` and ``efficiency`` its
-    functions of those names, where it has them. ``fields`` gives the rest of :class:`LabSpec`, and may
-    replace any of these.
+    functions of those names, where it has them; ``exercises`` its ``EXERCISES``, where it has them. ``fields``
+    gives the rest of :class:`LabSpec`, and may replace any of these.
 
     Raises:
         ValueError: the module marks no claim, or has no ``prediction``; or as :class:`LabSpec`.
@@ -432,6 +463,7 @@ def lab_spec(module: str, **fields: Any) -> LabSpec:
         f for f in names.values() if getattr(f, CLAIM_MARK, False) and getattr(f, "__module__", None) == module
     )
     found |= {name: names[name] for name in ("prediction", "demands", "efficiency") if callable(names.get(name))}
+    found |= {"exercises": tuple(names["EXERCISES"])} if "EXERCISES" in names else {}
     found |= fields
     missing = ["claim marked with @claim or @gpu_timing"] if not found["claims"] else []
     missing += [] if callable(found.get("prediction")) else ["function prediction()"]

@@ -28,6 +28,7 @@ from infercourse import fmt, memory
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Exercise,
     LabWork,
     Receipt,
     ReceiptError,
@@ -204,6 +205,51 @@ def prediction(model_name: str = COURSE_MODEL, gpu_name: str = LAB_GPU) -> str:
             f"larger than the available KV cache memory; estimated maximum model length {fmt.count(usable)} |",
         ]
     )
+
+
+# --- the notebook's exercises ----------------------------------------------------------------------
+
+
+def _cfg() -> Mapping[str, Any]:
+    return model(COURSE_MODEL).config
+
+
+def _kappa(kv_bytes: int = 2) -> int:
+    return kv_bytes_per_token(_cfg(), kv_bytes)
+
+
+def _budget() -> float:
+    return memory.default_kv_budget_bytes(LAB_GPU, weight_bytes(_cfg(), 2))
+
+
+EXERCISES = (
+    Exercise(
+        f"How many bytes of KV cache does one token of {COURSE_MODEL} take in BF16 (κ)?",
+        _kappa,
+        "B",
+        f"κ = 2 (K and V) × {_cfg()['num_hidden_layers']} layers × {_cfg()['num_key_value_heads']} KV heads × "
+        f"{_cfg()['hidden_size'] // _cfg()['num_attention_heads']} dimensions × 2 B: grouped-query attention keeps "
+        "few KV heads (lesson 1A: κ).",
+    ),
+    Exercise(
+        f"The same KV budget on the {LAB_GPU}, the cache in FP8 (1 B per element, `kv_cache_dtype=fp8`): how many "
+        "times the BF16 cache's tokens does it hold?",
+        lambda: memory.kv_capacity_tokens(_budget(), _kappa(1)) / memory.kv_capacity_tokens(_budget(), _kappa()),
+        "times",
+        "κ halves and the budget stays, so the tokens double, to a whole block (the lab checks it: "
+        "`fp8_doubles_tokens`).",
+        rel_tol=0.01,
+    ),
+    Exercise(
+        f"On the {LAB_GPU} with vLLM's defaults (`gpu_memory_utilization` {VLLM_DEFAULT_GPU_MEMORY_UTILIZATION}) and "
+        f"the course's assumed {VLLM_NON_KV_RESERVE_GIB} GiB besides weights and cache, how many whole "
+        f"{MAX_MODEL_LEN:,}-token requests fit in the KV cache at once?",
+        lambda: memory.max_sequences(_budget(), _kappa(), MAX_MODEL_LEN),
+        "requests",
+        f"Budget = memory × utilization − weights − reserve; each request takes whole blocks of "
+        f"{VLLM_DEFAULT_BLOCK_SIZE} tokens × κ bytes (lesson 1A: the KV budget).",
+    ),
+)
 
 
 SPEC = lab_spec(

@@ -19,11 +19,13 @@ from infercourse import fmt
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Exercise,
     Receipt,
     claim,
     efficiency,
     find_row,
     floor_demands,
+    floors,
     floors_table,
     gpu_timing,
     lab_grid,
@@ -134,6 +136,55 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
         *floors_table(facts, config, GRID, "decode floor (s)", lambda f: fmt.fixed(f["decode_s"], 2)),
     ]
     return "\n".join(lines)
+
+
+# --- the notebook's exercises ----------------------------------------------------------------------
+
+
+def _growth(quantity: str, name: str, short: int, long: int, why: str) -> Exercise:
+    """The exercise: by what factor :func:`floors`' ``quantity`` (``"ttft_s"``, ``"tpot_s"``, shown as ``name``)
+    grows on the lab's card from a ``short``- to a ``long``-token prompt (128 output tokens), within 5 %."""
+
+    def answer() -> float:
+        facts, config = gpu(LAB_GPU), model(COURSE_MODEL).config
+        return floors(facts, config, long, 128)[quantity] / floors(facts, config, short, 128)[quantity]
+
+    question = (
+        f"On the {LAB_GPU}, by what factor does the {name} floor grow from a {short:,}- to a {long:,}-token prompt?"
+    )
+    return Exercise(question, answer, "times", why, rel_tol=0.05)
+
+
+EXERCISE_PROMPT, EXERCISE_OUTPUT = 2048, 64
+"""The request of the first exercise (tokens): not one of the lab's grid rows."""
+
+EXERCISES = (
+    Exercise(
+        f"One request with a {EXERCISE_PROMPT:,}-token prompt and {EXERCISE_OUTPUT} output tokens runs alone, as "
+        "each of the lab's requests does. How many engine steps does vLLM's `vllm:iteration_tokens_total` record "
+        "for it?",
+        lambda: expected_steps(EXERCISE_PROMPT, EXERCISE_OUTPUT)[0],
+        "steps",
+        "One recorded step per output token: the prefill's last step yields the first token and each decode step "
+        "one more; a prefill chunk that yields no token is not recorded (the lab checks it: `engine_steps_exact`).",
+    ),
+    _growth(
+        "ttft_s",
+        "TTFT",
+        1024,
+        4096,
+        "Prefill multiplies every weight by all S tokens, so it is compute-bound and grows with S; a little faster, "
+        "because causal attention grows with S squared (lesson 0A: prefill).",
+    ),
+    _growth(
+        "tpot_s",
+        "TPOT",
+        128,
+        4096,
+        "A decode step reads every weight once, whatever the context; the KV cache it also reads grows with S but "
+        "stays small beside the weights at these lengths (lesson 0A: decode).",
+    ),
+)
 
 
 SPEC = lab_spec(
