@@ -53,26 +53,27 @@ TIMEOUT_S = run_labs.LAB_TIMEOUT_S  # the lab is stopped after this many seconds
 #
 # The driver, the GPU and its free memory, the free disk where the model goes, and the vLLM and torch
 # versions, read before anything is installed or downloaded: the check of
-# `python scripts/run_labs.py --check`. One line says what is wrong.
+# `python scripts/run_labs.py --check`. One line says what is wrong. With no GPU here and `CPU = False`, the
+# notebook runs nothing: it shows the course's committed receipts of this lab where a run's would be.
 
 # %%
 facts, problem = run_labs.preflight(PYTHON)
 print(facts)
 on_gpu = not facts.startswith("no NVIDIA GPU")
-if not on_gpu and not CPU:
-    raise labnotebook.Stop(
-        "no NVIDIA GPU here (nvidia-smi finds none): set CPU = True to run the lab on vLLM's CPU build "
-        "(make labenv installs it), or open this notebook on a GPU box"
-    )
-if problem and problem.startswith(labkit.NOT_INSTALLED) and INSTALL and on_gpu:
-    print("vLLM is not installed yet: the next cell installs it")
-    problem = None
-if not problem and DOWNLOAD:  # room for every model in the hub's cache on the data disk, less what it holds
-    problem = run_labs.download_problem(run_labs.hub_models([LAB], MODEL_ID), {**os.environ, **autodl.hub_env(HUB)})
-    problem = problem and f"{problem} (downloaded already? then set DOWNLOAD = False)"
-if problem:
-    raise labnotebook.Stop(problem)
-print("ok: nothing missing")
+RUN = on_gpu or CPU  # False: no install, no download, no run; the committed receipts stand in (section 6)
+if not RUN:
+    print(labnotebook.RECEIPTS_ONLY)
+else:
+    if problem and problem.startswith(labkit.NOT_INSTALLED) and INSTALL and on_gpu:
+        print("vLLM is not installed yet: the next cell installs it")
+        problem = None
+    if not problem and DOWNLOAD:  # room for every model in the hub's cache on the data disk, less what it holds
+        hub = {**os.environ, **autodl.hub_env(HUB)}
+        problem = run_labs.download_problem(run_labs.hub_models([LAB], MODEL_ID), hub)
+        problem = problem and f"{problem} (downloaded already? then set DOWNLOAD = False)"
+    if problem:
+        raise labnotebook.Stop(problem)
+    print("ok: nothing missing")
 
 # %% [markdown]
 # ## 2. Install
@@ -81,7 +82,7 @@ print("ok: nothing missing")
 # Python that runs the lab. A few minutes, once per machine; `INSTALL = False` skips it.
 
 # %%
-if INSTALL and not CPU:  # the CPU build comes from `make labenv`
+if RUN and INSTALL and not CPU:  # the CPU build comes from `make labenv`
     labnotebook.stream([PYTHON, "-m", "pip", "install", "-r", str(ROOT / "requirements-labs-gpu.lock")])
 
 # %% [markdown]
@@ -95,9 +96,9 @@ if INSTALL and not CPU:  # the CPU build comes from `make labenv`
 # again, they keep the files already fetched.
 
 # %%
-if not CPU:  # the caches on the data disk, for this download and for what the lab's vLLM fetches
+if RUN and not CPU:  # the caches on the data disk, for this download and for what the lab's vLLM fetches
     os.environ.update(autodl.hub_env(HUB))
-if DOWNLOAD:
+if RUN and DOWNLOAD:
     for model_id in run_labs.hub_models([LAB], MODEL_ID):
         labnotebook.stream(autodl.download_command(model_id, HUB))
 
@@ -121,48 +122,49 @@ display(Markdown(labnotebook.check_answers(LAB, answers)))
 #
 # `python snippets/labs/__LAB__.py --model MODEL --receipt RECEIPT`, started by the course's lab runner:
 # its progress and its table stream here, vLLM's own log goes to a file (the line "vLLM's log:" names
-# it). It runs in a process of its own, so the GPU is free again when it ends.
+# it). It runs in a process of its own, so the GPU is free again when it ends. Without a run (no GPU,
+# `CPU = False`) this cell picks the committed receipts instead.
 
 # %% tags=["lab"]
-cpu_max_model_len, cpu_args = run_labs.cpu_args(LAB) if CPU else (None, [])
-receipts = ROOT / (".cache/receipts" if CPU else "receipts")
-receipt_path = Path(RECEIPT) if RECEIPT else receipts / labs.machine_slug(labkit.machine()) / f"{LAB}.json"
-replace = REPLACE or CPU  # CPU receipts go to the scratch folder .cache/receipts/
-if receipt_path.exists() and not replace:
-    raise labnotebook.Stop(f"{receipt_path} exists: set REPLACE = True to replace it, or RECEIPT to another path")
-command = run_labs.lab_command(
-    LAB,
-    PYTHON,
-    MODEL,
-    receipt_path,
-    load_format=LOAD_FORMAT,
-    max_model_len=cpu_max_model_len,
-    extra=[*cpu_args, "--force"] if replace else cpu_args,
-)
-done = run_labs.run_lab(
-    command,
-    cpu=CPU,
-    timeout_s=TIMEOUT_S,
-    echo=lambda line: print(line, end="", flush=True),
-    echo_err=lambda line: print(line, end="", file=sys.stderr, flush=True),
-)
-if done["status"] != "ok":
-    last = (done["stderr"].strip().splitlines() or ["no output"])[-1]
-    raise labnotebook.Stop(f"{LAB} {done['status']} after {done['wall_s']:.0f} s: {last}")
+if RUN:
+    cpu_max_model_len, cpu_args = run_labs.cpu_args(LAB) if CPU else (None, [])
+    receipts = ROOT / (".cache/receipts" if CPU else "receipts")
+    receipt_path = Path(RECEIPT) if RECEIPT else receipts / labs.machine_slug(labkit.machine()) / f"{LAB}.json"
+    replace = REPLACE or CPU  # CPU receipts go to the scratch folder .cache/receipts/
+    if receipt_path.exists() and not replace:
+        raise labnotebook.Stop(f"{receipt_path} exists: set REPLACE = True to replace it, or RECEIPT to another path")
+    command = run_labs.lab_command(
+        LAB,
+        PYTHON,
+        MODEL,
+        receipt_path,
+        load_format=LOAD_FORMAT,
+        max_model_len=cpu_max_model_len,
+        extra=[*cpu_args, "--force"] if replace else cpu_args,
+    )
+    done = run_labs.run_lab(
+        command,
+        cpu=CPU,
+        timeout_s=TIMEOUT_S,
+        echo=lambda line: print(line, end="", flush=True),
+        echo_err=lambda line: print(line, end="", file=sys.stderr, flush=True),
+    )
+    if done["status"] != "ok":
+        last = (done["stderr"].strip().splitlines() or ["no output"])[-1]
+        raise labnotebook.Stop(f"{LAB} {done['status']} after {done['wall_s']:.0f} s: {last}")
+    shown = [labs.load_receipt(receipt_path)]
+else:
+    shown = labnotebook.committed(LAB)
 
 # %% [markdown]
 # ## 6. Against the lesson's prediction
 #
 # The receipt through the lesson's claims (on a CPU only the exact ones are judged), the prediction for
 # the course's GPU beside this run's table, and a figure of the measured columns (on a GPU the
-# registry has, one more panel against the roofline floor). To show it on the lesson page, commit the
-# receipt (`receipts/<machine>/__LAB__.json`) and open a pull request.
+# registry has, one more panel against the roofline floor); each committed receipt in turn when nothing ran
+# here. To show a new receipt on the lesson page, commit it (`receipts/<machine>/__LAB__.json`) and open a
+# pull request.
 
 # %%
-receipt = labs.load_receipt(receipt_path)
-passed, report = labs.report(receipt)
-print(report)
-display(Markdown(labnotebook.comparison(receipt)))
-figure = labnotebook.figure(receipt)
-if not passed:
-    raise labnotebook.Stop("a claim of the lesson failed on this receipt: see FAIL above")
+if not all([labnotebook.show(receipt) for receipt in shown]):
+    raise labnotebook.Stop("a claim of the lesson failed on a receipt: see FAIL above")

@@ -33,12 +33,9 @@ import sys
 import time
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
 
-from conftest import load_script
+from conftest import load_script, run_notebook
 from infercourse import labs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,38 +86,6 @@ def test_lab_scripts_leave_out_the_shared_helpers(tmp_path):
     for name in ("labkit/__init__.py", "labkit/cli.py", "_scratch.py", "alpha.py", "notes.md"):
         (tmp_path / name).write_text("")
     assert labs.lab_scripts(tmp_path) == ["alpha"]
-
-
-NOTEBOOKS = ROOT / "docs" / "notebooks"
-
-
-def run_notebook(lab: str, parameters: dict, timeout_s: int = 900) -> dict:
-    """Execute ``docs/notebooks/<lab>.ipynb`` top to bottom in a fresh kernel, from its own folder (as
-    JupyterLab would), with ``parameters`` in a cell after the one tagged "parameters" (papermill's way).
-
-    Returns ``{"ok", "error", "stdout", "stderr", "outputs"}``: whether every cell ran, the failing
-    cell's error (None if none), what the cell tagged "lab" printed on stdout and stderr, and the
-    output types of every code cell.
-    """
-    nb = nbformat.read(NOTEBOOKS / f"{lab}.ipynb", as_version=4)
-    at = next(i for i, cell in enumerate(nb.cells) if "parameters" in cell.metadata.get("tags", []))
-    source = "\n".join(f"{name} = {value!r}" for name, value in parameters.items())
-    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]}))
-    client = NotebookClient(
-        nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
-    )
-    error = None
-    try:
-        client.execute()
-    except CellExecutionError as exc:
-        error = str(exc)
-    (lab_cell,) = [cell for cell in nb.cells if "lab" in cell.metadata.get("tags", [])]
-    streams = {"stdout": "", "stderr": ""}
-    for output in lab_cell.get("outputs", []):
-        if output.output_type == "stream":
-            streams[output.name] += output.text
-    outputs = [[o.output_type for o in cell.get("outputs", [])] for cell in nb.cells if cell.cell_type == "code"]
-    return {"ok": error is None, "error": error, **streams, "outputs": outputs}
 
 
 def cpu_parameters(receipt_path: Path) -> dict:

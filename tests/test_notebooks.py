@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import ROOT, load_hook, load_script, phases_receipt
+from conftest import ROOT, load_hook, load_script, phases_receipt, run_notebook
 from infercourse import autodl, course, labbox, labnotebook, labs
 
 make_notebooks = load_script("make_notebooks")
@@ -288,3 +288,14 @@ def test_an_answer_is_right_off_shown_or_not_yet():
     assert labnotebook.check_answers("weights", {}) == "This lab has no exercises yet."
     with pytest.raises(ValueError, match=r"rel_tol is a fraction in \[0, 1\), got 5"):
         labs.Exercise("q", lambda: 1.0, "steps", "why", rel_tol=5)
+
+
+def test_without_a_gpu_or_vllm_a_notebook_shows_the_committed_receipts():
+    """No GPU here and this environment has no vLLM: with CPU = False lab 0A's notebook installs, downloads and runs
+    nothing, yet runs top to bottom, its last cell showing the committed CPU reference (receipts/<cpu>/phases.json)
+    through the lesson's claims, beside the prediction, with its figure."""
+    done = run_notebook("phases", {"CPU": False, "INSTALL": False, "DOWNLOAD": False}, timeout_s=300)
+    assert done["ok"], done["error"]
+    committed = labs.committed_receipts("phases")
+    assert committed and done["outputs"][-1].count("display_data") == 2 * len(committed), done["outputs"][-1]
+    assert done["stdout"] == "" and done["stderr"] == ""  # the lab cell ran nothing

@@ -4,7 +4,7 @@ lesson's prediction, as a table and a figure.
 
 The notebooks are generated from ``templates/lab_notebook.py`` by ``scripts/make_notebooks.py``; this
 module keeps their cells short. Standard library and ``infercourse.labs`` at import time;
-matplotlib only inside :func:`figure`.
+matplotlib (and IPython) only inside :func:`figure` and :func:`show`.
 """
 
 from __future__ import annotations
@@ -115,6 +115,45 @@ def figure(receipt: Mapping[str, Any]):
     fig.suptitle(f"{receipt['lab']}: {machine['name']} ({machine['kind']}), {receipt['model']}", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+RECEIPTS_ONLY = (
+    "no NVIDIA GPU here and CPU = False: nothing is installed, downloaded or run; section 6 shows the course's "
+    "committed receipts of this lab instead (set CPU = True to run vLLM's CPU build, which `make labenv` installs)"
+)
+"""What the preflight cell says when the notebook runs nothing (no GPU, ``CPU = False``)."""
+
+
+def committed(lab: str) -> list[dict]:
+    """The committed receipts of ``lab`` that stand in for a run when a notebook runs nothing: those measured on a
+    GPU first, then the CPU reference (``receipts/<machine>/<lab>.json``).
+
+    Raises:
+        Stop: ``lab`` has no committed receipt yet (run it: ``CPU = True``).
+        ReceiptError: a committed receipt is malformed or partial.
+    """
+    found = sorted(labs.committed_receipts(lab), key=lambda r: r["machine"]["kind"] != "gpu")
+    if not found:
+        raise Stop(f"no committed receipt of {lab} yet: run the lab here (CPU = True) or on a GPU")
+    return found
+
+
+def show(receipt: Mapping[str, Any]) -> bool:
+    """Print ``receipt``'s claims report, display :func:`comparison` and :func:`figure` (each shown at once, so a
+    cell can show several receipts) and return whether every claim the receipt can decide held.
+
+    Raises:
+        KeyError: the receipt's lab has no spec.
+    """
+    import matplotlib.pyplot as plt
+    from IPython.display import Markdown, display
+
+    passed, report = labs.report(receipt)
+    print(report)
+    display(Markdown(comparison(receipt)))
+    figure(receipt)
+    plt.show()
+    return passed
 
 
 SHOW = "show"
