@@ -143,3 +143,17 @@ def test_prediction_uses_blocks_of_16_and_the_roofline():
     assert "| 2,048 | 0 | 2,048 | 2,032 |" in text  # floor(2047 / 16) * 16
     # cold floor at 2,112 tokens on the RTX 4090: 166.860 + 5.422 = 172.3 ms; hit: 14.029 ms of weights -> 14.0
     assert "| 2,048 | 64 | 2,112 | 2,048 | 172.3 | 14.0 |" in text
+
+
+def test_the_notebook_exercises_by_hand():
+    """1,000 shared tokens: floor(1,000 / 16) x 16 = 62 x 16 = 992. The same 1,200-token prompt again: capped at
+    1,199, floor(1,199 / 16) x 16 = 74 x 16 = 1,184. TTFT floors on the RTX 4090 at 2,048 and 2,048 - 1,536 = 512
+    tokens, both compute-bound (tests/labs/test_phases.py: 2 (M - H) = 13,051,243,520 and 2 H = 1,089,994,752
+    FLOP; attention 401,408 x S (S + 1) / 2 FLOP), so the peak cancels in the ratio."""
+    cached, again, speedup = (e.answer() for e in labs.spec("prefix_cache").exercises)
+    assert (cached, again) == (992, 1_184)
+
+    def flops(s: int) -> int:
+        return 13_051_243_520 * s + 1_089_994_752 + 401_408 * s * (s + 1) // 2
+
+    assert speedup == pytest.approx(flops(2048) / flops(512), rel=1e-9)

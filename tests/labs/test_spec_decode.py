@@ -230,3 +230,18 @@ def test_prediction_is_the_floor_model():
 )
 def test_bad_input_is_one_line(args, words):
     assert words in lab_refusal("spec_decode", *args)
+
+
+def test_the_notebook_exercises_by_hand():
+    """101 tokens at k = 4: 1 + ceil(100 / 5) = 21 steps. E(0.8, 4) = (1 - 0.8^5) / 0.2 = (1 - 0.32768) / 0.2 =
+    3.3616. k = 8 at alpha 0.7, batch 1 on the RTX 4090 (tests/lessons/test_6a.py's floors): E = (1 - 0.7^9) / 0.3
+    = (1 - 0.040353607) / 0.3 = 3.198821; verification of 9 tokens is still weight-bound (2 M 9 / P = 0.77 ms <
+    14.029 ms) and reads the cache once: tau_v = tau = 14.08726 ms; sigma = 3.198821 x 14.08726 / (8 x 0.99271 +
+    14.08726) = 45.0622 / 22.0289 = 2.0456, below k = 4's 2.1633."""
+    steps, tokens, sigma = (e.answer() for e in labs.spec("spec_decode").exercises)
+    assert steps == 21
+    assert tokens == pytest.approx((1 - 0.8**5) / 0.2, rel=1e-12)
+    tau = 14_141_238_272 / 1.008e12 + 57_344 * 1024 / 1.008e12
+    tau_d = 988_065_536 / 1.008e12 + 12_288 * 1024 / 1.008e12
+    assert sigma == pytest.approx((1 - 0.7**9) / 0.3 * tau / (8 * tau_d + tau), rel=1e-9)
+    assert sigma == pytest.approx(2.0456, abs=1e-4)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import CPU_MACHINE, GPU_MACHINE, claims_passed, make_receipt
 from infercourse import labs
 from infercourse.labs import weights as weights_spec
@@ -59,3 +61,12 @@ def test_weights_cpu_build_with_float32_biases_is_counted_in_elements():
     assert claims_passed(receipt) == {"parameter_bytes_match_config": True, "single_dtype": None}
     receipt["results"][2]["elements"] += 1  # one element off: exact, so it fails
     assert claims_passed(receipt)["parameter_bytes_match_config"] is False
+
+
+def test_the_notebook_exercises_by_hand():
+    """N = 7,615,616,512 (tests/test_registry.py, module by module); x 2 B = 15,231,233,024 B; AWQ at group 128:
+    6,525,288,448 quantised linear weights x (0.5 + 2.5 / 128 = 0.51953125 B) + 2,180,656,128 B kept 16-bit."""
+    n, bf16_gb, awq_gb = (e.answer() for e in labs.spec("weights").exercises)
+    assert n == 7_615_616_512
+    assert bf16_gb == pytest.approx(15.231233024, rel=1e-12)
+    assert awq_gb == pytest.approx((6_525_288_448 * 0.51953125 + 2_180_656_128) / 1e9, rel=1e-12)

@@ -258,7 +258,7 @@ EXERCISES = (
         lambda: compute_bound_batch(gpu(LAB_GPU)),
         "sequences",
         "A weight matmul does 2 × B FLOPs per weight it reads (b = 2 bytes), so its intensity is B FLOP/byte; it "
-        "reaches the ridge R = peak / bandwidth at B* = R b / 2 (lesson 2A: B*).",
+        "reaches the ridge R = peak / bandwidth at B* = R b / 2 (lesson 2A).",
         rel_tol=0.05,
     ),
     Exercise(

@@ -229,7 +229,7 @@ EXERCISES = (
         "B",
         f"κ = 2 (K and V) × {_cfg()['num_hidden_layers']} layers × {_cfg()['num_key_value_heads']} KV heads × "
         f"{_cfg()['hidden_size'] // _cfg()['num_attention_heads']} dimensions × 2 B: grouped-query attention keeps "
-        "few KV heads (lesson 1A: κ).",
+        "few KV heads (lesson 1A).",
     ),
     Exercise(
         f"The same KV budget on the {LAB_GPU}, the cache in FP8 (1 B per element, `kv_cache_dtype=fp8`): how many "
@@ -247,7 +247,7 @@ EXERCISES = (
         lambda: memory.max_sequences(_budget(), _kappa(), MAX_MODEL_LEN),
         "requests",
         f"Budget = memory × utilization − weights − reserve; each request takes whole blocks of "
-        f"{VLLM_DEFAULT_BLOCK_SIZE} tokens × κ bytes (lesson 1A: the KV budget).",
+        f"{VLLM_DEFAULT_BLOCK_SIZE} tokens × κ bytes (lesson 1A).",
     ),
 )
 

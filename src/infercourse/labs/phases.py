@@ -174,7 +174,7 @@ EXERCISES = (
         1024,
         4096,
         "Prefill multiplies every weight by all S tokens, so it is compute-bound and grows with S; a little faster, "
-        "because causal attention grows with S squared (lesson 0A: prefill).",
+        "because causal attention grows with S squared (lesson 0A).",
     ),
     _growth(
         "tpot_s",
@@ -182,7 +182,7 @@ EXERCISES = (
         128,
         4096,
         "A decode step reads every weight once, whatever the context; the KV cache it also reads grows with S but "
-        "stays small beside the weights at these lengths (lesson 0A: decode).",
+        "stays small beside the weights at these lengths (lesson 0A).",
     ),
 )
 

@@ -20,6 +20,7 @@ from infercourse import fmt
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Exercise,
     LabWork,
     Receipt,
     claim,
@@ -179,6 +180,48 @@ def demands(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> list[Dem
             ttft = prefill_floor(facts, config, tokens)
             out.append(prefill_demand(facts, config, tokens, ttft, f"prefix_cache: TTFT floor {what}, {p} tokens"))
     return out
+
+
+# --- the notebook's exercises ----------------------------------------------------------------------
+
+SHARED, PROMPT = 1000, 1200
+"""Exercise 1: tokens a request shares with a cached prompt, and its own length."""
+HIT_PROMPT, HIT_CACHED = 2048, 1536
+"""Exercise 3: a prompt and the tokens of it the cache holds (whole blocks)."""
+
+
+def _hit_speedup() -> float:
+    facts, config = gpu(LAB_GPU), model(COURSE_MODEL).config
+    return prefill_floor(facts, config, HIT_PROMPT) / prefill_floor(facts, config, HIT_PROMPT - HIT_CACHED)
+
+
+EXERCISES = (
+    Exercise(
+        f"A request's first {SHARED:,} tokens equal a prompt already in vLLM's prefix cache; its own prompt has "
+        f"{PROMPT:,}. How many of its tokens does it find cached (blocks of {VLLM_DEFAULT_BLOCK_SIZE})?",
+        lambda: cached_prefix_tokens(SHARED, PROMPT),
+        "tokens",
+        "Only full blocks are hashed and cached: the whole blocks of the shared part, floor(shared / block) × block "
+        "(lesson 5A; the lab counts it: `cached_tokens_exact`).",
+    ),
+    Exercise(
+        f"The same {PROMPT:,}-token prompt sent again, word for word: how many cached tokens?",
+        lambda: cached_prefix_tokens(PROMPT, PROMPT),
+        "tokens",
+        "vLLM caps a hit at prompt − 1 tokens, so that the last token is computed again for its logits: "
+        "floor((prompt − 1) / block) × block; a prompt of whole blocks loses its whole last block "
+        "(lesson 5A).",
+    ),
+    Exercise(
+        f"On the {LAB_GPU}, a {HIT_PROMPT:,}-token prompt whose first {HIT_CACHED:,} tokens hit the cache: by what "
+        "factor is its TTFT floor below a cold one's?",
+        _hit_speedup,
+        "times",
+        "A hit's prefill computes only the uncached tokens; long prefills are compute-bound, so the floor falls "
+        "with them, a little more than in proportion since attention grows with S squared (lesson 5A).",
+        rel_tol=0.05,
+    ),
+)
 
 
 SPEC = lab_spec(

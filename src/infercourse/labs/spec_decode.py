@@ -23,7 +23,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt, registry, roofline
-from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    Exercise,
+    LabWork,
+    Receipt,
+    claim,
+    gpu_timing,
+    lab_settings,
+    lab_spec,
+)
 
 LAB = lab_settings("spec_decode")
 
@@ -243,6 +253,58 @@ def demands(gpu_name: str = registry.LAB_GPU) -> list[roofline.Demand]:
         for r in predicted_rows(gpu_name)
         for config, key in ((target, "target_s"), (draft, "draft_s"))
     ]
+
+
+# --- the notebook's exercises ----------------------------------------------------------------------
+
+EXERCISE_OUTPUT = 101
+"""Exercise 1: output tokens of one request (the lab's k)."""
+EXERCISE_ALPHA = 0.8
+"""Exercise 2: the acceptance rate (the lab's k)."""
+EXERCISE_K = 8
+"""Exercise 3: draft tokens per step, at the prediction's middle acceptance rate."""
+
+
+def _speedup_at(k: int, alpha: float) -> float:
+    """sigma on the lab's card at batch 1 and :data:`CONTEXT`, the lab's draft and target in BF16."""
+    floors = roofline.spec_step_floors(
+        registry.gpu(registry.LAB_GPU),
+        registry.model(registry.COURSE_MODEL).config,
+        registry.model(LAB.DRAFT_MODEL).config,
+        CONTEXT,
+        1,
+        k,
+    )
+    return roofline.spec_speedup(alpha, k, *floors)
+
+
+EXERCISES = (
+    Exercise(
+        f"One request of {EXERCISE_OUTPUT} output tokens, k = {LAB.K} draft tokens per step, every draft token "
+        "accepted (greedy, the draft identical to the target): how many engine steps?",
+        lambda: roofline.spec_decode_steps(EXERCISE_OUTPUT, LAB.K),
+        "steps",
+        "The prefill's step emits the first token, then each step emits k + 1: 1 + ceil((n − 1) / (k + 1)) "
+        "(lesson 6A; the lab counts it).",
+    ),
+    Exercise(
+        f"Acceptance α = {EXERCISE_ALPHA}, k = {LAB.K}: how many tokens does one target step emit on average?",
+        lambda: roofline.expected_tokens_per_step(EXERCISE_ALPHA, LAB.K),
+        "tokens",
+        "E = (1 − α^(k+1)) / (1 − α): the accepted prefix of the draft plus the one token the target samples "
+        "itself (lesson 6A).",
+        rel_tol=0.03,
+    ),
+    Exercise(
+        f"On the {registry.LAB_GPU} at batch 1, α = {ALPHAS[1]}, the {LAB.DRAFT_MODEL} draft: what speedup σ does "
+        f"k = {EXERCISE_K} give (the lab runs k = {LAB.K})?",
+        lambda: _speedup_at(EXERCISE_K, ALPHAS[1]),
+        "times",
+        "σ = E τ / (k τ_d + τ_v): a longer draft pays only while α^k stays large, and each draft step costs τ_d "
+        "whether or not its token is accepted (lesson 6A).",
+        rel_tol=0.05,
+    ),
+)
 
 
 SPEC = lab_spec(

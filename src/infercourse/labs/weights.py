@@ -13,6 +13,7 @@ from infercourse import fmt
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Exercise,
     LabWork,
     Receipt,
     claim,
@@ -129,6 +130,41 @@ def prediction(model_name: str = COURSE_MODEL) -> str:
             f"| {fmt.gb(awq)} | {fmt.gib(awq)} |",
         ]
     )
+
+
+# --- the notebook's exercises ----------------------------------------------------------------------
+
+
+def _cfg() -> Mapping[str, Any]:
+    return model(COURSE_MODEL).config
+
+
+EXERCISES = (
+    Exercise(
+        f"How many parameters does {COURSE_MODEL}'s `config.json` describe (N)? Within 2 % counts.",
+        lambda: param_count(_cfg()),
+        "parameters",
+        "The embedding (V × d) and the untied output head (d × V), then per layer the attention's q, k, v (with "
+        "biases) and o, the MLP's three d × d_ff matrices and two norms, and the final norm (lesson 0C).",
+        rel_tol=0.02,
+    ),
+    Exercise(
+        "Its weights in BF16, in GB (10⁹ bytes)?",
+        lambda: weight_bytes(_cfg(), 2) / 1e9,
+        "GB",
+        "N × 2 bytes: every parameter is one BF16 number (lesson 0C).",
+        rel_tol=0.02,
+    ),
+    Exercise(
+        f"The same model with AWQ 4-bit linear weights, groups of {AWQ_GROUP_SIZE}: how many GB?",
+        lambda: awq_weight_bytes(_cfg(), AWQ_GROUP_SIZE) / 1e9,
+        "GB",
+        f"A quantised weight costs 4 bits plus its share of the group's 16-bit scale and 4-bit zero point: "
+        f"0.5 + 2.5 / {AWQ_GROUP_SIZE} = {0.5 + 2.5 / AWQ_GROUP_SIZE:g} B; the embedding, the output head, biases and "
+        "norms stay 16-bit (lesson 0C).",
+        rel_tol=0.05,
+    ),
+)
 
 
 SPEC = lab_spec(
