@@ -82,3 +82,13 @@ def test_metrics_expected_output_is_a_labelled_prediction_of_every_row():
     # E2E floor = TTFT floor + (n - 1) x TPOT floor; for S = 128, n = 128: 14.0 ms + 127 x 14.04 ms ~ 1,797 ms
     ttft, tpot, e2e = (float(c.replace(",", "")) for c in rows[0].strip("| ").split(" | ")[2:])
     assert e2e == pytest.approx(ttft + 127 * tpot, abs=1.0)
+
+
+def test_the_notebook_exercises_by_hand():
+    """TPOT = (5,320 - 200) / (257 - 1) = 20 ms. Pooled ITL = (2 x 60 + 10 x 20) / 12 = 26.67 ms (mean TPOT 40).
+    E2E floor of 1,024 + 512 on the RTX 4090: TTFT 82.1806 ms (tests/labs/test_phases.py) + 511 TPOTs at the mean
+    context 1,024 + 256 = 1,280: (14,141,238,272 + 57,344 x 1,280) B / 1008e9 = 14.10182 ms -> 7,288.2 ms."""
+    tpot, itl, e2e = (e.answer() for e in labs.spec("metrics").exercises)
+    assert tpot == (5_320 - 200) / 256 == 20
+    assert itl == pytest.approx(320 / 12, rel=1e-12)
+    assert e2e == pytest.approx(82.1806 + 511 * (14_141_238_272 + 57_344 * 1_280) / 1008e9 * 1e3, rel=1e-6)

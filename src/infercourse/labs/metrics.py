@@ -11,14 +11,16 @@ are shared with it (in core), since this grid contains 0A's prompt-length rows.
 
 from __future__ import annotations
 
-from infercourse import fmt
+from infercourse import fmt, snippets
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Exercise,
     Receipt,
     claim,
     efficiency,
     floor_demands,
+    floors,
     floors_table,
     gpu_for_name,
     lab_grid,
@@ -89,6 +91,58 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
 
 def _ms(digits: int):
     return lambda v: fmt.fixed(v, digits)
+
+
+# --- the notebook's exercises ----------------------------------------------------------------------
+
+METRICS = snippets.load("lesson_0b/latency_metrics.py")
+"""Lesson 0B's definitions (TTFT, TPOT, ITL, E2E), the exercises' arithmetic."""
+ONE = METRICS.Request("one", 0, METRICS.evenly(200, 20, 257))
+"""Exercise 1's request: token times in ms after its arrival."""
+SHORT, LONG = (
+    METRICS.Request("short", 0, METRICS.evenly(100, 60, 3)),
+    METRICS.Request("long", 0, METRICS.evenly(150, 20, 11)),
+)
+"""Exercise 2's requests: few slow gaps, many fast ones."""
+E2E_ROW = (1024, 512)
+"""The grid row of exercise 3: (prompt tokens, output tokens)."""
+
+
+def _e2e_floor_ms() -> float:
+    f = floors(gpu(LAB_GPU), model(COURSE_MODEL).config, *E2E_ROW)
+    return (f["ttft_s"] + f["decode_s"]) * 1e3
+
+
+def _gaps(r) -> str:
+    return f"{len(r.token_ms)} tokens, {METRICS.itls(r)[0]:g} ms apart"
+
+
+EXERCISES = (
+    Exercise(
+        f"A request's first token reaches the client {METRICS.ttft(ONE):g} ms after it arrived, its "
+        f"{len(ONE.token_ms)}th and last {METRICS.e2e(ONE):,g} ms after. What is its TPOT?",
+        lambda: METRICS.tpot(ONE),
+        "ms",
+        "TPOT = (last token − first token) / (n − 1): the first token is TTFT's, so n − 1 gaps remain (lesson 0B).",
+    ),
+    Exercise(
+        f"Two requests: one of {_gaps(SHORT)}; one of {_gaps(LONG)}. Their mean TPOT is the mean of the two gaps. What "
+        "is the mean ITL, pooled over every gap (what `vllm bench serve` reports)?",
+        lambda: METRICS.summary([SHORT, LONG])["mean_itl_ms"],
+        "ms",
+        "ITL pools the gaps, so every gap counts once: the long request's many gaps outweigh the short one's few, "
+        "and the pooled mean leans to the long request's gap (lesson 0B; the lab reads vLLM's ITL histogram).",
+        rel_tol=0.02,
+    ),
+    Exercise(
+        f"On the {LAB_GPU}, the E2E floor of the lab's row of {E2E_ROW[0]:,} prompt and {E2E_ROW[1]} output tokens?",
+        _e2e_floor_ms,
+        "ms",
+        "E2E = TTFT + (n − 1) × TPOT: one prefill pass, then n − 1 decode steps, each reading every weight once "
+        "(lesson 0B, with lesson 0A's floors).",
+        rel_tol=0.05,
+    ),
+)
 
 
 SPEC = lab_spec(
