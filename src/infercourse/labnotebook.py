@@ -170,7 +170,7 @@ def exercises(lab: str) -> str:
     found = labs.spec(lab).exercises
     if not found:
         return "This lab has no exercises yet."
-    return "\n".join(f"{k}. {e.question} (answer in {e.unit})" for k, e in enumerate(found, 1))
+    return "\n".join(f"{k}. {e.question} ({e.unit})" for k, e in enumerate(found, 1))
 
 
 def _number(x: float) -> str:

@@ -246,3 +246,15 @@ def test_lab_refuses_a_port_in_use_before_the_server_starts(tmp_path):
         port = taken.getsockname()[1]
         line = lab_refusal("continuous_batching", "--model", str(tmp_path), "--port", str(port))
     assert line == f"error: --port {port} is not a free port on 127.0.0.1; pass another, or 0 for any free one"
+
+
+def test_the_notebook_exercises_by_hand():
+    """Outputs 8, 2, 2, 8 with two slots. Continuous: A and B start (step 1 yields each one's first token), B ends at
+    step 2, C runs steps 3-4, D starts at step 5; A ends at step 8, D's 8th token comes at step 12. Static: (A, B)
+    takes A's 8 steps, (C, D) D's 8: 16. Batches of 32 with outputs uniform on 16..512: E[n] = 264 over E[max] =
+    16 + sum over k = 16..511 of (1 - ((k - 15) / 497)^32), about 512 - 497 / 33 = 496.9."""
+    continuous, static, useful = (e.answer() for e in labs.spec("continuous_batching").exercises)
+    assert (continuous, static) == (12, 16)
+    expected_max = 16 + sum(1 - ((k - 15) / 497) ** 32 for k in range(16, 512))
+    assert useful == pytest.approx(264 / expected_max, rel=1e-12)
+    assert useful == pytest.approx(264 / (512 - 497 / 33), rel=2e-3)

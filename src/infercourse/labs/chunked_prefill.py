@@ -32,7 +32,17 @@ the serve rows' exact claims are token counts.
 from __future__ import annotations
 
 from infercourse import fmt
-from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    Exercise,
+    LabWork,
+    Receipt,
+    claim,
+    gpu_timing,
+    lab_settings,
+    lab_spec,
+)
 from infercourse.registry import COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
 from infercourse.roofline import Demand, chunked_prefill_floors, chunked_prefill_steps, prefill_demand, prefill_floor
 from infercourse.transformer import kv_bytes_per_token
@@ -252,6 +262,49 @@ def demands(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> list[Dem
         ttft = sum(chunked_prefill_floors(facts, config, LAB.LONG_PROMPT, min(room, LAB.LONG_PROMPT)))
         out.append(prefill_demand(facts, config, LAB.LONG_PROMPT, ttft, f"chunked_prefill: TTFT floor, chunk {chunk}"))
     return out
+
+
+# --- the notebook's exercises ----------------------------------------------------------------------
+
+STEPS_PROMPT, STEPS_DECODERS, STEPS_BUDGET = 2000, 16, 512
+"""Exercise 1: a prompt (tokens), the decoders running beside it, and the token budget per step."""
+GAP_PROMPT, GAP_CHUNK = 16384, 2048
+"""Exercise 2: a long prompt and the chunk it is prefilled in (tokens)."""
+PD_PROMPT = 300
+"""Exercise 3: a prompt a disaggregated prefill instance stores for the decode instance (tokens)."""
+
+
+def _longest_chunk_ms() -> float:
+    return max(chunked_prefill_floors(gpu(LAB_GPU), model(COURSE_MODEL).config, GAP_PROMPT, GAP_CHUNK)) * 1e3
+
+
+EXERCISES = (
+    Exercise(
+        f"A {STEPS_PROMPT:,}-token prompt arrives beside {STEPS_DECODERS} running decoders; "
+        f"`max_num_batched_tokens` = {STEPS_BUDGET}. How many engine steps until its first token?",
+        lambda: chunked_prefill_steps(STEPS_PROMPT, STEPS_BUDGET, STEPS_DECODERS),
+        "steps",
+        "The decoders take one token each first and the prompt the rest of the budget: ceil(P / (C − D)) steps, "
+        "the last one sampling its first token (lesson 4B; the lab counts it: `first_token_steps_exact`).",
+    ),
+    Exercise(
+        f"On the {LAB_GPU}, a {GAP_PROMPT:,}-token prompt prefilled in chunks of {GAP_CHUNK:,}: the floor of the "
+        "longest step, the longest a decoder beside it waits for its next token?",
+        _longest_chunk_ms,
+        "ms",
+        "Each chunk multiplies every weight by its C tokens, and its attention reads all the cached prefix: the last "
+        "chunk is the longest. Unchunked, the decoder would wait the whole prefill (lesson 4B).",
+        rel_tol=0.05,
+    ),
+    Exercise(
+        f"Disaggregated: the prefill instance stores a {PD_PROMPT}-token prompt's KV through vLLM's ExampleConnector "
+        f"(blocks of {VLLM_DEFAULT_BLOCK_SIZE}). How many tokens' worth does it write?",
+        lambda: stored_tokens(PD_PROMPT, VLLM_DEFAULT_BLOCK_SIZE),
+        "tokens",
+        "Whole blocks only, of the prompt less its last token, which the decode instance computes again for its "
+        "logits: floor((P − 1) / z) × z (lesson 4B; the lab checks the bytes: `connector_bytes_exact`).",
+    ),
+)
 
 
 SPEC = lab_spec(

@@ -29,7 +29,17 @@ from typing import Any
 
 from infercourse import fmt
 from infercourse.batching import Server, rate_point, schedule, static_steps, step_time, useful_fraction
-from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    Exercise,
+    LabWork,
+    Receipt,
+    claim,
+    gpu_timing,
+    lab_settings,
+    lab_spec,
+)
 from infercourse.memory import default_kv_budget_bytes, max_sequences
 from infercourse.registry import COURSE_MODEL, LAB_GPU, STEP_OVERHEAD_S, gpu, model
 from infercourse.roofline import Demand, decode_demand
@@ -343,6 +353,47 @@ def _work() -> LabWork:
         ),
         arrival_s=sum(LAB.NUM_PROMPTS / rate for rate in LAB.RATES),
     )
+
+
+# --- the notebook's exercises ----------------------------------------------------------------------
+
+TOY_PROMPTS, TOY_OUTPUTS, TOY_SEQS, TOY_BUDGET = (8, 8, 8, 8), (8, 2, 2, 8), 2, 64
+"""Exercises 1 and 2: four requests in arrival order (prompt and output tokens), two slots, 64 tokens per step."""
+
+
+def _toy() -> str:
+    return (
+        f"Four requests arrive together, prompts of {TOY_PROMPTS[0]} tokens, outputs of "
+        f"{', '.join(map(str, TOY_OUTPUTS))} tokens in that order; `max_num_seqs` = {TOY_SEQS}, "
+        f"`max_num_batched_tokens` = {TOY_BUDGET}."
+    )
+
+
+EXERCISES = (
+    Exercise(
+        f"{_toy()} With continuous batching (vLLM's scheduler), how many engine steps until the last token?",
+        lambda: schedule(TOY_PROMPTS, TOY_OUTPUTS, TOY_SEQS, TOY_BUDGET).steps,
+        "steps",
+        "A finished request frees its slot at once and the next one is admitted in the following step; its prompt's "
+        "step also yields its first token (lesson 4A; the lab counts steps: `steps_exact`).",
+    ),
+    Exercise(
+        f"{_toy()} With static batching, in batches of {TOY_SEQS} run to their end, how many steps?",
+        lambda: static_steps(TOY_PROMPTS, TOY_OUTPUTS, TOY_SEQS, TOY_BUDGET),
+        "steps",
+        "Each batch lasts as long as its longest request; a short request's slot idles until the batch ends "
+        "(lesson 4A).",
+    ),
+    Exercise(
+        f"Static batches of {LAB.BATCH_SIZES[1]} requests, outputs uniform on {LAB.OUTPUT_MIN}..{LAB.OUTPUT_MAX} "
+        "tokens as in the lab: what share of the decode slots produce a token?",
+        lambda: useful_fraction(LAB.OUTPUT_MIN, LAB.OUTPUT_MAX, LAB.BATCH_SIZES[1]),
+        "fraction",
+        "E[n] / E[max n]: the mean output over the expected longest of the batch, which nears the top of the range "
+        "as the batch grows (lesson 4A).",
+        rel_tol=0.03,
+    ),
+)
 
 
 SPEC = lab_spec(
