@@ -233,3 +233,16 @@ def test_tiny_awq_checkpoint_bytes_by_hand():
         "tie_word_embeddings": False,
     }
     assert transformer.awq_weight_bytes(tiny, 128) == 1_141_760
+
+
+def test_the_notebook_exercises_by_hand():
+    """FP8: 6,525,288,448 linear weights x 1 B + 2,180,656,128 B kept 16-bit (tests/test_registry.py) =
+    8,705,944,576 B. AWQ's KV budget on the RTX 4090: 23,696,643,194.88 - 5,570,747,392 - 2,147,483,648 =
+    15,978,412,154.88 B / 917,504 B per block = 17,415 blocks = 278,640 tokens, against BF16's 110,160
+    (tests/labs/test_kv_capacity.py). Decode at batch 1, mean context 128 + 64 / 2 = 160: BF16 reads 14,141,238,272
+    + 57,344 x 160 = 14,150,413,312 B, AWQ 5,570,747,392 - 1,089,994,752 (the embedding, a lookup) = 4,480,752,640
+    + 9,175,040 = 4,489,927,680 B, both memory-bound."""
+    fp8_gb, kv_gain, speedup = (e.answer() for e in labs.spec("quant_nll").exercises)
+    assert fp8_gb == pytest.approx(8.705944576, rel=1e-12)
+    assert kv_gain == pytest.approx(278_640 / 110_160, rel=1e-12)
+    assert speedup == pytest.approx(14_150_413_312 / 4_489_927_680, rel=1e-9)

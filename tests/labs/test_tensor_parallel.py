@@ -266,3 +266,15 @@ def test_the_lab_reads_vllm_turning_its_custom_all_reduce_off():
     found = re.search(lab.CUSTOM_ALL_REDUCE_OFF, line)
     assert found and found.group(1) == "your platform lacks GPU P2P capability or P2P test failed"
     assert re.search(lab.CUSTOM_ALL_REDUCE_OFF, "Using NCCL for all-reduce") is None
+
+
+def test_the_notebook_exercises_by_hand():
+    """qkv_proj at T = 2: 28 layers x 3,584 x (28 / 2 + 2 x 4 / 2 = 18 heads) x 128 = 231,211,008. One all-reduce at
+    batch 64 over T = 4: m = 64 x 3,584 x 2 = 458,752 B, each GPU sends 2 x 3 / 4 x m = 688,128 B. Batch 1 at the
+    lab's context 128 + 64 / 2 = 160 on the RTX 4090: t1 = (14,141,238,272 + 57,344 x 160) / 1.008e12 = 14.03811 ms;
+    t2 = t1 / 2 (weights and cache both split in two) + 1.167800 ms of collectives (tests/lessons/test_7a.py)."""
+    qkv, sent, speedup = (e.answer() for e in labs.spec("tensor_parallel").exercises)
+    assert qkv == 28 * 3584 * 18 * 128 == 231_211_008
+    assert sent == 688_128
+    t1 = (14_141_238_272 + 57_344 * 160) / 1.008e12
+    assert speedup == pytest.approx(t1 / (t1 / 2 + 1.167800e-3), rel=1e-5)

@@ -17,6 +17,7 @@ from infercourse import fmt, memory, registry, roofline, transformer
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Exercise,
     LabWork,
     Receipt,
     claim,
@@ -311,6 +312,43 @@ def prediction() -> str:
     ]
     lines += [f"| {r['format']} | " + " | ".join(fmt.ms(t) for t in r["step_floor_s"]) + " |" for r in rows]
     return "\n".join(lines)
+
+
+# --- the notebook's exercises ----------------------------------------------------------------------
+
+
+def _predicted(fmt_name: str) -> dict:
+    return next(r for r in predicted_rows() if r["format"] == fmt_name)
+
+
+EXERCISES = (
+    Exercise(
+        f"{registry.COURSE_MODEL} with FP8 weights (W8A8: each linear weight one byte): how many GB?",
+        lambda: _predicted("fp8")["weight_bytes"] / 1e9,
+        "GB",
+        "The linear layers' weights at 1 B each, the embedding, output head, biases and norms still at 2 B "
+        "(lesson 3A).",
+        rel_tol=0.03,
+    ),
+    Exercise(
+        f"On the {registry.LAB_GPU} at vLLM's defaults, how many times BF16's KV tokens does the AWQ model leave "
+        "room for?",
+        lambda: _predicted("awq")["kv_tokens"] / _predicted("bf16")["kv_tokens"],
+        "times",
+        "The bytes the weights give up go to the KV cache: the budget is memory × utilization − weights − reserve, "
+        "and the tokens are budget / κ in whole blocks (lesson 3A; the lab checks it: `freed_bytes_become_kv`).",
+        rel_tol=0.03,
+    ),
+    Exercise(
+        f"On the {registry.LAB_GPU} at batch {LAB.STEP_BATCHES[0]}, by what factor is an AWQ decode step's floor "
+        "below BF16's?",
+        lambda: _predicted("bf16")["step_floor_s"][0] / _predicted("awq")["step_floor_s"][0],
+        "times",
+        "At batch 1 a step reads every matmul weight once and computes little: the floor follows the bytes, about "
+        "a quarter per quantised weight, while the 16-bit head and the cache stay (lesson 3A).",
+        rel_tol=0.05,
+    ),
+)
 
 
 SPEC = lab_spec(

@@ -29,6 +29,7 @@ from infercourse import fmt, registry, roofline, transformer
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Exercise,
     LabWork,
     Receipt,
     claim,
@@ -311,6 +312,44 @@ def demands(gpu_name: str = registry.LAB_GPU, model_name: str = registry.COURSE_
         for b in LAB.STEP_BATCHES
         for ranks in (1, 2)
     ]
+
+
+# --- the notebook's exercises ----------------------------------------------------------------------
+
+ALLREDUCE_BATCH, ALLREDUCE_RANKS = 64, 4
+"""Exercise 2: the decode batch whose hidden states one all-reduce sums, and the ranks of the ring."""
+
+
+def _cfg() -> dict:
+    return dict(registry.model(registry.COURSE_MODEL).config)
+
+
+EXERCISES = (
+    Exercise(
+        f"{registry.COURSE_MODEL} at T = 2: how many `qkv_proj` weights does one rank hold, over all the layers?",
+        lambda: transformer.tp_rank_linear_elements(_cfg(), 2)["qkv_proj"],
+        "weights",
+        "Column-parallel: each rank keeps h / T query heads and h_kv / T KV heads (K and V) of d_h each, times d "
+        "inputs, in every layer (lesson 7A; the lab counts them: `rank_counts_exact`).",
+    ),
+    Exercise(
+        f"One ring all-reduce of a decode step's hidden states at batch {ALLREDUCE_BATCH} (BF16) over "
+        f"T = {ALLREDUCE_RANKS}: how many bytes does each GPU send?",
+        lambda: roofline.ring_allreduce_bytes(ALLREDUCE_BATCH * _cfg()["hidden_size"] * 2, ALLREDUCE_RANKS),
+        "B",
+        "m = B × d × 2 bytes; a ring sends m / T per step for T − 1 steps of reduce-scatter and T − 1 of all-gather: "
+        "2 (T − 1) / T × m (lesson 7A).",
+    ),
+    Exercise(
+        f"A decode step at batch 1 on two {registry.LAB_GPU}s (T = 2, PCIe) against one: what speedup does the "
+        "step model predict at the lab's context?",
+        lambda: 1 / predicted_ratio(registry.LAB_GPU, _cfg(), 1),
+        "times",
+        "Each rank reads half the weights, but every layer adds two all-reduces, each paying a hop latency: the "
+        "collectives eat part of the halving (lesson 7A).",
+        rel_tol=0.05,
+    ),
+)
 
 
 SPEC = lab_spec(
