@@ -132,3 +132,18 @@ def test_the_efficiency_floor_is_at_the_run_s_own_context():
     assert [rows[e.row]["mode"] for e in found] == ["graphs"] * 3  # the default engine's rows are the timed ones
     b16 = next(e for e in found if rows[e.row]["batch"] == 16)
     assert b16.floor == pytest.approx(10.91513, abs=1e-4)
+
+
+def test_the_notebook_exercises_by_hand():
+    """OLMoE, E = 64, k = 8: batch 2 touches 64 (1 - (56 / 64)^2) = 64 x 0.234375 = 15 experts, batch 16
+    64 (1 - 0.875^16) = 56.4437. A step reads, BF16, what every step needs: per layer q, k, v, o (4 x 2,048^2), the
+    router (2,048 x 64) and four norms (q, k and the two layer norms, 4 x 2,048), 16 layers, the final norm and the
+    head (50,304 x 2,048): 373,688,320 weights = 747,376,640 B; plus per touched expert 3 x 2,048 x 1,024 x 16
+    layers x 2 B = 201,326,592 B."""
+    two, sixteen, growth = (e.answer() for e in labs.spec("expert_coverage").exercises)
+    assert two == pytest.approx(15.0, rel=1e-12)
+    assert sixteen == pytest.approx(64 * (1 - 0.875**16), rel=1e-12)
+    always = 2 * (16 * (4 * 2048**2 + 2048 * 64 + 4 * 2048) + 2048 + 50_304 * 2048)
+    assert always == 747_376_640
+    expert = 3 * 2048 * 1024 * 16 * 2
+    assert growth == pytest.approx((always + sixteen * expert) / (always + 8 * expert), rel=1e-12)

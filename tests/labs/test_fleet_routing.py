@@ -129,3 +129,11 @@ def test_the_lab_box_counts_both_replicas_on_their_share_of_the_card():
     assert "· 7.5 GiB of VRAM ·" in box
     assert "2 replicas run side by side" in box and "`--gpu-memory-utilization` each gets of\n      0.4" in box
     assert labbox.vram_needed_bytes(7008, "Qwen/Qwen2.5-0.5B-Instruct", utilization=0.4) == pytest.approx(8_054_158_720)
+
+
+def test_the_notebook_exercises_by_hand():
+    """3 prefixes, 4 rounds, 4 replicas (3 and 4 share no factor): round robin sends each prefix to min(4, 4) = 4
+    replicas, all cold, so G (n - m) c = 3 x 0 x 2,048 = 0 hits; consistent hashing, one replica per prefix:
+    3 x (4 - 1) x 2,048 = 18,432 (c = 2,048: the prefix is whole blocks, and the prompt 2,048 + 64 - 1 is longer)."""
+    replicas, round_robin, hashed = (e.answer() for e in labs.spec("fleet_routing").exercises)
+    assert (replicas, round_robin, hashed) == (4, 0, 18_432)

@@ -21,6 +21,7 @@ from infercourse.labs.core import (
     ClaimResult,
     Column,
     Efficiency,
+    Exercise,
     LabWork,
     Receipt,
     claim,
@@ -255,6 +256,47 @@ def demands() -> list[roofline.Demand]:
         )
         for r in predicted_rows()
     ]
+
+
+# --- the notebook's exercises ----------------------------------------------------------------------
+
+
+def _row(batch: int) -> dict[str, Any]:
+    return next(r for r in predicted_rows() if r["batch"] == batch)
+
+
+def _routing() -> str:
+    experts, top_k = moe_experts(model(LAB.MODEL).config)
+    return f"{LAB.MODEL} routes each token to k = {top_k} of E = {experts} experts in every MoE layer."
+
+
+EXERCISES = (
+    Exercise(
+        f"{_routing()} Two sequences decode together, their routers choosing independently and uniformly: how many "
+        "distinct experts does a MoE layer run per step, on average?",
+        lambda: _row(2)["experts"],
+        "experts",
+        "An expert is missed by one token with probability 1 − k / E, by all B tokens with (1 − k / E)^B: "
+        "E [1 − (1 − k / E)^B] are touched (lesson 7B; the lab counts them with a hook on the router).",
+        rel_tol=0.02,
+    ),
+    Exercise(
+        "The same at batch 16?",
+        lambda: _row(16)["experts"],
+        "experts",
+        "The same formula: coverage climbs fast and saturates near E, so a batch soon reads nearly every expert "
+        "(lesson 7B).",
+        rel_tol=0.03,
+    ),
+    Exercise(
+        "How many times batch 1's weight bytes does a decode step at batch 16 read (BF16)?",
+        lambda: _row(16)["weight_bytes"] / _row(1)["weight_bytes"],
+        "times",
+        "Attention, routers and the output head are read once whatever the batch; each touched expert adds its "
+        "three matrices in every MoE layer, so the bytes grow with the experts touched, not with B (lesson 7B).",
+        rel_tol=0.05,
+    ),
+)
 
 
 SPEC = lab_spec(

@@ -18,7 +18,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt
-from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    Exercise,
+    LabWork,
+    Receipt,
+    claim,
+    gpu_timing,
+    lab_settings,
+    lab_spec,
+)
 from infercourse.memory import cached_prefix_tokens, fleet_prefix_hits, prefix_computations
 from infercourse.registry import LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
 from infercourse.roofline import Demand, prefill_demand, prefill_floor
@@ -177,6 +187,50 @@ def demands() -> list[Demand]:
         prefill_demand(facts, config, p["prompt"], p["miss_s"], "fleet_routing: TTFT floor of a miss"),
         prefill_demand(facts, config, p["prompt"] - p["cached"], p["hit_s"], "fleet_routing: TTFT floor of a hit"),
     ]
+
+
+# --- the notebook's exercises ----------------------------------------------------------------------
+
+EXERCISE_REPLICAS = 4
+"""The exercises' fleet: the lab's prefixes and rounds over this many replicas instead of the lab's."""
+
+
+def _warm_tokens() -> int:
+    """Tokens of each request's prompt that a warm replica holds: the shared prefix's whole blocks."""
+    return cached_prefix_tokens(LAB.PREFIX_TOKENS, LAB.PREFIX_TOKENS + LAB.SUFFIX_TOKENS)
+
+
+def _fleet() -> str:
+    return (
+        f"The lab's workload ({LAB.GROUPS} shared prefixes of {LAB.PREFIX_TOKENS:,} tokens, each sent {LAB.ROUNDS} "
+        f"times, interleaved, one request at a time) over {EXERCISE_REPLICAS} replicas instead of {LAB.REPLICAS}."
+    )
+
+
+EXERCISES = (
+    Exercise(
+        f"{_fleet()} With round robin, how many replicas compute (prefill in full) each prefix?",
+        lambda: prefix_computations("round_robin", LAB.GROUPS, LAB.ROUNDS, EXERCISE_REPLICAS),
+        "replicas",
+        "Round robin sends a prefix's requests to one replica after another: with no factor shared by the number of "
+        "prefixes and of replicas, n rounds visit min(n, R) replicas, each of which computes the prefix once "
+        "(lesson 8A).",
+    ),
+    Exercise(
+        "The same fleet, round robin: how many prompt tokens does the whole fleet find in its prefix caches?",
+        lambda: fleet_prefix_hits("round_robin", LAB.GROUPS, LAB.ROUNDS, EXERCISE_REPLICAS, _warm_tokens()),
+        "tokens",
+        "G (n − m) c: a request that lands on a replica which computed its prefix before hits c tokens; with no more "
+        "rounds than replicas every request meets a cold one (lesson 8A; the lab counts vLLM's `prefix_cache_hits`).",
+    ),
+    Exercise(
+        "The same fleet with consistent hashing on the prefix: how many hit tokens?",
+        lambda: fleet_prefix_hits("consistent_hash", LAB.GROUPS, LAB.ROUNDS, EXERCISE_REPLICAS, _warm_tokens()),
+        "tokens",
+        "Every request of a prefix lands on one replica, which computes it once and hits it n − 1 times: "
+        "G (n − 1) c, whatever R (lesson 8A).",
+    ),
+)
 
 
 SPEC = lab_spec(
