@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 import shutil
 from pathlib import Path
@@ -299,3 +300,16 @@ def test_without_a_gpu_or_vllm_a_notebook_shows_the_committed_receipts():
     committed = labs.committed_receipts("phases")
     assert committed and done["outputs"][-1].count("display_data") == 2 * len(committed), done["outputs"][-1]
     assert done["stdout"] == "" and done["stderr"] == ""  # the lab cell ran nothing
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_every_lab_asks_for_predictions_its_notebook_lists(lab):
+    """Issue 34: two or three exercises per lab, each answer a finite number computed without vLLM or a GPU, listed
+    in the notebook's "Predict first" section with a slot per exercise in `answers`."""
+    found = labs.spec(lab).exercises
+    assert 2 <= len(found) <= 3, f"{lab}: {len(found)} exercises"
+    assert all(math.isfinite(e.answer()) for e in found)
+    nb = nbformat.read(NOTEBOOKS / f"{lab}.ipynb", as_version=4)
+    text = "\n".join(cell.source for cell in nb.cells)
+    assert all(e.question in text for e in found)
+    assert "answers = {" + ", ".join(f"{k}: None" for k in range(1, len(found) + 1)) + "}" in text

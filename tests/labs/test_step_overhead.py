@@ -110,3 +110,12 @@ def test_the_prediction_lists_every_variant_with_its_floor():
 )
 def test_bad_input_is_one_line_before_anything_starts(args, expected):
     assert expected in lab_refusal("step_overhead", *args)
+
+
+def test_the_notebook_exercises_by_hand():
+    """10 launches per layer x 28 layers + 6 = 286; x 6 us = 1.716 ms; W* on the RTX 4090 = 1.716e-3 s x 1,008e9
+    B/s = 1,729,728,000 B = 1.7297 GB."""
+    launches, eager_ms, bound_gb = (e.answer() for e in labs.spec("step_overhead").exercises)
+    assert launches == 286
+    assert eager_ms == pytest.approx(1.716, rel=1e-12)
+    assert bound_gb == pytest.approx(1.729728, rel=1e-12)

@@ -23,6 +23,7 @@ from infercourse.labs.core import (
     ClaimResult,
     Column,
     Efficiency,
+    Exercise,
     LabWork,
     Receipt,
     claim,
@@ -30,7 +31,7 @@ from infercourse.labs.core import (
     lab_settings,
     lab_spec,
 )
-from infercourse.registry import COMPUTE_CAPABILITY, COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
+from infercourse.registry import COMPUTE_CAPABILITY, COURSE_MODEL, LAB_GPU, SM_COUNT, GPUFacts, gpu, model
 
 LAB = lab_settings("attention_backends")
 REFUSED = "refused"
@@ -256,6 +257,46 @@ def demands() -> list[roofline.Demand]:
         for r in predicted_rows()
         for s, floor in zip(LAB.CONTEXTS, r["floors_s"], strict=False)
     ]
+
+
+# --- the notebook's exercises ----------------------------------------------------------------------
+
+
+def _floor_at_longest(kv_cache_dtype: str) -> float:
+    """The step floor (s) of the lab's batch at its longest context with a ``kv_cache_dtype`` cache."""
+    row = {"kv_cache_dtype": kv_cache_dtype, "context": max(LAB.CONTEXTS), "output_len": LAB.OUTPUT_LEN}
+    return step_floor_s(gpu(LAB_GPU), model(COURSE_MODEL).config, {**row, "batch": LAB.BATCH})
+
+
+EXERCISES = (
+    Exercise(
+        f"One attention head over a {max(LAB.CONTEXTS):,}-token prompt: how many GB would naive attention's S × S "
+        "score matrix take in BF16?",
+        lambda: max(LAB.CONTEXTS) ** 2 * 2 / 1e9,
+        "GB",
+        "S × S scores of 2 bytes, for every head of every layer: why FlashAttention never writes the matrix and "
+        "computes it tile by tile in on-chip memory instead (lesson 1B).",
+        rel_tol=0.02,
+    ),
+    Exercise(
+        f"A decode step of the lab's batch of {LAB.BATCH}: a kernel that runs one thread block per (sequence, KV "
+        f"head) launches how many blocks, as a share of the {LAB_GPU}'s {SM_COUNT[LAB_GPU]} SMs?",
+        lambda: LAB.BATCH * model(COURSE_MODEL).config["num_key_value_heads"] / SM_COUNT[LAB_GPU],
+        "fraction",
+        "B × h_kv blocks: with few KV heads most SMs idle, which is why decode kernels split the keys of a sequence "
+        "across blocks (FlashDecoding's split-KV; lesson 1B).",
+        rel_tol=0.01,
+    ),
+    Exercise(
+        f"At the lab's longest context, by what factor does an FP8 KV cache lower the {LAB_GPU}'s decode step floor "
+        f"at batch {LAB.BATCH}?",
+        lambda: _floor_at_longest("auto") / _floor_at_longest("fp8"),
+        "times",
+        "The cache read halves, the weights' read does not: the gain is the cache's share of the step, halved "
+        "(lesson 1B; the lab times both).",
+        rel_tol=0.02,
+    ),
+)
 
 
 SPEC = lab_spec(

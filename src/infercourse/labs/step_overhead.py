@@ -21,6 +21,7 @@ from infercourse import fmt, roofline
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Exercise,
     LabWork,
     Receipt,
     claim,
@@ -30,7 +31,15 @@ from infercourse.labs.core import (
     linear_fit,
     model_config_for,
 )
-from infercourse.registry import COURSE_MODEL, KERNEL_LAUNCH_US, LAB_GPU, gpu, model
+from infercourse.registry import (
+    COURSE_MODEL,
+    KERNEL_LAUNCH_US,
+    KERNELS_OUTSIDE_LAYERS,
+    KERNELS_PER_LAYER,
+    LAB_GPU,
+    gpu,
+    model,
+)
 from infercourse.transformer import kv_bytes_per_token, param_count
 
 LAB = lab_settings("step_overhead")
@@ -257,6 +266,47 @@ def demands() -> list[roofline.Demand]:
         roofline.decode_demand(facts, r["config"], r["batch"], CONTEXT, r["floor_s"], f"step_overhead: {r['variant']}")
         for r in predicted_rows()
     ]
+
+
+# --- the notebook's exercises ----------------------------------------------------------------------
+
+
+def _layers() -> int:
+    return model(COURSE_MODEL).config["num_hidden_layers"]
+
+
+def _eager_launch_s() -> float:
+    """Launch time (s) of one eager decode step of the course's model at the slow end of a launch."""
+    return roofline.launch_overhead_s(_layers(), KERNEL_LAUNCH_US[1] * 1e-6)
+
+
+EXERCISES = (
+    Exercise(
+        f"An eager decode step (no CUDA graph) of {COURSE_MODEL}, {_layers()} layers: how many kernel launches does "
+        f"the course assume ({KERNELS_PER_LAYER} per layer, {KERNELS_OUTSIDE_LAYERS} outside the layers)?",
+        lambda: roofline.launch_overhead_s(_layers(), 1.0),  # launches x 1 s: the count
+        "launches",
+        "Every layer launches its norms, projections, attention and activation one by one; a CUDA graph replays "
+        "them all as one launch (lesson 2B).",
+    ),
+    Exercise(
+        f"At {KERNEL_LAUNCH_US[1]:g} µs a launch, how long does that eager step spend launching?",
+        lambda: _eager_launch_s() * 1e3,
+        "ms",
+        "Launches × time per launch: CPU time the GPU waits through whenever its kernels are shorter than their "
+        "launches (lesson 2B; the lab times eager against graphs).",
+        rel_tol=0.02,
+    ),
+    Exercise(
+        f"With that much overhead per step, below how many GB read per step is a decode step on the {LAB_GPU} "
+        "overhead-bound (more time in overhead than in moving bytes)?",
+        lambda: roofline.overhead_bound_bytes(gpu(LAB_GPU), _eager_launch_s()) / 1e9,
+        "GB",
+        "W* = τ0 × bandwidth: the bytes the card moves in the overhead's time; a small model below it gains "
+        "little from a faster card and much from CUDA graphs (lesson 2B).",
+        rel_tol=0.03,
+    ),
+)
 
 
 SPEC = lab_spec(
