@@ -19,6 +19,7 @@ import pytest
 
 from conftest import ROOT, load_hook, load_script, phases_receipt, run_notebook
 from infercourse import autodl, course, labbox, labnotebook, labs
+from infercourse.exercises import Exercise
 
 make_notebooks = load_script("make_notebooks")
 
@@ -288,7 +289,7 @@ def test_an_answer_is_right_off_shown_or_not_yet():
     assert "+8% off" in labnotebook.check_answers("phases", {2: 4.5}).splitlines()[1]
     assert all("not answered yet" in line for line in labnotebook.check_answers("phases", {}).splitlines())
     with pytest.raises(ValueError, match=r"rel_tol is a fraction in \[0, 1\), got 5"):
-        labs.Exercise("q", lambda: 1.0, "steps", "why", rel_tol=5)
+        Exercise("q", lambda: 1.0, "steps", "why", rel_tol=5)
 
 
 def test_without_a_gpu_or_vllm_a_notebook_shows_the_committed_receipts():

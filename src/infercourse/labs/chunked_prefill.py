@@ -32,17 +32,8 @@ the serve rows' exact claims are token counts.
 from __future__ import annotations
 
 from infercourse import fmt
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Exercise,
-    LabWork,
-    Receipt,
-    claim,
-    gpu_timing,
-    lab_settings,
-    lab_spec,
-)
+from infercourse.exercises import Exercise
+from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
 from infercourse.registry import COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
 from infercourse.roofline import Demand, chunked_prefill_floors, chunked_prefill_steps, prefill_demand, prefill_floor
 from infercourse.transformer import kv_bytes_per_token

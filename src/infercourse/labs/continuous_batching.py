@@ -29,17 +29,8 @@ from typing import Any
 
 from infercourse import fmt
 from infercourse.batching import Server, rate_point, schedule, static_steps, step_time, useful_fraction
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Exercise,
-    LabWork,
-    Receipt,
-    claim,
-    gpu_timing,
-    lab_settings,
-    lab_spec,
-)
+from infercourse.exercises import Exercise
+from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
 from infercourse.memory import default_kv_budget_bytes, max_sequences
 from infercourse.registry import COURSE_MODEL, LAB_GPU, STEP_OVERHEAD_S, gpu, model
 from infercourse.roofline import Demand, decode_demand

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from infercourse import course, fmt, snippets
+from infercourse.exercises import Exercise
 from infercourse.registry import COURSE_MODEL, GPUS, GPUFacts, model
 from infercourse.roofline import Demand, decode_demand, decode_step_floor, prefill_demand, prefill_floor
 from infercourse.transformer import BYTES_PER_DTYPE
@@ -307,35 +308,6 @@ class LabWork:
     model: str = COURSE_MODEL
     replicas: int = 1
     memory_share: float | None = None
-
-
-@dataclass(frozen=True)
-class Exercise:
-    """One exercise of a lab's notebook: the reader changes one setting of the lab in their head, predicts a
-    number, and the notebook checks it against the course's own model (:func:`infercourse.labnotebook.check_answers`).
-
-    Attributes:
-        question: Markdown: which setting changes, from what to what, and what number is asked for (its values
-            formatted from the same constants ``answer`` uses, never typed twice).
-        answer: computes the answer with the course's functions (no vLLM, no GPU), in ``unit``.
-        unit: the answer's unit as the question asks for it (``"steps"``, ``"tokens"``, ``"ms"``, ``"x"`` for a
-            ratio).
-        why: Markdown shown with the answer: the arithmetic behind it and the lesson section that teaches it.
-        rel_tol: how close an answer must be to count as right: 0 for an exact count, 0.05 for within 5 %.
-
-    Raises:
-        ValueError: ``rel_tol`` is negative or 1 or more.
-    """
-
-    question: str
-    answer: Callable[[], float]
-    unit: str
-    why: str
-    rel_tol: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.rel_tol < 1:
-            raise ValueError(f"rel_tol is a fraction in [0, 1), got {self.rel_tol!r}")
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt, roofline
+from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
     Efficiency,
-    Exercise,
     LabWork,
     Receipt,
     claim,

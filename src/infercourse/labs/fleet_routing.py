@@ -18,17 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Exercise,
-    LabWork,
-    Receipt,
-    claim,
-    gpu_timing,
-    lab_settings,
-    lab_spec,
-)
+from infercourse.exercises import Exercise
+from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
 from infercourse.memory import cached_prefix_tokens, fleet_prefix_hits, prefix_computations
 from infercourse.registry import LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
 from infercourse.roofline import Demand, prefill_demand, prefill_floor

@@ -25,10 +25,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt, memory
+from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
-    Exercise,
     LabWork,
     Receipt,
     ReceiptError,

@@ -12,10 +12,10 @@ are shared with it (in core), since this grid contains 0A's prompt-length rows.
 from __future__ import annotations
 
 from infercourse import fmt, snippets
+from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
-    Exercise,
     Receipt,
     claim,
     efficiency,

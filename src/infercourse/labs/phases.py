@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt
+from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
-    Exercise,
     Receipt,
     claim,
     efficiency,

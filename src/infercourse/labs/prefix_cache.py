@@ -17,10 +17,10 @@ on GPU receipts only (:func:`~infercourse.labs.core.gpu_timing`).
 from __future__ import annotations
 
 from infercourse import fmt
+from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
-    Exercise,
     LabWork,
     Receipt,
     claim,

@@ -14,10 +14,10 @@ BF16's over BF16's top 20, the lab's ``kl_restricted``), ``kl_to_bf16`` (their m
 from __future__ import annotations
 
 from infercourse import fmt, memory, registry, roofline, transformer
+from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
-    Exercise,
     LabWork,
     Receipt,
     claim,

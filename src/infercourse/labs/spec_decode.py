@@ -23,17 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercourse import fmt, registry, roofline
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Exercise,
-    LabWork,
-    Receipt,
-    claim,
-    gpu_timing,
-    lab_settings,
-    lab_spec,
-)
+from infercourse.exercises import Exercise
+from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
 
 LAB = lab_settings("spec_decode")
 

@@ -26,10 +26,10 @@ from collections.abc import Iterable
 import numpy as np
 
 from infercourse import fmt, registry, roofline, transformer
+from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
-    Exercise,
     LabWork,
     Receipt,
     claim,
