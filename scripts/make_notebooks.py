@@ -88,6 +88,9 @@ def notebook(lab: str, template: str | None = None) -> str:
         "__DOCSTRING__": docstring(script),
         "__MODEL_ID__": labs.spec(lab).work.model,  # the model the lab loads by default (its LabWork)
         "__EXERCISES__": labnotebook.exercises(lab),
+        # the lesson of the step model's overheads, which the comparison's ratios point to
+        "__STEP_MODEL_LESSON__": lessons_by_lab()["step_overhead"]["code"],
+        "__STEP_MODEL_URL__": "../" + lessons_by_lab()["step_overhead"]["page"],
         "__ANSWER_SLOTS__": ", ".join(f"{k}: None" for k in range(1, len(labs.spec(lab).exercises) + 1)),
     }
     pattern = re.compile("|".join(re.escape(k) for k in sorted(values, key=len, reverse=True)))

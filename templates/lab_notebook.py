@@ -164,6 +164,11 @@ else:
 # registry has, one more panel against the roofline floor); each committed receipt in turn when nothing ran
 # here. To show a new receipt on the lesson page, commit it (`receipts/<machine>/__LAB__.json`) and open a
 # pull request.
+#
+# The number above each pair of bars is measured / floor: how far the machine stays above the physics. A real
+# step pays more than moving its bytes: kernel launches and scheduling each step, and kernels that reach only
+# part of the datasheet bandwidth; [lesson __STEP_MODEL_LESSON__](__STEP_MODEL_URL__) measures both and gives the band a
+# measurement should land in. A ratio below 1 would mean the floor is wrong: please report it.
 
 # %%
 if not all([labnotebook.show(receipt) for receipt in shown]):

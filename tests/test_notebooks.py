@@ -206,6 +206,10 @@ def test_the_figure_draws_each_measured_column_and_on_a_gpu_the_floor():
     panels = [ax for ax in gpu.axes if ax.get_visible()]
     assert len(panels) == 4 and panels[3].get_title().endswith(": measured and floor")
     assert [len(bars) for bars in panels[3].containers] == [5, 5]
+    # measured / floor above each pair: TPOT 17.0 ms over (14,141,238,272 + 57,344 x 144) B / 1.008e12 = 14.0372 ms
+    # (mean context 128 + 32 / 2) = 1.2111; the last row, 17.5 ms over 14.2657 ms (context 4,160) = 1.2267
+    ratios = [t.get_text() for t in panels[3].texts]
+    assert len(ratios) == 5 and (ratios[0], ratios[-1]) == ("1.21×", "1.23×")
 
 
 def test_the_comparison_puts_the_prediction_beside_this_run():

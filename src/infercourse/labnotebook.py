@@ -76,7 +76,8 @@ def _numeric(rows: list[Mapping[str, Any]], key: str) -> bool:
 def figure(receipt: Mapping[str, Any]):
     """A matplotlib figure of the receipt: one bar chart per measured numeric column of the lesson's
     table (one bar per receipt row, named by its key values, in the receipt's unit); on a GPU the
-    registry has, one more panel with each row's first floored quantity beside its roofline floor.
+    registry has, one more panel with each row's first floored quantity beside its roofline floor, the ratio
+    measured / floor written above each pair.
 
     Returns the ``matplotlib.figure.Figure`` (drawn with pyplot, so Jupyter shows it once).
 
@@ -104,6 +105,10 @@ def figure(receipt: Mapping[str, Any]):
         at = [e.row for e in floors]
         ax.bar([i - 0.2 for i in at], [e.measured for e in floors], width=0.4, label="measured", color="#3f51b5")
         ax.bar([i + 0.2 for i in at], [e.floor for e in floors], width=0.4, label="roofline floor", color="#9e9e9e")
+        for e in floors:  # how far above its floor each measurement sits
+            ax.text(
+                e.row, max(e.measured, e.floor), f"{e.measured / e.floor:.2f}×", ha="center", va="bottom", fontsize=7
+            )
         ax.set(title=f"{floors[0].quantity}: measured and floor", ylabel=floors[0].unit)
         ax.legend()
     for ax in flat[:panels]:
