@@ -430,3 +430,12 @@ def test_a_partial_flag_is_only_ever_true():
     receipt["partial"] = False
     with pytest.raises(labs.ReceiptError, match="'partial' is written only as true"):
         labs.validate_receipt(receipt)
+
+
+def test_a_text_column_aligns_left_and_a_count_column_groups_thousands():
+    """Column.text and Column.count, the two shorthands the specs use: the header defaults to the key."""
+    from infercourse.labs.core import Column
+
+    run, batch = Column.text("run"), Column.count("batch", "B")
+    assert (run.header, run.align_right, run.format("eager")) == ("run", False, "eager")
+    assert (batch.header, batch.align_right, batch.format(12_345)) == ("B", True, "12,345")

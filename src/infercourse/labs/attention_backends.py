@@ -305,9 +305,9 @@ SPEC = lab_spec(
     header="step (ms)",
     prediction_basis="vLLM 0.26.0's source and the roofline",
     columns=(
-        Column("run", "run", str, align_right=False),
-        Column("backend", "backend", str, align_right=False),
-        Column("context", "context", fmt.count),
+        Column.text("run"),
+        Column.text("backend"),
+        Column.count("context"),
         Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
     ),
     cpu_max_model_len=256,

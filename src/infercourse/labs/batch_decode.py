@@ -286,9 +286,9 @@ SPEC = lab_spec(
     key=("batch",),
     header="tokens/s",
     columns=(
-        Column("batch", "batch", fmt.count),
+        Column.count("batch"),
         Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
-        Column("tokens_per_s", "tokens/s", fmt.count),
+        Column.count("tokens_per_s", "tokens/s"),
         Column("achieved_gb_s", "achieved GB/s", lambda v: fmt.fixed(v, 0)),
     ),
     grid=None,  # the CPU run uses fewer batches (cpu_args); GRID above is the GPU run's

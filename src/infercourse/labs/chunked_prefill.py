@@ -305,8 +305,8 @@ SPEC = lab_spec(
     columns=(
         Column("part", "part", str),
         Column("chunk", "chunk", str),
-        Column("decoders", "D", fmt.count),
-        Column("prompt_tokens", "prompt", fmt.count),
+        Column.count("decoders", "D"),
+        Column.count("prompt_tokens", "prompt"),
         Column("first_token_step", "steps", lambda v: "-" if v is None else fmt.count(v)),
         Column("max_gap_ms", "max gap (ms)", lambda v: "-" if v is None else fmt.fixed(v, 1)),
         Column("ttft_ms", "TTFT (ms)", lambda v: "-" if v is None else fmt.fixed(v, 1)),

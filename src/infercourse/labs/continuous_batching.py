@@ -393,10 +393,10 @@ SPEC = lab_spec(
     header="TPOT p99 (ms)",
     prediction_basis="a replay of vLLM's scheduler and the roofline",
     columns=(
-        Column("max_num_seqs", "B", fmt.count),
-        Column("mode", "mode", str, align_right=False),
+        Column.count("max_num_seqs", "B"),
+        Column.text("mode"),
         Column("request_rate", "rate (/s)", lambda v: f"{v:g}"),
-        Column("steps", "steps", fmt.count),
+        Column.count("steps"),
         Column("output_tok_s", "tok/s", lambda v: fmt.fixed(v, 0)),
         Column("tpot_p99_ms", "TPOT p99 (ms)", lambda v: fmt.fixed(v, 2)),
         Column("wait_p99_ms", "wait p99 (ms)", lambda v: fmt.fixed(v, 0)),

@@ -236,6 +236,17 @@ class Column:
     format: Callable[[Any], str]
     align_right: bool = True
 
+    @classmethod
+    def text(cls, key: str, header: str | None = None) -> Column:
+        """A column of words (a run's name, a backend), left-aligned; ``header`` defaults to ``key``."""
+        return cls(key, header or key, str, align_right=False)
+
+    @classmethod
+    def count(cls, key: str, header: str | None = None) -> Column:
+        """A column of whole counts with thousands separators (:func:`infercourse.fmt.count`); ``header`` defaults
+        to ``key``."""
+        return cls(key, header or key, fmt.count)
+
 
 Claim = Callable[[Receipt], ClaimResult]
 

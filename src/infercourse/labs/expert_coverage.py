@@ -305,8 +305,8 @@ SPEC = lab_spec(
     header="experts/step",
     prediction_basis="uniform routing and the roofline",
     columns=(
-        Column("mode", "mode", str, align_right=False),
-        Column("batch", "batch", fmt.count),
+        Column.text("mode"),
+        Column.count("batch"),
         Column("experts_mean", "experts per step", lambda v: "-" if v is None else fmt.fixed(v, 2)),
         Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
     ),

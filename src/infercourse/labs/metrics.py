@@ -152,8 +152,8 @@ SPEC = lab_spec(
     key=("prompt_tokens", "output_tokens"),
     header="TPOT (ms)",
     columns=(
-        Column("prompt_tokens", "prompt", fmt.count),
-        Column("output_tokens", "output", fmt.count),
+        Column.count("prompt_tokens", "prompt"),
+        Column.count("output_tokens", "output"),
         Column("ttft_ms", "TTFT (ms)", _ms(1)),
         Column("tpot_ms", "TPOT (ms)", _ms(2)),
         Column("e2e_ms", "E2E (ms)", _ms(0)),

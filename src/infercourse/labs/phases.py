@@ -195,8 +195,8 @@ SPEC = lab_spec(
     key=("prompt_tokens", "output_tokens"),
     header="TPOT (ms)",
     columns=(
-        Column("prompt_tokens", "prompt", fmt.count),
-        Column("output_tokens", "output", fmt.count),
+        Column.count("prompt_tokens", "prompt"),
+        Column.count("output_tokens", "output"),
         Column("ttft_ms", "TTFT (ms)", lambda v: fmt.fixed(v, 1)),
         Column("tpot_ms", "TPOT (ms)", lambda v: fmt.fixed(v, 2)),
         Column("decode_s", "decode (s)", lambda v: fmt.fixed(v, 2)),

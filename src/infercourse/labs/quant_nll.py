@@ -357,9 +357,9 @@ SPEC = lab_spec(
     header="NLL/token",
     prediction_basis="the weight bytes, the KV budget with an assumed reserve and the roofline",
     columns=(
-        Column("format", "format", str, align_right=False),
+        Column.text("format"),
         Column("weight_bytes", "weight GB", fmt.gb),
-        Column("kv_tokens", "KV tokens", fmt.count),
+        Column.count("kv_tokens", "KV tokens"),
         Column("nll_per_token", "NLL/token", lambda v: fmt.fixed(v, 4)),
         Column("kl_to_bf16", "KL to BF16", lambda v: "-" if v is None else fmt.fixed(v, 4)),
         Column("kernel", "kernel", lambda v: v or "-", align_right=False),

@@ -304,8 +304,8 @@ SPEC = lab_spec(
     header="accepted per position",
     prediction_basis="the roofline step floors and the acceptance model",
     columns=(
-        Column("run", "run", str, align_right=False),
-        Column("batch", "batch", fmt.count),
+        Column.text("run"),
+        Column.count("batch"),
         Column("steps", "steps", _opt),
         Column("draft_tokens", "drafted", _opt),
         Column("accepted", "accepted", _opt),

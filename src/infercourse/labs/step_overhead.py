@@ -315,9 +315,9 @@ SPEC = lab_spec(
     header="floor (ms)",
     prediction_basis="the roofline and an assumed launch count",
     columns=(
-        Column("variant", "variant", str, align_right=False),
-        Column("mode", "mode", str, align_right=False),
-        Column("batch", "batch", fmt.count),
+        Column.text("variant"),
+        Column.text("mode"),
+        Column.count("batch"),
         Column("floor_ms", "floor (ms)", lambda v: fmt.fixed(v, 3)),
         Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 3)),
         Column("ratio", "step / floor", lambda v: fmt.fixed(v, 2)),

@@ -358,8 +358,8 @@ SPEC = lab_spec(
     header="qkv_proj",
     prediction_basis="the roofline and the ring all-reduce model",
     columns=(
-        Column("run", "run", str, align_right=False),
-        Column("tensor_parallel_size", "T", fmt.count),
+        Column.text("run"),
+        Column.count("tensor_parallel_size", "T"),
         Column("qkv_proj_elements", "QKV per rank", _per_rank),
         Column("down_proj_elements", "down_proj per rank", _per_rank),
         Column("step_ms", "step at B = 1 (ms)", lambda v: fmt.fixed(v[0], 2) if v else "-"),

@@ -173,9 +173,9 @@ SPEC = lab_spec(
     header="elements",
     prediction_basis="config.json's parameter count",
     columns=(
-        Column("dtype", "dtype", str, align_right=False),
-        Column("elements", "elements", fmt.count),
-        Column("bytes", "bytes", fmt.count),
+        Column.text("dtype"),
+        Column.count("elements"),
+        Column.count("bytes"),
         Column("bytes", "GiB", lambda v: fmt.gib(v)),
     ),
     work=LabWork(engines=1, decode_steps=0, peak_kv_tokens=lab_settings("weights").MAX_MODEL_LEN),
