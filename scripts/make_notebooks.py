@@ -4,7 +4,7 @@
     .venv/bin/python scripts/make_notebooks.py --check  # exit 1 when a committed notebook is not what this makes
 
 The script stays the source: a notebook is ``templates/lab_notebook.py`` (jupytext's percent format:
-preflight, install, model download, the reader's predictions, the lab, its receipt against the lesson's
+the reader's predictions, preflight, install, model download, the lab, its receipt against the lesson's
 prediction), read with jupytext, with the lab's name, lesson, title, the script's docstring and the spec's
 exercises (``EXERCISES``) filled in. Cell ids are the
 lab's name and the cell's number, so the same inputs give the same bytes and ``--check`` (run by

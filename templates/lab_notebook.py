@@ -4,8 +4,8 @@
 # The GPU lab of [lesson __LESSON__](__LESSON_URL__), `__LAB__.py` in `snippets/labs/`, as a notebook for
 # JupyterLab on a rented GPU (AutoDL: an RTX 4090 whose driver is 580 or newer). Open it inside a clone of
 # the course's repository (it is `docs/notebooks/__LAB__.ipynb` there) and run the cells in order:
-# preflight, install, model download, your own predictions, the lab, then its receipt against the lesson's
-# prediction.
+# your own predictions first, then preflight, install, model download, the lab, and its receipt against the
+# lesson's prediction.
 # The parameters cell below says what each setting does.
 #
 # Generated from the lab script by `scripts/make_notebooks.py`: edit the script, or the one template
@@ -49,7 +49,24 @@ REPLACE = False  # True: replace an existing receipt there (a receipt is a measu
 TIMEOUT_S = run_labs.LAB_TIMEOUT_S  # the lab is stopped after this many seconds
 
 # %% [markdown]
-# ## 1. Preflight
+# ## 1. Predict first
+#
+# Before the lab runs, predict. Each question is about this lab's model, card or settings, most of them changed
+# from the lesson's: work each answer out from the lesson's formulas, not its tables. The check compares your
+# number with the functions the lesson's predictions come from and says how far off you are, without giving the
+# answer away. Write your numbers in `answers` (or `"show"` to see one), then run the check: nothing here needs a
+# GPU, vLLM or the sections after it.
+#
+# __EXERCISES__
+
+# %%
+answers = {__ANSWER_SLOTS__}  # your numbers, e.g. {1: 128}; "show" gives an answer and why
+
+# %%
+display(Markdown(labnotebook.check_answers(LAB, answers)))
+
+# %% [markdown]
+# ## 2. Preflight
 #
 # The driver, the GPU and its free memory, the free disk where the model goes, and the vLLM and torch
 # versions, read before anything is installed or downloaded: the check of
@@ -76,7 +93,7 @@ else:
     print("ok: nothing missing")
 
 # %% [markdown]
-# ## 2. Install
+# ## 3. Install
 #
 # vLLM 0.26.0 (a CUDA 13 build) and ModelScope's client, from `requirements-labs-gpu.lock`, into the
 # Python that runs the lab. A few minutes, once per machine; `INSTALL = False` skips it.
@@ -86,7 +103,7 @@ if RUN and INSTALL and not CPU:  # the CPU build comes from `make labenv`
     labnotebook.stream([PYTHON, "-m", "pip", "install", "-r", str(ROOT / "requirements-labs-gpu.lock")])
 
 # %% [markdown]
-# ## 3. The model
+# ## 4. The model
 #
 # `MODEL_ID`, and any other model the lab script names (a draft model, a quantised checkpoint), from
 # ModelScope (or Hugging Face: `HUB = "huggingface"`) into the hub's cache, which this cell puts on the
@@ -101,21 +118,6 @@ if RUN and not CPU:  # the caches on the data disk, for this download and for wh
 if RUN and DOWNLOAD:
     for model_id in run_labs.hub_models([LAB], MODEL_ID):
         labnotebook.stream(autodl.download_command(model_id, HUB))
-
-# %% [markdown]
-# ## 4. Predict first
-#
-# Before the lab runs, predict. Each question changes one of the lab's settings; the check compares your number
-# with the functions the lesson's predictions come from, and says how far off you are without giving the answer
-# away. Write your numbers in `answers` (or `"show"` to see one), then run the check; a CPU is enough.
-#
-# __EXERCISES__
-
-# %%
-answers = {__ANSWER_SLOTS__}  # your numbers, e.g. {1: 128}; "show" gives an answer and why
-
-# %%
-display(Markdown(labnotebook.check_answers(LAB, answers)))
 
 # %% [markdown]
 # ## 5. The lab

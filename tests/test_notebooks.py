@@ -98,7 +98,7 @@ def test_a_placeholder_without_a_value_is_refused():
 
 @pytest.mark.parametrize("lab", LABS)
 def test_a_notebook_s_cells_are_the_template_s(lab):
-    """Title first (the page title), then preflight, install, model, predictions, lab, comparison, in that order;
+    """Title first (the page title), then predictions, preflight, install, model, lab, comparison, in that order;
     one cell tagged "parameters" (papermill), one tagged "lab" (tests/test_labs.py reads its output)."""
     nb = nbformat.read(NOTEBOOKS / f"{lab}.ipynb", as_version=4)
     lesson = make_notebooks.lessons_by_lab()[lab]
@@ -112,10 +112,10 @@ def test_a_notebook_s_cells_are_the_template_s(lab):
     assert headings == [f"# Lab notebook {lesson['code']} · {lesson['title']}"]
     sections = re.findall(r"^## (\d\. .+)$", "\n".join(c.source for c in nb.cells if c.cell_type == "markdown"), re.M)
     assert sections == [
-        "1. Preflight",
-        "2. Install",
-        "3. The model",
-        "4. Predict first",
+        "1. Predict first",
+        "2. Preflight",
+        "3. Install",
+        "4. The model",
         "5. The lab",
         "6. Against the lesson's prediction",
     ]

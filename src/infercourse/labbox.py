@@ -220,8 +220,8 @@ def lab_box(script: str, args: str = "") -> str:
       `.venv-labs/` and the model, nothing is downloaded but packages); it prints the table and checks every
       claim the CPU makes exact (counts, backends, bytes), and shows the timings, which belong to that CPU.
 
-    - **Notebook:** the same lab cell by cell for JupyterLab (preflight, install, model download to
-      AutoDL's data disk, your predictions checked, the lab, its receipt against the lesson's prediction):
+    - **Notebook:** the same lab cell by cell for JupyterLab (your predictions checked, preflight, install,
+      model download to AutoDL's data disk, the lab, its receipt against the lesson's prediction):
       [Lab notebook {spec(name).lesson}](../notebooks/{name}.ipynb), with a download link for the `.ipynb`.
 
     ```bash

@@ -167,7 +167,8 @@ SHOW = "show"
 
 def exercises(lab: str) -> str:
     """Markdown: ``lab``'s exercises (its spec's :attr:`~infercourse.labs.LabSpec.exercises`) as a numbered list,
-    each question with the unit its answer takes; a sentence when the lab has none yet.
+    each question with the unit its answer takes and how close counts (exactly, or within the tolerance); a
+    sentence when the lab has none yet.
 
     Raises:
         KeyError: ``lab`` has no spec.
@@ -175,7 +176,10 @@ def exercises(lab: str) -> str:
     found = labs.spec(lab).exercises
     if not found:
         return "This lab has no exercises yet."
-    return "\n".join(f"{k}. {e.question} ({e.unit})" for k, e in enumerate(found, 1))
+    return "\n".join(
+        f"{k}. {e.question} ({e.unit}; {f'within {e.rel_tol:.0%}' if e.rel_tol else 'exactly'})"
+        for k, e in enumerate(found, 1)
+    )
 
 
 def _number(x: float) -> str:

@@ -142,9 +142,9 @@ def test_bad_input_is_one_line_before_anything_starts(args, expected):
 
 def test_the_notebook_exercises_by_hand():
     """16,384^2 x 2 B = 536,870,912 B = 0.5369 GB. Batch 4 x 4 KV heads = 16 blocks of the RTX 4090's 128 SMs =
-    0.125. At context 16,384 + 32 / 2 = 16,400, batch 4: the cache read is 4 x 57,344 x 16,400 = 3,761,766,400 B in
+    12.5 %. At context 16,384 + 32 / 2 = 16,400, batch 4: the cache read is 4 x 57,344 x 16,400 = 3,761,766,400 B in
     BF16 and half in FP8, beside 14,141,238,272 B of weights, all memory-bound."""
     score_gb, share, fp8_gain = (e.answer() for e in labs.spec("attention_backends").exercises)
     assert score_gb == pytest.approx(0.536870912, rel=1e-12)
-    assert share == 16 / 128
+    assert share == 100 * 16 / 128  # in %
     assert fp8_gain == pytest.approx((14_141_238_272 + 3_761_766_400) / (14_141_238_272 + 1_880_883_200), rel=1e-9)

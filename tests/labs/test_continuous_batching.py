@@ -256,5 +256,5 @@ def test_the_notebook_exercises_by_hand():
     continuous, static, useful = (e.answer() for e in labs.spec("continuous_batching").exercises)
     assert (continuous, static) == (12, 16)
     expected_max = 16 + sum(1 - ((k - 15) / 497) ** 32 for k in range(16, 512))
-    assert useful == pytest.approx(264 / expected_max, rel=1e-12)
-    assert useful == pytest.approx(264 / (512 - 497 / 33), rel=2e-3)
+    assert useful == pytest.approx(100 * 264 / expected_max, rel=1e-12)  # in %
+    assert useful == pytest.approx(100 * 264 / (512 - 497 / 33), rel=2e-3)

@@ -147,13 +147,13 @@ def test_prediction_uses_blocks_of_16_and_the_roofline():
 
 def test_the_notebook_exercises_by_hand():
     """1,000 shared tokens: floor(1,000 / 16) x 16 = 62 x 16 = 992. The same 1,200-token prompt again: capped at
-    1,199, floor(1,199 / 16) x 16 = 74 x 16 = 1,184. TTFT floors on the RTX 4090 at 2,048 and 2,048 - 1,536 = 512
-    tokens, both compute-bound (tests/labs/test_phases.py: 2 (M - H) = 13,051,243,520 and 2 H = 1,089,994,752
-    FLOP; attention 401,408 x S (S + 1) / 2 FLOP), so the peak cancels in the ratio."""
+    1,199, floor(1,199 / 16) x 16 = 74 x 16 = 1,184. TTFT floors on the RTX 4090, cold at 2,048 tokens and, on a
+    hit, 512 new tokens after 1,536 cached, whose queries attend to positions 1,537 .. 2,048: every kernel
+    compute-bound (tests/labs/test_phases.py: 2 (M - H) = 13,051,243,520 and 2 H = 1,089,994,752 FLOP; attention
+    401,408 FLOP per position attended), so the peak cancels in the ratio."""
     cached, again, speedup = (e.answer() for e in labs.spec("prefix_cache").exercises)
     assert (cached, again) == (992, 1_184)
 
-    def flops(s: int) -> int:
-        return 13_051_243_520 * s + 1_089_994_752 + 401_408 * s * (s + 1) // 2
-
-    assert speedup == pytest.approx(flops(2048) / flops(512), rel=1e-9)
+    cold = 13_051_243_520 * 2048 + 1_089_994_752 + 401_408 * 2048 * 2049 // 2
+    hit = 13_051_243_520 * 512 + 1_089_994_752 + 401_408 * 512 * (1537 + 2048) // 2
+    assert speedup == pytest.approx(cold / hit, rel=1e-9)

@@ -274,26 +274,28 @@ EXERCISES = (
         "score matrix take in BF16?",
         lambda: max(LAB.CONTEXTS) ** 2 * 2 / 1e9,
         "GB",
-        "S × S scores of 2 bytes, for every head of every layer: why FlashAttention never writes the matrix and "
-        "computes it tile by tile in on-chip memory instead (lesson 1B).",
+        f"S² scores × 2 B for one head; a layer's {model(COURSE_MODEL).config['num_attention_heads']} heads need "
+        f"{model(COURSE_MODEL).config['num_attention_heads'] * max(LAB.CONTEXTS) ** 2 * 2 / 1e9:.0f} GB to write and "
+        "read back: FlashAttention never writes the matrix and computes it tile by tile in on-chip memory "
+        "(lesson 1B).",
         rel_tol=0.02,
     ),
     Exercise(
-        f"A decode step of the lab's batch of {LAB.BATCH}: a kernel that runs one thread block per (sequence, KV "
-        f"head) launches how many blocks, as a share of the {LAB_GPU}'s {SM_COUNT[LAB_GPU]} SMs?",
-        lambda: LAB.BATCH * model(COURSE_MODEL).config["num_key_value_heads"] / SM_COUNT[LAB_GPU],
-        "fraction",
+        f"A decode step of the lab's batch of {LAB.BATCH}, attention run by one thread block per (sequence, KV "
+        f"head): what share of the {LAB_GPU}'s {SM_COUNT[LAB_GPU]} SMs do its blocks occupy?",
+        lambda: 100 * LAB.BATCH * model(COURSE_MODEL).config["num_key_value_heads"] / SM_COUNT[LAB_GPU],
+        "%",
         "B × h_kv blocks: with few KV heads most SMs idle, which is why decode kernels split the keys of a sequence "
         "across blocks (FlashDecoding's split-KV; lesson 1B).",
         rel_tol=0.01,
     ),
     Exercise(
-        f"At the lab's longest context, by what factor does an FP8 KV cache lower the {LAB_GPU}'s decode step floor "
-        f"at batch {LAB.BATCH}?",
+        f"At the lab's longest context and batch {LAB.BATCH} on the {LAB_GPU}, the decode step floor with a BF16 KV "
+        "cache divided by the floor with an FP8 one?",
         lambda: _floor_at_longest("auto") / _floor_at_longest("fp8"),
         "times",
-        "The cache read halves, the weights' read does not: the gain is the cache's share of the step, halved "
-        "(lesson 1B; the lab times both).",
+        "The cache read halves, the weights' read does not: the step saves half the cache's share of it, so the "
+        "factor is 1 / (1 − share / 2) (lesson 1B; the lab times both).",
         rel_tol=0.02,
     ),
 )

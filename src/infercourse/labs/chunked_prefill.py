@@ -261,7 +261,7 @@ STEPS_PROMPT, STEPS_DECODERS, STEPS_BUDGET = 2000, 16, 512
 """Exercise 1: a prompt (tokens), the decoders running beside it, and the token budget per step."""
 GAP_PROMPT, GAP_CHUNK = 16384, 2048
 """Exercise 2: a long prompt and the chunk it is prefilled in (tokens)."""
-PD_PROMPT = 300
+PD_PROMPT = 320
 """Exercise 3: a prompt a disaggregated prefill instance stores for the decode instance (tokens)."""
 
 
@@ -280,11 +280,11 @@ EXERCISES = (
     ),
     Exercise(
         f"On the {LAB_GPU}, a {GAP_PROMPT:,}-token prompt prefilled in chunks of {GAP_CHUNK:,}: the floor of the "
-        "longest step, the longest a decoder beside it waits for its next token?",
+        "longest step (its chunks alone), the longest a decoder beside it waits for its next token?",
         _longest_chunk_ms,
         "ms",
-        "Each chunk multiplies every weight by its C tokens, and its attention reads all the cached prefix: the last "
-        "chunk is the longest. Unchunked, the decoder would wait the whole prefill (lesson 4B).",
+        "Each chunk multiplies every weight by its C tokens, and its attention computes against all the cached "
+        "prefix: the last full chunk is the longest. Unchunked, the decoder would wait the whole prefill (lesson 4B).",
         rel_tol=0.05,
     ),
     Exercise(

@@ -211,8 +211,9 @@ EXERCISES = (
         "The same fleet, round robin: how many prompt tokens does the whole fleet find in its prefix caches?",
         lambda: fleet_prefix_hits("round_robin", LAB.GROUPS, LAB.ROUNDS, EXERCISE_REPLICAS, _warm_tokens()),
         "tokens",
-        "G (n − m) c: a request that lands on a replica which computed its prefix before hits c tokens; with no more "
-        "rounds than replicas every request meets a cold one (lesson 8A; the lab counts vLLM's `prefix_cache_hits`).",
+        "G (n − m) c, with m the replicas that compute each prefix (question 1): a request that lands on a replica "
+        "which computed its prefix before hits c tokens; with no more rounds than replicas every request meets a "
+        "cold one (lesson 8A; the lab counts vLLM's `prefix_cache_hits`).",
     ),
     Exercise(
         "The same fleet with consistent hashing on the prefix: how many hit tokens?",

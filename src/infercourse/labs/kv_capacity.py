@@ -226,17 +226,17 @@ EXERCISES = (
     Exercise(
         f"How many bytes of KV cache does one token of {COURSE_MODEL} take in BF16 (κ)?",
         _kappa,
-        "B",
+        "bytes",
         f"κ = 2 (K and V) × {_cfg()['num_hidden_layers']} layers × {_cfg()['num_key_value_heads']} KV heads × "
         f"{_cfg()['hidden_size'] // _cfg()['num_attention_heads']} dimensions × 2 B: grouped-query attention keeps "
         "few KV heads (lesson 1A).",
     ),
     Exercise(
-        f"The same KV budget on the {LAB_GPU}, the cache in FP8 (1 B per element, `kv_cache_dtype=fp8`): how many "
-        "times the BF16 cache's tokens does it hold?",
+        f"The lesson's KV budget on the {LAB_GPU} (vLLM's defaults, the course's reserve), the cache in FP8 (1 byte "
+        "per element, `kv_cache_dtype=fp8`): how many times the BF16 cache's tokens does it hold?",
         lambda: memory.kv_capacity_tokens(_budget(), _kappa(1)) / memory.kv_capacity_tokens(_budget(), _kappa()),
         "times",
-        "κ halves and the budget stays, so the tokens double, to a whole block (the lab checks it: "
+        "κ halves and the budget stays, so the tokens double, to within one block (the lab checks it: "
         "`fp8_doubles_tokens`).",
         rel_tol=0.01,
     ),

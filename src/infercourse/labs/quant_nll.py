@@ -331,8 +331,8 @@ EXERCISES = (
         rel_tol=0.03,
     ),
     Exercise(
-        f"On the {registry.LAB_GPU} at vLLM's defaults, how many times BF16's KV tokens does the AWQ model leave "
-        "room for?",
+        f"On the {registry.LAB_GPU} at vLLM's defaults and the course's assumed {registry.VLLM_NON_KV_RESERVE_GIB} GiB "
+        "besides weights and cache, how many times BF16's KV tokens does the AWQ model leave room for?",
         lambda: _predicted("awq")["kv_tokens"] / _predicted("bf16")["kv_tokens"],
         "times",
         "The bytes the weights give up go to the KV cache: the budget is memory × utilization − weights − reserve, "

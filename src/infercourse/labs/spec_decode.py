@@ -288,7 +288,8 @@ EXERCISES = (
     ),
     Exercise(
         f"On the {registry.LAB_GPU} at batch 1, α = {ALPHAS[1]}, the {LAB.DRAFT_MODEL} draft: what speedup σ does "
-        f"k = {EXERCISE_K} give (the lab runs k = {LAB.K})?",
+        f"k = {EXERCISE_K} give (the lab runs k = {LAB.K}), with every step at its floor at a {CONTEXT:,}-token "
+        "context?",
         lambda: _speedup_at(EXERCISE_K, ALPHAS[1]),
         "times",
         "σ = E τ / (k τ_d + τ_v): a longer draft pays only while α^k stays large, and each draft step costs τ_d "

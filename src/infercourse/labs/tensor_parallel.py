@@ -326,9 +326,10 @@ def _cfg() -> dict:
 
 EXERCISES = (
     Exercise(
-        f"{registry.COURSE_MODEL} at T = 2: how many `qkv_proj` weights does one rank hold, over all the layers?",
+        f"{registry.COURSE_MODEL} at T = 2: how many `qkv_proj` weight elements (biases not counted) does one rank "
+        "hold, over all the layers?",
         lambda: transformer.tp_rank_linear_elements(_cfg(), 2)["qkv_proj"],
-        "weights",
+        "elements",
         "Column-parallel: each rank keeps h / T query heads and h_kv / T KV heads (K and V) of d_h each, times d "
         "inputs, in every layer (lesson 7A; the lab counts them: `rank_counts_exact`).",
     ),
@@ -336,7 +337,7 @@ EXERCISES = (
         f"One ring all-reduce of a decode step's hidden states at batch {ALLREDUCE_BATCH} (BF16) over "
         f"T = {ALLREDUCE_RANKS}: how many bytes does each GPU send?",
         lambda: roofline.ring_allreduce_bytes(ALLREDUCE_BATCH * _cfg()["hidden_size"] * 2, ALLREDUCE_RANKS),
-        "B",
+        "bytes",
         "m = B × d × 2 bytes; a ring sends m / T per step for T − 1 steps of reduce-scatter and T − 1 of all-gather: "
         "2 (T − 1) / T × m (lesson 7A).",
     ),

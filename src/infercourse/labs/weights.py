@@ -141,7 +141,7 @@ def _cfg() -> Mapping[str, Any]:
 
 EXERCISES = (
     Exercise(
-        f"How many parameters does {COURSE_MODEL}'s `config.json` describe (N)? Within 2 % counts.",
+        f"How many parameters does {COURSE_MODEL}'s `config.json` describe (N)?",
         lambda: param_count(_cfg()),
         "parameters",
         "The embedding (V × d) and the untied output head (d × V), then per layer the attention's q, k, v (with "
@@ -149,7 +149,7 @@ EXERCISES = (
         rel_tol=0.02,
     ),
     Exercise(
-        "Its weights in BF16, in GB (10⁹ bytes)?",
+        "Its weights in BF16, in GB (10⁹ bytes each)?",
         lambda: weight_bytes(_cfg(), 2) / 1e9,
         "GB",
         "N × 2 bytes: every parameter is one BF16 number (lesson 0C).",
