@@ -1,4 +1,4 @@
-"""A lab notebook's exercises: a question that changes one of the lab's settings, and the answer the course's own
+"""A lab notebook's exercises: a question about the lab's model, card or settings (most change one of them), and the answer the course's own
 functions give. A lab's spec declares them (``EXERCISES`` in ``infercourse/labs/<lab>.py``); the notebook lists them
 in its "Predict first" section and :func:`infercourse.labnotebook.check_answers` checks the reader's numbers.
 """
@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Exercise:
-    """One exercise of a lab's notebook: the reader changes one setting of the lab in their head, predicts a
-    number, and the notebook checks it against the course's own model (:func:`infercourse.labnotebook.check_answers`).
+    """One exercise of a lab's notebook: the reader works out a number about the lab (most often with one setting
+    changed from the lesson's), and the notebook checks it against the course's own model
+    (:func:`infercourse.labnotebook.check_answers`).
 
     Attributes:
         question: Markdown: which setting changes, from what to what, and what number is asked for (its values
