@@ -1,6 +1,7 @@
-"""A lab notebook's exercises: a question about the lab's model, card or settings (most change one of them), and the answer the course's own
-functions give. A lab's spec declares them (``EXERCISES`` in ``infercourse/labs/<lab>.py``); the notebook lists them
-in its "Predict first" section and :func:`infercourse.labnotebook.check_answers` checks the reader's numbers.
+"""A lab notebook's exercises: a question about the lab's model, card or settings (most change one of them),
+and the answer the course's own functions give. A lab's spec declares them (``EXERCISES`` in
+``infercourse/labs/<lab>.py``); the notebook lists them in its "Predict first" section and
+:func:`infercourse.labnotebook.check_answers` checks the reader's numbers.
 """
 
 from __future__ import annotations
