@@ -20,8 +20,8 @@ class Exercise:
         question: Markdown: which setting changes, from what to what, and what number is asked for (its values
             formatted from the same constants ``answer`` uses, never typed twice).
         answer: computes the answer with the course's functions (no vLLM, no GPU), in ``unit``.
-        unit: the answer's unit as the question asks for it (``"steps"``, ``"tokens"``, ``"ms"``, ``"x"`` for a
-            ratio).
+        unit: the answer's unit as the question asks for it (``"steps"``, ``"tokens"``, ``"ms"``, ``"%"``,
+            ``"times"`` for a ratio).
         why: Markdown shown with the answer: the arithmetic behind it and the lesson section that teaches it.
         rel_tol: how close an answer must be to count as right: 0 for an exact count, 0.05 for within 5 %.
 

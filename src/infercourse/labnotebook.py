@@ -163,6 +163,8 @@ def show(receipt: Mapping[str, Any]) -> bool:
 
 SHOW = "show"
 """What a reader writes as an answer to see the computed one (:func:`check_answers`)."""
+NO_EXERCISES = "This lab has no exercises yet."
+"""What :func:`exercises` and :func:`check_answers` say for a lab whose spec declares none."""
 
 
 def exercises(lab: str) -> str:
@@ -175,7 +177,7 @@ def exercises(lab: str) -> str:
     """
     found = labs.spec(lab).exercises
     if not found:
-        return "This lab has no exercises yet."
+        return NO_EXERCISES
     return "\n".join(
         f"{k}. {e.question} ({e.unit}; {f'within {e.rel_tol:.0%}' if e.rel_tol else 'exactly'})"
         for k, e in enumerate(found, 1)
@@ -215,4 +217,4 @@ def check_answers(lab: str, answers: Mapping[int, Any]) -> str:
                 + f'; think again, or write "{SHOW}"'
             )
         lines.append(f"{k}. {line}")
-    return "\n".join(lines) or "This lab has no exercises yet."
+    return "\n".join(lines) or NO_EXERCISES

@@ -186,11 +186,6 @@ EXERCISE_REPLICAS = 4
 """The exercises' fleet: the lab's prefixes and rounds over this many replicas instead of the lab's."""
 
 
-def _warm_tokens() -> int:
-    """Tokens of each request's prompt that a warm replica holds: the shared prefix's whole blocks."""
-    return cached_prefix_tokens(LAB.PREFIX_TOKENS, LAB.PREFIX_TOKENS + LAB.SUFFIX_TOKENS)
-
-
 def _fleet() -> str:
     return (
         f"The lab's workload ({LAB.GROUPS} shared prefixes of {LAB.PREFIX_TOKENS:,} tokens, each sent {LAB.ROUNDS} "
@@ -209,7 +204,7 @@ EXERCISES = (
     ),
     Exercise(
         "The same fleet, round robin: how many prompt tokens does the whole fleet find in its prefix caches?",
-        lambda: fleet_prefix_hits("round_robin", LAB.GROUPS, LAB.ROUNDS, EXERCISE_REPLICAS, _warm_tokens()),
+        lambda: fleet_prefix_hits("round_robin", LAB.GROUPS, LAB.ROUNDS, EXERCISE_REPLICAS, predicted()["cached"]),
         "tokens",
         "G (n − m) c, with m the replicas that compute each prefix (question 1): a request that lands on a replica "
         "which computed its prefix before hits c tokens; with no more rounds than replicas every request meets a "
@@ -217,7 +212,7 @@ EXERCISES = (
     ),
     Exercise(
         "The same fleet with consistent hashing on the prefix: how many hit tokens?",
-        lambda: fleet_prefix_hits("consistent_hash", LAB.GROUPS, LAB.ROUNDS, EXERCISE_REPLICAS, _warm_tokens()),
+        lambda: fleet_prefix_hits("consistent_hash", LAB.GROUPS, LAB.ROUNDS, EXERCISE_REPLICAS, predicted()["cached"]),
         "tokens",
         "Every request of a prefix lands on one replica, which computes it once and hits it n − 1 times: "
         "G (n − 1) c, whatever R (lesson 8A).",
