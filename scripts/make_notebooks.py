@@ -77,7 +77,8 @@ def notebook(lab: str, template: str | None = None) -> str:
         KeyError: no live lesson in ``course.yml`` names ``lab``.
         ValueError: the template leaves a ``__NAME__`` placeholder unfilled.
     """
-    lesson = lessons_by_lab()[lab]
+    by_lab = lessons_by_lab()
+    lesson, step_model = by_lab[lab], by_lab["step_overhead"]  # the lesson of the step's overheads too
     script = labs.LABS_DIR / f"{lab}.py"
     values = {
         "__LAB__": lab,
@@ -89,8 +90,8 @@ def notebook(lab: str, template: str | None = None) -> str:
         "__MODEL_ID__": labs.spec(lab).work.model,  # the model the lab loads by default (its LabWork)
         "__EXERCISES__": labnotebook.exercises(lab),
         # the lesson of the step model's overheads, which the comparison's ratios point to
-        "__STEP_MODEL_LESSON__": lessons_by_lab()["step_overhead"]["code"],
-        "__STEP_MODEL_URL__": "../" + lessons_by_lab()["step_overhead"]["page"],
+        "__STEP_MODEL_LESSON__": step_model["code"],
+        "__STEP_MODEL_URL__": "../" + step_model["page"],
         "__ANSWER_SLOTS__": ", ".join(f"{k}: None" for k in range(1, len(labs.spec(lab).exercises) + 1)),
     }
     pattern = re.compile("|".join(re.escape(k) for k in sorted(values, key=len, reverse=True)))
