@@ -72,6 +72,11 @@ def tpot_above_floor_gpu(receipt: Receipt) -> ClaimResult:
     return ClaimResult("tpot_above_floor_gpu", statement, worst <= 1.0, f"highest efficiency {worst:.0%}")
 
 
+def e2e_floor_ms(row_floors: dict[str, float]) -> float:
+    """A row's E2E floor (ms) from its :func:`~infercourse.labs.core.floors`: TTFT plus the n - 1 decode steps."""
+    return (row_floors["ttft_s"] + row_floors["decode_s"]) * 1e3
+
+
 def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
     """Markdown: the floors of every grid row on ``gpu_name`` for the course's model in BF16."""
     facts, config = gpu(gpu_name), model(model_name).config
@@ -82,9 +87,7 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
         "context S + n/2 (every matmul weight and the cache read once); E2E floor = TTFT + (n − 1) × TPOT. "
         "With one request at a time the mean ITL equals the mean TPOT. A real run is slower than every floor.",
         "",
-        *floors_table(
-            facts, config, GRID, "E2E floor (ms)", lambda f: fmt.fixed((f["ttft_s"] + f["decode_s"]) * 1e3, 0)
-        ),
+        *floors_table(facts, config, GRID, "E2E floor (ms)", lambda f: fmt.fixed(e2e_floor_ms(f), 0)),
     ]
     return "\n".join(lines)
 
@@ -109,8 +112,7 @@ E2E_ROW = (1024, 512)
 
 
 def _e2e_floor_ms() -> float:
-    f = floors(gpu(LAB_GPU), model(COURSE_MODEL).config, *E2E_ROW)
-    return (f["ttft_s"] + f["decode_s"]) * 1e3
+    return e2e_floor_ms(floors(gpu(LAB_GPU), model(COURSE_MODEL).config, *E2E_ROW))
 
 
 def _gaps(r) -> str:
