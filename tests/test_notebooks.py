@@ -17,13 +17,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import ROOT, load_hook, load_script, phases_receipt, run_notebook
+from conftest import NOTEBOOKS, ROOT, load_hook, load_script, phases_receipt, run_notebook
 from infercourse import autodl, course, labbox, labnotebook, labs
 from infercourse.exercises import Exercise
 
 make_notebooks = load_script("make_notebooks")
 
-NOTEBOOKS = ROOT / "docs" / "notebooks"
 LABS = labs.wired()
 
 
