@@ -23,6 +23,10 @@ the build with the notebook, the cell and the fix. A notebook's link to a page o
 or to an anchor its page lacks, fails the build too (MkDocs checks only Markdown pages' links). A display formula
 becomes a ``<span>`` too (it sits inside the cell's ``<p>``); its ``\\[`` delimiter makes it a display formula.
 
+An output image (the figure of a notebook run, hooks/notebook_outputs.py) takes as its text alternative the
+caption line right before it ("Figure: ...", written by ``infercourse.labnotebook.show``), not nbconvert's "No
+description has been provided for this image"; an image with no caption before it fails the build.
+
 A code cell's ``<pre>``, its copy button's hidden copy of the source and "Copied!" carry ``data-search-exclude``, which
 Material's search plugin honours (material/plugins/search/plugin.py, 9.8.2), so a search finds a
 notebook by its words, not by ``import sys``. The innermost elements carry it, not the cell's
@@ -35,6 +39,8 @@ import re
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
+
+from infercourse.labnotebook import FIGURE
 
 LOADERS = re.compile(
     r'<script src="">\s*</script>'  # MathJax, with mkdocs-jupyter's empty URL
@@ -65,6 +71,10 @@ not math: "$5 and $6")."""
 CODE_SPAN = re.compile(r"<(code|pre)\b.*?</\1>", re.DOTALL)
 LATEX_DELIMITERS = re.compile(r"\\[(\[]")
 """What a cell's Markdown source may not hold outside code: ``\\(`` or ``\\[`` (see the module's docstring)."""
+NO_ALT = ' alt="No description has been provided for this image"'
+"""What nbconvert writes on an output image that has no text alternative (nbconvert/exporters/html.py, 7.x)."""
+CAPTIONED = re.compile(rf"(<p>{FIGURE}(.*?)</p>(?:(?!<p>{FIGURE}).)*?<img){NO_ALT}", re.DOTALL)
+"""An output image after its caption line (:func:`infercourse.labnotebook.show` writes it right before)."""
 HREF = re.compile(r'href="([^"#:]+\.md)(#[^"]*)?"')
 _links: list[tuple[str, str, str]] = []
 
@@ -116,11 +126,19 @@ def notebook_links(html: str, src_uri: str) -> list[tuple[str, str]]:
     ]
 
 
+def _attribute(html: str) -> str:
+    """The text of an HTML fragment, as an attribute's value (tags dropped, its entities kept, quotes escaped)."""
+    return re.sub(r"<[^>]+>", "", html).replace('"', "&quot;")
+
+
 def on_page_content(html, page, config, files):
     if page.file.src_uri.endswith(".ipynb"):
         check_cells(json.loads(Path(page.file.abs_src_path).read_text(encoding="utf-8")), page.file.src_uri)
         for target, anchor in notebook_links(html, page.file.src_uri):
             _links.append((page.file.src_uri, target, anchor))
+        html = CAPTIONED.sub(lambda m: f'{m.group(1)} alt="{_attribute(m.group(2))}"', html)
+        if NO_ALT in html:
+            raise PluginError(f"{page.file.src_uri}: an output image has no '{FIGURE}' line before it (its alt text)")
         html = typeset_cells(html)
         html = LOADERS.sub("", html)
         html = CODE.sub(r"\g<0> data-search-exclude", html)

@@ -47,6 +47,7 @@ PYTHON = sys.executable  # the Python that runs the lab: it has vLLM, or gets it
 RECEIPT = ""  # where the receipt goes; "" = receipts/<this machine>/<lab>.json
 REPLACE = False  # True: replace an existing receipt there (a receipt is a measurement: never replaced by accident)
 TIMEOUT_S = run_labs.LAB_TIMEOUT_S  # the lab is stopped after this many seconds
+COMMITTED = False  # True: check, install, download and run nothing; show the committed receipts (the site's page)
 
 # %% [markdown]
 # ## 1. Predict first
@@ -70,17 +71,18 @@ display(Markdown(labnotebook.check_answers(LAB, answers)))
 #
 # The driver, the GPU and its free memory, the free disk where the model goes, and the vLLM and torch
 # versions, read before anything is installed or downloaded: the check of
-# `python scripts/run_labs.py --check`. One line says what is wrong. With no GPU here and `CPU = False`, the
-# notebook runs nothing: it shows the course's committed receipts of this lab where a run's would be.
+# `python scripts/run_labs.py --check`. One line says what is wrong. With no GPU here and `CPU = False` (or with
+# `COMMITTED = True`), the notebook runs nothing: it shows the course's committed receipts of this lab where a
+# run's would be.
 
 # %%
-facts, problem = run_labs.preflight(PYTHON)
-print(facts)
-on_gpu = not facts.startswith("no NVIDIA GPU")
-RUN = on_gpu or CPU  # False: no install, no download, no run; the committed receipts stand in (section 6)
+facts, problem = ("", None) if COMMITTED else run_labs.preflight(PYTHON)
+on_gpu = not COMMITTED and not facts.startswith("no NVIDIA GPU")
+RUN = not COMMITTED and (on_gpu or CPU)  # False: no install, no download, no run; committed receipts stand in
 if not RUN:
-    print(labnotebook.RECEIPTS_ONLY)
+    print(labnotebook.runs_nothing(facts))
 else:
+    print(facts)
     if problem and problem.startswith(labkit.NOT_INSTALLED) and INSTALL and on_gpu:
         print("vLLM is not installed yet: the next cell installs it")
         problem = None

@@ -172,29 +172,15 @@ NOTEBOOKS = ROOT / "docs" / "notebooks"
 
 
 def run_notebook(lab: str, parameters: dict, timeout_s: int = 900) -> dict:
-    """Execute ``docs/notebooks/<lab>.ipynb`` top to bottom in a fresh kernel, from its own folder (as
-    JupyterLab would), with ``parameters`` in a cell after the one tagged "parameters" (papermill's way).
+    """Execute ``docs/notebooks/<lab>.ipynb`` with ``parameters`` (:func:`infercourse.labnotebook.execute`).
 
     Returns ``{"ok", "error", "stdout", "stderr", "outputs"}``: whether every cell ran, the failing
     cell's error (None if none), what the cell tagged "lab" printed on stdout and stderr, and the
     output types of every code cell.
     """
-    import nbformat  # only the tests that run a notebook need Jupyter
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
+    from infercourse import labnotebook
 
-    nb = nbformat.read(NOTEBOOKS / f"{lab}.ipynb", as_version=4)
-    at = next(i for i, cell in enumerate(nb.cells) if "parameters" in cell.metadata.get("tags", []))
-    source = "\n".join(f"{name} = {value!r}" for name, value in parameters.items())
-    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]}))
-    client = NotebookClient(
-        nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
-    )
-    error = None
-    try:
-        client.execute()
-    except CellExecutionError as exc:
-        error = str(exc)
+    nb, error = labnotebook.execute(NOTEBOOKS / f"{lab}.ipynb", parameters, timeout_s)
     (lab_cell,) = [cell for cell in nb.cells if "lab" in cell.metadata.get("tags", [])]
     streams = {"stdout": "", "stderr": ""}
     for output in lab_cell.get("outputs", []):

@@ -302,7 +302,7 @@ def test_without_a_gpu_or_vllm_a_notebook_shows_the_committed_receipts():
     done = run_notebook("phases", {"CPU": False, "INSTALL": False, "DOWNLOAD": False}, timeout_s=300)
     assert done["ok"], done["error"]
     committed = labs.committed_receipts("phases")
-    assert committed and done["outputs"][-1].count("display_data") == 2 * len(committed), done["outputs"][-1]
+    assert committed and done["outputs"][-1].count("display_data") == 3 * len(committed), done["outputs"][-1]
     assert done["stdout"] == "" and done["stderr"] == ""  # the lab cell ran nothing
 
 

@@ -25,6 +25,12 @@ def count(x: float) -> str:
     return f"{round(_finite(x)):,}"
 
 
+def number(x: float) -> str:
+    """A whole number as :func:`count` writes it, any other to 4 significant digits: ``57344.0`` ->
+    ``"57,344"``, ``0.0123456`` -> ``"0.01235"``, ``2.5e-07`` -> ``"2.5e-07"``."""
+    return count(x) if float(_finite(x)).is_integer() else f"{x:,.4g}"
+
+
 def fixed(x: float, digits: int = 1) -> str:
     """A number with ``digits`` decimals and thousands separators: ``1020.07`` -> ``"1,020.1"``."""
     return f"{_finite(x):,.{digits}f}"

@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 import subprocess
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from infercourse import labs
+from infercourse import fmt, labs
 
 
 class Stop(Exception):
@@ -73,11 +74,35 @@ def _numeric(rows: list[Mapping[str, Any]], key: str) -> bool:
     )
 
 
+def _panels(receipt: Mapping[str, Any]) -> tuple[list[list[labs.Compared]], list[str]]:
+    """What :func:`figure` draws: the pairs of measured and predicted values, one list per quantity (the spec's
+    ``compare`` first, then the first floored quantity of a GPU the registry has), and the measured numeric
+    columns drawn alone."""
+    spec = labs.spec(receipt["lab"])
+    rows = receipt["results"]
+    found = labs.compared(receipt)
+    pairs = [[c for c in found if c.quantity == q] for q in dict.fromkeys(c.quantity for c in found)]
+    floors = labs.efficiency(receipt) or []
+    pairs += (
+        [
+            [
+                labs.Compared(e.row, e.quantity, e.unit, e.measured, e.floor, "floor")
+                for e in floors
+                if e.quantity == floors[0].quantity
+            ]
+        ]
+        if floors
+        else []
+    )
+    keys = list(dict.fromkeys(c.key for c in spec.columns if c.key not in spec.key and _numeric(rows, c.key)))
+    return pairs, keys
+
+
 def figure(receipt: Mapping[str, Any]):
-    """A matplotlib figure of the receipt: one bar chart per measured numeric column of the lesson's
-    table (one bar per receipt row, named by its key values, in the receipt's unit); on a GPU the
-    registry has, one more panel with each row's first floored quantity beside its roofline floor, the ratio
-    measured / floor written above each pair.
+    """A matplotlib figure of the receipt, one panel each (one bar per receipt row, named by its key values):
+    first the lesson's prediction met by the measurement (the spec's ``compare``: measured beside predicted, the
+    ratio measured / predicted above each pair; on a GPU the registry has, also the first floored quantity beside
+    its roofline floor), then each measured numeric column of the lesson's table, in the receipt's unit.
 
     Returns the ``matplotlib.figure.Figure`` (drawn with pyplot, so Jupyter shows it once).
 
@@ -89,28 +114,25 @@ def figure(receipt: Mapping[str, Any]):
     spec = labs.spec(receipt["lab"])
     rows = receipt["results"]
     names = [" ".join(str(v) for v in spec.row_key(row)) for row in rows]
-    keys = list(dict.fromkeys(c.key for c in spec.columns if c.key not in spec.key and _numeric(rows, c.key)))
-    found = labs.efficiency(receipt) or []
-    floors = [e for e in found if e.quantity == found[0].quantity]
-    panels = max(len(keys) + (1 if floors else 0), 1)
+    pairs, keys = _panels(receipt)
+    panels = max(len(pairs) + len(keys), 1)
     cols = min(panels, 2)
     lines = math.ceil(panels / cols)
     fig, axes = plt.subplots(lines, cols, figsize=(5 * cols, 3.2 * lines), squeeze=False)
     flat = list(axes.flat)
-    for ax, key in zip(flat, keys, strict=False):
+    for ax, points in zip(flat, pairs, strict=False):
+        what = "floor" if points[0].kind == "floor" else "prediction"
+        at = [c.row for c in points]
+        ax.bar([i - 0.2 for i in at], [c.measured for c in points], width=0.4, label="measured", color="#3f51b5")
+        ax.bar([i + 0.2 for i in at], [c.predicted for c in points], width=0.4, label=what, color="#9e9e9e")
+        for c in points:  # how far the measurement sits from what the lesson predicts
+            ax.text(c.row, max(c.measured, c.predicted), f"{c.ratio:.2f}×", ha="center", va="bottom", fontsize=7)
+        ax.set(title=f"{points[0].quantity}: measured and {what}", ylabel=points[0].unit)
+        ax.margins(y=0.2)  # room for the ratios above the bars
+        ax.legend(fontsize=7)
+    for ax, key in zip(flat[len(pairs) :], keys, strict=False):
         ax.bar(range(len(rows)), [row[key] for row in rows], color="#3f51b5")
         ax.set(title=key, ylabel=receipt["units"].get(key, ""))
-    if floors:
-        ax = flat[len(keys)]
-        at = [e.row for e in floors]
-        ax.bar([i - 0.2 for i in at], [e.measured for e in floors], width=0.4, label="measured", color="#3f51b5")
-        ax.bar([i + 0.2 for i in at], [e.floor for e in floors], width=0.4, label="roofline floor", color="#9e9e9e")
-        for e in floors:  # how far above its floor each measurement sits
-            ax.text(
-                e.row, max(e.measured, e.floor), f"{e.measured / e.floor:.2f}×", ha="center", va="bottom", fontsize=7
-            )
-        ax.set(title=f"{floors[0].quantity}: measured and floor", ylabel=floors[0].unit)
-        ax.legend()
     for ax in flat[:panels]:
         ax.set_xticks(range(len(rows)), names, rotation=30, ha="right", fontsize=8)
         ax.set_xlabel(" ".join(spec.key))
@@ -123,10 +145,47 @@ def figure(receipt: Mapping[str, Any]):
 
 
 RECEIPTS_ONLY = (
-    "no NVIDIA GPU here and CPU = False: nothing is installed, downloaded or run; section 6 shows the course's "
-    "committed receipts of this lab instead (set CPU = True to run vLLM's CPU build, which `make labenv` installs)"
+    "nothing is installed, downloaded or run; section 6 shows the course's committed receipts of this lab instead"
+    " (on a machine without a GPU, CPU = True runs vLLM's CPU build, which `make labenv` installs)"
 )
-"""What the preflight cell says when the notebook runs nothing (no GPU, ``CPU = False``)."""
+"""What the preflight cell says when the notebook runs nothing, after why (:func:`runs_nothing`)."""
+
+
+def runs_nothing(facts: str) -> str:
+    """What the preflight cell prints when the notebook runs nothing: ``facts`` (the preflight's first line, or
+    ``""`` when ``COMMITTED = True`` skipped it, as the site's page of a notebook does), why, then
+    :data:`RECEIPTS_ONLY`."""
+    why = f"{facts}\nCPU = False" if facts else "COMMITTED = True"
+    return f"{why}: {RECEIPTS_ONLY}"
+
+
+def execute(path: Path, parameters: Mapping[str, Any], timeout_s: int = 900):
+    """Run the notebook at ``path`` top to bottom in a fresh ``python3`` kernel from its own folder (as JupyterLab
+    would), with ``parameters`` set in a cell (tagged "injected-parameters") after the one tagged "parameters"
+    (papermill's way). Used by the site's build (``hooks/notebook_outputs.py``) and the tests.
+
+    Returns ``(notebook, error)``: the ``nbformat`` notebook with every output so far, and the failing cell's
+    error as nbclient words it, or None when every cell ran.
+
+    Raises:
+        StopIteration: no cell of the notebook is tagged "parameters".
+    """
+    import nbformat  # only what executes a notebook needs Jupyter's client
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    notebook = nbformat.read(path, as_version=4)
+    at = next(i for i, cell in enumerate(notebook.cells) if "parameters" in cell.metadata.get("tags", []))
+    source = "\n".join(f"{name} = {value!r}" for name, value in parameters.items())
+    notebook.cells.insert(at + 1, nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]}))
+    client = NotebookClient(
+        notebook, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
+    try:
+        client.execute()
+    except CellExecutionError as error:
+        return notebook, str(error)
+    return notebook, None
 
 
 def committed(lab: str) -> list[dict]:
@@ -156,9 +215,34 @@ def show(receipt: Mapping[str, Any]) -> bool:
     passed, report = labs.report(receipt)
     print(report)
     display(Markdown(comparison(receipt)))
+    display(Markdown(f"{FIGURE}{caption(receipt)}"))
     figure(receipt)
     plt.show()
     return passed
+
+
+FIGURE = "Figure: "
+"""How :func:`show`'s caption line starts; the site's build makes the rest the figure's text alternative
+(``hooks/notebooks.py``)."""
+
+
+def caption(receipt: Mapping[str, Any]) -> str:
+    """One sentence saying what :func:`figure` draws for ``receipt`` (its caption and its text alternative).
+
+    Raises:
+        KeyError: the receipt's lab has no spec.
+    """
+    spec = labs.spec(receipt["lab"])
+    pairs, keys = _panels(receipt)
+    said = [
+        f"{p[0].quantity} measured beside the lesson's {'floor' if p[0].kind == 'floor' else 'prediction'}"
+        f" ({p[0].kind}), measured / {'floor' if p[0].kind == 'floor' else 'predicted'} above each pair"
+        for p in pairs
+    ]
+    said += [f"{key} ({receipt['units'].get(key) or 'count'})" for key in keys]
+    machine = receipt["machine"]
+    drawn = "; ".join(said) if said else "no numeric column"
+    return f"{machine['name']} ({machine['kind']}), one bar per row ({' '.join(spec.key)}): {drawn}."
 
 
 SHOW = "show"
@@ -184,10 +268,6 @@ def exercises(lab: str) -> str:
     )
 
 
-def _number(x: float) -> str:
-    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.4g}"
-
-
 def check_answers(lab: str, answers: Mapping[int, Any]) -> str:
     """Markdown: each of ``lab``'s exercises, numbered from 1, against ``answers[k]``: not answered yet (None or
     missing); right when within the exercise's ``rel_tol`` of the computed answer (exactly, for a count), with
@@ -204,15 +284,15 @@ def check_answers(lab: str, answers: Mapping[int, Any]) -> str:
         if given is None:
             line = f'not answered yet: write your number as `answers[{k}]`, or `answers[{k}] = "{SHOW}"`'
         elif given == SHOW:
-            line = f"the answer is {_number(want)} {e.unit}. {e.why}"
+            line = f"the answer is {fmt.number(want)} {e.unit}. {e.why}"
         elif isinstance(given, bool) or not isinstance(given, (int, float)) or not math.isfinite(given):
             line = f'`answers[{k}]` is {given!r}: write a number (in {e.unit}), or "{SHOW}"'
         elif abs(given - want) <= e.rel_tol * abs(want):
-            line = f"right: {_number(want)} {e.unit}. {e.why}"
+            line = f"right: {fmt.number(want)} {e.unit}. {e.why}"
         else:
             off = f"{(given - want) / abs(want):+.0%} off" if want else "off"
             line = (
-                f"not quite: {_number(given)} {e.unit} is {off} the course's model"
+                f"not quite: {fmt.number(given)} {e.unit} is {off} the course's model"
                 + (f" (right within {e.rel_tol:.0%})" if e.rel_tol else " (a count: exactly)")
                 + f'; think again, or write "{SHOW}"'
             )

@@ -156,3 +156,20 @@ def test_the_notebook_exercises_by_hand():
     assert steps == 64
     assert ttft == pytest.approx(343.9895 / 82.1806, rel=1e-5)
     assert tpot == pytest.approx(14_379_789_312 / 14_152_248_320, rel=1e-9)
+
+
+def test_the_notebook_compares_engine_steps_with_the_lesson_s_count():
+    """The notebook's first panel: each row's steps beside n x repeats (3 repeats in phases_receipt), exact."""
+    receipt = phases_receipt(kind="cpu")
+    found = labs.compared(receipt)
+    # rows (128, 32), (128, 128), (128, 512), (1024, 128), (4096, 128): n x 3 steps
+    assert [(c.measured, c.predicted, c.kind) for c in found] == [
+        (96, 96, "exact"),
+        (384, 384, "exact"),
+        (1536, 1536, "exact"),
+        (384, 384, "exact"),
+        (384, 384, "exact"),
+    ]
+    receipt["results"][4]["engine_steps"] = 3 * 129  # the planted fault of test_engine_steps_off_by_one...
+    assert labs.compared(receipt)[4].ratio == 129 / 128
+    assert "NOT as predicted" in labs.report(receipt)[1]

@@ -35,6 +35,7 @@ from infercourse.labs.core import (
     SCHEMA_VERSION,
     ClaimResult,
     Column,
+    Compared,
     Efficiency,
     LabSpec,
     LabWork,
@@ -58,6 +59,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "ClaimResult",
     "Column",
+    "Compared",
     "Efficiency",
     "LabSpec",
     "LabWork",
@@ -220,6 +222,18 @@ def efficiency(receipt: Mapping[str, Any]) -> list[Efficiency] | None:
     return lab_spec.efficiency(receipt, facts, config)
 
 
+def compared(receipt: Mapping[str, Any]) -> list[Compared]:
+    """Each row's main quantity beside the lesson's prediction for the machine that ran it (its spec's
+    ``compare``; empty for a lab that declares none, or a partial receipt).
+
+    Raises:
+        KeyError: the receipt's lab has no spec.
+        ReceiptError: a row lacks a key the comparison needs.
+    """
+    lab_spec = spec(receipt["lab"])
+    return [] if lab_spec.compare is None or receipt.get("partial") else lab_spec.compare(receipt)
+
+
 def check(receipt: Mapping[str, Any]) -> list[ClaimResult]:
     """Validate a receipt and run it through its lab's claims.
 
@@ -254,8 +268,19 @@ def report(receipt: Mapping[str, Any]) -> tuple[bool, str]:
     for r in results:
         mark = {True: "PASS", False: "FAIL", None: "n/a "}[r.passed]
         lines.append(f"  {mark} {r.claim}: {r.statement} -- {r.detail}")
-    eff = efficiency(receipt)
     lab_spec = SPECS[receipt["lab"]]
+    pairs = compared(receipt)
+    if pairs:
+        lines.append("  against the lesson's prediction for this machine:")
+    for c in pairs:
+        row = receipt["results"][c.row]
+        name = " ".join(f"{k}={row[k]}" for k in lab_spec.key)
+        verdict = ("as predicted" if c.measured == c.predicted else "NOT as predicted") if c.kind == "exact" else c.kind
+        lines.append(
+            f"    {name}: {c.quantity} measured {fmt.number(c.measured)} {c.unit}, "
+            f"predicted {fmt.number(c.predicted)} {c.unit} ({verdict}; {c.ratio:.2f}x)"
+        )
+    eff = efficiency(receipt)
     if eff:
         lines.append("  against the roofline floor on this GPU:")
         for e in eff:

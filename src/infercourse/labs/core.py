@@ -226,6 +226,40 @@ class Efficiency:
         return self.floor / self.measured if self.measured > 0 else math.inf
 
 
+COMPARED_KINDS = {
+    "exact": "the lesson predicts it exactly (a token, step, block or byte count): only measured == predicted agrees",
+    "floor": "predicted is a floor (a roofline time): the measurement sits at or above it",
+    "estimate": "predicted is an expected value (an average over random draws): the measurement falls near it",
+}
+"""What a :class:`Compared` pair's ``kind`` says about its prediction."""
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One receipt row's main quantity beside the lesson's prediction for that row on the machine that ran it
+    (a spec's ``compare``: what its lab's notebook plots first). ``kind``: one of :data:`COMPARED_KINDS`.
+    ``ratio`` = measured / predicted (1.0: as predicted; above 1 for a floor: how far above it).
+
+    Raises:
+        ValueError: ``kind`` is not one of :data:`COMPARED_KINDS`.
+    """
+
+    row: int
+    quantity: str
+    unit: str
+    measured: float
+    predicted: float
+    kind: str = "exact"
+
+    def __post_init__(self) -> None:
+        if self.kind not in COMPARED_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(COMPARED_KINDS)}, got {self.kind!r}")
+
+    @property
+    def ratio(self) -> float:
+        return self.measured / self.predicted if self.predicted > 0 else math.inf
+
+
 @dataclass(frozen=True)
 class Column:
     """A column of the lesson's table of committed GPU receipts: row key, header, formatter (a None
@@ -341,6 +375,9 @@ class LabSpec:
         columns: the measured table's columns (after machine, vLLM, date, model).
         prediction_basis: what the prediction comes from (``"the roofline"``).
         efficiency: optional ``(receipt, gpu facts, model config) -> [Efficiency]`` floors of a GPU receipt.
+        compare: ``receipt -> [Compared]``: each row's main quantity beside the lesson's prediction for the machine
+            that ran (an exact count, an expected value, or a floor the receipt itself records), on a CPU receipt
+            as on a GPU one.
         grid: the rows' keys in order, when the lab runs a fixed grid (checked in the CPU test).
         cpu_max_model_len: ``--max-model-len`` for the CPU run (None: the lab's default).
         cpu_args: extra arguments for the CPU run (e.g. fewer repeats).
@@ -366,6 +403,7 @@ class LabSpec:
     columns: tuple[Column, ...]
     prediction_basis: str = "the roofline"
     efficiency: Callable[[Receipt, GPUFacts, Mapping[str, Any]], list[Efficiency]] | None = None
+    compare: Callable[[Receipt], list[Compared]] | None = None
     grid: tuple[tuple, ...] | None = None
     cpu_max_model_len: int | None = None
     cpu_args: tuple[str, ...] = field(default_factory=tuple)
@@ -433,8 +471,8 @@ class LabSpec:
 def lab_spec(module: str, **fields: Any) -> LabSpec:
     """The ``SPEC`` of the spec module named ``module`` (pass ``__name__``; call it last in the module):
     ``lab`` is the module's own name; ``claims`` the functions it defines and marks with :func:`claim` or
-    :func:`gpu_timing`, in the order it defines them; ``prediction``, ``demands`` and ``efficiency`` its
-    functions of those names, where it has them; ``exercises`` its ``EXERCISES``, where it has them. ``fields``
+    :func:`gpu_timing`, in the order it defines them; ``prediction``, ``demands``, ``efficiency`` and ``compare``
+    its functions of those names, where it has them; ``exercises`` its ``EXERCISES``, where it has them. ``fields``
     gives the rest of :class:`LabSpec`, and may replace any of these.
 
     Raises:
@@ -445,7 +483,9 @@ def lab_spec(module: str, **fields: Any) -> LabSpec:
     found["claims"] = tuple(
         f for f in names.values() if getattr(f, CLAIM_MARK, False) and getattr(f, "__module__", None) == module
     )
-    found |= {name: names[name] for name in ("prediction", "demands", "efficiency") if callable(names.get(name))}
+    found |= {
+        name: names[name] for name in ("prediction", "demands", "efficiency", "compare") if callable(names.get(name))
+    }
     found |= {"exercises": tuple(names["EXERCISES"])} if "EXERCISES" in names else {}
     found |= fields
     missing = ["claim marked with @claim or @gpu_timing"] if not found["claims"] else []
@@ -453,6 +493,30 @@ def lab_spec(module: str, **fields: Any) -> LabSpec:
     if missing:
         raise ValueError(f"{module} has no {' and no '.join(missing)}")
     return LabSpec(**found)
+
+
+def compare_rows(
+    receipt: Receipt,
+    quantity: str,
+    unit: str,
+    measured: str,
+    predicted: Callable[[Mapping[str, Any]], float],
+    kind: str = "exact",
+    where: Callable[[Mapping[str, Any]], bool] = lambda row: True,
+) -> list[Compared]:
+    """A spec's ``compare`` made of one quantity: for each results row that ``where`` keeps, its ``measured`` key
+    beside ``predicted(row)``, named ``quantity`` in ``unit`` (``kind``: see :class:`Compared`).
+
+    Raises:
+        ReceiptError: a kept row lacks the ``measured`` key.
+    """
+    found = []
+    for i, row in enumerate(receipt["results"]):
+        if where(row):
+            if measured not in row:
+                raise ReceiptError(f"row {i} of the {receipt['lab']} receipt has no {measured!r}")
+            found.append(Compared(i, quantity, unit, row[measured], predicted(row), kind))
+    return found
 
 
 def find_row(receipt: Receipt, **key: Any) -> Mapping[str, Any]:

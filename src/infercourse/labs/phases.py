@@ -20,8 +20,10 @@ from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Compared,
     Receipt,
     claim,
+    compare_rows,
     efficiency,
     find_row,
     floor_demands,
@@ -86,6 +88,18 @@ def steps_exact(receipt: Receipt) -> ClaimResult:
         not wrong,
         "; ".join(wrong)
         or f"all {len(receipt['results'])} rows exact ({repeats} runs each, max_num_batched_tokens {chunk:,})",
+    )
+
+
+def compare(receipt: Receipt) -> list[Compared]:
+    """Each row's engine steps beside :func:`expected_steps` x the lab's repeats (exact, on any machine)."""
+    repeats = receipt["settings"]["repeats"]
+    return compare_rows(
+        receipt,
+        "engine steps",
+        "steps",
+        "engine_steps",
+        lambda row: repeats * expected_steps(row["prompt_tokens"], row["output_tokens"])[0],
     )
 
 
