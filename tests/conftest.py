@@ -202,12 +202,13 @@ def load_script(name: str):
 
 
 # What `mkdocs build` reads: a copy of these builds the site elsewhere (tests that plant a fault in a copy).
-SITE_SOURCES = ("docs", "snippets", "hooks", "overrides", "src", "receipts", "mkdocs.yml")
+SITE_SOURCES = ("docs", "snippets", "hooks", "overrides", "src", "receipts", "scripts", "mkdocs.yml")
 # The content caches of drawn formulas and diagrams (hooks/math.py, hooks/diagrams.py), keyed by each
 # formula's or diagram's own text: a copy that carries them redraws only what it changed, so a fault
 # planted in a copy is always drawn (and fails) while the rest is reused (test_snippet_that_raises_fails_the_build:
 # 26 s -> 19 s measured here on a loaded machine). A copy made before this checkout's first build draws everything.
-CONTENT_CACHES = (".cache/katex.json", ".cache/mermaid.json")
+# The same holds for the notebooks' runs (hooks/notebook_outputs.py), keyed by the content they read.
+CONTENT_CACHES = (".cache/katex.json", ".cache/mermaid.json", ".cache/notebook-runs")
 
 
 def copy_project(project: Path, extra: tuple[str, ...] = ()) -> Path:
@@ -220,7 +221,9 @@ def copy_project(project: Path, extra: tuple[str, ...] = ()) -> Path:
         else:
             shutil.copy2(src, project / name)
     for name in CONTENT_CACHES:
-        if (ROOT / name).is_file():
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, project / name)
+        elif (ROOT / name).is_file():
             (project / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, project / name)
     return project

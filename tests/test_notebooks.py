@@ -16,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from test_browser import browser  # noqa: F401  (the Playwright browser fixture)
 
 from conftest import NOTEBOOKS, ROOT, load_hook, load_script, phases_receipt, run_notebook
 from infercourse import autodl, course, labbox, labnotebook, labs
@@ -193,22 +194,31 @@ def test_a_notebook_page_loads_nothing_from_elsewhere_and_offers_its_ipynb(site:
 # --- the comparison cell: table and figure from a receipt --------------------------------------------
 
 
-def test_the_figure_draws_each_measured_column_and_on_a_gpu_the_floor():
+def test_the_figure_opens_with_the_prediction_met_then_each_measured_column_and_on_a_gpu_the_floor():
     import matplotlib
 
     matplotlib.use("Agg")
-    # phases' table columns: prompt_tokens, output_tokens (the key), ttft_ms, tpot_ms, decode_s: 3 panels
+    # phases: its compare panel (engine steps), then its table's measured columns ttft_ms, tpot_ms, decode_s
     cpu = labnotebook.figure(phases_receipt(kind="cpu"))
-    assert [ax.get_title() for ax in cpu.axes if ax.get_visible()] == ["ttft_ms", "tpot_ms", "decode_s"]
-    # an RTX 4090 is in the registry: one more panel, measured beside the roofline floor, 5 rows each
+    titles = ["engine steps: measured and prediction", "ttft_ms", "tpot_ms", "decode_s"]
+    assert [ax.get_title() for ax in cpu.axes if ax.get_visible()] == titles
+    # steps n x 3 repeats, as predicted: "1.00×" above each of the 5 pairs
+    assert [t.get_text() for t in cpu.axes[0].texts] == ["1.00×"] * 5
+    # an RTX 4090 is in the registry: one more panel after the prediction's, measured beside the roofline floor
     gpu = labnotebook.figure(phases_receipt(kind="gpu"))
     panels = [ax for ax in gpu.axes if ax.get_visible()]
-    assert len(panels) == 4 and panels[3].get_title().endswith(": measured and floor")
-    assert [len(bars) for bars in panels[3].containers] == [5, 5]
+    assert len(panels) == 5 and panels[1].get_title().endswith(": measured and floor")
+    assert [len(bars) for bars in panels[1].containers] == [5, 5]
     # measured / floor above each pair: TPOT 17.0 ms over (14,141,238,272 + 57,344 x 144) B / 1.008e12 = 14.0372 ms
     # (mean context 128 + 32 / 2) = 1.2111; the last row, 17.5 ms over 14.2657 ms (context 4,160) = 1.2267
-    ratios = [t.get_text() for t in panels[3].texts]
+    ratios = [t.get_text() for t in panels[1].texts]
     assert len(ratios) == 5 and (ratios[0], ratios[-1]) == ("1.21×", "1.23×")
+
+
+def test_the_caption_says_what_the_figure_draws():
+    caption = labnotebook.caption(phases_receipt(kind="cpu"))
+    assert caption.startswith("AMD EPYC (cpu), one bar per row (prompt_tokens output_tokens): ")
+    assert "engine steps measured beside the lesson's prediction (exact)" in caption and "decode_s (s)" in caption
 
 
 def test_the_comparison_puts_the_prediction_beside_this_run():
@@ -317,3 +327,108 @@ def test_every_lab_asks_for_predictions_its_notebook_lists(lab):
     text = "\n".join(cell.source for cell in nb.cells)
     assert all(e.question in text for e in found)
     assert "answers = {" + ", ".join(f"{k}: None" for k in range(1, len(found) + 1)) + "}" in text
+
+
+# --- the site's page of a notebook: the notebook run on the committed receipts ---------------------------------
+
+
+def test_a_notebook_page_shows_its_run_on_the_committed_receipts(site: Path):
+    """Issue 34: each notebook's page shows its outputs (run with COMMITTED = True): the check of the reader's
+    answers, the claims report of each committed receipt, and its figure with the caption as its text alternative.
+    (The download stays the repository's notebook, without outputs: the test above compares the bytes.)"""
+    for lab in LABS:
+        html = (site / "notebooks" / lab / "index.html").read_text(encoding="utf-8")
+        assert "COMMITTED = True: nothing is installed" in html, lab
+        assert "not answered yet: write your number as <code>answers[1]" in html, lab  # the check of the answers
+        receipts = labs.committed_receipts(lab)
+        images = re.findall(r'<img alt="([^"]*)"[^>]*src="data:image/png;base64,', html)
+        assert len(images) == len(receipts), (lab, len(images))
+        assert [alt.split(", one bar per row")[0] for alt in images] == [
+            f"{r['machine']['name']} ({r['machine']['kind']})" for r in receipts
+        ]
+        assert html.count(f"{lab} on ") >= len(receipts), lab  # each receipt's claims report
+
+
+def _image_page(*outputs) -> str:
+    """A one-cell notebook whose code cell shows ``outputs`` (Markdown text, or ``None`` for a PNG), rendered by
+    nbconvert's lab template as mkdocs-jupyter renders the site's notebooks."""
+    from nbconvert import HTMLExporter
+
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    cell = nbformat.v4.new_code_cell("show()")
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", {"image/png": png} if text is None else {"text/markdown": text})
+        for text in outputs
+    ]
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [cell]
+    return HTMLExporter(template_name="lab").from_notebook_node(notebook)[0]
+
+
+def test_a_figure_s_caption_is_its_text_alternative_and_one_without_fails_the_build(tmp_path):
+    from types import SimpleNamespace
+
+    notebooks = load_hook("notebooks")
+    (tmp_path / "x.ipynb").write_text(json.dumps({"cells": []}))
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="notebooks/x.ipynb", abs_src_path=str(tmp_path / "x.ipynb")))
+    html = notebooks.on_page_content(_image_page('Figure: steps "as predicted" & more.', None), page, None, None)
+    assert '<img alt="steps &quot;as predicted&quot; &amp; more."' in html
+    with pytest.raises(Exception, match="notebooks/x.ipynb: an output image has no 'Figure: ' line before it"):
+        notebooks.on_page_content(_image_page("A table.", None), page, None, None)
+
+
+def test_the_site_s_runs_are_kept_by_the_content_they_read(tmp_path):
+    """hooks/notebook_outputs.py keys a run on what the notebook reads: a copy with new dates reuses it, an
+    edited receipt does not."""
+    import os
+
+    outputs = load_hook("notebook_outputs")
+    for folder in outputs.READ:
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    assert outputs.inputs_digest(tmp_path) == outputs.inputs_digest(ROOT)
+    receipt = next((tmp_path / "receipts").rglob("phases.json"))
+    os.utime(receipt, (0, 0))
+    assert outputs.inputs_digest(tmp_path) == outputs.inputs_digest(ROOT)
+    receipt.write_text(receipt.read_text(encoding="utf-8").replace('"repeats": 5', '"repeats": 6'), encoding="utf-8")
+    assert outputs.inputs_digest(tmp_path) != outputs.inputs_digest(ROOT)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_notebook_page_passes_axe_and_fits_a_phone(browser, server, scheme):  # noqa: F811
+    """The notebook pages' own stylesheet is cut to what each page uses (hooks/notebooks.py, used_css): axe-core
+    finds nothing in the notebook (contrast of the highlighted code included), and at 390 px nothing but a marked
+    scroll box is wider than the screen. Lab 6A's notebook: the longest claims report and a 12-row figure."""
+    from test_browser import _open
+
+    context, page, watch = _open(browser, 390, 844, scheme)
+    page.goto(server + "/notebooks/spec_decode/", wait_until="load")
+    assert page.evaluate("getComputedStyle(document.querySelector('.clipboard-copy-txt')).display") == "none"
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.add_script_tag(path=str(ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"))
+    found = page.evaluate(
+        "async () => (await axe.run('.jupyter-wrapper')).violations"
+        ".map(v => `${v.id}: ${v.help} (${v.nodes.length}: ${v.nodes[0].target})`)"
+    )
+    assert not found, found
+    errors, outside = watch.take()
+    assert not errors and not outside, (errors, outside)
+    context.close()
+
+
+def test_a_notebook_page_keeps_only_the_css_it_uses():
+    notebooks = load_hook("notebooks")
+    css = (
+        ".w{--used: var(--deep); --deep: red; --unused: blue}"  # --deep is read only through --used
+        ".w .cell{color: var(--used)}.w .absent{color: var(--unused)}"
+        ".w :is(.cell, .other):hover{margin: 0}"  # a comma inside :is() does not split the selector
+        ".w .cell:not(.absent){padding: 1px}"  # what :not() names need not be on the page
+        "[data-md-color-scheme=slate] .w{--used: white}"  # the theme's attribute is on <body>, not in the content
+        ".w :root{--icon: url(x)}"  # never matches
+        "@media print{.w .cell{display: none}.w .absent{display: none}}"
+    )
+    kept = notebooks.used_css(css, '<div class="w"><p class="cell">x</p></div>')
+    assert kept == (
+        ".w{--used:var(--deep);--deep:red}.w .cell{color:var(--used)}.w :is(.cell, .other):hover{margin:0}"
+        ".w .cell:not(.absent){padding:1px}[data-md-color-scheme=slate] .w{--used:white}"
+        "@media print{.w .cell{display:none}}"
+    )

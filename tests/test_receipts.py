@@ -163,6 +163,33 @@ def test_efficiency_of_a_gpuphases_receipt():
     assert labs.efficiency(unknown) is None
 
 
+def test_a_comparison_names_its_kind_and_the_row_key_it_lacks():
+    from infercourse.labs.core import Compared, compare_rows
+
+    with pytest.raises(ValueError, match="kind must be one of exact, floor, estimate, got 'rough'"):
+        Compared(0, "steps", "steps", 3, 3, "rough")
+    assert Compared(0, "step time", "ms", 3.0, 2.0, "floor").ratio == 1.5  # 3.0 / 2.0
+    assert (Compared(0, "cached", "tokens", 0, 0).ratio, Compared(0, "cached", "tokens", 16, 0).ratio) == (
+        1.0,
+        math.inf,
+    )
+    receipt = phases_receipt(kind="cpu")
+    del receipt["results"][2]["engine_steps"]
+    with pytest.raises(labs.ReceiptError, match="row 2 of the phases receipt has no 'engine_steps'"):
+        compare_rows(receipt, "engine steps", "steps", "engine_steps", lambda row: 1)
+    # rows (128, 32) and (128, 128) only: 32 and 128 output tokens
+    kept = compare_rows(
+        receipt,
+        "n",
+        "tokens",
+        "output_tokens",
+        lambda row: 32,
+        where=lambda r: r["prompt_tokens"] == 128 and r["output_tokens"] < 512,
+    )
+    assert [(c.row, c.measured, c.ratio) for c in kept] == [(0, 32, 1.0), (1, 128, 4.0)]
+    assert labs.compared({**receipt, "partial": True}) == []
+
+
 def test_expected_output_shows_committed_receipts(tmp_path):
     folder = tmp_path / "rtx-4090"
     folder.mkdir()

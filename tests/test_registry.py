@@ -146,6 +146,18 @@ def test_tflop_format():
     assert fmt.tflop(1_234_567e12, digits=0) == "1,234,567 TFLOP"
 
 
+def test_number_format():
+    # a notebook's answers and a receipt's comparisons: whole numbers as counts, others to 4 significant digits
+    assert (fmt.number(57_344.0), fmt.number(0.0123456), fmt.number(2.5e-07), fmt.number(1234.5678)) == (
+        "57,344",
+        "0.01235",
+        "2.5e-07",
+        "1,235",
+    )
+    with pytest.raises(ValueError, match="finite number"):
+        fmt.number(float("nan"))
+
+
 @pytest.mark.parametrize(
     "entry, names",
     [

@@ -97,6 +97,22 @@ def test_a_wrong_choice_a_wrong_count_or_a_flat_step_fails():
     assert _claims(wrong, CPU_MACHINE)["step_grows_with_context"].passed is None  # a CPU timing: printed only
 
 
+def test_the_notebook_compares_scheduled_tokens_with_the_lesson_s_count():
+    """The notebook's first panel: each started row's scheduled tokens beside 2 B (S + n), exact; the refused run
+    has none (the step beside its floor is the efficiency panel's, on a GPU the registry has)."""
+    receipt = make_receipt("attention_backends", [dict(r) for r in GOOD], SPEC.units)
+    found = labs.compared(receipt)
+    assert [c.row for c in found] == [0, 1, 2, 3, 4, 5]  # row 6: FLASH_ATTN:fp8, refused
+    assert all(
+        (c.quantity, c.unit, c.kind, c.measured) == ("scheduled tokens", "tokens", "exact", c.predicted) for c in found
+    )
+    # warm-up + timed batch of B = 4 requests, n = 32: 2 x 4 x (1,024 + 32) = 8,448; 2 x 4 x (16,384 + 32) = 131,328
+    assert [c.predicted for c in found[:2]] == [8448, 131_328]
+    receipt["results"][1]["histogram_tokens"] -= 8  # one token short per request
+    assert labs.compared(receipt)[1].ratio == 131_320 / 131_328
+    assert "NOT as predicted" in labs.report(receipt)[1]
+
+
 def test_the_cpu_build_claim_needs_cpu_attn_and_the_refusal_line():
     forced = _rows("default:auto", (2.0, 2.1), "CPU_ATTN", None) + _rows(
         "FLASH_ATTN:auto", (2.0, 2.1), "CPU_ATTN", None

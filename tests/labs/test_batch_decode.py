@@ -118,3 +118,26 @@ def test_the_notebook_exercises_by_hand():
     assert bstar == pytest.approx(165.2e12 / 1008e9)
     assert growth == pytest.approx(16_255_167_488 / 14_174_268_416, rel=1e-9)
     assert ceiling == pytest.approx(64 / (16_255_167_488 / 1008e9), rel=1e-9)
+
+
+def test_the_notebook_compares_step_time_with_the_memory_floor_the_lab_recorded():
+    """The notebook's first panel: each row's step time beside its ``memory_floor_ms``, the floor the lab recorded
+    for the GPU that ran it (kind "floor"); a CPU has no datasheet bandwidth, so no floor and no pair."""
+    receipt = _receipt()
+    # M b + B kappa S at 576 tokens (test_the_notebook_exercises_by_hand), / the 4090's 1,008 GB/s, as the lab
+    # writes it (4 decimals): B = 1: 14,174,268,416 B / 1.008e9 B/s = 14.0618 ms; B = 8: 14,141,238,272 +
+    # 8 x 33,030,144 = 14,405,479,424 B, 14.2912 ms; B = 64: 16,255,167,488 B / 1.008e9 B/s = 16.1262 ms
+    floors = ((14_174_268_416, 14.0618), (14_405_479_424, 14.2912), (16_255_167_488, 16.1262))
+    for row, (nbytes, floor) in zip(receipt["results"], floors, strict=True):
+        row["bytes_per_step"], row["memory_floor_ms"] = nbytes, floor
+    found = labs.compared(receipt)
+    assert [(c.row, c.measured, c.predicted, c.kind) for c in found] == [
+        (0, 20.0, 14.0618, "floor"),
+        (1, 21.0, 14.2912, "floor"),
+        (2, 28.0, 16.1262, "floor"),
+    ]
+    assert found[0].ratio == pytest.approx(20.0 / 14.0618)  # 1.42x above its floor
+    assert labs.compared(_receipt(kind="cpu")) == []
+    receipt["results"][0]["step_ms"] = 10.0  # faster than the memory allows: below its floor
+    assert labs.compared(receipt)[0].ratio < 1
+    assert "step time measured 10 ms, predicted 14.06 ms (floor; 0.71x)" in labs.report(receipt)[1]

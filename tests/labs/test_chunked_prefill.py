@@ -136,6 +136,23 @@ def test_the_cpu_arguments_give_the_rows_worked_above():
     )
 
 
+def test_the_notebook_compares_the_first_token_step_with_the_lesson_s_count():
+    """The notebook's first panel: each steps row's first-token step beside ceil(P / (C - D)), exact; the serve and
+    pd rows count no steps and are not compared."""
+    receipt = _receipt()
+    found = labs.compared(receipt)
+    # C = 64: ceil(64 / 64) = 1, ceil(65 / 64) = 2, ceil(310 / 64) = 5; beside D = 4 decoders ceil(310 / 60) = 6
+    assert [(c.row, c.quantity, c.measured, c.predicted, c.kind) for c in found] == [
+        (0, "first-token step", 1, 1, "exact"),
+        (1, "first-token step", 2, 2, "exact"),
+        (2, "first-token step", 5, 5, "exact"),
+        (3, "first-token step", 6, 6, "exact"),
+    ]
+    receipt["results"][3]["first_token_step"] = 5  # the prompt given the whole budget beside the decoders
+    assert labs.compared(receipt)[3].ratio == 5 / 6
+    assert "NOT as predicted" in labs.report(receipt)[1]
+
+
 def test_ignoring_the_decoders_in_the_budget_fails():
     """ceil(310 / 64) = 5 would mean the prompt got the whole budget beside 4 decoders: steps over 64 tokens."""
     assert _verdict_with(3, _row(decoders=4, prompt=310, step=5, dec=(5, 5)), "first_token_steps_exact") is False

@@ -180,6 +180,25 @@ def test_one_step_off_fails():
     assert claims_passed(_receipt(async_scheduling=True))["steps_exact"] is None  # the replay assumes it off
 
 
+def test_the_notebook_compares_engine_steps_with_the_scheduler_s_replay():
+    """The notebook's first panel: each offline run's steps beside the replay, exact; online rows, a preempted run
+    and async scheduling are not compared (as steps_exact)."""
+    receipt = _receipt(online=ONLINE)
+    found = labs.compared(receipt)
+    # by hand (tests/lessons/test_4a.py's docstring): static, each chunk of 4 ends with its longest request, 15 +
+    # 18 + 21 = 54 steps; continuous, the last to end is r10 (20 tokens), in the slot r6 (15 + 14 - 1 = 28) frees:
+    # prompt at step 29, last token at 29 + 20 - 1 = 48
+    assert [(receipt["results"][c.row]["mode"], c.measured, c.predicted, c.kind) for c in found] == [
+        ("static", 54, 54, "exact"),
+        ("continuous", 48, 48, "exact"),
+    ]
+    assert [c.row for c in labs.compared(_receipt(continuous={"steps": 49, "preemptions": 1}))] == [0]
+    assert labs.compared(_receipt(async_scheduling=True)) == []
+    receipt["results"][1]["steps"] = 47  # one step fewer than the replay
+    assert labs.compared(receipt)[1].ratio == 47 / 48
+    assert "NOT as predicted" in labs.report(receipt)[1]
+
+
 def test_a_preempted_run_is_not_held_to_the_preemption_free_replay():
     # a GPU batch at the cache's edge: one preemption makes the continuous run take 49 steps, not the replay's 48
     claims = claims_passed(_receipt(continuous={"steps": 49, "preemptions": 1}))

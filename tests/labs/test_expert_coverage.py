@@ -147,3 +147,19 @@ def test_the_notebook_exercises_by_hand():
     assert always == 747_376_640
     expert = 3 * 2048 * 1024 * 16 * 2
     assert growth == pytest.approx((always + sixteen * expert) / (always + 8 * expert), rel=1e-12)
+
+
+def test_the_notebook_compares_experts_touched_with_uniform_routing():
+    """The notebook's first panel: each counted row's mean experts per step beside E (1 - (1 - k/E)^B), an
+    estimate; the graphs rows (nothing counted) are not compared."""
+    receipt = make_receipt("expert_coverage", GOOD, SPEC.units, settings=SETTINGS)
+    found = labs.compared(receipt)
+    assert [(c.row, c.measured, c.kind) for c in found] == [
+        (0, 2.0, "estimate"),
+        (1, 3.9, "estimate"),
+        (2, 14.0, "estimate"),
+    ]
+    # E 16, k 2: B = 1: 16 (1 - 14/16) = 2; B = 2: 16 (1 - 0.765625) = 3.75; B = 16: 16 (1 - 0.875^16) = 14.11
+    assert [c.predicted for c in found] == pytest.approx([2.0, 3.75, 14.11], abs=5e-3)
+    receipt["results"][1]["experts_mean"] = 4.5  # more than two tokens can touch: 2 x k = 4
+    assert labs.compared(receipt)[1].ratio == pytest.approx(4.5 / 3.75)

@@ -137,3 +137,16 @@ def test_the_notebook_exercises_by_hand():
     3 x (4 - 1) x 2,048 = 18,432 (c = 2,048: the prefix is whole blocks, and the prompt 2,048 + 64 - 1 is longer)."""
     replicas, round_robin, hashed = (e.answer() for e in labs.spec("fleet_routing").exercises)
     assert (replicas, round_robin, hashed) == (4, 0, 18_432)
+
+
+def test_the_notebook_compares_cached_tokens_with_lesson_5a_s_rule():
+    """The notebook's first panel: each request's cached tokens beside the rule on the replica it reached, exact."""
+    receipt = _receipt()
+    found = labs.compared(receipt)
+    # round robin, prefix 0: replicas 0, 1, 0, 1 (requests 0, 3, 6, 9): 0, 0, c, c with c = 2 x 128 = 256;
+    # affinity, prefix 0 on replica 0 (requests 12, 15, 18, 21): 0, c, c, c
+    assert [found[k].predicted for k in (0, 3, 6, 9, 12, 15, 18, 21)] == [0, 0, 256, 256, 0, 256, 256, 256]
+    assert all(c.measured == c.predicted and c.kind == "exact" for c in found) and len(found) == 24
+    receipt["results"][3]["cached_tokens"] = 256  # a hit on replica 1, which never saw prefix 0
+    assert labs.compared(receipt)[3].measured == 256 and labs.compared(receipt)[3].predicted == 0
+    assert "NOT as predicted" in labs.report(receipt)[1]

@@ -296,3 +296,17 @@ def test_the_notebook_exercises_by_hand():
     assert kappa == 2 * 28 * 4 * 128 * 2 == 57_344
     assert fp8 == pytest.approx(220_336 / 110_160, rel=1e-12)
     assert requests == 6_885 // 512 == 13
+
+
+def test_the_notebook_compares_kv_tokens_with_the_exact_budget_s_blocks():
+    """The notebook's first panel: each started engine's KV tokens beside its exact budget in whole blocks."""
+    [bf16, fp8] = labs.compared(_cpu_receipt(fp8=2_097_152))  # the over-ask, refused, has no tokens
+    # 2^30 B / (1,024 B x 128) = 8,192 blocks x 128 = 1,048,576 tokens (module docstring)
+    assert (bf16.row, bf16.measured, bf16.predicted, bf16.kind) == (0, 1_048_576, 1_048_576, "exact")
+    # fp8: kappa 512 B, 2^30 / (512 x 128) = 16,384 blocks x 128 = 2,097,152 tokens
+    assert (fp8.measured, fp8.predicted) == (2_097_152, 2_097_152)
+    # a budget read from vLLM's log (GPU, 0.01 GiB) predicts only to +-109.62 tokens: not compared as exact
+    assert labs.compared(_gpu_receipt(112_336)) == []
+    receipt = _cpu_receipt(tokens=1_048_576 - 128)  # one block short: the claim's slack lets it pass, not this
+    assert labs.compared(receipt)[0].ratio == 8_191 / 8_192
+    assert "NOT as predicted" in labs.report(receipt)[1]

@@ -92,3 +92,19 @@ def test_the_notebook_exercises_by_hand():
     assert tpot == (5_320 - 200) / 256 == 20
     assert itl == pytest.approx(320 / 12, rel=1e-12)
     assert e2e == pytest.approx(82.1806 + 511 * (14_141_238_272 + 57_344 * 1_280) / 1008e9 * 1e3, rel=1e-6)
+
+
+def test_the_notebook_compares_mean_itl_with_mean_tpot():
+    """The notebook's first panel: each row's pooled mean ITL beside its mean TPOT (exact, on any machine)."""
+    # three repeats of a row, 128 tokens each, at 16, 16 and 19 ms per gap: mean TPOT (16 + 16 + 19) / 3 = 17 ms
+    # (the median, tpot_ms, is 16); pooled ITL (127 x 16 + 127 x 16 + 127 x 19) / (3 x 127) = 6,477 / 381 = 17 ms
+    receipt = _metrics(machine=CPU, tpot=17.0, itl=17.0)
+    for row in receipt["results"]:
+        row["tpot_ms"] = 16.0
+    found = labs.compared(receipt)
+    assert [(c.row, c.quantity, c.measured, c.predicted, c.kind) for c in found][0] == (0, "mean ITL", 17, 17, "exact")
+    assert len(found) == len(metrics_spec.GRID) and all(c.ratio == 1 for c in found)
+    receipt = _metrics(itl=17.0 * 1.019)  # within the claim's 2 %, not the same number
+    assert claims_passed(receipt)["itl_mean_equals_tpot_mean"] is True
+    assert labs.compared(receipt)[0].ratio == pytest.approx(1.019)
+    assert "NOT as predicted" in labs.report(receipt)[1]

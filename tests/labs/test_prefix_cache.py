@@ -99,6 +99,26 @@ def test_a_receipt_worked_by_hand_passes_every_exact_claim():
     }  # timing: not judged on a CPU receipt
 
 
+def test_the_notebook_compares_cached_tokens_with_the_lesson_s_full_blocks():
+    """The notebook's first panel: the later requests' cached tokens of the sequential and together rows beside
+    the shared prefix's full blocks, exact; parallel_n (no per-request count), evicted and pressure are not."""
+    receipt = _receipt()
+    rows = receipt["results"]
+    found = {
+        (rows[c.row]["run"], rows[c.row]["prefix_tokens"], rows[c.row]["suffix_tokens"]): c
+        for c in labs.compared(receipt)
+    }
+    assert [key[0] for key in found] == ["sequential"] * 6 + ["together"]
+    assert all((c.quantity, c.kind, c.measured) == ("cached tokens", "exact", c.predicted) for c in found.values())
+    # blocks of 128, by hand: floor(min(L, P - 1) / 128) x 128
+    assert found["sequential", 4000, 64].predicted == 3968  # floor(min(4000, 4063) / 128) = 31 blocks
+    assert found["sequential", 2048, 0].predicted == 1920  # floor(2047 / 128) = 15 blocks: never the whole prompt
+    assert found["together", 1088, 0].predicted == 1024  # floor(1087 / 128) = 8 blocks
+    rows[4]["cached_later_max"] = 4000  # the 4,000-token prefix cached with its partial block
+    assert labs.compared(receipt)[4].ratio == 4000 / 3968
+    assert "NOT as predicted" in labs.report(receipt)[1]
+
+
 def test_a_whole_prompt_cached_fails():
     """The cap: a repeated 2,048-token prompt must find 1,920, not all 2,048 (one block of 128 fewer)."""
     assert claims_passed(_receipt(cached={**CACHED_128, (2048, 0): 2048}))["cached_tokens_exact"] is False

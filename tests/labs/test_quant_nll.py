@@ -246,3 +246,22 @@ def test_the_notebook_exercises_by_hand():
     assert fp8_gb == pytest.approx(8.705944576, rel=1e-12)
     assert kv_gain == pytest.approx(278_640 / 110_160, rel=1e-12)
     assert speedup == pytest.approx(14_150_413_312 / 4_489_927_680, rel=1e-9)
+
+
+def test_the_notebook_compares_awq_weight_bytes_with_the_config_s_count():
+    """The notebook's first panel: the AWQ engine's weight bytes beside N_q (0.5 + (2 + z) / G) + 2 (N - N_q)."""
+    # the committed CPU run of the tiny model: bf16 and awq rows
+    receipt = next(r for r in labs.committed_receipts("quant_nll") if r["machine"]["kind"] == "cpu")
+    # tiny-qwen2-awq (test_tiny_awq_checkpoint_bytes_by_hand): 1,179,648 linear weights x (0.5 + 2.5 / 128 B)
+    # = 612,864 B, plus 264,448 16-bit parameters x 2 B = 528,896 B: 1,141,760 B; the bf16 row is not compared
+    assert [(c.row, c.quantity, c.measured, c.predicted, c.kind) for c in labs.compared(receipt)] == [
+        (1, "weight bytes", 1_141_760, 1_141_760, "exact")
+    ]
+    # Machete's fp16 zero points: 5,570,747,392 + 6,525,288,448 x 1.5 / 128 = 5,647,215,616 B (hopper test above)
+    machete = _awq_receipt(GPU_MACHINE, 5_647_215_616)
+    machete["results"][1]["kernel"] = "MacheteLinearKernel"
+    assert [(c.measured, c.predicted) for c in labs.compared(machete)] == [(5_647_215_616, 5_647_215_616)]
+    assert labs.compared(_awq_receipt(CPU_MACHINE, 1, model="no/such-model")) == []  # no config: no prediction
+    receipt["results"][1]["weight_bytes"] += 1  # one byte off: exact, so it shows
+    assert labs.compared(receipt)[0].ratio == 1_141_761 / 1_141_760
+    assert "NOT as predicted" in labs.report(receipt)[1]

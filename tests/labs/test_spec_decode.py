@@ -245,3 +245,32 @@ def test_the_notebook_exercises_by_hand():
     tau_d = 988_065_536 / 1.008e12 + 12_288 * 1024 / 1.008e12
     assert sigma == pytest.approx((1 - 0.7**9) / 0.3 * tau / (8 * tau_d + tau), rel=1e-9)
     assert sigma == pytest.approx(2.0456, abs=1e-4)
+
+
+def _compared(receipt: dict) -> dict:
+    """``{(run, batch, quantity): (measured, predicted, kind)}`` of ``labs.compared``."""
+    rows = receipt["results"]
+    return {
+        (rows[c.row]["run"], rows[c.row]["batch"], c.quantity): (c.measured, c.predicted, c.kind)
+        for c in labs.compared(receipt)
+    }
+
+
+def test_the_notebook_compares_lone_steps_and_accepted_tokens_with_the_lesson_s_counts():
+    """The notebook's first panels: a lone request's engine steps and full acceptance's accepted tokens, exact;
+    batch 2's steps, n-gram and the CPU's n/a synthetic rows are not compared."""
+    receipt = _cpu_receipt()
+    # n = 41, k = 4: off 41 steps; draft 1 + ceil(40 / 5) = 9 steps; 8 drafts x 4 tokens = 32 accepted, 64 at B = 2
+    assert _compared(receipt) == {
+        ("off", 1, "engine steps"): (41, 41, "exact"),
+        ("draft", 1, "engine steps"): (9, 9, "exact"),
+        ("draft", 1, "accepted tokens"): (32, 32, "exact"),
+        ("draft", 2, "accepted tokens"): (64, 64, "exact"),
+    }
+    # a GPU receipt, same keys: synthetic (k + 1 = 5) at B = 16 accepts 16 x 8 x 4 = 512; synthetic_1 alone: 41 steps
+    gpu = _compared(_gpu_receipt({1: (14.5, 5.0), 16: (15.5, 7.0)}))
+    assert gpu["synthetic", 16, "accepted tokens"][1] == 512 and gpu["synthetic_1", 1, "engine steps"][1] == 41
+    assert ("synthetic_1", 16, "engine steps") not in gpu  # a batch's steps are not exact
+    receipt["results"][2]["steps"] = 10  # the draft run alone takes one step more than full acceptance allows
+    assert labs.compared(receipt)[1].ratio == 10 / 9
+    assert "NOT as predicted" in labs.report(receipt)[1]

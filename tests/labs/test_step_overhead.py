@@ -119,3 +119,15 @@ def test_the_notebook_exercises_by_hand():
     assert launches == 286
     assert eager_ms == pytest.approx(1.716, rel=1e-12)
     assert bound_gb == pytest.approx(1.729728, rel=1e-12)
+
+
+def test_the_notebook_compares_step_times_with_the_probe_s_floor():
+    """The notebook's first panel: each row's step beside its floor from the receipt's own probe, a floor."""
+    receipt = _receipt(GOOD, machine=CPU_MACHINE)
+    found = labs.compared(receipt)
+    # probe 1,000 GB/s and 100 TFLOP/s: L2xW0.25 bytes 330,806,528 / 1e12 B/s = 0.330807 ms (FLOPs 330,773,760 /
+    # 1e14 = 0.0033 ms, below it); L28xW1 14,143,073,280 B -> 14.143073 ms
+    assert [c.predicted for c in found] == pytest.approx([0.330807, 1.477541, 14.143073, 0.330807], abs=1e-6)
+    assert [c.measured for c in found] == [2.0, 2.9, 15.5, 3.1] and {c.kind for c in found} == {"floor"}
+    receipt["results"][2]["step_ms"] = 7.0  # faster than the floor: the floor's ratio falls under 1
+    assert labs.compared(receipt)[2].ratio == pytest.approx(7.0 / 14.143073)

@@ -278,3 +278,19 @@ def test_the_notebook_exercises_by_hand():
     assert sent == 688_128
     t1 = (14_141_238_272 + 57_344 * 160) / 1.008e12
     assert speedup == pytest.approx(t1 / (t1 / 2 + 1.167800e-3), rel=1e-5)
+
+
+def test_the_notebook_compares_qkv_elements_per_rank_with_the_formula():
+    """The notebook's first panel: each engine run's qkv_proj elements per rank beside the formula's, exact; the
+    allreduce row (no engine) is not compared."""
+    receipt = _cpu_receipt()
+    found = labs.compared(receipt)
+    # L d (h/T + 2 max(1, h_kv/T)) d_h with L 2, d 256, h 4, h_kv 2, d_h 64:
+    # T = 1: 2 x 256 x (4 + 2 x 2) x 64 = 262,144; T = 2: 2 x 256 x (2 + 2 x 1) x 64 = 131,072
+    assert [(c.row, c.measured, c.predicted, c.kind) for c in found] == [
+        (0, 262_144, 262_144, "exact"),
+        (1, 131_072, 131_072, "exact"),
+    ]
+    receipt["results"][1]["qkv_proj_elements"] = [131_072, 131_072 + 64]  # one rank holds one d_h more
+    assert labs.compared(receipt)[1].ratio == 131_136 / 131_072
+    assert "NOT as predicted" in labs.report(receipt)[1]

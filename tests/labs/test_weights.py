@@ -70,3 +70,18 @@ def test_the_notebook_exercises_by_hand():
     assert n == 7_615_616_512
     assert bf16_gb == pytest.approx(15.231233024, rel=1e-12)
     assert awq_gb == pytest.approx((6_525_288_448 * 0.51953125 + 2_180_656_128) / 1e9, rel=1e-12)
+
+
+def test_the_notebook_compares_parameters_held_with_config_s_count():
+    """The notebook's first panel: the "all" row's elements beside N, or N less the linear weights on vLLM's
+    CPU build (exact on either machine; the per-dtype rows are not compared)."""
+    # GPU: N = 7,615,616,512 (lesson 0C); the receipt holds 15,231,233,024 B / 2 B = 7,615,616,512 elements
+    [gpu] = labs.compared(_weights())
+    assert (gpu.row, gpu.measured, gpu.predicted, gpu.kind) == (1, 7_615_616_512, 7_615_616_512, "exact")
+    # CPU build: N - 28 x 233,046,016 linear weights = 7,615,616,512 - 6,525,288,448 = 1,090,328,064
+    receipt = _weights(machine=CPU, total=2_180_656_128)
+    [cpu] = labs.compared(receipt)
+    assert (cpu.measured, cpu.predicted) == (1_090_328_064, 1_090_328_064)
+    receipt["results"][1]["elements"] += 1  # one element too many: exact, so it shows
+    assert labs.compared(receipt)[0].ratio == 1_090_328_065 / 1_090_328_064
+    assert "NOT as predicted" in labs.report(receipt)[1]

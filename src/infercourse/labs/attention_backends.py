@@ -23,10 +23,12 @@ from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Compared,
     Efficiency,
     LabWork,
     Receipt,
     claim,
+    compare_rows,
     gpu_timing,
     lab_settings,
     lab_spec,
@@ -99,13 +101,18 @@ def _runs(receipt: Receipt) -> dict[str, list[Mapping[str, Any]]]:
 # --- claims ---------------------------------------------------------------------------------------
 
 
+def expected_histogram_tokens(row: Mapping[str, Any]) -> int:
+    """Tokens a started row's engine steps ran: 2 B (S + n), a warm-up and a timed batch of B requests of S
+    prompt tokens and n output tokens each (every prompt and generated token counted once)."""
+    return 2 * row["batch"] * (row["context"] + row["output_len"])
+
+
 @claim
 def histogram_tokens_exact(receipt: Receipt) -> ClaimResult:
-    """Every started row: the step histogram's sum moved by 2 B (S + n), a warm-up and a timed batch of B
-    requests of S prompt tokens and n output tokens each (every prompt and generated token counted once)."""
+    """Every started row: the step histogram's sum moved by :func:`expected_histogram_tokens`."""
     wrong, rows = [], _started(receipt)
     for r in rows:
-        want = 2 * r["batch"] * (r["context"] + r["output_len"])
+        want = expected_histogram_tokens(r)
         if r["histogram_tokens"] != want:
             wrong.append(f"{r['run']} S={r['context']}: {r['histogram_tokens']:,} against {want:,}")
     return ClaimResult(
@@ -113,6 +120,19 @@ def histogram_tokens_exact(receipt: Receipt) -> ClaimResult:
         "vllm:iteration_tokens_total grows by 2 B (S + n) per context, whatever the backend",
         bool(rows) and not wrong,
         "; ".join(wrong) or f"{len(rows)} rows exact",
+    )
+
+
+def compare(receipt: Receipt) -> list[Compared]:
+    """Each started row's scheduled tokens (the step histogram's sum) beside :func:`expected_histogram_tokens`, as
+    :func:`histogram_tokens_exact` (the step time beside its floor is :func:`efficiency`'s, on a GPU)."""
+    return compare_rows(
+        receipt,
+        "scheduled tokens",
+        "tokens",
+        "histogram_tokens",
+        expected_histogram_tokens,
+        where=lambda r: r["outcome"] == "started",
     )
 
 

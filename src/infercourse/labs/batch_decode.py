@@ -21,10 +21,12 @@ from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Compared,
     Efficiency,
     LabWork,
     Receipt,
     claim,
+    compare_rows,
     dtype_bytes,
     gpu_for_name,
     gpu_timing,
@@ -77,6 +79,20 @@ def efficiency(receipt: Receipt, gpu_facts: GPUFacts, config: Mapping[str, Any])
         Efficiency(i, "step", "ms", row["step_ms"], step_floor_ms(gpu_facts, config, row["batch"], ctx, b))
         for i, row in enumerate(receipt["results"])
     ]
+
+
+def compare(receipt: Receipt) -> list[Compared]:
+    """Each row's step time beside the memory floor the lab recorded for the GPU that ran it (``memory_floor_ms``:
+    M b + B kappa S bytes / its datasheet bandwidth); none on a CPU, which has no datasheet bandwidth."""
+    return compare_rows(
+        receipt,
+        "step time",
+        "ms",
+        "step_ms",
+        lambda row: row["memory_floor_ms"],
+        kind="floor",
+        where=lambda row: row["memory_floor_ms"] is not None,
+    )
 
 
 @claim

@@ -33,7 +33,18 @@ from __future__ import annotations
 
 from infercourse import fmt
 from infercourse.exercises import Exercise
-from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    Compared,
+    LabWork,
+    Receipt,
+    claim,
+    compare_rows,
+    gpu_timing,
+    lab_settings,
+    lab_spec,
+)
 from infercourse.registry import COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
 from infercourse.roofline import Demand, chunked_prefill_floors, chunked_prefill_steps, prefill_demand, prefill_floor
 from infercourse.transformer import kv_bytes_per_token
@@ -96,6 +107,19 @@ def first_token_steps_exact(receipt: Receipt) -> ClaimResult:
         "D running decoders take one token each of the budget C, the prompt's chunk the rest",
         ok,
         "; ".join(details),
+    )
+
+
+def compare(receipt: Receipt) -> list[Compared]:
+    """Each steps row's first-token step beside :func:`~infercourse.roofline.chunked_prefill_steps` (as
+    :func:`first_token_steps_exact`): ceil(P / (C - D)), exact on any machine."""
+    return compare_rows(
+        receipt,
+        "first-token step",
+        "steps",
+        "first_token_step",
+        lambda r: chunked_prefill_steps(r["prompt_tokens"], r["max_num_batched_tokens"], r["decoders"]),
+        where=lambda r: r["part"] == "steps",
     )
 
 

@@ -30,7 +30,18 @@ from typing import Any
 from infercourse import fmt
 from infercourse.batching import Server, rate_point, schedule, static_steps, step_time, useful_fraction
 from infercourse.exercises import Exercise
-from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    Compared,
+    LabWork,
+    Receipt,
+    claim,
+    compare_rows,
+    gpu_timing,
+    lab_settings,
+    lab_spec,
+)
 from infercourse.memory import default_kv_budget_bytes, max_sequences
 from infercourse.registry import COURSE_MODEL, LAB_GPU, STEP_OVERHEAD_S, gpu, model
 from infercourse.roofline import Demand, decode_demand
@@ -137,6 +148,22 @@ def steps_exact(receipt: Receipt) -> ClaimResult:
             ok &= got == want[mode]
             details.append(f"B={batch} {mode}: {got} (expected {want[mode]})")
     return ClaimResult("steps_exact", statement, ok if compared else None, "; ".join(details))
+
+
+def compare(receipt: Receipt) -> list[Compared]:
+    """Each offline run's engine steps beside :func:`predicted_steps` (the scheduler's replay), where
+    :func:`steps_exact` compares them: async scheduling off, no preemption."""
+    settings = receipt["settings"]
+    return compare_rows(
+        receipt,
+        "engine steps",
+        "steps",
+        "steps",
+        lambda r: predicted_steps(settings, r["max_num_seqs"])[r["mode"]],
+        where=lambda r: (
+            settings.get("async_scheduling") is False and r["mode"] in OFFLINE_MODES and not r["preemptions"]
+        ),
+    )
 
 
 @claim

@@ -257,7 +257,10 @@ class Compared:
 
     @property
     def ratio(self) -> float:
-        return self.measured / self.predicted if self.predicted > 0 else math.inf
+        """measured / predicted; 1.0 for a count predicted and measured 0 (a cache miss), inf for any other / 0."""
+        if self.predicted > 0:
+            return self.measured / self.predicted
+        return 1.0 if self.measured == 0 else math.inf
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,12 @@ from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Compared,
     Efficiency,
     LabWork,
     Receipt,
     claim,
+    compare_rows,
     gpu_timing,
     lab_settings,
     lab_spec,
@@ -126,6 +128,21 @@ def coverage_at_most_uniform(receipt: Receipt) -> ClaimResult:
         f"{Z_BOUND:g} standard errors",
         bool(rows) and not over,
         ("above the bound at " + ", ".join(over) + "; " if over else "") + "measured / expected: " + ", ".join(shown),
+    )
+
+
+def compare(receipt: Receipt) -> list[Compared]:
+    """Each counted (eager) row's mean experts touched per MoE layer and step beside uniform routing's expectation
+    E (1 - (1 - k/E)^B), :func:`~infercourse.roofline.expected_experts_touched` of the receipt's E and k."""
+    experts, top_k = _ek(receipt)
+    return compare_rows(
+        receipt,
+        "experts touched",
+        "experts",
+        "experts_mean",
+        lambda row: roofline.expected_experts_touched(experts, top_k, row["batch"]),
+        kind="estimate",
+        where=lambda row: row["mode"] == "eager",
     )
 
 

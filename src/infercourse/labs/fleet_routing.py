@@ -19,7 +19,17 @@ from typing import Any
 
 from infercourse import fmt
 from infercourse.exercises import Exercise
-from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    Compared,
+    LabWork,
+    Receipt,
+    claim,
+    gpu_timing,
+    lab_settings,
+    lab_spec,
+)
 from infercourse.memory import cached_prefix_tokens, fleet_prefix_hits, prefix_computations
 from infercourse.registry import LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
 from infercourse.roofline import Demand, prefill_demand, prefill_floor
@@ -56,13 +66,21 @@ def every_request_once(receipt: Receipt) -> ClaimResult:
     )
 
 
+def expected_cached(receipt: Receipt) -> list[int]:
+    """Each request's cached tokens by lesson 5A's rule, replica by replica: 0 where its prefix reaches the replica
+    it landed on for the first time (under its policy), else the prefix's full blocks (:func:`_cached`)."""
+    cached, seen, found = _cached(receipt), set(), []
+    for r in receipt["results"]:
+        where = (r["policy"], r["group"], r["replica"])
+        found.append(cached if where in seen else 0)
+        seen.add(where)
+    return found
+
+
 @claim
 def cached_tokens_exact(receipt: Receipt) -> ClaimResult:
-    cached, seen, wrong = _cached(receipt), set(), []
-    for k, r in enumerate(receipt["results"]):
-        where = (r["policy"], r["group"], r["replica"])
-        want = cached if where in seen else 0
-        seen.add(where)
+    cached, wrong = _cached(receipt), []
+    for k, (r, want) in enumerate(zip(receipt["results"], expected_cached(receipt), strict=True)):
         if r["cached_tokens"] != want:
             wrong.append(f"request {k + 1} ({r['policy']}, prefix {r['group']}): {r['cached_tokens']}, not {want}")
     return ClaimResult(
@@ -72,6 +90,15 @@ def cached_tokens_exact(receipt: Receipt) -> ClaimResult:
         not wrong,
         "; ".join(wrong) or f"all {len(receipt['results'])} requests",
     )
+
+
+def compare(receipt: Receipt) -> list[Compared]:
+    """Each request's cached tokens beside :func:`expected_cached`'s for the replica it reached (exact, on any
+    machine)."""
+    return [
+        Compared(i, "cached tokens", "tokens", r["cached_tokens"], want)
+        for i, (r, want) in enumerate(zip(receipt["results"], expected_cached(receipt), strict=True))
+    ]
 
 
 @claim

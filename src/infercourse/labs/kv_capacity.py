@@ -29,10 +29,12 @@ from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Compared,
     LabWork,
     Receipt,
     ReceiptError,
     claim,
+    compare_rows,
     find_row,
     lab_spec,
 )
@@ -106,6 +108,19 @@ def capacity_matches_budget(receipt: Receipt) -> ClaimResult:
         if row["predicted_kv_tokens"] is not None and not _exact(row):
             details.append(f"the lesson predicted {fmt.count(row['predicted_kv_tokens'])} with an assumed reserve")
     return ClaimResult(claim, statement, ok if checked else None, "; ".join(details) or "no started engine")
+
+
+def compare(receipt: Receipt) -> list[Compared]:
+    """Each started engine's KV tokens beside :func:`~infercourse.memory.kv_capacity_tokens` of its exact budget
+    (exact; a GPU's budget read from vLLM's log, rounded to 0.01 GiB, predicts them only to 0.005 GiB / kappa)."""
+    return compare_rows(
+        receipt,
+        "KV tokens",
+        "tokens",
+        "kv_tokens",
+        lambda row: memory.kv_capacity_tokens(row["kv_budget_bytes"], row["kv_bytes_per_token"], row["block_size"]),
+        where=lambda row: row["outcome"] == "started" and row["run"] != "over-ask" and _exact(row),
+    )
 
 
 @claim

@@ -16,8 +16,10 @@ from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Compared,
     Receipt,
     claim,
+    compare_rows,
     efficiency,
     floor_demands,
     floors,
@@ -56,6 +58,12 @@ def itl_equals_tpot(receipt: Receipt) -> ClaimResult:
         f"largest gap {gap:+.3%} at prompt {worst['prompt_tokens']}, output {worst['output_tokens']} "
         f"(ITL {worst['itl_mean_ms']:.3f} ms, TPOT {worst['tpot_mean_ms']:.3f} ms)",
     )
+
+
+def compare(receipt: Receipt) -> list[Compared]:
+    """Each row's pooled mean ITL beside its requests' mean TPOT, the number :func:`itl_equals_tpot` says it is
+    (equal lengths per row; the same engine timestamps, to the receipt's 4 decimals: exact, on any machine)."""
+    return compare_rows(receipt, "mean ITL", "ms", "itl_mean_ms", lambda row: row["tpot_mean_ms"])
 
 
 @claim

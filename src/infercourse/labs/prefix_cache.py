@@ -21,9 +21,11 @@ from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Compared,
     LabWork,
     Receipt,
     claim,
+    compare_rows,
     gpu_timing,
     lab_grid,
     lab_settings,
@@ -84,6 +86,20 @@ def cached_tokens_exact(receipt: Receipt) -> ClaimResult:
         "shared prefix's full blocks, never the whole prompt (also for copies sent in one call)",
         ok,
         "; ".join(details),
+    )
+
+
+def compare(receipt: Receipt) -> list[Compared]:
+    """The later requests' cached tokens beside :func:`expected_cached` (the full blocks of the shared prefix, as
+    :func:`cached_tokens_exact`), for the rows that claim checks: sequential and together."""
+    block = receipt["settings"]["block_size"]
+    return compare_rows(
+        receipt,
+        "cached tokens",
+        "tokens",
+        "cached_later_max",
+        lambda r: expected_cached(r, block),
+        where=lambda r: r["run"] in ("sequential", "together"),
     )
 
 

@@ -13,14 +13,19 @@ BF16's over BF16's top 20, the lab's ``kl_restricted``), ``kl_to_bf16`` (their m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from infercourse import fmt, memory, registry, roofline, transformer
 from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Compared,
     LabWork,
     Receipt,
     claim,
+    compare_rows,
     gpu_timing,
     lab_settings,
     lab_spec,
@@ -121,6 +126,18 @@ MACHETE = "MacheteLinearKernel"
 """The AWQ kernel vLLM 0.26.0 picks on Hopper (fact ``vllm-awq-kernel``): it keeps zero points as fp16 values."""
 
 
+def awq_predicted_bytes(row: Mapping[str, Any]) -> tuple[float, int, float] | None:
+    """An AWQ row's parameter bytes N_q (0.5 + (2 + z) / G) + 2 (N - N_q)
+    (:func:`~infercourse.transformer.awq_weight_bytes`), with its group size G and zero-point bytes z (2 B where
+    the logged kernel is Machete, else 0.5 B); None where its model's config is unknown."""
+    config = _awq_config(row["model"])
+    if config is None:
+        return None
+    group = (config.get("quantization_config") or {}).get("group_size", registry.AWQ_GROUP_SIZE)
+    zero = 2.0 if row["kernel"] == MACHETE else 0.5
+    return transformer.awq_weight_bytes(config, group, zero), group, zero
+
+
 @claim
 def awq_bytes_match_config(receipt: Receipt) -> ClaimResult:
     """The AWQ engine holds N_q (0.5 + (2 + z) / G) + 2 (N - N_q) bytes of parameters, z = 0.5 B (4-bit zero
@@ -128,12 +145,10 @@ def awq_bytes_match_config(receipt: Receipt) -> ClaimResult:
     AWQ_GPU_TOLERANCE on a GPU."""
     statement = "the AWQ engine's parameter bytes are N_q (0.5 + (2 + z) / G) + 2 (N - N_q), z = 0.5 B (2 B on Machete)"
     row = next((r for r in _started(receipt) if r["format"] == "awq"), None)
-    config = None if row is None else _awq_config(row["model"])
-    if row is None or config is None:
+    predicted = None if row is None else awq_predicted_bytes(row)
+    if row is None or predicted is None:
         return ClaimResult("awq_bytes_match_config", statement, None, "no AWQ engine started, or its config is unknown")
-    group = (config.get("quantization_config") or {}).get("group_size", registry.AWQ_GROUP_SIZE)
-    zero = 2.0 if row["kernel"] == MACHETE else 0.5
-    want = transformer.awq_weight_bytes(config, group, zero)
+    want, group, zero = predicted
     got = row["weight_bytes"]
     exact = receipt["machine"].get("kind") != "gpu"
     ok = got == want if exact else abs(got / want - 1) <= AWQ_GPU_TOLERANCE
@@ -143,6 +158,27 @@ def awq_bytes_match_config(receipt: Receipt) -> ClaimResult:
         ok,
         f"measured {got:,} B, predicted {want:,.0f} B (G = {group}, z = {zero:g} B; "
         f"{'exact on the CPU' if exact else f'{got / want - 1:+.3%} on a GPU'})",
+    )
+
+
+def compare(receipt: Receipt) -> list[Compared]:
+    """The started AWQ engine's weight bytes beside :func:`awq_predicted_bytes` (exact on the CPU; the claim allows a
+    GPU's repacking kernel 1 %); no claim of this lab predicts the other formats' bytes."""
+
+    def predicted(row: Mapping[str, Any]) -> float:
+        found = awq_predicted_bytes(row)
+        assert found is not None  # where= below keeps only rows whose config is known
+        return found[0]
+
+    return compare_rows(
+        receipt,
+        "weight bytes",
+        "B",
+        "weight_bytes",
+        predicted,
+        where=lambda row: (
+            row["outcome"] == "started" and row["format"] == "awq" and _awq_config(row["model"]) is not None
+        ),
     )
 
 

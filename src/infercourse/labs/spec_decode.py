@@ -24,7 +24,18 @@ from typing import Any
 
 from infercourse import fmt, registry, roofline
 from infercourse.exercises import Exercise
-from infercourse.labs.core import ClaimResult, Column, LabWork, Receipt, claim, gpu_timing, lab_settings, lab_spec
+from infercourse.labs.core import (
+    ClaimResult,
+    Column,
+    Compared,
+    LabWork,
+    Receipt,
+    claim,
+    compare_rows,
+    gpu_timing,
+    lab_settings,
+    lab_spec,
+)
 
 LAB = lab_settings("spec_decode")
 
@@ -45,14 +56,16 @@ def _started(receipt: Receipt, *runs: str) -> list[Mapping[str, Any]]:
     return [r for r in receipt["results"] if r["outcome"] == "started" and (not runs or r["run"] in runs)]
 
 
+def _full_acceptance(row: Mapping[str, Any]) -> bool:
+    return row["outcome"] == "started" and (
+        row["synthetic_length"] == row["k"] + 1 or (row["run"] == "draft" and row["draft_is_target"])
+    )
+
+
 def full_acceptance_rows(receipt: Receipt) -> list[Mapping[str, Any]]:
     """Rows where every draft token must be accepted: synthetic runs, and a draft run whose draft model is
     the target itself (``draft_is_target``: under greedy decoding it proposes the target's own tokens)."""
-    return [
-        r
-        for r in _started(receipt)
-        if r["synthetic_length"] == r["k"] + 1 or (r["run"] == "draft" and r["draft_is_target"])
-    ]
+    return [r for r in receipt["results"] if _full_acceptance(r)]
 
 
 def no_synthetic_reason(receipt: Receipt) -> str:
@@ -150,6 +163,38 @@ def steps_exact(receipt: Receipt) -> ClaimResult:
     if not any(r["synthetic_length"] is not None and r["outcome"] == "started" for r in receipt["results"]):
         detail += f" [{no_synthetic_reason(receipt)}]"
     return ClaimResult("steps_exact", statement, not problems if rows else None, detail)
+
+
+def _lone_steps(row: Mapping[str, Any]) -> int:
+    """:func:`steps_exact`'s steps of a lone request: ``roofline.spec_decode_steps`` with every draft accepted,
+    else n."""
+    return roofline.spec_decode_steps(row["output_tokens"], row["k"]) if _full_acceptance(row) else row["output_tokens"]
+
+
+def compare(receipt: Receipt) -> list[Compared]:
+    """A lone request's engine steps (off, full acceptance, synthetic length 1) beside :func:`steps_exact`'s n or
+    ``roofline.spec_decode_steps``; full acceptance's accepted tokens beside k x B x (that count - 1) drafts."""
+    lone = compare_rows(
+        receipt,
+        "engine steps",
+        "steps",
+        "steps",
+        _lone_steps,
+        where=lambda r: (
+            r["outcome"] == "started"
+            and r["batch"] == 1
+            and (r["run"] == "off" or _full_acceptance(r) or r["synthetic_length"] == 1)
+        ),
+    )
+    accepted = compare_rows(
+        receipt,
+        "accepted tokens",
+        "tokens",
+        "accepted",
+        lambda r: r["k"] * r["batch"] * (roofline.spec_decode_steps(r["output_tokens"], r["k"]) - 1),
+        where=_full_acceptance,
+    )
+    return lone + accepted
 
 
 @claim

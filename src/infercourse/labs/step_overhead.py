@@ -22,9 +22,11 @@ from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Compared,
     LabWork,
     Receipt,
     claim,
+    compare_rows,
     gpu_timing,
     lab_settings,
     lab_spec,
@@ -112,15 +114,22 @@ def params_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
+def probe_floor_ms(receipt: Receipt, row: Mapping[str, Any]) -> float:
+    """The floor (ms) of ``row``'s step on the machine that ran it: max(step bytes / the receipt's probed
+    bandwidth, step FLOPs / its probed matmul rate)."""
+    probe = receipt["settings"]["probe"]
+    bw, peak = probe["bandwidth_gb_s"] * 1e9, probe["matmul_tflops"] * 1e12
+    return 1e3 * max(row["step_bytes"] / bw, row["step_flops"] / peak)
+
+
 @claim
 def floor_from_probe(receipt: Receipt) -> ClaimResult:
     """Each row's floor is max(step bytes / probed bandwidth, step FLOPs / probed matmul rate), and its
     ratio is step / floor."""
     probe = receipt["settings"]["probe"]
-    bw, peak = probe["bandwidth_gb_s"] * 1e9, probe["matmul_tflops"] * 1e12
     wrong = []
     for r in receipt["results"]:
-        floor_ms = 1e3 * max(r["step_bytes"] / bw, r["step_flops"] / peak)
+        floor_ms = probe_floor_ms(receipt, r)
         if not math.isclose(r["floor_ms"], floor_ms, rel_tol=FLOOR_RTOL) or not math.isclose(
             r["ratio"], r["step_ms"] / floor_ms, rel_tol=FLOOR_RTOL
         ):
@@ -132,6 +141,12 @@ def floor_from_probe(receipt: Receipt) -> ClaimResult:
         "; ".join(wrong)
         or f"probe {fmt.fixed(probe['bandwidth_gb_s'], 1)} GB/s, {fmt.fixed(probe['matmul_tflops'], 3)} TFLOP/s",
     )
+
+
+def compare(receipt: Receipt) -> list[Compared]:
+    """Each row's measured decode step beside its floor on the machine that ran it, :func:`probe_floor_ms` from the
+    receipt's own probe (a floor: the step sits at or above it)."""
+    return compare_rows(receipt, "step time", "ms", "step_ms", lambda row: probe_floor_ms(receipt, row), kind="floor")
 
 
 @gpu_timing

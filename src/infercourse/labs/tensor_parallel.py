@@ -30,6 +30,7 @@ from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Compared,
     LabWork,
     Receipt,
     claim,
@@ -107,6 +108,18 @@ def rank_counts_exact(receipt: Receipt) -> ClaimResult:
         bool(rows) and ok,
         "; ".join(details) or "no run started",
     )
+
+
+def compare(receipt: Receipt) -> list[Compared]:
+    """Each started engine run's qkv_proj elements per rank beside :func:`expected_rank`'s (exact, on any machine);
+    of a run's ranks, the one furthest from it, so that a single wrong rank shows."""
+    found = []
+    for i, r in enumerate(receipt["results"]):
+        if r["outcome"] == "started" and r["run"] != "allreduce":
+            want = expected_rank(r)[0]["qkv_proj"]
+            worst = max(r["qkv_proj_elements"], key=lambda v: abs(v - want), default=0)
+            found.append(Compared(i, "qkv_proj elements per rank", "elements", worst, want))
+    return found
 
 
 @claim

@@ -14,9 +14,11 @@ from infercourse.exercises import Exercise
 from infercourse.labs.core import (
     ClaimResult,
     Column,
+    Compared,
     LabWork,
     Receipt,
     claim,
+    compare_rows,
     dtype_bytes,
     find_row,
     lab_settings,
@@ -83,6 +85,21 @@ def bytes_match_config(receipt: Receipt) -> ClaimResult:
             f"{elements:,} elements, predicted exactly {rest:,}",
         )
     return ClaimResult("parameter_bytes_match_config", statement, abs(got / want - 1) <= BYTES_TOLERANCE, detail)
+
+
+def compare(receipt: Receipt) -> list[Compared]:
+    """The "all" row's elements beside :func:`~infercourse.transformer.param_count`, less
+    :func:`~infercourse.transformer.linear_weight_count` where vLLM's CPU build repacked them (exact; unquantised)."""
+    config = model_config_for(receipt)
+    if config is None or config.get("quantization_config") is not None:
+        return []  # as the claim: no config to count, or a quantised layout not counted in elements
+    want_bytes = predicted_bytes(config, receipt.get("dtype", "auto"))
+    assert want_bytes is not None  # unquantised: predicted_bytes returns a number
+    repacked = _repacked_on_cpu(receipt, find_row(receipt, dtype="all")["bytes"], want_bytes)
+    held = param_count(config) - (linear_weight_count(config) if repacked else 0)
+    return compare_rows(
+        receipt, "parameters held", "elements", "elements", lambda row: held, where=lambda row: row["dtype"] == "all"
+    )
 
 
 def _repacked_on_cpu(receipt: Receipt, got: int, want: float) -> bool:
