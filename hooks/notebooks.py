@@ -143,7 +143,7 @@ WORDS = re.compile(r'\s(class|id)="([^"]*)"')
 
 def _selector_used(selector: str, names: dict[str, set[str]]) -> bool:
     """Whether every class and id ``selector`` asks for (outside ``:not(...)``, ``:is(...)``...) is in the content
-    of the page (PurgeCSS's rule); a selector under ``:root`` that is not the page's root (``.jupyter-wrapper :root``) never is.
+    of the page (PurgeCSS's rule); a selector under ``:root`` that is not the page's root (``.w :root``) never is.
     Attributes do not count: the theme sets some outside the content (``data-md-color-scheme`` on ``<body>``)."""
     if re.search(r"\S\s*:root", selector):
         return False
