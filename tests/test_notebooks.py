@@ -432,3 +432,19 @@ def test_a_notebook_page_keeps_only_the_css_it_uses():
         ".w .cell:not(.absent){padding:1px}[data-md-color-scheme=slate] .w{--used:white}"
         "@media print{.w .cell{display:none}}"
     )
+
+
+def test_the_comparison_predicts_for_the_card_the_receipt_was_measured_on():
+    """A receipt from an H200 (in the registry) is put beside the prediction for the H200: the phases floor's
+    bandwidth there is 4,800 GB/s (registry, the H200 SXM datasheet), not the RTX 4090's 1,008 GB/s. A lab whose
+    prediction is the same on every card (weights: bytes) keeps the course's GPU; a card the registry lacks too."""
+    h200 = phases_receipt(kind="gpu")
+    h200["machine"] = {**h200["machine"], "name": "NVIDIA H200"}
+    text = labnotebook.comparison(h200)
+    assert text.startswith("**Prediction for the H200 SXM from the roofline") and "4,800 GB/s" in text
+    assert labs.prediction_for(labs.spec("weights"), "H200").startswith("**Prediction for the RTX 4090 ")
+    unknown = phases_receipt(kind="gpu")
+    unknown["machine"] = {**unknown["machine"], "name": "NVIDIA B200"}
+    assert labs.receipt_gpu(unknown) is None and labnotebook.comparison(unknown).startswith("**Prediction for the RTX")
+    with pytest.raises(KeyError, match="unknown GPU 'B200'"):
+        labs.prediction_for(labs.spec("phases"), "B200")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from infercourse import fmt, labs
+from infercourse.registry import LAB_GPU
 
 
 class Stop(Exception):
@@ -49,8 +50,8 @@ def stream(command: list[str], env: Mapping[str, str] | None = None) -> None:
 
 
 def comparison(receipt: Mapping[str, Any]) -> str:
-    """Markdown: the lesson's prediction for the course's GPU (labelled as such) and this run's receipt
-    as a table in the lesson's columns (with efficiency against the floor on a GPU the registry has).
+    """Markdown: the lesson's prediction (labelled with its GPU: the receipt's, where the registry has it and the
+    prediction depends on the card; else the course's) and this run's receipt as a table in the lesson's columns (with efficiency against the floor on a GPU the registry has).
 
     Raises:
         KeyError: the receipt's lab has no spec.
@@ -64,7 +65,7 @@ def comparison(receipt: Mapping[str, Any]) -> str:
             " are exact), its times are this CPU's, not a GPU's."
         )
     table = labs.measured_table(spec, [receipt], intro=intro)
-    return f"{labs.prediction_label(spec)} {spec.prediction()}\n\n{table}\n"
+    return f"{labs.prediction_for(spec, labs.receipt_gpu(receipt) or LAB_GPU)}\n\n{table}\n"
 
 
 def _numeric(rows: list[Mapping[str, Any]], key: str) -> bool:

@@ -21,6 +21,7 @@ How to add a lab: ``snippets/labs/README.md``.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import pkgutil
 from collections.abc import Mapping, Sequence
@@ -50,7 +51,7 @@ from infercourse.labs.core import (
     machine_slug,
     model_config_for,
 )
-from infercourse.registry import LAB_GPU, gpu
+from infercourse.registry import GPUS, LAB_GPU, gpu
 
 __all__ = [
     "LABS_DIR",
@@ -82,6 +83,9 @@ __all__ = [
     "check",
     "report",
     "efficiency",
+    "compared",
+    "receipt_gpu",
+    "prediction_for",
     "expected_output",
 ]
 
@@ -301,6 +305,29 @@ def report(receipt: Mapping[str, Any]) -> tuple[bool, str]:
 def prediction_label(lab_spec: LabSpec, gpu_name: str = LAB_GPU) -> str:
     """The bold first words of every prediction: "Prediction for the <GPU> from <basis>, not a measurement."."""
     return f"**Prediction for the {gpu(gpu_name).name} from {lab_spec.prediction_basis}, not a measurement.**"
+
+
+def receipt_gpu(receipt: Mapping[str, Any]) -> str | None:
+    """The registry's short name (``"H200"``) of the GPU that made ``receipt``, or None: a CPU receipt, or a GPU
+    the registry does not have (:func:`gpu_for_name`)."""
+    machine = receipt.get("machine", {})
+    facts = gpu_for_name(machine.get("name", "")) if machine.get("kind") == "gpu" else None
+    return next((name for name, f in GPUS.items() if f is facts), None)
+
+
+def prediction_for(lab_spec: LabSpec, gpu_name: str = LAB_GPU) -> str:
+    """Markdown: :func:`prediction_label` and ``lab_spec``'s prediction, for ``gpu_name`` (a registry short name)
+    where its ``prediction`` takes a ``gpu_name``; for the course's GPU otherwise (a prediction of bytes, counts or
+    NLL, the same on every card).
+
+    Raises:
+        KeyError: ``gpu_name`` is not in the registry.
+    """
+    gpu(gpu_name)  # KeyError naming the registry's GPUs
+    if "gpu_name" not in inspect.signature(lab_spec.prediction).parameters:
+        gpu_name = LAB_GPU
+        return f"{prediction_label(lab_spec, gpu_name)} {lab_spec.prediction()}"
+    return f"{prediction_label(lab_spec, gpu_name)} {lab_spec.prediction(gpu_name=gpu_name)}"
 
 
 def model_label(model: str) -> str:
