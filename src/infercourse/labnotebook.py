@@ -51,7 +51,8 @@ def stream(command: list[str], env: Mapping[str, str] | None = None) -> None:
 
 def comparison(receipt: Mapping[str, Any]) -> str:
     """Markdown: the lesson's prediction (labelled with its GPU: the receipt's, where the registry has it and the
-    prediction depends on the card; else the course's) and this run's receipt as a table in the lesson's columns (with efficiency against the floor on a GPU the registry has).
+    prediction depends on the card; else the course's) and this run's receipt as a table in the lesson's columns
+    (with efficiency against the floor on a GPU the registry has).
 
     Raises:
         KeyError: the receipt's lab has no spec.

@@ -402,7 +402,7 @@ class LabSpec:
     key: tuple[str, ...]
     header: str
     claims: tuple[Claim, ...]
-    prediction: Callable[[], str]
+    prediction: Callable[..., str]
     columns: tuple[Column, ...]
     prediction_basis: str = "the roofline"
     efficiency: Callable[[Receipt, GPUFacts, Mapping[str, Any]], list[Efficiency]] | None = None
