@@ -264,8 +264,9 @@ def lighthouse_version(cli: str) -> str:
     return version
 
 
-LIGHTHOUSE_PAGES = ("/", "/glossary/")
-"""Pages measured besides the lessons: issue 29's goals name the home page and the glossary."""
+LIGHTHOUSE_PAGES = ("/", "/glossary/", "/notebooks/spec_decode/")
+"""Pages measured besides the lessons: issue 29's goals name the home page and the glossary; issue 34's, the lab
+notebooks' pages (lab 6A's: the longest claims report and a 12-row figure)."""
 
 
 def bench_lighthouse(cli: str, version: str, site: Path, base: str, runs: int) -> None:
