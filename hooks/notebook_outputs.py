@@ -7,11 +7,11 @@ CPU reference), and mkdocs-jupyter renders that executed copy. The notebook a re
 still the repository's, without outputs: this hook hands mkdocs-jupyter the executed copy only while the page
 renders. A notebook that fails (a committed receipt breaks a claim of its lesson) fails the build, naming it.
 
-Executing the 15 notebooks takes about 40 s on two cores, so each executed copy is kept in
+Executing the 15 notebooks takes about 20 s on two cores, so each executed copy is kept in
 ``.cache/notebook-runs/<key>/notebooks/<lab>.ipynb``, ``key`` a digest of the notebook, the parameters, the
 Python and package versions that shape the outputs, and the content (not the dates) of everything a notebook
-reads: ``src/``, ``snippets/labs/``, ``scripts/`` and ``receipts/``. A build runs only the notebooks whose key
-changed, several at a time, and removes the copies it did not use.
+reads: ``src/``, ``snippets/labs/``, ``scripts/``, ``receipts/`` and the test models' configs. A build runs only
+the notebooks whose key changed, several at a time, and removes the copies it did not use.
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ PARAMETERS = {"COMMITTED": True}
 """What the site's run of a notebook sets (the template's parameter cell explains each)."""
 READ = ("src", "snippets/labs", "scripts", "receipts")
 """What a notebook reads at run time, under the project's root."""
+MODEL_CONFIGS = ".cache/models/*/config.json"
+"""What it reads besides: a committed CPU receipt's model is a test model's folder (``make testmodels``), whose
+config its lab's claims and comparison read (``labs.model_config_for``); without it they say n/a."""
 VERSIONS = ("matplotlib", "numpy", "ipykernel", "nbclient", "nbconvert")
 """The distributions whose versions change what a run prints or draws."""
 CACHE = ".cache/notebook-runs"
@@ -44,15 +47,15 @@ _sources: dict[str, str] = {}
 
 
 def inputs_digest(root: Path) -> str:
-    """A digest of the content of every file under ``READ`` of ``root``, of ``PARAMETERS``, of the Python version
-    and of the installed versions of ``VERSIONS``."""
+    """A digest of the content of every file under ``READ`` of ``root`` and of ``MODEL_CONFIGS``, of ``PARAMETERS``,
+    of the Python version and of the installed versions of ``VERSIONS``."""
     digest = hashlib.sha256(f"{sys.version}|{PARAMETERS!r}\n".encode())
     for name in VERSIONS:
         digest.update(f"{name}=={importlib.metadata.version(name)}\n".encode())
-    for folder in READ:
-        for path in sorted((root / folder).rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                digest.update(f"{path.relative_to(root)}\n".encode() + path.read_bytes())
+    files = [path for folder in READ for path in sorted((root / folder).rglob("*")) if "__pycache__" not in path.parts]
+    for path in [*files, *sorted(root.glob(MODEL_CONFIGS))]:
+        if path.is_file():
+            digest.update(f"{path.relative_to(root)}\n".encode() + path.read_bytes())
     return digest.hexdigest()
 
 
