@@ -200,14 +200,17 @@ def test_the_figure_opens_with_the_prediction_met_then_each_measured_column_and_
     matplotlib.use("Agg")
     # phases: its compare panel (engine steps), then its table's measured columns ttft_ms, tpot_ms, decode_s
     cpu = labnotebook.figure(phases_receipt(kind="cpu"))
-    titles = ["engine steps: measured and prediction", "ttft_ms", "tpot_ms", "decode_s"]
-    assert [ax.get_title() for ax in cpu.axes if ax.get_visible()] == titles
-    # steps n x 3 repeats, as predicted: "1.00×" above each of the 5 pairs
-    assert [t.get_text() for t in cpu.axes[0].texts] == ["1.00×"] * 5
+    # steps n x 3 repeats, all as predicted: said once in the title, not above each of the 5 pairs
+    titles = ["engine steps: measured and prediction\n(all 5 as predicted: 1.00×)", "ttft_ms", "tpot_ms", "decode_s"]
+    assert [ax.get_title() for ax in cpu.axes if ax.get_visible()] == titles and len(cpu.axes[0].texts) == 0
+    off = phases_receipt(kind="cpu")
+    off["results"][4]["engine_steps"] = 3 * 129  # one row off: every pair's ratio is written, 129 / 128 = 1.0078
+    assert [t.get_text() for t in labnotebook.figure(off).axes[0].texts] == ["1.00×"] * 4 + ["1.01×"]
     # an RTX 4090 is in the registry: one more panel after the prediction's, measured beside the roofline floor
     gpu = labnotebook.figure(phases_receipt(kind="gpu"))
     panels = [ax for ax in gpu.axes if ax.get_visible()]
-    assert len(panels) == 5 and panels[1].get_title().endswith(": measured and floor")
+    # TPOT beside its floor, every row: the tpot_ms column is not drawn again
+    assert [ax.get_title() for ax in panels[1:]] == ["TPOT: measured and floor", "ttft_ms", "decode_s"]
     assert [len(bars) for bars in panels[1].containers] == [5, 5]
     # measured / floor above each pair: TPOT 17.0 ms over (14,141,238,272 + 57,344 x 144) B / 1.008e12 = 14.0372 ms
     # (mean context 128 + 32 / 2) = 1.2111; the last row, 17.5 ms over 14.2657 ms (context 4,160) = 1.2267
@@ -217,8 +220,9 @@ def test_the_figure_opens_with_the_prediction_met_then_each_measured_column_and_
 
 def test_the_caption_says_what_the_figure_draws():
     caption = labnotebook.caption(phases_receipt(kind="cpu"))
-    assert caption.startswith("AMD EPYC (cpu), one bar per row (prompt_tokens output_tokens): ")
-    assert "engine steps measured beside the lesson's prediction (exact)" in caption and "decode_s (s)" in caption
+    assert caption.startswith("AMD EPYC (cpu), bars named by row (prompt_tokens output_tokens): ")
+    assert "engine steps measured beside the lesson's prediction (exact) in 5 rows, all as predicted; " in caption
+    assert caption.endswith("; ttft_ms (ms); tpot_ms (ms); decode_s (s).")
 
 
 def test_the_comparison_puts_the_prediction_beside_this_run():
@@ -343,7 +347,7 @@ def test_a_notebook_page_shows_its_run_on_the_committed_receipts(site: Path):
         receipts = labs.committed_receipts(lab)
         images = re.findall(r'<img alt="([^"]*)"[^>]*src="data:image/png;base64,', html)
         assert len(images) == len(receipts), (lab, len(images))
-        assert [alt.split(", one bar per row")[0] for alt in images] == [
+        assert [alt.split(", bars named by row")[0] for alt in images] == [
             f"{r['machine']['name']} ({r['machine']['kind']})" for r in receipts
         ]
         assert html.count(f"{lab} on ") >= len(receipts), lab  # each receipt's claims report

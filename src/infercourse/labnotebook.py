@@ -97,14 +97,22 @@ def _panels(receipt: Mapping[str, Any]) -> tuple[list[list[labs.Compared]], list
         else []
     )
     keys = list(dict.fromkeys(c.key for c in spec.columns if c.key not in spec.key and _numeric(rows, c.key)))
-    return pairs, keys
+    drawn = {  # a column that a pair panel over every row already draws (its measured, predicted or ratio)
+        k
+        for k in keys
+        for p in pairs
+        for shown in ("measured", "predicted", "ratio")
+        if len(p) == len(rows) and all(math.isclose(rows[c.row][k], getattr(c, shown), rel_tol=1e-3) for c in p)
+    }
+    return pairs, [k for k in keys if k not in drawn]
 
 
 def figure(receipt: Mapping[str, Any]):
-    """A matplotlib figure of the receipt, one panel each (one bar per receipt row, named by its key values):
-    first the lesson's prediction met by the measurement (the spec's ``compare``: measured beside predicted, the
-    ratio measured / predicted above each pair; on a GPU the registry has, also the first floored quantity beside
-    its roofline floor), then each measured numeric column of the lesson's table, in the receipt's unit.
+    """A matplotlib figure of the receipt, one panel each (bars named by their rows' key values): first the lesson's
+    prediction met by the measurement (the spec's ``compare``, over the rows it compares: measured beside predicted,
+    the ratio measured / predicted above each pair, or in the title when every count is exactly as predicted; on a
+    GPU the registry has, also the first floored quantity beside its roofline floor), then each measured numeric
+    column of the lesson's table that no pair panel draws already, one bar per row, in the receipt's unit.
 
     Returns the ``matplotlib.figure.Figure`` (drawn with pyplot, so Jupyter shows it once).
 
@@ -122,21 +130,25 @@ def figure(receipt: Mapping[str, Any]):
     lines = math.ceil(panels / cols)
     fig, axes = plt.subplots(lines, cols, figsize=(5 * cols, 3.2 * lines), squeeze=False)
     flat = list(axes.flat)
-    for ax, points in zip(flat, pairs, strict=False):
+    for ax, points in zip(flat, pairs, strict=False):  # only the rows compared, each measured beside predicted
         what = "floor" if points[0].kind == "floor" else "prediction"
-        at = [c.row for c in points]
+        at = range(len(points))
         ax.bar([i - 0.2 for i in at], [c.measured for c in points], width=0.4, label="measured", color="#3f51b5")
         ax.bar([i + 0.2 for i in at], [c.predicted for c in points], width=0.4, label=what, color="#9e9e9e")
-        for c in points:  # how far the measurement sits from what the lesson predicts
-            ax.text(c.row, max(c.measured, c.predicted), f"{c.ratio:.2f}×", ha="center", va="bottom", fontsize=7)
-        ax.set(title=f"{points[0].quantity}: measured and {what}", ylabel=points[0].unit)
-        ax.margins(y=0.2)  # room for the ratios above the bars
+        exact = _all_exact(points)
+        for i, c in enumerate([] if exact else points):  # how far each measurement sits from the prediction
+            top = max(c.measured, c.predicted)
+            ax.text(i, top, f"{c.ratio:.2f}×", ha="center", va="bottom", fontsize=7, rotation=90 if len(at) > 8 else 0)
+        title = f"{points[0].quantity}: measured and {what}"
+        ax.set(title=f"{title}\n(all {len(points)} as predicted: 1.00×)" if exact else title, ylabel=points[0].unit)
+        ax.margins(y=0.25)  # room for the ratios above the bars
         ax.legend(fontsize=7)
+        ax.set_xticks(at, [names[c.row] for c in points], rotation=30, ha="right", fontsize=8)
     for ax, key in zip(flat[len(pairs) :], keys, strict=False):
         ax.bar(range(len(rows)), [row[key] for row in rows], color="#3f51b5")
         ax.set(title=key, ylabel=receipt["units"].get(key, ""))
-    for ax in flat[:panels]:
         ax.set_xticks(range(len(rows)), names, rotation=30, ha="right", fontsize=8)
+    for ax in flat[:panels]:
         ax.set_xlabel(" ".join(spec.key))
     for ax in flat[panels:]:
         ax.set_visible(False)
@@ -238,13 +250,20 @@ def caption(receipt: Mapping[str, Any]) -> str:
     pairs, keys = _panels(receipt)
     said = [
         f"{p[0].quantity} measured beside the lesson's {'floor' if p[0].kind == 'floor' else 'prediction'}"
-        f" ({p[0].kind}), measured / {'floor' if p[0].kind == 'floor' else 'predicted'} above each pair"
+        f" ({p[0].kind}) in {len(p)} rows, "
+        + ("all as predicted" if _all_exact(p) else f"measured / {'floor' if p[0].kind == 'floor' else 'predicted'}")
+        + (" above each pair" if not _all_exact(p) else "")
         for p in pairs
     ]
     said += [f"{key} ({receipt['units'].get(key) or 'count'})" for key in keys]
     machine = receipt["machine"]
     drawn = "; ".join(said) if said else "no numeric column"
-    return f"{machine['name']} ({machine['kind']}), one bar per row ({' '.join(spec.key)}): {drawn}."
+    return f"{machine['name']} ({machine['kind']}), bars named by row ({' '.join(spec.key)}): {drawn}."
+
+
+def _all_exact(points: list[labs.Compared]) -> bool:
+    """Whether every pair of a panel is an exact count measured as predicted (said once, not above each pair)."""
+    return all(c.kind == "exact" and c.measured == c.predicted for c in points)
 
 
 SHOW = "show"
