@@ -140,7 +140,8 @@ def figure(receipt: Mapping[str, Any]):
             top = max(c.measured, c.predicted)
             ax.text(i, top, f"{c.ratio:.2f}×", ha="center", va="bottom", fontsize=7, rotation=90 if len(at) > 8 else 0)
         title = f"{points[0].quantity}: measured and {what}"
-        ax.set(title=f"{title}\n(all {len(points)} as predicted: 1.00×)" if exact else title, ylabel=points[0].unit)
+        every = f"all {len(points)}" if len(points) > 1 else "1 row"
+        ax.set(title=f"{title}\n({every} as predicted: 1.00×)" if exact else title, ylabel=points[0].unit)
         ax.margins(y=0.25)  # room for the ratios above the bars
         ax.legend(fontsize=7)
         ax.set_xticks(at, [names[c.row] for c in points], rotation=30, ha="right", fontsize=8)
@@ -250,7 +251,7 @@ def caption(receipt: Mapping[str, Any]) -> str:
     pairs, keys = _panels(receipt)
     said = [
         f"{p[0].quantity} measured beside the lesson's {'floor' if p[0].kind == 'floor' else 'prediction'}"
-        f" ({p[0].kind}) in {len(p)} rows, "
+        f" ({p[0].kind}) in {len(p)} row{'s' if len(p) > 1 else ''}, "
         + ("all as predicted" if _all_exact(p) else f"measured / {'floor' if p[0].kind == 'floor' else 'predicted'}")
         + (" above each pair" if not _all_exact(p) else "")
         for p in pairs
