@@ -163,16 +163,20 @@ else:
 # %% [markdown]
 # ## 6. Against the lesson's prediction
 #
-# The receipt through the lesson's claims (on a CPU only the exact ones are judged), the prediction for
-# the course's GPU beside this run's table, and a figure of the measured columns (on a GPU the
-# registry has, one more panel against the roofline floor); each committed receipt in turn when nothing ran
-# here. To show a new receipt on the lesson page, commit it (`receipts/<machine>/__LAB__.json`) and open a
-# pull request.
+# The receipt through the lesson's claims (on a CPU only the exact ones are judged), the prediction for the
+# card it ran on (the course's GPU for a CPU run) beside this run's table, and a figure; each committed receipt
+# in turn when nothing ran here. To show a new receipt on the lesson page, commit it
+# (`receipts/<machine>/__LAB__.json`) and open a pull request.
 #
-# The number above each pair of bars is measured / floor: how far the machine stays above the physics. A real
-# step pays more than moving its bytes: kernel launches and scheduling each step, and kernels that reach only
-# part of the datasheet bandwidth; [lesson __STEP_MODEL_LESSON__](__STEP_MODEL_URL__) measures both and gives the band a
-# measurement should land in. A ratio below 1 would mean the floor is wrong: please report it.
+# The figure's first panel puts the lab's main quantity, measured, beside what the lesson predicts for the
+# machine that ran it; the number above each pair is measured / predicted. For a count (steps, tokens, blocks,
+# bytes) the lesson is exact: anything but 1.00× means it, or the lab, is wrong. For an expected value (an
+# average over random choices) it lands near 1. For a time against its floor (on a GPU the registry has, a panel
+# of its own) it is how far the machine stays above the physics: a real step pays more than moving its bytes
+# (kernel launches and scheduling each step, kernels that reach only part of the datasheet bandwidth);
+# [lesson __STEP_MODEL_LESSON__](__STEP_MODEL_URL__) measures both and gives the band a measurement should land
+# in. A time below its floor would mean the floor is wrong: please report it. The panels after it are the
+# measured columns of the lesson's table.
 
 # %%
 if not all([labnotebook.show(receipt) for receipt in shown]):

@@ -201,7 +201,12 @@ def test_the_figure_opens_with_the_prediction_met_then_each_measured_column_and_
     # phases: its compare panel (engine steps), then its table's measured columns ttft_ms, tpot_ms, decode_s
     cpu = labnotebook.figure(phases_receipt(kind="cpu"))
     # steps n x 3 repeats, all as predicted: said once in the title, not above each of the 5 pairs
-    titles = ["engine steps: measured and prediction\n(all 5 as predicted: 1.00×)", "ttft_ms", "tpot_ms", "decode_s"]
+    titles = [
+        "engine steps (3 runs): measured and prediction\n(all 5 as predicted: 1.00×)",
+        "ttft_ms",
+        "tpot_ms",
+        "decode_s",
+    ]
     assert [ax.get_title() for ax in cpu.axes if ax.get_visible()] == titles and len(cpu.axes[0].texts) == 0
     off = phases_receipt(kind="cpu")
     off["results"][4]["engine_steps"] = 3 * 129  # one row off: every pair's ratio is written, 129 / 128 = 1.0078
@@ -221,7 +226,9 @@ def test_the_figure_opens_with_the_prediction_met_then_each_measured_column_and_
 def test_the_caption_says_what_the_figure_draws():
     caption = labnotebook.caption(phases_receipt(kind="cpu"))
     assert caption.startswith("AMD EPYC (cpu), bars named by row (prompt_tokens output_tokens): ")
-    assert "engine steps measured beside the lesson's prediction (exact) in 5 rows, all as predicted; " in caption
+    assert (
+        "engine steps (3 runs) measured beside the lesson's prediction (exact) in 5 rows, all as predicted; " in caption
+    )
     assert caption.endswith("; ttft_ms (ms); tpot_ms (ms); decode_s (s).")
 
 
@@ -415,6 +422,15 @@ def test_a_notebook_page_passes_axe_and_fits_a_phone(browser, server, scheme):  
     page.goto(server + "/notebooks/spec_decode/", wait_until="load")
     assert page.evaluate("getComputedStyle(document.querySelector('.clipboard-copy-txt')).display") == "none"
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    # the download link's icon is a letter high (it was an unsized SVG: 358 px on a phone, 688 px on a laptop)
+    assert page.evaluate("document.querySelector('.nb-download svg').getBoundingClientRect().height") < 32
+    # on a laptop every output table fits its box (Material's 5rem header cells cut the last columns)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    cut = """[...document.querySelectorAll('.jupyter-wrapper .jp-OutputArea-output table')]
+        .map(t => (t.closest('.md-typeset__scrollwrap') || t.parentElement))
+        .map(box => box.scrollWidth - box.clientWidth)"""
+    assert page.evaluate(cut) == [0, 0], page.evaluate(cut)  # lab 6A's prediction and this run's table
+    page.set_viewport_size({"width": 390, "height": 844})
     page.add_script_tag(path=str(ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"))
     found = page.evaluate(
         "async () => (await axe.run('.jupyter-wrapper')).violations"

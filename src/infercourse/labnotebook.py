@@ -96,7 +96,11 @@ def _panels(receipt: Mapping[str, Any]) -> tuple[list[list[labs.Compared]], list
         if floors
         else []
     )
-    keys = list(dict.fromkeys(c.key for c in spec.columns if c.key not in spec.key and _numeric(rows, c.key)))
+    keys = [  # measured columns: not the row's name, nor a prediction the lab wrote beside its measurement
+        k
+        for k in dict.fromkeys(c.key for c in spec.columns)
+        if k not in spec.key and not k.startswith("predicted") and _numeric(rows, k)
+    ]
     drawn = {  # a column that a pair panel over every row already draws (its measured, predicted or ratio)
         k
         for k in keys
@@ -123,7 +127,7 @@ def figure(receipt: Mapping[str, Any]):
 
     spec = labs.spec(receipt["lab"])
     rows = receipt["results"]
-    names = [" ".join(str(v) for v in spec.row_key(row)) for row in rows]
+    names = [" ".join(str(v) for v in spec.row_key(row) if v is not None) for row in rows]
     pairs, keys = _panels(receipt)
     panels = max(len(pairs) + len(keys), 1)
     cols = min(panels, 2)

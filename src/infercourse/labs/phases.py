@@ -96,7 +96,7 @@ def compare(receipt: Receipt) -> list[Compared]:
     repeats = receipt["settings"]["repeats"]
     return compare_rows(
         receipt,
-        "engine steps",
+        f"engine steps ({repeats} runs)",
         "steps",
         "engine_steps",
         lambda row: repeats * expected_steps(row["prompt_tokens"], row["output_tokens"])[0],
