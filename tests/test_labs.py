@@ -116,8 +116,8 @@ def test_lab_runs_on_cpu_engine_and_keeps_its_lesson_s_claims(lab, lab_setup, tm
     wall = time.perf_counter() - started
     stdout = done["stdout"]
     assert done["ok"], f"{lab}'s notebook failed:\n{stdout[-2000:]}\n{done['stderr'][-3000:]}\n{done['error'][-3000:]}"
-    # the last cell showed the comparison (a Markdown table) and the figure drawn from the receipt
-    assert done["outputs"][-1].count("display_data") == 2, done["outputs"][-1]
+    # the last cell showed the comparison (a Markdown table), the figure's caption and the figure
+    assert done["outputs"][-1].count("display_data") == 3, done["outputs"][-1]
     # the script alone ran (the runner's CPU_ENV sets no KV space: labkit's default did) and said so
     assert "VLLM_CPU_KVCACHE_SPACE" not in run_labs.CPU_ENV
     assert f"[{lab}] preflight: no NVIDIA GPU (CPU)" in stdout and f"[{lab}] vLLM's log: " in stdout
@@ -150,6 +150,9 @@ def test_lab_runs_on_cpu_engine_and_keeps_its_lesson_s_claims(lab, lab_setup, tm
     print(json.dumps(receipt["results"], indent=1))
     assert passed, text
     assert any(r.passed for r in results), "at least one exact claim must be checked on the CPU"
+    # the notebook's first panel: every exact count of this run is what the lesson predicts
+    wrong = [c for c in labs.compared(receipt) if c.kind == "exact" and c.measured != c.predicted]
+    assert not wrong, wrong
 
 
 def test_runner_needs_no_install_of_infercourse(lab_setup):
