@@ -184,7 +184,8 @@ def execute(path: Path, parameters: Mapping[str, Any], timeout_s: int = 900):
     (papermill's way). Used by the site's build (``hooks/notebook_outputs.py``) and the tests.
 
     Returns ``(notebook, error)``: the ``nbformat`` notebook with every output so far, and the failing cell's
-    error as nbclient words it, or None when every cell ran.
+    error as nbclient words it, or None when every cell ran. What the cells print is in their outputs; the kernel
+    process's own stderr is dropped.
 
     Raises:
         StopIteration: no cell of the notebook is tagged "parameters".
@@ -200,8 +201,8 @@ def execute(path: Path, parameters: Mapping[str, Any], timeout_s: int = 900):
     client = NotebookClient(
         notebook, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )
-    try:
-        client.execute()
+    try:  # the kernel's own log (ipykernel's warning about TCP without encryption) is noise in a build's log
+        client.execute(stderr=subprocess.DEVNULL)
     except CellExecutionError as error:
         return notebook, str(error)
     return notebook, None
