@@ -31,7 +31,10 @@ from mkdocs.plugins import event_priority
 PARAMETERS = {"COMMITTED": True}
 """What the site's run of a notebook sets (the template's parameter cell explains each)."""
 READ = ("src", "snippets/labs", "scripts", "receipts")
-"""What a notebook reads at run time, under the project's root."""
+"""What a notebook reads at run time, under the project's root..."""
+NOT_READ = ("src/infercourse/pages",)
+"""...but the page modules, which only mkdocs-macros imports (tests/test_import_rules.py, rule 5): an edit to a page's
+values, the commonest while serving, re-runs no notebook."""
 MODEL_CONFIGS = ".cache/models/*/config.json"
 """What it reads besides: a committed CPU receipt's model is a test model's folder (``make testmodels``), whose
 config its lab's claims and comparison read (``labs.model_config_for``); without it they say n/a."""
@@ -47,12 +50,18 @@ _sources: dict[str, str] = {}
 
 
 def inputs_digest(root: Path) -> str:
-    """A digest of the content of every file under ``READ`` of ``root`` and of ``MODEL_CONFIGS``, of ``PARAMETERS``,
-    of the Python version and of the installed versions of ``VERSIONS``."""
+    """A digest of the content of every file under ``READ`` (not ``NOT_READ``) of ``root`` and of
+    ``MODEL_CONFIGS``, of ``PARAMETERS``, of the Python version and of the installed versions of ``VERSIONS``."""
     digest = hashlib.sha256(f"{sys.version}|{PARAMETERS!r}\n".encode())
     for name in VERSIONS:
         digest.update(f"{name}=={importlib.metadata.version(name)}\n".encode())
-    files = [path for folder in READ for path in sorted((root / folder).rglob("*")) if "__pycache__" not in path.parts]
+    skip = tuple(root / folder for folder in NOT_READ)
+    files = [
+        path
+        for folder in READ
+        for path in sorted((root / folder).rglob("*"))
+        if "__pycache__" not in path.parts and not any(path.is_relative_to(s) for s in skip)
+    ]
     for path in [*files, *sorted(root.glob(MODEL_CONFIGS))]:
         if path.is_file():
             digest.update(f"{path.relative_to(root)}\n".encode() + path.read_bytes())

@@ -14,6 +14,9 @@
 4. The build (``hooks/``, ``src/infercourse/``) never imports a lab script: no ``labkit`` or ``vllm``.
    A page module reads a lab's constants with ``infercourse.snippets.constant("labs/<lab>.py", NAME)``
    (the file is parsed, not run) and a page shows the lab's code with ``--8<--``.
+5. Only ``infercourse.macros`` (and the page modules themselves) import ``infercourse.pages``: a lab notebook's
+   run never reads a page module, so hooks/notebook_outputs.py leaves them out of what its runs are keyed on
+   (an edit to a page's values, under ``make serve``, re-runs no notebook).
 """
 
 from __future__ import annotations
@@ -93,6 +96,11 @@ def build_rule(path: Path, name: str) -> bool:
     return _top(name) not in {"labkit", "vllm"}
 
 
+def pages_rule(path: Path, name: str) -> bool:
+    inside = path.name == "macros.py" or path.parent.name == "pages"
+    return inside or not (name == "infercourse.pages" or name.startswith("infercourse.pages."))
+
+
 LESSON_SNIPPETS = sorted(ROOT.glob("snippets/lesson_*/*.py"))
 LAB_SCRIPTS = sorted(ROOT.glob("snippets/labs/*.py"))
 LABKIT = sorted(ROOT.glob("snippets/labs/labkit/*.py"))
@@ -108,6 +116,7 @@ BUILD = sorted([*ROOT.glob("hooks/*.py"), *ROOT.glob("src/infercourse/**/*.py")]
         (LABKIT, lab_script_rule, "labkit"),
         (SPECS, spec_rule, "infercourse.labs"),
         (BUILD, build_rule, "infercourse"),
+        (BUILD, pages_rule, "infercourse"),
     ],
     ids=[
         "lesson snippets: no infercourse",
@@ -115,6 +124,7 @@ BUILD = sorted([*ROOT.glob("hooks/*.py"), *ROOT.glob("src/infercourse/**/*.py")]
         "labkit: the same, and its one bridge",
         "lab specs: core and formula modules",
         "build: no lab script",
+        "infercourse.pages: macros only",
     ],
 )
 def test_import_rule(paths, rule, package):
@@ -136,6 +146,8 @@ def test_import_rule(paths, rule, package):
         ("from infercourse import labs\n", spec_rule, "infercourse.labs", "metrics.py"),
         ("from . import phases\n", spec_rule, "infercourse.labs", "metrics.py"),
         ("import labkit\n", build_rule, "infercourse", "hooks/x.py"),
+        ("from infercourse.pages import lesson_0a\n", pages_rule, "infercourse", "src/infercourse/labnotebook.py"),
+        ("from .pages import values_for\n", pages_rule, "infercourse", "src/infercourse/labs/core.py"),
     ],
 )
 def test_a_planted_violation_is_found(tmp_path, monkeypatch, source, rule, package, path):

@@ -407,6 +407,9 @@ def test_the_site_s_runs_are_kept_by_the_content_they_read(tmp_path):
     assert outputs.inputs_digest(tmp_path) != outputs.inputs_digest(ROOT)
     receipt.write_bytes(next((ROOT / "receipts").rglob("phases.json")).read_bytes())
     assert outputs.inputs_digest(tmp_path) == outputs.inputs_digest(ROOT)
+    page = tmp_path / "src" / "infercourse" / "pages" / "lesson_0a.py"  # no notebook reads a page's values
+    page.write_text(page.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    assert outputs.inputs_digest(tmp_path) == outputs.inputs_digest(ROOT)
     shutil.rmtree(tmp_path / ".cache" / "models")  # a build before `make testmodels`: the claims' n/a differ
     assert outputs.inputs_digest(tmp_path) != outputs.inputs_digest(ROOT)
 
