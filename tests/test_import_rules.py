@@ -8,7 +8,8 @@
    ``labkit/receipt.py`` alone: inside a clone of this repository it reads the registry through
    ``infercourse.labs.core`` (a GPU's datasheet figures, the receipts folder's name), and a copy of
    the lab outside the repository runs without it.
-3. Lab specs (``src/infercourse/labs/<lab>.py``) import ``infercourse.labs.core`` and the formula
+3. Lab specs (``src/infercourse/labs/<lab>.py``) import ``infercourse.labs.core`` (``from infercourse.labs import
+   core``, then ``core.claim``, ``core.Column``...) and the formula
    modules, never another spec or the package ``infercourse.labs`` (its ``__init__`` imports them:
    a cycle). What two labs share lives in ``core``.
 4. The build (``hooks/``, ``src/infercourse/``) never imports a lab script: no ``labkit`` or ``vllm``.
@@ -37,7 +38,8 @@ reader of a lab script's constants, imports nothing of the package: ``core.lab_s
 
 def imports(path: Path, package: str = "") -> list[tuple[int, str]]:
     """(line, absolute module name) of every import in ``path``, at any depth; ``from a import b``
-    gives ``a.b`` (b may be a module). Relative imports resolve against ``package``."""
+    gives ``a.b`` (b may be a module), ``from a import *`` gives ``a``. Relative imports resolve against
+    ``package``."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
@@ -47,8 +49,9 @@ def imports(path: Path, package: str = "") -> list[tuple[int, str]]:
             if node.level:
                 parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                 base = f"{parent}.{base}".rstrip(".")
-            found.append((node.lineno, base))
-            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names if alias.name != "*"]
+            # each name imported (``a.b``), or the module itself for ``from a import *``: ``from
+            # infercourse.labs import core`` imports core, not the package's other names
+            found += [(node.lineno, base if alias.name == "*" else f"{base}.{alias.name}") for alias in node.names]
     return found
 
 
@@ -143,6 +146,7 @@ def test_import_rule(paths, rule, package):
         ("def f():\n    import numpy\n", lab_script_rule, "", "snippets/labs/x.py"),
         ("from infercourse.labs.phases import floors\n", spec_rule, "infercourse.labs", "metrics.py"),
         ("from infercourse.labs import efficiency\n", spec_rule, "infercourse.labs", "metrics.py"),
+        ("from infercourse.labs import *\n", spec_rule, "infercourse.labs", "metrics.py"),
         ("from infercourse import labs\n", spec_rule, "infercourse.labs", "metrics.py"),
         ("from . import phases\n", spec_rule, "infercourse.labs", "metrics.py"),
         ("import labkit\n", build_rule, "infercourse", "hooks/x.py"),
@@ -161,7 +165,10 @@ def test_a_planted_violation_is_found(tmp_path, monkeypatch, source, rule, packa
 def test_allowed_imports_pass(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     spec = tmp_path / "metrics.py"
-    spec.write_text("from infercourse.labs.core import floors\nfrom infercourse import fmt, roofline\n")
+    spec.write_text(
+        "from infercourse.labs.core import floors\nfrom infercourse import fmt, roofline\n"
+        "from infercourse.labs import core\n"
+    )
     lab = tmp_path / "lab.py"
     lab.write_text(
         "import argparse\nfrom labkit import fail\ndef main():\n    from vllm import LLM\n    import torch\n"

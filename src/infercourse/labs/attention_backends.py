@@ -20,22 +20,10 @@ from typing import Any
 
 from infercourse import fmt, roofline
 from infercourse.exercises import Exercise
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Compared,
-    Efficiency,
-    LabWork,
-    Receipt,
-    claim,
-    compare_rows,
-    gpu_timing,
-    lab_settings,
-    lab_spec,
-)
+from infercourse.labs import core
 from infercourse.registry import COMPUTE_CAPABILITY, COURSE_MODEL, LAB_GPU, SM_COUNT, GPUFacts, gpu, model
 
-LAB = lab_settings("attention_backends")
+LAB = core.lab_settings("attention_backends")
 REFUSED = "refused"
 
 # --- which backend vLLM 0.26.0 runs: its rule, from the source (registry facts of lesson 1B) ----------
@@ -86,11 +74,11 @@ def _capability(text: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def _started(receipt: Receipt) -> list[Mapping[str, Any]]:
+def _started(receipt: core.Receipt) -> list[Mapping[str, Any]]:
     return [r for r in receipt["results"] if r["outcome"] == "started"]
 
 
-def _runs(receipt: Receipt) -> dict[str, list[Mapping[str, Any]]]:
+def _runs(receipt: core.Receipt) -> dict[str, list[Mapping[str, Any]]]:
     """Each run's rows, in the receipt's order."""
     runs: dict[str, list[Mapping[str, Any]]] = {}
     for r in receipt["results"]:
@@ -107,15 +95,15 @@ def expected_histogram_tokens(row: Mapping[str, Any]) -> int:
     return 2 * row["batch"] * (row["context"] + row["output_len"])
 
 
-@claim
-def histogram_tokens_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def histogram_tokens_exact(receipt: core.Receipt) -> core.ClaimResult:
     """Every started row: the step histogram's sum moved by :func:`expected_histogram_tokens`."""
     wrong, rows = [], _started(receipt)
     for r in rows:
         want = expected_histogram_tokens(r)
         if r["histogram_tokens"] != want:
             wrong.append(f"{r['run']} S={r['context']}: {r['histogram_tokens']:,} against {want:,}")
-    return ClaimResult(
+    return core.ClaimResult(
         "histogram_tokens_exact",
         "vllm:iteration_tokens_total grows by 2 B (S + n) per context, whatever the backend",
         bool(rows) and not wrong,
@@ -123,10 +111,10 @@ def histogram_tokens_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
-def compare(receipt: Receipt) -> list[Compared]:
+def compare(receipt: core.Receipt) -> list[core.Compared]:
     """Each started row's scheduled tokens (the step histogram's sum) beside :func:`expected_histogram_tokens`, as
     :func:`histogram_tokens_exact` (the step time beside its floor is :func:`efficiency`'s, on a GPU)."""
-    return compare_rows(
+    return core.compare_rows(
         receipt,
         "scheduled tokens",
         "tokens",
@@ -136,11 +124,11 @@ def compare(receipt: Receipt) -> list[Compared]:
     )
 
 
-@claim
-def one_backend_per_engine(receipt: Receipt) -> ClaimResult:
+@core.claim
+def one_backend_per_engine(receipt: core.Receipt) -> core.ClaimResult:
     """Every started engine's attention layers all run one backend, and it is named."""
     mixed = {r["run"]: r["backend"] for r in _started(receipt) if not r["backend"] or "," in r["backend"]}
-    return ClaimResult(
+    return core.ClaimResult(
         "one_backend_per_engine",
         "all of an engine's attention layers run one backend, read from the layers themselves",
         not mixed,
@@ -148,32 +136,34 @@ def one_backend_per_engine(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def cpu_build_runs_cpu_attn(receipt: Receipt) -> ClaimResult:
+@core.claim
+def cpu_build_runs_cpu_attn(receipt: core.Receipt) -> core.ClaimResult:
     """On vLLM's CPU build every engine runs CPU_ATTN, and one that forced another backend logged that it
     cannot use it (fact ``vllm-cpu-attention-backend``)."""
     statement = "vLLM's CPU build runs CPU_ATTN whatever is asked, and says so for a forced backend"
     if receipt["machine"].get("kind") == "gpu":
-        return ClaimResult("cpu_build_runs_cpu_attn", statement, None, "a GPU receipt: see choice_as_predicted")
+        return core.ClaimResult("cpu_build_runs_cpu_attn", statement, None, "a GPU receipt: see choice_as_predicted")
     wrong = []
     for run, rows in _runs(receipt).items():
         r = rows[0]
         forced = r["requested_backend"] not in (LAB.DEFAULT, "CPU_ATTN")
         if r["backend"] != "CPU_ATTN" or r["cpu_refusal"] != (r["requested_backend"] if forced else None):
             wrong.append(f"{run}: ran {r['backend']}, logged refusal of {r['cpu_refusal']}")
-    return ClaimResult("cpu_build_runs_cpu_attn", statement, not wrong, "; ".join(wrong) or "every run on CPU_ATTN")
+    return core.ClaimResult(
+        "cpu_build_runs_cpu_attn", statement, not wrong, "; ".join(wrong) or "every run on CPU_ATTN"
+    )
 
 
-@claim
-def choice_as_predicted(receipt: Receipt) -> ClaimResult:
+@core.claim
+def choice_as_predicted(receipt: core.Receipt) -> core.ClaimResult:
     """On a GPU: every run's outcome (the backend its layers ran, or vLLM's refusal) is
     :func:`predicted_backend`'s for the receipt's compute capability."""
     statement = "on a GPU, the backend vLLM ran (or its refusal) is what its 0.26.0 source predicts for the card"
     if receipt["machine"].get("kind") != "gpu":
-        return ClaimResult("choice_as_predicted", statement, None, "a CPU receipt: see cpu_build_runs_cpu_attn")
+        return core.ClaimResult("choice_as_predicted", statement, None, "a CPU receipt: see cpu_build_runs_cpu_attn")
     capability = next((r["capability"] for r in receipt["results"] if r["capability"]), None)
     if capability is None:
-        return ClaimResult("choice_as_predicted", statement, None, "no engine started, so no compute capability")
+        return core.ClaimResult("choice_as_predicted", statement, None, "no engine started, so no compute capability")
     cap, wrong, seen = _capability(capability), [], []
     for run, rows in _runs(receipt).items():
         r = rows[0]
@@ -182,7 +172,7 @@ def choice_as_predicted(receipt: Receipt) -> ClaimResult:
         seen.append(f"{run} -> {got}")
         if got != want:
             wrong.append(f"{run}: {got}, predicted {want}")
-    return ClaimResult(
+    return core.ClaimResult(
         "choice_as_predicted",
         statement,
         not wrong,
@@ -190,11 +180,11 @@ def choice_as_predicted(receipt: Receipt) -> ClaimResult:
     )
 
 
-@gpu_timing
-def step_grows_with_context(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def step_grows_with_context(receipt: core.Receipt) -> core.ClaimResult:
     """Every started engine: the step at its longest context is slower than at its shortest."""
     pairs = {run: (rows[0], rows[-1]) for run, rows in _runs(receipt).items() if rows[0]["outcome"] == "started"}
-    return ClaimResult(
+    return core.ClaimResult(
         "step_grows_with_context",
         "on every backend, a decode step over a longer context is slower (it reads more KV cache)",
         all(long["step_ms"] > short["step_ms"] for short, long in pairs.values()),
@@ -213,10 +203,10 @@ def step_floor_s(facts: GPUFacts, config: Mapping[str, Any], row: Mapping[str, A
     return roofline.decode_step_floor(facts, config, context, row["batch"], kv_dtype_bytes=kv_b)
 
 
-def efficiency(receipt: Receipt, facts: GPUFacts, config: Mapping[str, Any]) -> list[Efficiency]:
+def efficiency(receipt: core.Receipt, facts: GPUFacts, config: Mapping[str, Any]) -> list[core.Efficiency]:
     """Per started row, the measured step (ms) against its floor on ``facts``."""
     return [
-        Efficiency(i, "step", "ms", r["step_ms"], step_floor_s(facts, config, r) * 1e3)
+        core.Efficiency(i, "step", "ms", r["step_ms"], step_floor_s(facts, config, r) * 1e3)
         for i, r in enumerate(receipt["results"])
         if r["outcome"] == "started"
     ]
@@ -321,20 +311,20 @@ EXERCISES = (
 )
 
 
-SPEC = lab_spec(
+SPEC = core.lab_spec(
     __name__,
     key=("run", "context"),
     header="step (ms)",
     prediction_basis="vLLM 0.26.0's source and the roofline",
     columns=(
-        Column.text("run"),
-        Column.text("backend"),
-        Column.count("context"),
-        Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
+        core.Column.text("run"),
+        core.Column.text("backend"),
+        core.Column.count("context"),
+        core.Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
     ),
     cpu_max_model_len=256,
     cpu_args=("--runs", "default:auto,FLASH_ATTN:auto", "--contexts", "32,128", "--batch", "2", "--output-len", "8"),
-    work=LabWork(
+    work=core.LabWork(
         engines=len(LAB.RUNS),  # a refused one stops before loading weights
         decode_steps=sum(bool(r["floors_s"]) for r in predicted_rows()) * len(LAB.CONTEXTS) * 2 * LAB.OUTPUT_LEN,
         peak_kv_tokens=LAB.BATCH * (max(LAB.CONTEXTS) + LAB.OUTPUT_LEN),

@@ -18,30 +18,15 @@ from typing import Any
 
 from infercourse import figures, fmt
 from infercourse.exercises import Exercise
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Compared,
-    Efficiency,
-    LabWork,
-    Receipt,
-    claim,
-    compare_rows,
-    dtype_bytes,
-    gpu_for_name,
-    gpu_timing,
-    lab_grid,
-    lab_settings,
-    lab_spec,
-)
+from infercourse.labs import core
 from infercourse.registry import COURSE_MODEL, LAB_GPU, GPUFacts, gpu, model
 from infercourse.roofline import Demand, compute_bound_batch, decode_demand, decode_kernel_floors, decode_step_floor
 from infercourse.transformer import kv_bytes_per_token
 
-GRID = lab_grid("batch_decode")
+GRID = core.lab_grid("batch_decode")
 """Batch sizes of the GPU run, one-element rows, read from the lab itself."""
 
-LAB = lab_settings("batch_decode")
+LAB = core.lab_settings("batch_decode")
 """The lab's default prompt and output lengths (tokens), read from the lab itself: its one home."""
 LARGEST_BATCH = max(b for (b,) in GRID)
 """The largest batch of the GPU run (sequences)."""
@@ -57,11 +42,11 @@ GPU_STEP_GROWTH = 2.0
 """On a GPU, step(64) / step(1) must stay under 2 (the lesson's "well under 2x"; the floors say 1.15x)."""
 
 
-def _rows(receipt: Receipt) -> list[Mapping[str, Any]]:
+def _rows(receipt: core.Receipt) -> list[Mapping[str, Any]]:
     return sorted(receipt["results"], key=lambda r: r["batch"])
 
 
-def _mean_context(receipt: Receipt) -> int:
+def _mean_context(receipt: core.Receipt) -> int:
     s = receipt["settings"]
     return int(s["prompt_len"] + s["output_len"] // 2)
 
@@ -71,20 +56,20 @@ def step_floor_ms(gpu_facts: GPUFacts, config: Mapping[str, Any], batch: int, co
     return decode_step_floor(gpu_facts, config, context, batch, weight_bytes=b, kv_dtype_bytes=b) * 1e3
 
 
-def efficiency(receipt: Receipt, gpu_facts: GPUFacts, config: Mapping[str, Any]) -> list[Efficiency]:
+def efficiency(receipt: core.Receipt, gpu_facts: GPUFacts, config: Mapping[str, Any]) -> list[core.Efficiency]:
     """Per row, the measured step time (ms) against the per-kernel step floor at the run's mean context."""
-    b = dtype_bytes(config, receipt.get("dtype", "auto"))
+    b = core.dtype_bytes(config, receipt.get("dtype", "auto"))
     ctx = _mean_context(receipt)
     return [
-        Efficiency(i, "step", "ms", row["step_ms"], step_floor_ms(gpu_facts, config, row["batch"], ctx, b))
+        core.Efficiency(i, "step", "ms", row["step_ms"], step_floor_ms(gpu_facts, config, row["batch"], ctx, b))
         for i, row in enumerate(receipt["results"])
     ]
 
 
-def compare(receipt: Receipt) -> list[Compared]:
+def compare(receipt: core.Receipt) -> list[core.Compared]:
     """Each row's step time beside the memory floor the lab recorded for the GPU that ran it (``memory_floor_ms``:
     M b + B kappa S bytes / its datasheet bandwidth); none on a CPU, which has no datasheet bandwidth."""
-    return compare_rows(
+    return core.compare_rows(
         receipt,
         "step time",
         "ms",
@@ -95,11 +80,11 @@ def compare(receipt: Receipt) -> list[Compared]:
     )
 
 
-@claim
-def no_preemption(receipt: Receipt) -> ClaimResult:
+@core.claim
+def no_preemption(receipt: core.Receipt) -> core.ClaimResult:
     """No request was preempted in any batch (a recomputed request would skew that batch's step time)."""
     hit = [f"B={r['batch']}: {r['preemptions']}" for r in _rows(receipt) if r["preemptions"]]
-    return ClaimResult(
+    return core.ClaimResult(
         "no_preemption",
         "no request is preempted (vllm:num_preemptions stays 0 in every batch)",
         not hit,
@@ -109,12 +94,12 @@ def no_preemption(receipt: Receipt) -> ClaimResult:
     )
 
 
-@gpu_timing
-def throughput_rises(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def throughput_rises(receipt: core.Receipt) -> core.ClaimResult:
     rows = _rows(receipt)
     rates = [r["tokens_per_s"] for r in rows]
     ok = len(rows) >= 2 and all(b > a for a, b in zip(rates, rates[1:], strict=False))
-    return ClaimResult(
+    return core.ClaimResult(
         "throughput_rises_with_batch",
         "output tokens/s rises with every larger batch",
         ok,
@@ -122,12 +107,12 @@ def throughput_rises(receipt: Receipt) -> ClaimResult:
     )
 
 
-@gpu_timing
-def step_grows_less_than_batch(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def step_grows_less_than_batch(receipt: core.Receipt) -> core.ClaimResult:
     rows = _rows(receipt)
     lo, hi = rows[0], rows[-1]
     growth, ratio = hi["step_ms"] / lo["step_ms"], hi["batch"] / lo["batch"]
-    return ClaimResult(
+    return core.ClaimResult(
         "step_grows_less_than_batch",
         f"from the smallest to the largest batch the step time grows by at most {PER_TOKEN_GAIN} x the batch ratio",
         len(rows) >= 2 and growth <= PER_TOKEN_GAIN * ratio,
@@ -135,24 +120,24 @@ def step_grows_less_than_batch(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def step_nearly_flat_gpu(receipt: Receipt) -> ClaimResult:
+@core.claim
+def step_nearly_flat_gpu(receipt: core.Receipt) -> core.ClaimResult:
     statement = f"on a GPU, step(64) / step(1) < {GPU_STEP_GROWTH}"
     batches = {r["batch"]: r for r in receipt["results"]}
     if receipt["machine"].get("kind") != "gpu" or not {1, 64} <= set(batches):
-        return ClaimResult("step_nearly_flat_gpu", statement, None, "needs a GPU receipt with batches 1 and 64")
+        return core.ClaimResult("step_nearly_flat_gpu", statement, None, "needs a GPU receipt with batches 1 and 64")
     growth = batches[64]["step_ms"] / batches[1]["step_ms"]
-    return ClaimResult("step_nearly_flat_gpu", statement, growth < GPU_STEP_GROWTH, f"x{growth:.2f}")
+    return core.ClaimResult("step_nearly_flat_gpu", statement, growth < GPU_STEP_GROWTH, f"x{growth:.2f}")
 
 
-@claim
-def bandwidth_below_datasheet(receipt: Receipt) -> ClaimResult:
+@core.claim
+def bandwidth_below_datasheet(receipt: core.Receipt) -> core.ClaimResult:
     statement = "the achieved bandwidth never exceeds the GPU's datasheet bandwidth"
-    facts = gpu_for_name(receipt["machine"].get("name", "")) if receipt["machine"].get("kind") == "gpu" else None
+    facts = core.gpu_for_name(receipt["machine"].get("name", "")) if receipt["machine"].get("kind") == "gpu" else None
     if facts is None:
-        return ClaimResult("bandwidth_below_datasheet", statement, None, "not a GPU the registry has")
+        return core.ClaimResult("bandwidth_below_datasheet", statement, None, "not a GPU the registry has")
     top = max(r["achieved_gb_s"] for r in receipt["results"])
-    return ClaimResult(
+    return core.ClaimResult(
         "bandwidth_below_datasheet",
         statement,
         top <= facts.bandwidth_gb_s,
@@ -199,27 +184,27 @@ def demands(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> list[Dem
     ]
 
 
-def measured_points(receipt: Receipt) -> list[tuple[int, float, float]]:
+def measured_points(receipt: core.Receipt) -> list[tuple[int, float, float]]:
     """Per row of a receipt: (batch, the weight matmuls' intensity 2B/b in FLOP/byte, the matmul
     FLOP/s the step achieved, 2 M B / step time). M is the receipt's ``matmul_params``.
 
     Raises:
         KeyError: the receipt's settings lack ``matmul_params`` (an older receipt).
     """
-    b = dtype_bytes(model(COURSE_MODEL).config, receipt.get("dtype", "auto"))
+    b = core.dtype_bytes(model(COURSE_MODEL).config, receipt.get("dtype", "auto"))
     m = receipt["settings"]["matmul_params"]
     return [
         (row["batch"], 2 * row["batch"] / b, 2 * m * row["batch"] / (row["step_ms"] / 1e3)) for row in _rows(receipt)
     ]
 
 
-def receipts_roofline_svg(receipts: Sequence[Receipt]) -> str:
+def receipts_roofline_svg(receipts: Sequence[core.Receipt]) -> str:
     """HTML for lesson 2A: each GPU receipt's decode matmuls (intensity, achieved FLOP/s) drawn against
     that GPU's roofline (an SVG), or one sentence saying no GPU receipt is committed yet.
 
     Receipts from a GPU the registry does not know are left out (there is no roof to draw).
     """
-    drawn = [(r, g) for r in receipts if (g := gpu_for_name(r["machine"]["name"])) is not None]
+    drawn = [(r, g) for r in receipts if (g := core.gpu_for_name(r["machine"]["name"])) is not None]
     if not drawn:
         return (
             "<p><em>None yet: the first GPU receipt of this lab is drawn here against its GPU's roofline "
@@ -232,7 +217,7 @@ def receipts_roofline_svg(receipts: Sequence[Receipt]) -> str:
     )
 
 
-def _receipts_plot(ax, drawn: list[tuple[Receipt, GPUFacts]]) -> None:
+def _receipts_plot(ax, drawn: list[tuple[core.Receipt, GPUFacts]]) -> None:
     """Each receipt's measured points on its GPU's roofline, on the matplotlib axes ``ax``."""
     for receipt, facts in drawn:
         points = measured_points(receipt)
@@ -297,20 +282,20 @@ EXERCISES = (
 )
 
 
-SPEC = lab_spec(
+SPEC = core.lab_spec(
     __name__,
     key=("batch",),
     header="tokens/s",
     columns=(
-        Column.count("batch"),
-        Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
-        Column.count("tokens_per_s", "tokens/s"),
-        Column("achieved_gb_s", "achieved GB/s", lambda v: fmt.fixed(v, 0)),
+        core.Column.count("batch"),
+        core.Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
+        core.Column.count("tokens_per_s", "tokens/s"),
+        core.Column("achieved_gb_s", "achieved GB/s", lambda v: fmt.fixed(v, 0)),
     ),
     grid=None,  # the CPU run uses fewer batches (cpu_args); GRID above is the GPU run's
     cpu_max_model_len=128,
     cpu_args=("--batches", "1,2,4,8", "--prompt-len", "64", "--output-len", "32"),
-    work=LabWork(
+    work=core.LabWork(
         engines=1,
         decode_steps=2 * LAB.OUTPUT_LEN * len(GRID),  # a warm-up and a timed batch per size
         peak_kv_tokens=LARGEST_BATCH * (LAB.PROMPT_LEN + LAB.OUTPUT_LEN),

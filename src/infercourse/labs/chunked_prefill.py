@@ -33,26 +33,15 @@ from __future__ import annotations
 
 from infercourse import fmt
 from infercourse.exercises import Exercise
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Compared,
-    LabWork,
-    Receipt,
-    claim,
-    compare_rows,
-    gpu_timing,
-    lab_settings,
-    lab_spec,
-)
+from infercourse.labs import core
 from infercourse.registry import COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
 from infercourse.roofline import Demand, chunked_prefill_floors, chunked_prefill_steps, prefill_demand, prefill_floor
 from infercourse.transformer import kv_bytes_per_token
 
-LAB = lab_settings("chunked_prefill")
+LAB = core.lab_settings("chunked_prefill")
 
 
-def _rows(receipt: Receipt, part: str) -> list:
+def _rows(receipt: core.Receipt, part: str) -> list:
     return [r for r in receipt["results"] if r["part"] == part]
 
 
@@ -92,8 +81,8 @@ def expected_histogram_tokens(row, settings) -> int:
     return decoders + row["prompt_tokens"] + out
 
 
-@claim
-def first_token_steps_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def first_token_steps_exact(receipt: core.Receipt) -> core.ClaimResult:
     details, ok = [], True
     for r in _rows(receipt, "steps"):
         want = chunked_prefill_steps(r["prompt_tokens"], r["max_num_batched_tokens"], r["decoders"])
@@ -101,7 +90,7 @@ def first_token_steps_exact(receipt: Receipt) -> ClaimResult:
         details.append(
             f"C {r['chunk']}, D {r['decoders']}, P {r['prompt_tokens']}: {r['first_token_step']} (expected {want})"
         )
-    return ClaimResult(
+    return core.ClaimResult(
         "first_token_steps_exact",
         "a P-token prompt's first token comes out of engine step ceil(P / (C - D)) after its arrival: "
         "D running decoders take one token each of the budget C, the prompt's chunk the rest",
@@ -110,10 +99,10 @@ def first_token_steps_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
-def compare(receipt: Receipt) -> list[Compared]:
+def compare(receipt: core.Receipt) -> list[core.Compared]:
     """Each steps row's first-token step beside :func:`~infercourse.roofline.chunked_prefill_steps` (as
     :func:`first_token_steps_exact`): ceil(P / (C - D)), exact on any machine."""
-    return compare_rows(
+    return core.compare_rows(
         receipt,
         "first-token step",
         "steps",
@@ -123,8 +112,8 @@ def compare(receipt: Receipt) -> list[Compared]:
     )
 
 
-@claim
-def decoders_never_stall(receipt: Receipt) -> ClaimResult:
+@core.claim
+def decoders_never_stall(receipt: core.Receipt) -> core.ClaimResult:
     rows = [r for r in _rows(receipt, "steps") if r["decoders"] > 0]
     wrong = [
         f"C {r['chunk']}: {r['decoder_tokens_min']}-{r['decoder_tokens_max']} tokens in {r['first_token_step']} steps"
@@ -133,8 +122,8 @@ def decoders_never_stall(receipt: Receipt) -> ClaimResult:
     ]
     statement = "while the long prompt is prefilled every running decoder gets exactly one token per step"
     if not rows:
-        return ClaimResult("decoders_never_stall", statement, None, "no row with decoders")
-    return ClaimResult(
+        return core.ClaimResult("decoders_never_stall", statement, None, "no row with decoders")
+    return core.ClaimResult(
         "decoders_never_stall",
         statement,
         not wrong,
@@ -143,12 +132,12 @@ def decoders_never_stall(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def requests_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def requests_exact(receipt: core.Receipt) -> core.ClaimResult:
     rows = receipt["results"]
     wrong = [f"{r['part']} {r['chunk']}/{r['prompt_tokens']}: {r['requests_exact']} of {r['requests']}" for r in rows]
     bad = [w for w, r in zip(wrong, rows, strict=True) if r["requests_exact"] != r["requests"]]
-    return ClaimResult(
+    return core.ClaimResult(
         "requests_exact",
         "every request produced exactly its max_tokens tokens (on the server: every stream carried them, the "
         "long prompt's first token included, and ended for length)",
@@ -157,14 +146,14 @@ def requests_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def histogram_tokens_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def histogram_tokens_exact(receipt: core.Receipt) -> core.ClaimResult:
     details, ok = [], True
     for r in receipt["results"]:
         want = expected_histogram_tokens(r, receipt["settings"])
         ok &= r["histogram_tokens"] == want
         details.append(f"{r['part']} {r['chunk']}/{r['prompt_tokens']}: {r['histogram_tokens']} (expected {want})")
-    return ClaimResult(
+    return core.ClaimResult(
         "histogram_tokens_exact",
         "vllm:iteration_tokens_total grows by the prompt tokens computed plus the tokens generated, to the "
         "token (tokens a connector loaded are not computed)",
@@ -173,8 +162,8 @@ def histogram_tokens_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def connector_bytes_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def connector_bytes_exact(receipt: core.Receipt) -> core.ClaimResult:
     rows = _rows(receipt, "pd")
     statement = (
         "the kv_producer instance's ExampleConnector writes floor((P - 1) / z) z tokens x kappa bytes of KV; the "
@@ -182,7 +171,7 @@ def connector_bytes_exact(receipt: Receipt) -> ClaimResult:
         "vllm:external_prefix_cache_hits)"
     )
     if not rows:
-        return ClaimResult("connector_bytes_exact", statement, None, "no pd row")
+        return core.ClaimResult("connector_bytes_exact", statement, None, "no pd row")
     details, ok = [], True
     for r in rows:
         z, p = r["block_size"], r["prompt_tokens"]
@@ -194,16 +183,16 @@ def connector_bytes_exact(receipt: Receipt) -> ClaimResult:
             f"{r['kv_bytes_consumer']:,} B (expected 0), loaded {r['cached_tokens']}/{r['external_hits']} "
             f"(expected {want_loaded})"
         )
-    return ClaimResult("connector_bytes_exact", statement, ok, "; ".join(details))
+    return core.ClaimResult("connector_bytes_exact", statement, ok, "; ".join(details))
 
 
-def _gap_rows(receipt: Receipt) -> list:
+def _gap_rows(receipt: core.Receipt) -> list:
     """Steps and serve rows with decoders: the rows whose gaps the lesson compares."""
     return [r for r in receipt["results"] if r["part"] in ("steps", "serve") and r["decoders"] > 0]
 
 
-@gpu_timing
-def chunking_shortens_the_gap(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def chunking_shortens_the_gap(receipt: core.Receipt) -> core.ClaimResult:
     statement = "with decoders running, every chunked setting's longest decoder gap is shorter than unchunked"
     details, ok = [], True
     for part in ("steps", "serve"):
@@ -214,19 +203,19 @@ def chunking_shortens_the_gap(receipt: Receipt) -> ClaimResult:
         ok &= all(r["max_gap_ms"] < off[0]["max_gap_ms"] for r in rows if r["chunk"] != "off")
         details.append(f"{part}: " + ", ".join(f"C {r['chunk']} {r['max_gap_ms']:.1f} ms" for r in rows))
     if not details:
-        return ClaimResult("chunking_shortens_the_gap", statement, None, "needs an 'off' row and a chunked row")
-    return ClaimResult("chunking_shortens_the_gap", statement, ok, "; ".join(details))
+        return core.ClaimResult("chunking_shortens_the_gap", statement, None, "needs an 'off' row and a chunked row")
+    return core.ClaimResult("chunking_shortens_the_gap", statement, ok, "; ".join(details))
 
 
-@gpu_timing
-def unchunked_gap_above_floor(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def unchunked_gap_above_floor(receipt: core.Receipt) -> core.ClaimResult:
     facts, config = gpu(LAB_GPU), model(COURSE_MODEL).config
     rows = [r for r in _gap_rows(receipt) if r["chunk"] == "off"]
     statement = f"unchunked, the longest decoder gap is at least the prompt's prefill floor on the {LAB_GPU}"
     if not rows or receipt["model"] != COURSE_MODEL:
-        return ClaimResult("unchunked_gap_above_floor", statement, None, f"needs an 'off' row of {COURSE_MODEL}")
+        return core.ClaimResult("unchunked_gap_above_floor", statement, None, f"needs an 'off' row of {COURSE_MODEL}")
     floor_ms = [prefill_floor(facts, config, r["prompt_tokens"]) * 1e3 for r in rows]
-    return ClaimResult(
+    return core.ClaimResult(
         "unchunked_gap_above_floor",
         statement,
         all(r["max_gap_ms"] >= f for r, f in zip(rows, floor_ms, strict=True)),
@@ -322,18 +311,18 @@ EXERCISES = (
 )
 
 
-SPEC = lab_spec(
+SPEC = core.lab_spec(
     __name__,
     key=("part", "chunk", "decoders", "prompt_tokens"),
     header="1st-token step",
     columns=(
-        Column("part", "part", str),
-        Column("chunk", "chunk", str),
-        Column.count("decoders", "D"),
-        Column.count("prompt_tokens", "prompt"),
-        Column("first_token_step", "steps", lambda v: "-" if v is None else fmt.count(v)),
-        Column("max_gap_ms", "max gap (ms)", lambda v: "-" if v is None else fmt.fixed(v, 1)),
-        Column("ttft_ms", "TTFT (ms)", lambda v: "-" if v is None else fmt.fixed(v, 1)),
+        core.Column("part", "part", str),
+        core.Column("chunk", "chunk", str),
+        core.Column.count("decoders", "D"),
+        core.Column.count("prompt_tokens", "prompt"),
+        core.Column("first_token_step", "steps", lambda v: "-" if v is None else fmt.count(v)),
+        core.Column("max_gap_ms", "max gap (ms)", lambda v: "-" if v is None else fmt.fixed(v, 1)),
+        core.Column("ttft_ms", "TTFT (ms)", lambda v: "-" if v is None else fmt.fixed(v, 1)),
     ),
     # CPU: the steps engine at C = 64, a server at 64 (a server start costs about two engine starts there, so the
     # 'off' server runs on GPUs only), and the pd pair; 310 = 4 x 64 + 54 -> 5 steps alone, 6 beside 4 decoders
@@ -343,7 +332,7 @@ SPEC = lab_spec(
         *("--chunks", "64", "--serve-chunks", "64", "--alone", "64,65,310", "--long-prompt", "310"),
         *("--decoders", "4", "--decoder-prompt", "8", "--decode-tokens", "16", "--pd-prompt", "300"),
     ),
-    work=LabWork(  # per setting an engine (steps) and a server (serve), then the pd producer and consumer
+    work=core.LabWork(  # per setting an engine (steps) and a server (serve), then the pd producer and consumer
         engines=2 * len(LAB.CHUNKS) + 2,
         decode_steps=2 * len(LAB.CHUNKS) * LAB.DECODE_TOKENS,
         peak_kv_tokens=LAB.MAX_MODEL_LEN,

@@ -30,24 +30,13 @@ from typing import Any
 from infercourse import fmt
 from infercourse.batching import Server, rate_point, schedule, static_steps, step_time, useful_fraction
 from infercourse.exercises import Exercise
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Compared,
-    LabWork,
-    Receipt,
-    claim,
-    compare_rows,
-    gpu_timing,
-    lab_settings,
-    lab_spec,
-)
+from infercourse.labs import core
 from infercourse.memory import default_kv_budget_bytes, max_sequences
 from infercourse.registry import COURSE_MODEL, LAB_GPU, STEP_OVERHEAD_S, gpu, model
 from infercourse.roofline import Demand, decode_demand
 from infercourse.transformer import kv_bytes_per_token, weight_bytes
 
-LAB = lab_settings("continuous_batching")
+LAB = core.lab_settings("continuous_batching")
 OFFLINE_MODES = ("static", "continuous")
 
 
@@ -73,28 +62,28 @@ def predicted_steps(settings, batch: int) -> dict[str, int]:
     }
 
 
-def _offline(receipt: Receipt) -> list[Mapping[str, Any]]:
+def _offline(receipt: core.Receipt) -> list[Mapping[str, Any]]:
     return [r for r in receipt["results"] if r["mode"] in OFFLINE_MODES]
 
 
-def online_rows(receipt: Receipt) -> list[Mapping[str, Any]]:
+def online_rows(receipt: core.Receipt) -> list[Mapping[str, Any]]:
     """The online part's rows of a receipt (mode "online"), by request rate (none: an offline-only run)."""
     return sorted((r for r in receipt["results"] if r["mode"] == "online"), key=lambda r: r["request_rate"])
 
 
-def _pairs(receipt: Receipt) -> dict[int, dict[str, Mapping[str, Any]]]:
+def _pairs(receipt: core.Receipt) -> dict[int, dict[str, Mapping[str, Any]]]:
     pairs: dict[int, dict[str, Mapping[str, Any]]] = {}
     for r in _offline(receipt):
         pairs.setdefault(r["max_num_seqs"], {})[r["mode"]] = r
     return pairs
 
 
-def _no_rows(claim: str, statement: str, part: str) -> ClaimResult:
-    return ClaimResult(claim, statement, None, f"the receipt has no {part} rows (--parts)")
+def _no_rows(name: str, statement: str, part: str) -> core.ClaimResult:
+    return core.ClaimResult(name, statement, None, f"the receipt has no {part} rows (--parts)")
 
 
-@claim
-def tokens_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def tokens_exact(receipt: core.Receipt) -> core.ClaimResult:
     statement = "every request produced exactly its n_i tokens (max_tokens with ignore_eos), in every run"
     rows = _offline(receipt)
     if not rows:
@@ -105,13 +94,13 @@ def tokens_exact(receipt: Receipt) -> ClaimResult:
         for r in rows
         if r["wrong_lengths"] or r["generated_tokens"] != want
     ]
-    return ClaimResult(
+    return core.ClaimResult(
         "tokens_exact", statement, not bad, "; ".join(bad) or f"all {len(rows)} runs: {want:,} tokens, none wrong"
     )
 
 
-@claim
-def histogram_sum(receipt: Receipt) -> ClaimResult:
+@core.claim
+def histogram_sum(receipt: core.Receipt) -> core.ClaimResult:
     prompt = receipt["settings"]["prompt_tokens"]
     details, ok = [], True
     if not _offline(receipt):
@@ -120,7 +109,7 @@ def histogram_sum(receipt: Receipt) -> ClaimResult:
         want = r["requests"] * prompt + r["generated_tokens"]
         ok &= r["step_tokens"] == want and r["prompt_tokens"] == r["requests"] * prompt
         details.append(f"B={r['max_num_seqs']} {r['mode']}: {r['step_tokens']:,} (expected {want:,})")
-    return ClaimResult(
+    return core.ClaimResult(
         "histogram_sum",
         "the vllm:iteration_tokens_total histogram's sum grows by prompt tokens + generated tokens",
         ok,
@@ -128,12 +117,12 @@ def histogram_sum(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def steps_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def steps_exact(receipt: core.Receipt) -> core.ClaimResult:
     settings = receipt["settings"]
     statement = "engine steps equal the replay of vLLM's scheduler (static: chunk by chunk; continuous: one call)"
     if settings.get("async_scheduling") is not False:
-        return ClaimResult("steps_exact", statement, None, "async scheduling on: the replay assumes it off")
+        return core.ClaimResult("steps_exact", statement, None, "async scheduling on: the replay assumes it off")
     if not _pairs(receipt):
         return _no_rows("steps_exact", statement, "offline")
     details, ok, compared = [], True, 0
@@ -147,14 +136,14 @@ def steps_exact(receipt: Receipt) -> ClaimResult:
             compared += 1
             ok &= got == want[mode]
             details.append(f"B={batch} {mode}: {got} (expected {want[mode]})")
-    return ClaimResult("steps_exact", statement, ok if compared else None, "; ".join(details))
+    return core.ClaimResult("steps_exact", statement, ok if compared else None, "; ".join(details))
 
 
-def compare(receipt: Receipt) -> list[Compared]:
+def compare(receipt: core.Receipt) -> list[core.Compared]:
     """Each offline run's engine steps beside :func:`predicted_steps` (the scheduler's replay), where
     :func:`steps_exact` compares them: async scheduling off, no preemption."""
     settings = receipt["settings"]
-    return compare_rows(
+    return core.compare_rows(
         receipt,
         "engine steps",
         "steps",
@@ -166,12 +155,12 @@ def compare(receipt: Receipt) -> list[Compared]:
     )
 
 
-@claim
-def continuous_fewer_steps(receipt: Receipt) -> ClaimResult:
+@core.claim
+def continuous_fewer_steps(receipt: core.Receipt) -> core.ClaimResult:
     pairs = sorted(_pairs(receipt).items())
     if not pairs:
         return _no_rows("continuous_fewer_steps", "continuous batching takes no more steps than static", "offline")
-    return ClaimResult(
+    return core.ClaimResult(
         "continuous_fewer_steps",
         "at every max_num_seqs, continuous batching takes no more engine steps than static batching",
         all(runs["continuous"]["steps"] <= runs["static"]["steps"] for _, runs in pairs),
@@ -179,29 +168,29 @@ def continuous_fewer_steps(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def no_preemption(receipt: Receipt) -> ClaimResult:
+@core.claim
+def no_preemption(receipt: core.Receipt) -> core.ClaimResult:
     settings = receipt["settings"]
     if not _offline(receipt):
         return _no_rows("no_preemption", "no preemption when the largest batch fits in the KV cache", "offline")
     need = max(settings["batch_sizes"]) * (settings["prompt_tokens"] + max(settings["output_lengths"]))
     statement = "no preemption when the largest batch fits in the KV cache: B x (prompt + longest output) tokens"
     if need > settings["kv_tokens"]:
-        return ClaimResult(
+        return core.ClaimResult(
             "no_preemption", statement, None, f"{need:,} tokens > {settings['kv_tokens']:,} in the cache: may preempt"
         )
     got = [r["preemptions"] for r in _offline(receipt)]
-    return ClaimResult(
+    return core.ClaimResult(
         "no_preemption", statement, not any(got), f"{need:,} <= {settings['kv_tokens']:,} tokens; preemptions {got}"
     )
 
 
-@gpu_timing
-def continuous_faster(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def continuous_faster(receipt: core.Receipt) -> core.ClaimResult:
     pairs = sorted(_pairs(receipt).items())
     if not pairs:
         return _no_rows("continuous_faster", "continuous batching produces more tokens/s than static", "offline")
-    return ClaimResult(
+    return core.ClaimResult(
         "continuous_faster",
         "at every max_num_seqs, continuous batching produces more output tokens per second than static",
         all(runs["continuous"]["output_tok_s"] > runs["static"]["output_tok_s"] for _, runs in pairs),
@@ -212,8 +201,8 @@ def continuous_faster(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def online_counts_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def online_counts_exact(receipt: core.Receipt) -> core.ClaimResult:
     statement = (
         "online, at every rate: all num_prompts requests completed, none failed, each made exactly "
         "online_output_tokens tokens (--ignore-eos)"
@@ -230,11 +219,11 @@ def online_counts_exact(receipt: Receipt) -> ClaimResult:
             f"{r['request_rate']:g}/s: {r['requests']} completed, {r['failed']} failed, {r['generated_tokens']:,} "
             f"tokens (expected {n} x {out} = {n * out:,})"
         )
-    return ClaimResult("online_counts_exact", statement, ok, "; ".join(details))
+    return core.ClaimResult("online_counts_exact", statement, ok, "; ".join(details))
 
 
-@claim
-def server_counts_agree(receipt: Receipt) -> ClaimResult:
+@core.claim
+def server_counts_agree(receipt: core.Receipt) -> core.ClaimResult:
     statement = (
         "online, at every rate: the server's /metrics counters moved by the client's sums (prompt tokens, "
         "generated tokens, finished requests)"
@@ -251,17 +240,17 @@ def server_counts_agree(receipt: Receipt) -> ClaimResult:
             f"{r['server_generated_tokens']:,} vs {r['generated_tokens']:,}, requests {r['server_requests']} vs "
             f"{r['requests']}"
         )
-    return ClaimResult("server_counts_agree", statement, ok, "; ".join(details))
+    return core.ClaimResult("server_counts_agree", statement, ok, "; ".join(details))
 
 
-@gpu_timing
-def online_tradeoff(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def online_tradeoff(receipt: core.Receipt) -> core.ClaimResult:
     statement = "online: the highest rate buys more output tokens/s than the lowest at a higher p99 TPOT"
     rows = online_rows(receipt)
     if len(rows) < 2:
         return _no_rows("online_tradeoff", statement, "online (two rates or more)")
     low, high = rows[0], rows[-1]
-    return ClaimResult(
+    return core.ClaimResult(
         "online_tradeoff",
         statement,
         high["output_tok_s"] > low["output_tok_s"] and high["tpot_p99_ms"] > low["tpot_p99_ms"],
@@ -351,14 +340,14 @@ def demands(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> list[Dem
     return floors + [point["demand"] for point in online_points(gpu_name, model_name)[1]]
 
 
-def _work() -> LabWork:
+def _work() -> core.LabWork:
     """Offline: one engine per B and the replayed steps. Online: one server, the requests' arrival time
     (NUM_PROMPTS / rate per rate), then the last request's ONLINE_OUTPUT_TOKENS steps per rate, and a KV
     cache for the largest B of full online requests."""
     lengths = output_lengths()
     prompts = [LAB.PROMPT_TOKENS] * LAB.REQUESTS
     runs = [schedule(prompts, lengths, b, LAB.MAX_NUM_BATCHED_TOKENS) for b in LAB.BATCH_SIZES]
-    return LabWork(
+    return core.LabWork(
         engines=len(LAB.BATCH_SIZES) + 1,
         decode_steps=sum(
             run.steps + static_steps(prompts, lengths, b, LAB.MAX_NUM_BATCHED_TOKENS)
@@ -415,20 +404,20 @@ EXERCISES = (
 )
 
 
-SPEC = lab_spec(
+SPEC = core.lab_spec(
     __name__,
     key=("max_num_seqs", "mode", "request_rate"),
     header="TPOT p99 (ms)",
     prediction_basis="a replay of vLLM's scheduler and the roofline",
     columns=(
-        Column.count("max_num_seqs", "B"),
-        Column.text("mode"),
-        Column("request_rate", "rate (/s)", lambda v: f"{v:g}"),
-        Column.count("steps"),
-        Column("output_tok_s", "tok/s", lambda v: fmt.fixed(v, 0)),
-        Column("tpot_p99_ms", "TPOT p99 (ms)", lambda v: fmt.fixed(v, 2)),
-        Column("wait_p99_ms", "wait p99 (ms)", lambda v: fmt.fixed(v, 0)),
-        Column("ttft_p99_ms", "TTFT p99 (ms)", lambda v: fmt.fixed(v, 0)),
+        core.Column.count("max_num_seqs", "B"),
+        core.Column.text("mode"),
+        core.Column("request_rate", "rate (/s)", lambda v: f"{v:g}"),
+        core.Column.count("steps"),
+        core.Column("output_tok_s", "tok/s", lambda v: fmt.fixed(v, 0)),
+        core.Column("tpot_p99_ms", "TPOT p99 (ms)", lambda v: fmt.fixed(v, 2)),
+        core.Column("wait_p99_ms", "wait p99 (ms)", lambda v: fmt.fixed(v, 0)),
+        core.Column("ttft_p99_ms", "TTFT p99 (ms)", lambda v: fmt.fixed(v, 0)),
     ),
     cpu_max_model_len=256,
     cpu_args=(

@@ -18,23 +18,11 @@ from typing import Any
 
 from infercourse import fmt, roofline
 from infercourse.exercises import Exercise
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Compared,
-    Efficiency,
-    LabWork,
-    Receipt,
-    claim,
-    compare_rows,
-    gpu_timing,
-    lab_settings,
-    lab_spec,
-)
+from infercourse.labs import core
 from infercourse.registry import LAB_GPU, GPUFacts, gpu, model
 from infercourse.transformer import moe_experts
 
-LAB = lab_settings("expert_coverage")
+LAB = core.lab_settings("expert_coverage")
 """The lab's model, batch sizes and lengths (tokens), read from the lab itself: their one home."""
 
 Z_BOUND = 3.0
@@ -48,36 +36,36 @@ bar for a dense model the other way round (its step(64) / step(1) stays under 2;
 MoE step reads more experts as the batch grows (OLMoE on the RTX 4090: the floors say 5.8)."""
 
 
-def _eager(receipt: Receipt) -> list[Mapping[str, Any]]:
+def _eager(receipt: core.Receipt) -> list[Mapping[str, Any]]:
     return sorted((r for r in receipt["results"] if r["mode"] == "eager"), key=lambda r: r["batch"])
 
 
-def _timed_mode(receipt: Receipt) -> str:
+def _timed_mode(receipt: core.Receipt) -> str:
     """The engine whose step times the claims read: vLLM's default (``graphs``) when it ran, else ``eager``."""
     return "graphs" if any(r["mode"] == "graphs" for r in receipt["results"]) else "eager"
 
 
-def _timed(receipt: Receipt) -> list[Mapping[str, Any]]:
+def _timed(receipt: core.Receipt) -> list[Mapping[str, Any]]:
     """The rows of :func:`_timed_mode`'s engine, by batch."""
     mode = _timed_mode(receipt)
     return sorted((r for r in receipt["results"] if r["mode"] == mode), key=lambda r: r["batch"])
 
 
-def _ek(receipt: Receipt) -> tuple[int, int]:
+def _ek(receipt: core.Receipt) -> tuple[int, int]:
     return receipt["settings"]["experts"], receipt["settings"]["top_k"]
 
 
 # --- claims ---------------------------------------------------------------------------------------
 
 
-@claim
-def router_steps_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def router_steps_exact(receipt: core.Receipt) -> core.ClaimResult:
     """Every counted row: each MoE layer routed exactly B tokens in n - 1 calls of the timed batch (B requests of
     n output tokens: one prefill step makes the first token, n - 1 decode steps the rest, every request in each)."""
     want = receipt["settings"]["output_len"] - 1
     rows = _eager(receipt)
     wrong = [f"B={r['batch']}: {r['router_steps']}" for r in rows if r["router_steps"] != want]
-    return ClaimResult(
+    return core.ClaimResult(
         "router_steps_exact",
         "every MoE layer's router sees exactly n - 1 decode steps of B tokens in the timed batch",
         bool(rows) and not wrong,
@@ -85,16 +73,16 @@ def router_steps_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def one_token_touches_k(receipt: Receipt) -> ClaimResult:
+@core.claim
+def one_token_touches_k(receipt: core.Receipt) -> core.ClaimResult:
     """At batch 1 every (layer, decode step) touches exactly k experts: one token picks k different ones."""
     _, top_k = _ek(receipt)
     ones = [r for r in _eager(receipt) if r["batch"] == 1]
     statement = "one token touches exactly k experts in every layer and step"
     if not ones:
-        return ClaimResult("one_token_touches_k", statement, None, "no counted batch of 1")
+        return core.ClaimResult("one_token_touches_k", statement, None, "no counted batch of 1")
     r = ones[0]
-    return ClaimResult(
+    return core.ClaimResult(
         "one_token_touches_k",
         statement,
         r["experts_min"] == r["experts_max"] == top_k,
@@ -102,7 +90,7 @@ def one_token_touches_k(receipt: Receipt) -> ClaimResult:
     )
 
 
-def uniform_bound(receipt: Receipt, row: Mapping[str, Any]) -> float:
+def uniform_bound(receipt: core.Receipt, row: Mapping[str, Any]) -> float:
     """The most a row's mean may reach: E (1 - (1 - k/E)^B) plus :data:`Z_BOUND` standard errors of a mean over
     ``router_steps`` x MoE layers samples."""
     experts, top_k = _ek(receipt)
@@ -111,8 +99,8 @@ def uniform_bound(receipt: Receipt, row: Mapping[str, Any]) -> float:
     return roofline.expected_experts_touched(experts, top_k, row["batch"]) + Z_BOUND * sd / samples**0.5
 
 
-@claim
-def coverage_at_most_uniform(receipt: Receipt) -> ClaimResult:
+@core.claim
+def coverage_at_most_uniform(receipt: core.Receipt) -> core.ClaimResult:
     """Every counted row's mean stays at or under the uniform-routing expectation (within :data:`Z_BOUND`
     standard errors): a router that prefers some experts, or tokens that pick alike, touch fewer."""
     experts, top_k = _ek(receipt)
@@ -122,7 +110,7 @@ def coverage_at_most_uniform(receipt: Receipt) -> ClaimResult:
         shown.append(f"B={r['batch']}: {r['experts_mean']:g} / {expected:.2f} (at most {bound:.2f})")
         if r["experts_mean"] > bound:
             over.append(f"B={r['batch']}")
-    return ClaimResult(
+    return core.ClaimResult(
         "coverage_at_most_uniform",
         f"the experts touched per step stay at or under E (1 - (1 - k/E)^B), uniform routing's mean, within "
         f"{Z_BOUND:g} standard errors",
@@ -131,11 +119,11 @@ def coverage_at_most_uniform(receipt: Receipt) -> ClaimResult:
     )
 
 
-def compare(receipt: Receipt) -> list[Compared]:
+def compare(receipt: core.Receipt) -> list[core.Compared]:
     """Each counted (eager) row's mean experts touched per MoE layer and step beside uniform routing's expectation
     E (1 - (1 - k/E)^B), :func:`~infercourse.roofline.expected_experts_touched` of the receipt's E and k."""
     experts, top_k = _ek(receipt)
-    return compare_rows(
+    return core.compare_rows(
         receipt,
         "experts touched",
         "experts",
@@ -146,13 +134,13 @@ def compare(receipt: Receipt) -> list[Compared]:
     )
 
 
-@claim
-def coverage_grows_with_batch(receipt: Receipt) -> ClaimResult:
+@core.claim
+def coverage_grows_with_batch(receipt: core.Receipt) -> core.ClaimResult:
     """The mean count never falls as the batch grows, and the largest batch touches more than the smallest."""
     rows = _eager(receipt)
     means = [r["experts_mean"] for r in rows]
     ok = len(rows) >= 2 and all(b >= a for a, b in zip(means, means[1:], strict=False)) and means[-1] > means[0]
-    return ClaimResult(
+    return core.ClaimResult(
         "coverage_grows_with_batch",
         "a larger batch touches more experts per step, until it touches them all",
         ok,
@@ -160,13 +148,13 @@ def coverage_grows_with_batch(receipt: Receipt) -> ClaimResult:
     )
 
 
-@gpu_timing
-def step_grows_with_batch(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def step_grows_with_batch(receipt: core.Receipt) -> core.ClaimResult:
     """From batch 1 to the largest, the step time grows by more than :data:`MOE_STEP_GROWTH`."""
     rows = _timed(receipt)
     lo, hi = rows[0], rows[-1]
     growth = hi["step_ms"] / lo["step_ms"]
-    return ClaimResult(
+    return core.ClaimResult(
         "step_grows_with_batch",
         f"the step at the largest batch takes more than {MOE_STEP_GROWTH:g} x the step at the smallest "
         "(a dense model's stays under that)",
@@ -193,14 +181,14 @@ def _mean_context(prompt_len: int, output_len: int) -> int:
     return prompt_len + output_len // 2
 
 
-def efficiency(receipt: Receipt, facts: GPUFacts, config: Mapping[str, Any]) -> list[Efficiency]:
+def efficiency(receipt: core.Receipt, facts: GPUFacts, config: Mapping[str, Any]) -> list[core.Efficiency]:
     """Per timed row, the measured step (ms) against its floor on ``facts`` at the run's mean context, with the
     experts the eager engine counted at that batch (uniform routing's expectation where it did not count)."""
     counted = {r["batch"]: r["experts_mean"] for r in _eager(receipt)}
     context = _mean_context(receipt["settings"]["prompt_len"], receipt["settings"]["output_len"])
     mode = _timed_mode(receipt)
     return [
-        Efficiency(
+        core.Efficiency(
             i,
             "step",
             "ms",
@@ -316,16 +304,16 @@ EXERCISES = (
 )
 
 
-SPEC = lab_spec(
+SPEC = core.lab_spec(
     __name__,
     key=("mode", "batch"),
     header="experts/step",
     prediction_basis="uniform routing and the roofline",
     columns=(
-        Column.text("mode"),
-        Column.count("batch"),
-        Column("experts_mean", "experts per step", lambda v: "-" if v is None else fmt.fixed(v, 2)),
-        Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
+        core.Column.text("mode"),
+        core.Column.count("batch"),
+        core.Column("experts_mean", "experts per step", lambda v: "-" if v is None else fmt.fixed(v, 2)),
+        core.Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 2)),
     ),
     cpu_max_model_len=256,
     cpu_args=(
@@ -340,7 +328,7 @@ SPEC = lab_spec(
         "--output-len",
         "16",
     ),
-    work=LabWork(
+    work=core.LabWork(
         engines=len(LAB.MODES),
         decode_steps=len(LAB.MODES) * len(LAB.BATCHES) * 2 * LAB.OUTPUT_LEN,
         peak_kv_tokens=max(LAB.BATCHES) * (LAB.PROMPT_LEN + LAB.OUTPUT_LEN),

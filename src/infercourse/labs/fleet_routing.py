@@ -19,44 +19,34 @@ from typing import Any
 
 from infercourse import fmt
 from infercourse.exercises import Exercise
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Compared,
-    LabWork,
-    Receipt,
-    claim,
-    gpu_timing,
-    lab_settings,
-    lab_spec,
-)
+from infercourse.labs import core
 from infercourse.memory import cached_prefix_tokens, fleet_prefix_hits, prefix_computations
 from infercourse.registry import LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
 from infercourse.roofline import Demand, prefill_demand, prefill_floor
 
-LAB = lab_settings("fleet_routing")
+LAB = core.lab_settings("fleet_routing")
 """The lab's model, policies and workload, read from the lab itself: their one home."""
 
 
-def _policy(receipt: Receipt, policy: str) -> list[Mapping[str, Any]]:
+def _policy(receipt: core.Receipt, policy: str) -> list[Mapping[str, Any]]:
     return [r for r in receipt["results"] if r["policy"] == policy]
 
 
-def _cached(receipt: Receipt) -> int:
+def _cached(receipt: core.Receipt) -> int:
     """One hit's cached tokens in this receipt's workload and blocks (:func:`cached_prefix_tokens`)."""
     s = receipt["settings"]
     return cached_prefix_tokens(s["prefix_tokens"], s["prefix_tokens"] + s["suffix_tokens"], s["block_size"])
 
 
-@claim
-def every_request_once(receipt: Receipt) -> ClaimResult:
+@core.claim
+def every_request_once(receipt: core.Receipt) -> core.ClaimResult:
     s = receipt["settings"]
     want = s["prefix_tokens"] + s["suffix_tokens"]
     policies = sorted({r["policy"] for r in receipt["results"]})
     counts = {p: len(_policy(receipt, p)) for p in policies}
     wrong = [r for r in receipt["results"] if r["prompt_tokens"] != want]
     ok = bool(policies) and all(n == s["groups"] * s["rounds"] for n in counts.values()) and not wrong
-    return ClaimResult(
+    return core.ClaimResult(
         "every_request_once",
         "each policy served G x n requests, each counted by exactly one replica with exactly its prompt tokens",
         ok,
@@ -66,7 +56,7 @@ def every_request_once(receipt: Receipt) -> ClaimResult:
     )
 
 
-def expected_cached(receipt: Receipt) -> list[int]:
+def expected_cached(receipt: core.Receipt) -> list[int]:
     """Each request's cached tokens by lesson 5A's rule, replica by replica: 0 where its prefix reaches the replica
     it landed on for the first time (under its policy), else the prefix's full blocks (:func:`_cached`)."""
     cached, seen, found = _cached(receipt), set(), []
@@ -77,13 +67,13 @@ def expected_cached(receipt: Receipt) -> list[int]:
     return found
 
 
-@claim
-def cached_tokens_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def cached_tokens_exact(receipt: core.Receipt) -> core.ClaimResult:
     cached, wrong = _cached(receipt), []
     for k, (r, want) in enumerate(zip(receipt["results"], expected_cached(receipt), strict=True)):
         if r["cached_tokens"] != want:
             wrong.append(f"request {k + 1} ({r['policy']}, prefix {r['group']}): {r['cached_tokens']}, not {want}")
-    return ClaimResult(
+    return core.ClaimResult(
         "cached_tokens_exact",
         f"a request finds 0 cached tokens where its prefix visits a replica first, else the prefix's full blocks "
         f"({cached} tokens): lesson 5A's rule, replica by replica",
@@ -92,24 +82,24 @@ def cached_tokens_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
-def compare(receipt: Receipt) -> list[Compared]:
+def compare(receipt: core.Receipt) -> list[core.Compared]:
     """Each request's cached tokens beside :func:`expected_cached`'s for the replica it reached (exact, on any
     machine)."""
     return [
-        Compared(i, "cached tokens", "tokens", r["cached_tokens"], want)
+        core.Compared(i, "cached tokens", "tokens", r["cached_tokens"], want)
         for i, (r, want) in enumerate(zip(receipt["results"], expected_cached(receipt), strict=True))
     ]
 
 
-@claim
-def round_robin_cycles(receipt: Receipt) -> ClaimResult:
+@core.claim
+def round_robin_cycles(receipt: core.Receipt) -> core.ClaimResult:
     rows, replicas = _policy(receipt, "round_robin"), receipt["settings"]["replicas"]
     statement = "round robin sends request k to replica (k + c) mod R, whatever the request carries"
     if not rows:
-        return ClaimResult("round_robin_cycles", statement, None, "no round_robin rows")
+        return core.ClaimResult("round_robin_cycles", statement, None, "no round_robin rows")
     start = rows[0]["replica"]
     placed = [r["replica"] for r in rows]
-    return ClaimResult(
+    return core.ClaimResult(
         "round_robin_cycles",
         statement,
         placed == [(start + k) % replicas for k in range(len(rows))],
@@ -117,14 +107,14 @@ def round_robin_cycles(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def affinity_keeps_prefix(receipt: Receipt) -> ClaimResult:
+@core.claim
+def affinity_keeps_prefix(receipt: core.Receipt) -> core.ClaimResult:
     rows = _policy(receipt, "consistent_hash")
     statement = "session affinity (consistent_hash on the prefix's name) keeps every prefix on one replica"
     if not rows:
-        return ClaimResult("affinity_keeps_prefix", statement, None, "no consistent_hash rows")
+        return core.ClaimResult("affinity_keeps_prefix", statement, None, "no consistent_hash rows")
     homes = {g: sorted({r["replica"] for r in rows if r["group"] == g}) for g in sorted({r["group"] for r in rows})}
-    return ClaimResult(
+    return core.ClaimResult(
         "affinity_keeps_prefix",
         statement,
         all(len(h) == 1 for h in homes.values()),
@@ -132,8 +122,8 @@ def affinity_keeps_prefix(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def fleet_hits_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def fleet_hits_exact(receipt: core.Receipt) -> core.ClaimResult:
     s, cached = receipt["settings"], _cached(receipt)
     details, ok = [], True
     for policy in sorted({r["policy"] for r in receipt["results"]}):
@@ -141,7 +131,7 @@ def fleet_hits_exact(receipt: Receipt) -> ClaimResult:
         got = sum(r["cached_tokens"] for r in _policy(receipt, policy))
         ok &= got == want
         details.append(f"{policy}: {got} (expected {want})")
-    return ClaimResult(
+    return core.ClaimResult(
         "fleet_hits_exact",
         "the fleet's prefix-cache hits are G (n - m) c: each prefix is computed once on each of the m replicas it "
         "reaches (round robin: min(n, R); affinity: 1)",
@@ -150,16 +140,18 @@ def fleet_hits_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
-@gpu_timing
-def hit_ttft_lower(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def hit_ttft_lower(receipt: core.Receipt) -> core.ClaimResult:
     rows = receipt["results"]
     cold = [r["ttft_ms"] for r in rows if r["cached_tokens"] == 0]
     hit = [r["ttft_ms"] for r in rows if r["cached_tokens"] > 0]
     statement = "through the router, the median TTFT of requests that hit is below that of requests that miss"
     if not cold or not hit:
-        return ClaimResult("hit_ttft_lower", statement, None, "needs both hits and misses")
+        return core.ClaimResult("hit_ttft_lower", statement, None, "needs both hits and misses")
     cold_ms, hit_ms = statistics.median(cold), statistics.median(hit)
-    return ClaimResult("hit_ttft_lower", statement, hit_ms < cold_ms, f"hit {hit_ms:.1f} ms, miss {cold_ms:.1f} ms")
+    return core.ClaimResult(
+        "hit_ttft_lower", statement, hit_ms < cold_ms, f"hit {hit_ms:.1f} ms, miss {cold_ms:.1f} ms"
+    )
 
 
 def predicted(gpu_name: str = LAB_GPU) -> dict[str, Any]:
@@ -247,18 +239,18 @@ EXERCISES = (
 )
 
 
-SPEC = lab_spec(
+SPEC = core.lab_spec(
     __name__,
     key=("policy", "round", "group"),
     header="cached (tokens)",
     prediction_basis="the replay of each policy and the roofline",
     columns=(
-        Column.text("policy"),
-        Column.count("round"),
-        Column.count("group", "prefix"),
-        Column.count("replica"),
-        Column.count("cached_tokens", "cached (tokens)"),
-        Column("ttft_ms", "TTFT (ms)", lambda v: fmt.fixed(v, 1)),
+        core.Column.text("policy"),
+        core.Column.count("round"),
+        core.Column.count("group", "prefix"),
+        core.Column.count("replica"),
+        core.Column.count("cached_tokens", "cached (tokens)"),
+        core.Column("ttft_ms", "TTFT (ms)", lambda v: fmt.fixed(v, 1)),
     ),
     cpu_max_model_len=512,
     cpu_args=(
@@ -271,7 +263,7 @@ SPEC = lab_spec(
         "--output-tokens",
         "2",
     ),  # fmt: skip
-    work=LabWork(
+    work=core.LabWork(
         engines=LAB.REPLICAS,
         decode_steps=len(LAB.POLICIES) * LAB.GROUPS * LAB.ROUNDS * LAB.OUTPUT_TOKENS,
         peak_kv_tokens=LAB.GROUPS * (LAB.PREFIX_TOKENS + LAB.ROUNDS * (LAB.SUFFIX_TOKENS + LAB.OUTPUT_TOKENS)),

@@ -26,18 +26,7 @@ from typing import Any
 
 from infercourse import fmt, memory
 from infercourse.exercises import Exercise
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Compared,
-    LabWork,
-    Receipt,
-    ReceiptError,
-    claim,
-    compare_rows,
-    find_row,
-    lab_spec,
-)
+from infercourse.labs import core
 from infercourse.registry import (
     COURSE_MODEL,
     LAB_GPU,
@@ -68,7 +57,7 @@ NO_FP8_REASON = (
 )
 
 
-def _started(receipt: Receipt) -> list[Mapping[str, Any]]:
+def _started(receipt: core.Receipt) -> list[Mapping[str, Any]]:
     return [r for r in receipt["results"] if r["outcome"] == "started" and r["run"] != "over-ask"]
 
 
@@ -85,9 +74,9 @@ def token_tolerance(row: Mapping[str, Any]) -> float:
     return row["block_size"] + (LOG_ROUNDING_BYTES / row["kv_bytes_per_token"] if _from_log(row) else 0)
 
 
-@claim
-def capacity_matches_budget(receipt: Receipt) -> ClaimResult:
-    claim = "capacity_matches_budget"
+@core.claim
+def capacity_matches_budget(receipt: core.Receipt) -> core.ClaimResult:
+    name = "capacity_matches_budget"
     statement = (
         "every started engine's KV tokens equal budget / (kappa x block) in whole blocks, the budget being "
         "exact (CPU) or vLLM's own 'Available KV cache memory' (GPU, to 0.01 GiB)"
@@ -107,13 +96,13 @@ def capacity_matches_budget(receipt: Receipt) -> ClaimResult:
         )
         if row["predicted_kv_tokens"] is not None and not _exact(row):
             details.append(f"the lesson predicted {fmt.count(row['predicted_kv_tokens'])} with an assumed reserve")
-    return ClaimResult(claim, statement, ok if checked else None, "; ".join(details) or "no started engine")
+    return core.ClaimResult(name, statement, ok if checked else None, "; ".join(details) or "no started engine")
 
 
-def compare(receipt: Receipt) -> list[Compared]:
+def compare(receipt: core.Receipt) -> list[core.Compared]:
     """Each started engine's KV tokens beside :func:`~infercourse.memory.kv_capacity_tokens` of its exact budget
     (exact; a GPU's budget read from vLLM's log, rounded to 0.01 GiB, predicts them only to 0.005 GiB / kappa)."""
-    return compare_rows(
+    return core.compare_rows(
         receipt,
         "KV tokens",
         "tokens",
@@ -123,15 +112,15 @@ def compare(receipt: Receipt) -> list[Compared]:
     )
 
 
-@claim
-def concurrency_is_tokens_over_len(receipt: Receipt) -> ClaimResult:
-    claim = "concurrency_is_tokens_over_len"
+@core.claim
+def concurrency_is_tokens_over_len(receipt: core.Receipt) -> core.ClaimResult:
+    name = "concurrency_is_tokens_over_len"
     statement = (
         "the maximum concurrency vLLM reports = KV tokens / max_model_len (the request rounded up to whole blocks)"
     )
     rows = [r for r in _started(receipt) if r["reported_max_concurrency"] is not None]
     if not rows:
-        return ClaimResult(claim, statement, None, "no started engine reported its concurrency")
+        return core.ClaimResult(name, statement, None, "no started engine reported its concurrency")
     details, ok = [], True
     for r in rows:
         blocks = -(-receipt["max_model_len"] // r["block_size"])
@@ -141,16 +130,16 @@ def concurrency_is_tokens_over_len(receipt: Receipt) -> ClaimResult:
             f"{r['run']}: reported {r['reported_max_concurrency']:.2f}x, "
             f"{fmt.count(r['kv_tokens'])} / {fmt.count(blocks * r['block_size'])} = {expected:.2f}x"
         )
-    return ClaimResult(claim, statement, ok, "; ".join(details))
+    return core.ClaimResult(name, statement, ok, "; ".join(details))
 
 
-@claim
-def overask_refused(receipt: Receipt) -> ClaimResult:
-    row = find_row(receipt, run="over-ask")
+@core.claim
+def overask_refused(receipt: core.Receipt) -> core.ClaimResult:
+    row = core.find_row(receipt, run="over-ask")
     estimate = row["estimated_max_model_len"]
     ok = row["outcome"] == "expected error" and (estimate is None or estimate < receipt["max_model_len"])
     shown = f"; vLLM estimates a maximum model length of {fmt.count(estimate)}" if estimate is not None else ""
-    return ClaimResult(
+    return core.ClaimResult(
         "overask_refused",
         f"an engine whose cache cannot hold one max_model_len request refuses to start with "
         f"vLLM's reason ({receipt['settings'].get('over_ask_reason', 'the cache is too small')!r})",
@@ -160,25 +149,25 @@ def overask_refused(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def fp8_doubles_tokens(receipt: Receipt) -> ClaimResult:
-    claim = "fp8_doubles_tokens"
+@core.claim
+def fp8_doubles_tokens(receipt: core.Receipt) -> core.ClaimResult:
+    name = "fp8_doubles_tokens"
     statement = "an FP8 cache holds twice the tokens per byte of budget of the model-dtype cache"
     try:
-        fp8 = find_row(receipt, run="fp8")
-    except ReceiptError:
-        return ClaimResult(claim, statement, None, NO_FP8_REASON)
-    base = find_row(receipt, run="capacity")
+        fp8 = core.find_row(receipt, run="fp8")
+    except core.ReceiptError:
+        return core.ClaimResult(name, statement, None, NO_FP8_REASON)
+    base = core.find_row(receipt, run="capacity")
     if fp8["outcome"] == "n/a":
-        return ClaimResult(claim, statement, None, f"the fp8 engine could not run here: {fp8['reason']}")
+        return core.ClaimResult(name, statement, None, f"the fp8 engine could not run here: {fp8['reason']}")
     if fp8["kv_tokens"] is None or not base["kv_tokens"] or not fp8["kv_budget_bytes"] or not base["kv_budget_bytes"]:
-        return ClaimResult(claim, statement, False, f"fp8 run: {fp8['outcome']}")
+        return core.ClaimResult(name, statement, False, f"fp8 run: {fp8['outcome']}")
     scale = fp8["kv_budget_bytes"] / base["kv_budget_bytes"]  # 1 with an exact budget; GPU runs profile their own
     expected = 2 * base["kv_tokens"] * scale
     slack = token_tolerance(fp8) + 2 * scale * (token_tolerance(base) - base["block_size"])
     backends = f" (backends: {base['attention_backend'] or '-'} / {fp8['attention_backend'] or '-'})"
-    return ClaimResult(
-        claim,
+    return core.ClaimResult(
+        name,
         statement,
         abs(fp8["kv_tokens"] - expected) <= slack,
         f"{fmt.count(fp8['kv_tokens'])} fp8 tokens against 2 x {fmt.count(base['kv_tokens'])} x "
@@ -267,20 +256,20 @@ EXERCISES = (
 )
 
 
-SPEC = lab_spec(
+SPEC = core.lab_spec(
     __name__,
     key=("run",),
     header="KV tokens",
     prediction_basis="the KV budget with an assumed reserve",
     columns=(
-        Column.text("run"),
-        Column.text("kv_cache_dtype", "KV dtype"),
-        Column.count("kv_tokens", "KV tokens"),
-        Column.count("predicted_kv_tokens", "predicted"),
-        Column("reported_max_concurrency", "max concurrency", lambda v: f"{fmt.fixed(v, 2)}x"),
-        Column.text("outcome"),
+        core.Column.text("run"),
+        core.Column.text("kv_cache_dtype", "KV dtype"),
+        core.Column.count("kv_tokens", "KV tokens"),
+        core.Column.count("predicted_kv_tokens", "predicted"),
+        core.Column("reported_max_concurrency", "max concurrency", lambda v: f"{fmt.fixed(v, 2)}x"),
+        core.Column.text("outcome"),
     ),
     cpu_max_model_len=512,
     cpu_args=("--no-fp8",),
-    work=LabWork(engines=3, decode_steps=0, peak_kv_tokens=MAX_MODEL_LEN),  # capacity, fp8, over-ask; no decoding,
+    work=core.LabWork(engines=3, decode_steps=0, peak_kv_tokens=MAX_MODEL_LEN),  # capacity, fp8, over-ask; no decoding,
 )

@@ -13,29 +13,10 @@ from __future__ import annotations
 
 from infercourse import fmt, snippets
 from infercourse.exercises import Exercise
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Compared,
-    Receipt,
-    claim,
-    compare_rows,
-    efficiency,
-    floor_demands,
-    floors,
-    floors_table,
-    gpu_for_name,
-    lab_grid,
-    lab_spec,
-    model_config_for,
-    sequential_work,
-    tpot_flat,
-    tpot_gpu,
-    ttft_grows,
-)
+from infercourse.labs import core
 from infercourse.registry import COURSE_MODEL, LAB_GPU, gpu, model
 
-GRID = lab_grid("metrics")
+GRID = core.lab_grid("metrics")
 """(prompt tokens, output tokens) rows of the lab, read from the lab itself."""
 
 ITL_VS_TPOT = 0.02
@@ -46,12 +27,12 @@ rounding separates them (CPU runs here: under 0.01 %). The slack is for a vLLM w
 and per-request stats stamp a token at slightly different points."""
 
 
-@claim
-def itl_equals_tpot(receipt: Receipt) -> ClaimResult:
+@core.claim
+def itl_equals_tpot(receipt: core.Receipt) -> core.ClaimResult:
     """Every row: |mean ITL / mean TPOT - 1| <= ITL_VS_TPOT."""
     worst = max(receipt["results"], key=lambda r: abs(r["itl_mean_ms"] / r["tpot_mean_ms"] - 1))
     gap = worst["itl_mean_ms"] / worst["tpot_mean_ms"] - 1
-    return ClaimResult(
+    return core.ClaimResult(
         "itl_mean_equals_tpot_mean",
         f"with equal lengths per row, the pooled mean ITL equals the mean TPOT within {ITL_VS_TPOT:.0%}",
         abs(gap) <= ITL_VS_TPOT,
@@ -60,24 +41,24 @@ def itl_equals_tpot(receipt: Receipt) -> ClaimResult:
     )
 
 
-def compare(receipt: Receipt) -> list[Compared]:
+def compare(receipt: core.Receipt) -> list[core.Compared]:
     """Each row's pooled mean ITL beside its requests' mean TPOT, the number :func:`itl_equals_tpot` says it is
     (equal lengths per row; the same engine timestamps, to the receipt's 4 decimals: exact, on any machine)."""
-    return compare_rows(receipt, "mean ITL", "ms", "itl_mean_ms", lambda row: row["tpot_mean_ms"])
+    return core.compare_rows(receipt, "mean ITL", "ms", "itl_mean_ms", lambda row: row["tpot_mean_ms"])
 
 
-@claim
-def tpot_above_floor_gpu(receipt: Receipt) -> ClaimResult:
+@core.claim
+def tpot_above_floor_gpu(receipt: core.Receipt) -> core.ClaimResult:
     """On a GPU the registry knows, with a model whose config is found: every TPOT is at or above its floor."""
     statement = "on a GPU, every row's TPOT is at or above its roofline floor (efficiency <= 100 %)"
     if receipt["machine"].get("kind") != "gpu":
-        return ClaimResult("tpot_above_floor_gpu", statement, None, "not applied to a CPU receipt (no GPU floor)")
-    facts, config = gpu_for_name(receipt["machine"].get("name", "")), model_config_for(receipt)
+        return core.ClaimResult("tpot_above_floor_gpu", statement, None, "not applied to a CPU receipt (no GPU floor)")
+    facts, config = core.gpu_for_name(receipt["machine"].get("name", "")), core.model_config_for(receipt)
     if facts is None or config is None:
-        return ClaimResult("tpot_above_floor_gpu", statement, None, "GPU or model not in the registry: no floor")
-    eff = efficiency(receipt, facts, config)
+        return core.ClaimResult("tpot_above_floor_gpu", statement, None, "GPU or model not in the registry: no floor")
+    eff = core.efficiency(receipt, facts, config)
     worst = max(e.ratio for e in eff)
-    return ClaimResult("tpot_above_floor_gpu", statement, worst <= 1.0, f"highest efficiency {worst:.0%}")
+    return core.ClaimResult("tpot_above_floor_gpu", statement, worst <= 1.0, f"highest efficiency {worst:.0%}")
 
 
 def e2e_floor_ms(row_floors: dict[str, float]) -> float:
@@ -95,7 +76,7 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
         "context S + n/2 (every matmul weight and the cache read once); E2E floor = TTFT + (n − 1) × TPOT. "
         "With one request at a time the mean ITL equals the mean TPOT. A real run is slower than every floor.",
         "",
-        *floors_table(facts, config, GRID, "E2E floor (ms)", lambda f: fmt.fixed(e2e_floor_ms(f), 0)),
+        *core.floors_table(facts, config, GRID, "E2E floor (ms)", lambda f: fmt.fixed(e2e_floor_ms(f), 0)),
     ]
     return "\n".join(lines)
 
@@ -120,7 +101,7 @@ E2E_ROW = (1024, 512)
 
 
 def _e2e_floor_ms() -> float:
-    return e2e_floor_ms(floors(gpu(LAB_GPU), model(COURSE_MODEL).config, *E2E_ROW))
+    return e2e_floor_ms(core.floors(gpu(LAB_GPU), model(COURSE_MODEL).config, *E2E_ROW))
 
 
 def _gaps(r) -> str:
@@ -156,23 +137,23 @@ EXERCISES = (
 )
 
 
-SPEC = lab_spec(
+SPEC = core.lab_spec(
     __name__,
     # its own claims and the TTFT and TPOT claims lab 0B's metrics share (core)
-    claims=(ttft_grows, tpot_flat, tpot_gpu, itl_equals_tpot, tpot_above_floor_gpu),
+    claims=(core.ttft_grows, core.tpot_flat, core.tpot_gpu, itl_equals_tpot, tpot_above_floor_gpu),
     key=("prompt_tokens", "output_tokens"),
     header="TPOT (ms)",
     columns=(
-        Column.count("prompt_tokens", "prompt"),
-        Column.count("output_tokens", "output"),
-        Column("ttft_ms", "TTFT (ms)", _ms(1)),
-        Column("tpot_ms", "TPOT (ms)", _ms(2)),
-        Column("e2e_ms", "E2E (ms)", _ms(0)),
-        Column("itl_mean_ms", "mean ITL (ms)", _ms(2)),
+        core.Column.count("prompt_tokens", "prompt"),
+        core.Column.count("output_tokens", "output"),
+        core.Column("ttft_ms", "TTFT (ms)", _ms(1)),
+        core.Column("tpot_ms", "TPOT (ms)", _ms(2)),
+        core.Column("e2e_ms", "E2E (ms)", _ms(0)),
+        core.Column("itl_mean_ms", "mean ITL (ms)", _ms(2)),
     ),
     grid=GRID,
-    demands=lambda: floor_demands(gpu(LAB_GPU), model(COURSE_MODEL).config, GRID, "metrics"),
+    demands=lambda: core.floor_demands(gpu(LAB_GPU), model(COURSE_MODEL).config, GRID, "metrics"),
     cpu_max_model_len=max(s + n for s, n in GRID),  # 4096 + 128 = 4224
     cpu_args=("--repeats", "3"),
-    work=sequential_work("metrics"),
+    work=core.sequential_work("metrics"),
 )

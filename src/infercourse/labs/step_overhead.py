@@ -19,20 +19,7 @@ from typing import Any
 
 from infercourse import fmt, roofline
 from infercourse.exercises import Exercise
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Compared,
-    LabWork,
-    Receipt,
-    claim,
-    compare_rows,
-    gpu_timing,
-    lab_settings,
-    lab_spec,
-    linear_fit,
-    model_config_for,
-)
+from infercourse.labs import core
 from infercourse.registry import (
     COURSE_MODEL,
     KERNEL_LAUNCH_US,
@@ -44,7 +31,7 @@ from infercourse.registry import (
 )
 from infercourse.transformer import kv_bytes_per_token, param_count
 
-LAB = lab_settings("step_overhead")
+LAB = core.lab_settings("step_overhead")
 VARIANTS = tuple(tuple(v) for v in LAB.VARIANTS)
 CONTEXT = LAB.PROMPT_LEN + LAB.OUTPUT_LEN // 2
 """Tokens of context a decode step reads per sequence, on average over the run (tokens)."""
@@ -78,7 +65,7 @@ def step_bytes_and_flops(config: Mapping[str, Any], batch: int, dtype_bytes: int
     return m * dtype_bytes + batch * kv_bytes_per_token(config, dtype_bytes) * CONTEXT, 2 * m * batch
 
 
-def first_rows(receipt: Receipt) -> list[Mapping[str, Any]]:
+def first_rows(receipt: core.Receipt) -> list[Mapping[str, Any]]:
     """The rows of the fitted line: the first batch, the mode of the first row (the run's default)."""
     rows = receipt["results"]
     return [r for r in rows if r["batch"] == rows[0]["batch"] and r["mode"] == rows[0]["mode"]]
@@ -91,17 +78,17 @@ FLOOR_RTOL = 1e-4
 rounded to 6 decimals of a millisecond)."""
 
 
-@claim
-def params_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def params_exact(receipt: core.Receipt) -> core.ClaimResult:
     """Every variant's parameter count, and each row's step bytes and FLOPs, equal the course's formulas
     (``transformer.param_count``, ``roofline.matmul_params``, ``kv_bytes_per_token``) on the resized config."""
     statement = (
         "each variant's parameters (Hugging Face's own build of the resized config) equal the course's "
         "formula, and each row's step bytes and FLOPs equal matmul weights x 2 B + B x kappa x context"
     )
-    config = model_config_for(receipt)
+    config = core.model_config_for(receipt)
     if config is None:
-        return ClaimResult("params_exact", statement, None, f"no config for {receipt['model']!r}")
+        return core.ClaimResult("params_exact", statement, None, f"no config for {receipt['model']!r}")
     wrong = []
     for r in receipt["results"]:
         cfg = resized(config, r["layers"], r["width"])
@@ -109,12 +96,12 @@ def params_exact(receipt: Receipt) -> ClaimResult:
         got = (r["params"], r["step_bytes"], r["step_flops"])
         if got != want:
             wrong.append(f"{r['variant']} B={r['batch']}: {got} against {want}")
-    return ClaimResult(
+    return core.ClaimResult(
         "params_exact", statement, not wrong, "; ".join(wrong) or f"{len(receipt['results'])} rows exact"
     )
 
 
-def probe_floor_ms(receipt: Receipt, row: Mapping[str, Any]) -> float:
+def probe_floor_ms(receipt: core.Receipt, row: Mapping[str, Any]) -> float:
     """The floor (ms) of ``row``'s step on the machine that ran it: max(step bytes / the receipt's probed
     bandwidth, step FLOPs / its probed matmul rate)."""
     probe = receipt["settings"]["probe"]
@@ -122,8 +109,8 @@ def probe_floor_ms(receipt: Receipt, row: Mapping[str, Any]) -> float:
     return 1e3 * max(row["step_bytes"] / bw, row["step_flops"] / peak)
 
 
-@claim
-def floor_from_probe(receipt: Receipt) -> ClaimResult:
+@core.claim
+def floor_from_probe(receipt: core.Receipt) -> core.ClaimResult:
     """Each row's floor is max(step bytes / probed bandwidth, step FLOPs / probed matmul rate), and its
     ratio is step / floor."""
     probe = receipt["settings"]["probe"]
@@ -134,7 +121,7 @@ def floor_from_probe(receipt: Receipt) -> ClaimResult:
             r["ratio"], r["step_ms"] / floor_ms, rel_tol=FLOOR_RTOL
         ):
             wrong.append(f"{r['variant']} B={r['batch']}: floor {r['floor_ms']} ms against {floor_ms:.6f}")
-    return ClaimResult(
+    return core.ClaimResult(
         "floor_from_probe",
         "each floor is max(bytes / the probed bandwidth, FLOPs / the probed matmul rate) of this machine",
         not wrong,
@@ -143,16 +130,18 @@ def floor_from_probe(receipt: Receipt) -> ClaimResult:
     )
 
 
-def compare(receipt: Receipt) -> list[Compared]:
+def compare(receipt: core.Receipt) -> list[core.Compared]:
     """Each row's measured decode step beside its floor on the machine that ran it, :func:`probe_floor_ms` from the
     receipt's own probe (a floor: the step sits at or above it)."""
-    return compare_rows(receipt, "step time", "ms", "step_ms", lambda row: probe_floor_ms(receipt, row), kind="floor")
+    return core.compare_rows(
+        receipt, "step time", "ms", "step_ms", lambda row: probe_floor_ms(receipt, row), kind="floor"
+    )
 
 
-@gpu_timing
-def never_below_floor(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def never_below_floor(receipt: core.Receipt) -> core.ClaimResult:
     ratios = [r["ratio"] for r in receipt["results"]]
-    return ClaimResult(
+    return core.ClaimResult(
         "never_below_floor",
         "no measured step is faster than its floor (ratio >= 1): the floor is a floor",
         min(ratios) >= 1,
@@ -160,11 +149,11 @@ def never_below_floor(receipt: Receipt) -> ClaimResult:
     )
 
 
-@gpu_timing
-def overhead_shrinks_with_size(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def overhead_shrinks_with_size(receipt: core.Receipt) -> core.ClaimResult:
     rows = first_rows(receipt)
     small, large = rows[0], rows[-1]
-    return ClaimResult(
+    return core.ClaimResult(
         "overhead_shrinks_with_size",
         "the smallest model's step is further above its floor than the largest model's (a larger ratio)",
         small["ratio"] > large["ratio"],
@@ -172,25 +161,25 @@ def overhead_shrinks_with_size(receipt: Receipt) -> ClaimResult:
     )
 
 
-def fitted_line(receipt: Receipt) -> tuple[float, float, float] | None:
+def fitted_line(receipt: core.Receipt) -> tuple[float, float, float] | None:
     """(tau_0 in ms, effective bandwidth in GB/s, R^2) of step_ms = tau_0 + step bytes / bandwidth over the
     first batch's rows of the run's default mode; None with fewer than three rows or no spread."""
     rows = first_rows(receipt)
     try:
-        a, b, r2 = linear_fit([r["step_bytes"] for r in rows], [r["step_ms"] for r in rows])
+        a, b, r2 = core.linear_fit([r["step_bytes"] for r in rows], [r["step_ms"] for r in rows])
     except ValueError:
         return None
     return a, (1 / (b * 1e6) if b > 0 else math.inf), r2
 
 
-@gpu_timing
-def intercept_positive(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def intercept_positive(receipt: core.Receipt) -> core.ClaimResult:
     statement = "the line step = tau_0 + bytes / bandwidth_eff fitted over the variants has tau_0 > 0"
     fit = fitted_line(receipt)
     if fit is None:
-        return ClaimResult("intercept_positive", statement, None, "fewer than three variants")
+        return core.ClaimResult("intercept_positive", statement, None, "fewer than three variants")
     tau0, bw, r2 = fit
-    return ClaimResult(
+    return core.ClaimResult(
         "intercept_positive",
         statement,
         tau0 > 0,
@@ -198,8 +187,8 @@ def intercept_positive(receipt: Receipt) -> ClaimResult:
     )
 
 
-@gpu_timing
-def graphs_save_time(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def graphs_save_time(receipt: core.Receipt) -> core.ClaimResult:
     statement = "on a GPU, the smallest model's step with CUDA graphs is faster than eager at every batch"
     eager = {(r["variant"], r["batch"]): r for r in receipt["results"] if r["mode"] == "eager"}
     pairs = [
@@ -208,8 +197,8 @@ def graphs_save_time(receipt: Receipt) -> ClaimResult:
         if r["mode"] == "graphs" and (r["variant"], r["batch"]) in eager
     ]
     if not pairs:
-        return ClaimResult("graphs_save_time", statement, None, "no variant ran both with graphs and eager")
-    return ClaimResult(
+        return core.ClaimResult("graphs_save_time", statement, None, "no variant ran both with graphs and eager")
+    return core.ClaimResult(
         "graphs_save_time",
         statement,
         all(g["step_ms"] < e["step_ms"] for g, e in pairs),
@@ -324,22 +313,22 @@ EXERCISES = (
 )
 
 
-SPEC = lab_spec(
+SPEC = core.lab_spec(
     __name__,
     key=("variant", "mode", "batch"),
     header="floor (ms)",
     prediction_basis="the roofline and an assumed launch count",
     columns=(
-        Column.text("variant"),
-        Column.text("mode"),
-        Column.count("batch"),
-        Column("floor_ms", "floor (ms)", lambda v: fmt.fixed(v, 3)),
-        Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 3)),
-        Column("ratio", "step / floor", lambda v: fmt.fixed(v, 2)),
+        core.Column.text("variant"),
+        core.Column.text("mode"),
+        core.Column.count("batch"),
+        core.Column("floor_ms", "floor (ms)", lambda v: fmt.fixed(v, 3)),
+        core.Column("step_ms", "step (ms)", lambda v: fmt.fixed(v, 3)),
+        core.Column("ratio", "step / floor", lambda v: fmt.fixed(v, 2)),
     ),
     cpu_max_model_len=LAB.MAX_MODEL_LEN,
     cpu_args=("--variants", "1x1,4x2,8x4", "--batches", "1,4"),
-    work=LabWork(
+    work=core.LabWork(
         engines=len(VARIANTS) + 1,  # the variants, and the smallest again without graphs
         decode_steps=(len(VARIANTS) + 1) * 2 * len(LAB.BATCHES) * LAB.OUTPUT_LEN,  # a warm-up and a timed batch each
         peak_kv_tokens=max(LAB.BATCHES) * (LAB.PROMPT_LEN + LAB.OUTPUT_LEN),

@@ -27,20 +27,9 @@ import numpy as np
 
 from infercourse import fmt, registry, roofline, transformer
 from infercourse.exercises import Exercise
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Compared,
-    LabWork,
-    Receipt,
-    claim,
-    gpu_for_name,
-    gpu_timing,
-    lab_settings,
-    lab_spec,
-)
+from infercourse.labs import core
 
-LAB = lab_settings("tensor_parallel")
+LAB = core.lab_settings("tensor_parallel")
 
 STEP_CONTEXT = LAB.STEP_PROMPT_LEN + LAB.STEP_OUTPUT_LEN // 2
 """Mean context (tokens) of the step sweep's decode steps: the prediction's context length."""
@@ -50,7 +39,7 @@ TP2_SLACK = 1.15
 the embedding's all-reduce, the logits gather and kernel launch gaps); to be calibrated on GPU receipts."""
 
 
-def _run(receipt: Receipt, name: str) -> dict | None:
+def _run(receipt: core.Receipt, name: str) -> dict | None:
     row = next((r for r in receipt["results"] if r["run"] == name), None)
     return row if row is not None and row["outcome"] == "started" else None
 
@@ -84,8 +73,8 @@ def expected_rank(row: dict) -> tuple[dict, int]:
     return transformer.tp_rank_linear_elements(config, ranks), max(1, config["num_key_value_heads"] // ranks)
 
 
-@claim
-def rank_counts_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def rank_counts_exact(receipt: core.Receipt) -> core.ClaimResult:
     """Exact: every rank of every started run holds the formula's linear elements and KV heads."""
     details, ok = [], True
     rows = [r for r in receipt["results"] if r["outcome"] == "started" and r["run"] != "allreduce"]
@@ -101,7 +90,7 @@ def rank_counts_exact(receipt: Receipt) -> ClaimResult:
             + f", KV heads {kv})"
             + ("" if good else f" but got {got}, KV heads {r['kv_heads']}")
         )
-    return ClaimResult(
+    return core.ClaimResult(
         "rank_counts_exact",
         "each rank holds L d (h/T + 2 max(1, h_kv/T)) d_h QKV, L h d_h d / T o_proj, 2 L d f / T gate/up and "
         "L f d / T down_proj weights; the shard run holds exactly a T = 2 rank's",
@@ -110,7 +99,7 @@ def rank_counts_exact(receipt: Receipt) -> ClaimResult:
     )
 
 
-def compare(receipt: Receipt) -> list[Compared]:
+def compare(receipt: core.Receipt) -> list[core.Compared]:
     """Each started engine run's qkv_proj elements per rank beside :func:`expected_rank`'s (exact, on any machine);
     of a run's ranks, the one furthest from it, so that a single wrong rank shows."""
     found = []
@@ -118,20 +107,20 @@ def compare(receipt: Receipt) -> list[Compared]:
         if r["outcome"] == "started" and r["run"] != "allreduce":
             want = expected_rank(r)[0]["qkv_proj"]
             worst = max(r["qkv_proj_elements"], key=lambda v: abs(v - want), default=0)
-            found.append(Compared(i, "qkv_proj elements per rank", "elements", worst, want))
+            found.append(core.Compared(i, "qkv_proj elements per rank", "elements", worst, want))
     return found
 
 
-@claim
-def shards_sum_to_whole(receipt: Receipt) -> ClaimResult:
+@core.claim
+def shards_sum_to_whole(receipt: core.Receipt) -> core.ClaimResult:
     """Exact: the T = 2 ranks' elements and vocabulary rows add up to the T = 1 engine's."""
     whole, split = _run(receipt, "tp1"), _run(receipt, "tp2") or _run(receipt, "tp2_nccl")
     statement = "the two ranks' linear elements and embedding and lm_head rows add up to the T = 1 engine's"
     if whole is None or split is None:
-        return ClaimResult("shards_sum_to_whole", statement, None, "needs a tp1 and a tp2 run")
+        return core.ClaimResult("shards_sum_to_whole", statement, None, "needs a tp1 and a tp2 run")
     keys = [f"{k}_elements" for k in LAB.KINDS] + ["embed_rows", "lm_head_rows"]
     bad = [f"{k}: {' + '.join(map(str, split[k]))} != {whole[k][0]}" for k in keys if sum(split[k]) != whole[k][0]]
-    return ClaimResult(
+    return core.ClaimResult(
         "shards_sum_to_whole",
         statement,
         not bad,
@@ -139,8 +128,8 @@ def shards_sum_to_whole(receipt: Receipt) -> ClaimResult:
     )
 
 
-@claim
-def greedy_tokens_equal(receipt: Receipt) -> ClaimResult:
+@core.claim
+def greedy_tokens_equal(receipt: core.Receipt) -> core.ClaimResult:
     """Exact in float32: T = 2 generates the T = 1 engine's greedy tokens."""
     whole = _run(receipt, "tp1")
     split = [r for r in (_run(receipt, "tp2"), _run(receipt, "tp2_nccl")) if r is not None]
@@ -148,22 +137,22 @@ def greedy_tokens_equal(receipt: Receipt) -> ClaimResult:
         "in float32, the T = 2 engine's greedy tokens equal the T = 1 engine's (only the order of a sum changes)"
     )
     if whole is None or not split:
-        return ClaimResult("greedy_tokens_equal", statement, None, "needs a tp1 and a tp2 run")
+        return core.ClaimResult("greedy_tokens_equal", statement, None, "needs a tp1 and a tp2 run")
     same = [r["greedy_tokens"] == whole["greedy_tokens"] for r in split]
     detail = "; ".join(f"{r['run']}: {'same' if s else 'differs'}" for r, s in zip(split, same, strict=True))
     if receipt["load_format"] == "dummy":  # each rank draws its own random shard: another model than T = 1's
-        return ClaimResult(
+        return core.ClaimResult(
             "greedy_tokens_equal", statement, None, f"{detail} [random weights: drawn per rank, not comparable]"
         )
     if receipt["dtype"] != "float32":
-        return ClaimResult(
+        return core.ClaimResult(
             "greedy_tokens_equal", statement, None, f"{detail} [dtype {receipt['dtype']}: a near-tie may flip]"
         )
-    return ClaimResult("greedy_tokens_equal", statement, all(same), detail)
+    return core.ClaimResult("greedy_tokens_equal", statement, all(same), detail)
 
 
-@claim
-def allreduce_fit_exact(receipt: Receipt) -> ClaimResult:
+@core.claim
+def allreduce_fit_exact(receipt: core.Receipt) -> core.ClaimResult:
     """Exact on any machine: the sweep covered the lab's sizes, one median time per size, every rank summed
     exactly, and the receipt's fit is the relative least-squares fit of its own times (:func:`least_squares`,
     recomputed here), with
@@ -175,7 +164,9 @@ def allreduce_fit_exact(receipt: Receipt) -> ClaimResult:
     )
     if row is None:
         na = next((r for r in receipt["results"] if r["run"] == "allreduce"), None)
-        return ClaimResult("allreduce_fit_exact", statement, None, f"n/a: {na['reason']}" if na else "no allreduce run")
+        return core.ClaimResult(
+            "allreduce_fit_exact", statement, None, f"n/a: {na['reason']}" if na else "no allreduce run"
+        )
     sizes, times = row["message_bytes"], row["allreduce_s"]
     problems = []
     if sizes != list(LAB.ALLREDUCE_BYTES):
@@ -196,7 +187,7 @@ def allreduce_fit_exact(receipt: Receipt) -> ClaimResult:
         f"{row['backend']}, {row['ranks']} ranks, {len(sizes)} sizes: a = {a * 1e6:.1f} µs, "
         f"b = {b * 1e9:.4f} ns/B (alpha per ring step {row['fit_alpha_s'] * 1e6:.1f} µs)"
     )
-    return ClaimResult("allreduce_fit_exact", statement, not problems, detail)
+    return core.ClaimResult("allreduce_fit_exact", statement, not problems, detail)
 
 
 def least_squares(message_bytes: Iterable[float], seconds: Iterable[float]) -> tuple[float, float]:
@@ -217,13 +208,13 @@ def least_squares(message_bytes: Iterable[float], seconds: Iterable[float]) -> t
     return float(solution[0]), float(solution[1])
 
 
-def fitted_alpha(receipts: Iterable[Receipt]) -> dict[str, tuple[float, Receipt]]:
+def fitted_alpha(receipts: Iterable[core.Receipt]) -> dict[str, tuple[float, core.Receipt]]:
     """The measured alpha (s per ring step) of every GPU whose receipt has a started ``allreduce`` row that
     keeps :func:`allreduce_fit_exact`, by the registry's GPU name: ``{name: (alpha_s, receipt)}`` (the newest
     receipt per GPU). CPU receipts and GPUs the registry does not have are left out."""
-    found: dict[str, tuple[float, Receipt]] = {}
+    found: dict[str, tuple[float, core.Receipt]] = {}
     for receipt in sorted(receipts, key=lambda r: r["date_utc"]):
-        facts = gpu_for_name(receipt["machine"].get("name", "")) if receipt["machine"]["kind"] == "gpu" else None
+        facts = core.gpu_for_name(receipt["machine"].get("name", "")) if receipt["machine"]["kind"] == "gpu" else None
         name = next((k for k, v in registry.GPUS.items() if v is facts), None)
         row = _run(receipt, "allreduce")
         if name and row and allreduce_fit_exact(receipt).passed:
@@ -240,16 +231,16 @@ def predicted_ratio(gpu_name: str, config, batch: int) -> float:
     return two / one
 
 
-@gpu_timing
-def tp2_speedup_in_range(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def tp2_speedup_in_range(receipt: core.Receipt) -> core.ClaimResult:
     whole, split = _run(receipt, "tp1"), _run(receipt, "tp2")
     statement = (
         f"at every batch, 0.5 <= t(T = 2) / t(T = 1) <= {TP2_SLACK:g} x the predicted ratio (two GPUs cannot "
         "more than halve a step; the all-reduces take their share)"
     )
     if whole is None or split is None or not whole["step_ms"]:
-        return ClaimResult("tp2_speedup_in_range", statement, None, "needs tp1 and tp2 step times")
-    facts = gpu_for_name(receipt["machine"].get("name", ""))
+        return core.ClaimResult("tp2_speedup_in_range", statement, None, "needs tp1 and tp2 step times")
+    facts = core.gpu_for_name(receipt["machine"].get("name", ""))
     gpu_name = next((k for k, v in registry.GPUS.items() if v is facts), "")  # the registry's short name
     details, ok = [], True
     for b, one, two in zip(whole["step_batches"], whole["step_ms"], split["step_ms"], strict=True):
@@ -261,17 +252,17 @@ def tp2_speedup_in_range(receipt: Receipt) -> ClaimResult:
         else:
             ok &= ratio >= 0.5
             details.append(f"B {b}: {ratio:.2f} (>= 0.5; no link facts for {gpu_name or 'this machine'})")
-    return ClaimResult("tp2_speedup_in_range", statement, ok, "; ".join(details))
+    return core.ClaimResult("tp2_speedup_in_range", statement, ok, "; ".join(details))
 
 
-@gpu_timing
-def shard_step_below_tp2(receipt: Receipt) -> ClaimResult:
+@core.gpu_timing
+def shard_step_below_tp2(receipt: core.Receipt) -> core.ClaimResult:
     shard, split = _run(receipt, "shard"), _run(receipt, "tp2")
     statement = "the shard-shape step (one rank's work, no all-reduce) is faster than the real T = 2 step"
     if shard is None or split is None or not shard["step_ms"]:
-        return ClaimResult("shard_step_below_tp2", statement, None, "needs shard and tp2 step times")
+        return core.ClaimResult("shard_step_below_tp2", statement, None, "needs shard and tp2 step times")
     pairs = list(zip(shard["step_batches"], shard["step_ms"], split["step_ms"], strict=True))
-    return ClaimResult(
+    return core.ClaimResult(
         "shard_step_below_tp2",
         statement,
         all(s < t for _, s, t in pairs),
@@ -366,21 +357,21 @@ EXERCISES = (
 )
 
 
-SPEC = lab_spec(
+SPEC = core.lab_spec(
     __name__,
     key=("run",),
     header="qkv_proj",
     prediction_basis="the roofline and the ring all-reduce model",
     columns=(
-        Column.text("run"),
-        Column.count("tensor_parallel_size", "T"),
-        Column("qkv_proj_elements", "QKV per rank", _per_rank),
-        Column("down_proj_elements", "down_proj per rank", _per_rank),
-        Column("step_ms", "step at B = 1 (ms)", lambda v: fmt.fixed(v[0], 2) if v else "-"),
-        Column("fit_alpha_s", "fitted α per ring step (µs)", lambda v: fmt.fixed(v * 1e6, 1)),
+        core.Column.text("run"),
+        core.Column.count("tensor_parallel_size", "T"),
+        core.Column("qkv_proj_elements", "QKV per rank", _per_rank),
+        core.Column("down_proj_elements", "down_proj per rank", _per_rank),
+        core.Column("step_ms", "step at B = 1 (ms)", lambda v: fmt.fixed(v[0], 2) if v else "-"),
+        core.Column("fit_alpha_s", "fitted α per ring step (µs)", lambda v: fmt.fixed(v * 1e6, 1)),
     ),
     cpu_args=("--runs", "tp1,tp2,allreduce", "--dtype", "float32", "--step-batches", "none"),
-    work=LabWork(
+    work=core.LabWork(
         engines=len(LAB.RUNS) - 1,  # the allreduce run starts no engine
         decode_steps=(len(LAB.RUNS) - 1) * 2 * len(LAB.STEP_BATCHES) * LAB.STEP_OUTPUT_LEN,
         peak_kv_tokens=max(LAB.STEP_BATCHES) * (LAB.STEP_PROMPT_LEN + LAB.STEP_OUTPUT_LEN),

@@ -11,20 +11,7 @@ from typing import Any
 
 from infercourse import fmt
 from infercourse.exercises import Exercise
-from infercourse.labs.core import (
-    ClaimResult,
-    Column,
-    Compared,
-    LabWork,
-    Receipt,
-    claim,
-    compare_rows,
-    dtype_bytes,
-    find_row,
-    lab_settings,
-    lab_spec,
-    model_config_for,
-)
+from infercourse.labs import core
 from infercourse.registry import AWQ_GROUP_SIZE, COURSE_MODEL, model
 from infercourse.transformer import awq_weight_bytes, linear_weight_count, param_count, weight_bytes
 
@@ -43,32 +30,32 @@ def predicted_bytes(config: Mapping[str, Any], run_dtype: str = "auto") -> float
     """
     quant = config.get("quantization_config")
     if quant is None:
-        return param_count(config) * dtype_bytes(config, run_dtype)
+        return param_count(config) * core.dtype_bytes(config, run_dtype)
     if quant.get("quant_method") == "awq":
         return awq_weight_bytes(config, quant.get("group_size", AWQ_GROUP_SIZE))
     return None
 
 
-@claim
-def bytes_match_config(receipt: Receipt) -> ClaimResult:
+@core.claim
+def bytes_match_config(receipt: core.Receipt) -> core.ClaimResult:
     """The "all" row's bytes against :func:`predicted_bytes` (unquantised: within BYTES_TOLERANCE)."""
     statement = (
         f"the parameter bytes equal the count from config.json x bytes per element, within {BYTES_TOLERANCE:.1%}"
     )
-    config = model_config_for(receipt)
+    config = core.model_config_for(receipt)
     if config is None:
-        return ClaimResult(
+        return core.ClaimResult(
             "parameter_bytes_match_config", statement, None, "model config not found: nothing to compare"
         )
     want = predicted_bytes(config, receipt.get("dtype", "auto"))
     if want is None or config.get("quantization_config") is not None:
-        return ClaimResult(
+        return core.ClaimResult(
             "parameter_bytes_match_config",
             statement,
             None,
             "quantised model: repacking may change the layout; compared by eye on the page",
         )
-    got = find_row(receipt, dtype="all")["bytes"]
+    got = core.find_row(receipt, dtype="all")["bytes"]
     detail = f"measured {got:,} B, predicted {want:,.0f} B ({got / want - 1:+.4%})"
     if _repacked_on_cpu(receipt, got, want):
         # vLLM's CPU build hands the decoder's linear weights to its CPU GEMM kernels (oneDNN, sgl, zentorch)
@@ -76,49 +63,49 @@ def bytes_match_config(receipt: Receipt) -> ClaimResult:
         # left in model.parameters() must then be exactly N minus those weights, counted in elements (the sgl
         # kernel keeps those layers' biases in float32, on CPUs that have it, so the bytes vary by machine)
         rest = param_count(config) - linear_weight_count(config)
-        elements = find_row(receipt, dtype="all")["elements"]
-        return ClaimResult(
+        elements = core.find_row(receipt, dtype="all")["elements"]
+        return core.ClaimResult(
             "parameter_bytes_match_config",
             statement,
             elements == rest,
             f"{detail}; CPU build: linear weights repacked outside parameters(), the rest holds "
             f"{elements:,} elements, predicted exactly {rest:,}",
         )
-    return ClaimResult("parameter_bytes_match_config", statement, abs(got / want - 1) <= BYTES_TOLERANCE, detail)
+    return core.ClaimResult("parameter_bytes_match_config", statement, abs(got / want - 1) <= BYTES_TOLERANCE, detail)
 
 
-def compare(receipt: Receipt) -> list[Compared]:
+def compare(receipt: core.Receipt) -> list[core.Compared]:
     """The "all" row's elements beside :func:`~infercourse.transformer.param_count`, less
     :func:`~infercourse.transformer.linear_weight_count` where vLLM's CPU build repacked them (exact; unquantised)."""
-    config = model_config_for(receipt)
+    config = core.model_config_for(receipt)
     if config is None or config.get("quantization_config") is not None:
         return []  # as the claim: no config to count, or a quantised layout not counted in elements
     want_bytes = predicted_bytes(config, receipt.get("dtype", "auto"))
     assert want_bytes is not None  # unquantised: predicted_bytes returns a number
-    repacked = _repacked_on_cpu(receipt, find_row(receipt, dtype="all")["bytes"], want_bytes)
+    repacked = _repacked_on_cpu(receipt, core.find_row(receipt, dtype="all")["bytes"], want_bytes)
     held = param_count(config) - (linear_weight_count(config) if repacked else 0)
-    return compare_rows(
+    return core.compare_rows(
         receipt, "parameters held", "elements", "elements", lambda row: held, where=lambda row: row["dtype"] == "all"
     )
 
 
-def _repacked_on_cpu(receipt: Receipt, got: int, want: float) -> bool:
+def _repacked_on_cpu(receipt: core.Receipt, got: int, want: float) -> bool:
     """A CPU receipt whose parameters miss more than BYTES_TOLERANCE of the prediction: vLLM's CPU build
     moved the linear weights into its GEMM kernels' own buffers."""
     return receipt["machine"].get("kind") == "cpu" and abs(got / want - 1) > BYTES_TOLERANCE
 
 
-@claim
-def one_dtype(receipt: Receipt) -> ClaimResult:
+@core.claim
+def one_dtype(receipt: core.Receipt) -> core.ClaimResult:
     """An unquantised model's parameters all have the run's dtype (one dtype row besides "all")."""
     statement = "an unquantised model holds every parameter in one dtype, the run's"
-    config = model_config_for(receipt)
+    config = core.model_config_for(receipt)
     if config is None or config.get("quantization_config") is not None:
-        return ClaimResult("single_dtype", statement, None, "quantised or unknown model")
+        return core.ClaimResult("single_dtype", statement, None, "quantised or unknown model")
     want_bytes = predicted_bytes(config, receipt.get("dtype", "auto"))
     assert want_bytes is not None  # unquantised: predicted_bytes returns a number
-    if _repacked_on_cpu(receipt, find_row(receipt, dtype="all")["bytes"], want_bytes):
-        return ClaimResult(
+    if _repacked_on_cpu(receipt, core.find_row(receipt, dtype="all")["bytes"], want_bytes):
+        return core.ClaimResult(
             "single_dtype",
             statement,
             None,
@@ -126,9 +113,9 @@ def one_dtype(receipt: Receipt) -> ClaimResult:
             "their biases in float32 for its GEMM kernel): checked on GPU receipts",
         )
     dtypes = [r["dtype"] for r in receipt["results"] if r["dtype"] != "all"]
-    want = {1: "float8", 2: "bfloat16", 4: "float32"}.get(dtype_bytes(config, receipt.get("dtype", "auto")))
+    want = {1: "float8", 2: "bfloat16", 4: "float32"}.get(core.dtype_bytes(config, receipt.get("dtype", "auto")))
     ok = len(dtypes) == 1 and dtypes[0] == want
-    return ClaimResult("single_dtype", statement, ok, f"dtypes held: {', '.join(dtypes)}")
+    return core.ClaimResult("single_dtype", statement, ok, f"dtypes held: {', '.join(dtypes)}")
 
 
 def prediction(model_name: str = COURSE_MODEL) -> str:
@@ -184,16 +171,16 @@ EXERCISES = (
 )
 
 
-SPEC = lab_spec(
+SPEC = core.lab_spec(
     __name__,
     key=("dtype",),
     header="elements",
     prediction_basis="config.json's parameter count",
     columns=(
-        Column.text("dtype"),
-        Column.count("elements"),
-        Column.count("bytes"),
-        Column("bytes", "GiB", lambda v: fmt.gib(v)),
+        core.Column.text("dtype"),
+        core.Column.count("elements"),
+        core.Column.count("bytes"),
+        core.Column("bytes", "GiB", lambda v: fmt.gib(v)),
     ),
-    work=LabWork(engines=1, decode_steps=0, peak_kv_tokens=lab_settings("weights").MAX_MODEL_LEN),
+    work=core.LabWork(engines=1, decode_steps=0, peak_kv_tokens=core.lab_settings("weights").MAX_MODEL_LEN),
 )
