@@ -28,7 +28,7 @@ caption line right before it ("Figure: ...", written by ``infercourse.labnoteboo
 description has been provided for this image"; an image with no caption before it fails the build.
 
 Of the stylesheets mkdocs-jupyter inlines (JupyterLab's, 575 kB, on every notebook page), each page keeps only the
-rules an element of its own can match and the custom properties those read (:func:`used_css`): about 11 kB.
+rules an element of its own can match and the custom properties those read (:func:`used_css`): about 17 kB.
 
 A code cell's source box scrolls sideways on a phone, so it takes ``tabindex="0"`` (a keyboard scrolls it too).
 
@@ -188,7 +188,7 @@ def used_css(css: str, html: str) -> str:
 
     mkdocs-jupyter inlines JupyterLab's whole stylesheet (575 kB, 4,520 selectors) on every notebook page; a phone
     spent half a second of main-thread time styling with it (Lighthouse, mobile: total blocking time 540 ms against
-    190 ms, performance 49 against 82, on one machine). What a page uses is about 13 kB.
+    190 ms, performance 49 against 82, on one machine). What a page uses is about 17 kB.
     """
     import tinycss2
 
