@@ -30,6 +30,8 @@ description has been provided for this image"; an image with no caption before i
 Of the stylesheets mkdocs-jupyter inlines (JupyterLab's, 575 kB, on every notebook page), each page keeps only the
 rules an element of its own can match and the custom properties those read (:func:`used_css`): about 17 kB.
 
+An output image is written beside its page (``output-<n>.png``) and loaded lazily, not inlined as base64.
+
 A code cell's source box scrolls sideways on a phone, so it takes ``tabindex="0"`` (a keyboard scrolls it too).
 
 A code cell's ``<pre>``, its copy button's hidden copy of the source and "Copied!" carry ``data-search-exclude``, which
@@ -38,9 +40,11 @@ notebook by its words, not by ``import sys``. The innermost elements carry it, n
 ``<div>``: that plugin matches elements by tag, so the first inner ``</div>`` would end the exclusion.
 """
 
+import base64
 import json
 import posixpath
 import re
+import struct
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
@@ -245,6 +249,28 @@ def on_page_content(html, page, config, files):
         html = LESSON.sub(lambda m: f'href="../../lessons/{m.group(1)}/{m.group(2) or ""}"', html)
         return ANCHOR.sub(r'<a class="headerlink" href="\1" title="Permanent link">', html)
     return html
+
+
+INLINE_PNG = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=\s]+)"')
+
+
+def on_post_page(output, page, config):
+    """A notebook page's output images (nbconvert inlines each as base64: 60-200 kB of the page's HTML) become files
+    beside the page, ``output-<n>.png``, loaded lazily with their size given (the page does not move as they load)."""
+    if not page.file.src_uri.endswith(".ipynb"):
+        return output
+    folder = Path(config.site_dir) / Path(page.file.dest_uri).parent
+    count = iter(range(1, 1000))
+
+    def to_file(match: re.Match) -> str:
+        png = base64.b64decode(match.group(1))
+        name = f"output-{next(count)}.png"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(png)
+        width, height = struct.unpack(">II", png[16:24])  # the PNG header's IHDR chunk
+        return f'src="{name}" width="{width}" height="{height}" loading="lazy" decoding="async"'
+
+    return INLINE_PNG.sub(to_file, output)
 
 
 def on_post_build(config):

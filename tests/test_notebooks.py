@@ -352,8 +352,12 @@ def test_a_notebook_page_shows_its_run_on_the_committed_receipts(site: Path):
         assert "COMMITTED = True: nothing is installed" in html, lab
         assert "not answered yet: write your number as <code>answers[1]" in html, lab  # the check of the answers
         receipts = labs.committed_receipts(lab)
-        images = re.findall(r'<img alt="([^"]*)"[^>]*src="data:image/png;base64,', html)
+        images = re.findall(
+            r'<img alt="([^"]*)"[^>]*src="(output-\d+\.png)" width="\d+" height="\d+" loading="lazy"', html
+        )
         assert len(images) == len(receipts), (lab, len(images))
+        assert all((site / "notebooks" / lab / png).read_bytes().startswith(b"\x89PNG") for _, png in images)
+        images = [alt for alt, _ in images]
         assert [alt.split(", bars named by row")[0] for alt in images] == [
             f"{r['machine']['name']} ({r['machine']['kind']})" for r in receipts
         ]

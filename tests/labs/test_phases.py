@@ -170,6 +170,7 @@ def test_the_notebook_compares_engine_steps_with_the_lesson_s_count():
         (384, 384, "exact"),
         (384, 384, "exact"),
     ]
+    assert "    engine steps (3 runs): all 5 rows as predicted, exactly" in labs.report(receipt)[1]  # one line
     receipt["results"][4]["engine_steps"] = 3 * 129  # the planted fault of test_engine_steps_off_by_one...
     assert labs.compared(receipt)[4].ratio == 129 / 128
     assert "NOT as predicted" in labs.report(receipt)[1]

@@ -276,14 +276,21 @@ def report(receipt: Mapping[str, Any]) -> tuple[bool, str]:
     pairs = compared(receipt)
     if pairs:
         lines.append("  against the lesson's prediction for this machine:")
-    for c in pairs:
-        row = receipt["results"][c.row]
-        name = " ".join(f"{k}={row[k]}" for k in lab_spec.key)
-        verdict = ("as predicted" if c.measured == c.predicted else "NOT as predicted") if c.kind == "exact" else c.kind
-        lines.append(
-            f"    {name}: {c.quantity} measured {fmt.number(c.measured)} {c.unit}, "
-            f"predicted {fmt.number(c.predicted)} {c.unit} ({verdict}; {c.ratio:.2f}x)"
-        )
+    for quantity in dict.fromkeys(c.quantity for c in pairs):
+        these = [c for c in pairs if c.quantity == quantity]
+        if len(these) > 1 and all(c.kind == "exact" and c.measured == c.predicted for c in these):
+            lines.append(f"    {quantity}: all {len(these)} rows as predicted, exactly")
+            continue
+        for c in these:
+            row = receipt["results"][c.row]
+            name = " ".join(f"{k}={row[k]}" for k in lab_spec.key)
+            verdict = (
+                ("as predicted" if c.measured == c.predicted else "NOT as predicted") if c.kind == "exact" else c.kind
+            )
+            lines.append(
+                f"    {name}: {c.quantity} measured {fmt.number(c.measured)} {c.unit}, "
+                f"predicted {fmt.number(c.predicted)} {c.unit} ({verdict}; {c.ratio:.2f}x)"
+            )
     eff = efficiency(receipt)
     if eff:
         lines.append("  against the roofline floor on this GPU:")
