@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from conftest import GPU_MACHINE, claims_passed, lab_refusal, make_receipt
-from infercourse import figures, labs, snippets
+from infercourse import figures, labnotebook, labs, snippets
 
 SPEC = labs.spec("continuous_batching")
 CPU_LENGTHS = [14, 15, 3, 10, 18, 17, 14, 11, 17, 13, 20, 8]
@@ -277,3 +277,14 @@ def test_the_notebook_exercises_by_hand():
     expected_max = 16 + sum(1 - ((k - 15) / 497) ** 32 for k in range(16, 512))
     assert useful == pytest.approx(100 * 264 / expected_max, rel=1e-12)  # in %
     assert useful == pytest.approx(100 * 264 / (512 - 497 / 33), rel=2e-3)
+
+
+def test_a_column_the_comparison_covers_only_in_part_is_still_drawn():
+    """The notebook's figure leaves out a measured column that a pair panel already draws, but only when that panel
+    covers every row: here it covers the 2 offline rows of 4, so the online rows' steps still need their panel."""
+    receipt = _receipt(online=[_online_row(2.0), _online_row(8.0)])
+    pairs, alone = labnotebook._panels(receipt)
+    # static 15 + 18 + 21 = 54 steps; continuous 48 (test above): both as predicted, the online rows not compared
+    assert [(c.row, c.measured, c.predicted) for c in pairs[0]] == [(0, 54, 54), (1, 48, 48)]
+    assert alone == ["steps", "output_tok_s", "tpot_p99_ms"]
+    assert labnotebook.caption(receipt).endswith("; steps (steps); output_tok_s (tokens/s); tpot_p99_ms (ms).")
