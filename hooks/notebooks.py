@@ -41,6 +41,7 @@ notebook by its words, not by ``import sys``. The innermost elements carry it, n
 """
 
 import base64
+import itertools
 import json
 import posixpath
 import re
@@ -260,7 +261,7 @@ def on_post_page(output, page, config):
     if not page.file.src_uri.endswith(".ipynb"):
         return output
     folder = Path(config.site_dir) / Path(page.file.dest_uri).parent
-    count = iter(range(1, 1000))
+    count = itertools.count(1)
 
     def to_file(match: re.Match) -> str:
         png = base64.b64decode(match.group(1))

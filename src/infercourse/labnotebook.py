@@ -85,17 +85,8 @@ def _panels(receipt: Mapping[str, Any]) -> tuple[list[list[labs.Compared]], list
     found = labs.compared(receipt)
     pairs = [[c for c in found if c.quantity == q] for q in dict.fromkeys(c.quantity for c in found)]
     floors = labs.efficiency(receipt) or []
-    pairs += (
-        [
-            [
-                labs.Compared(e.row, e.quantity, e.unit, e.measured, e.floor, "floor")
-                for e in floors
-                if e.quantity == floors[0].quantity
-            ]
-        ]
-        if floors
-        else []
-    )
+    first = [e for e in floors if e.quantity == floors[0].quantity]  # the first floored quantity of a GPU receipt
+    pairs += [[labs.Compared(e.row, e.quantity, e.unit, e.measured, e.floor, "floor") for e in first]] if first else []
     keys = [  # measured columns: not the row's name, nor a prediction the lab wrote beside its measurement
         k
         for k in dict.fromkeys(c.key for c in spec.columns)
@@ -135,7 +126,7 @@ def figure(receipt: Mapping[str, Any]):
     fig, axes = plt.subplots(lines, cols, figsize=(5 * cols, 3.2 * lines), squeeze=False)
     flat = list(axes.flat)
     for ax, points in zip(flat, pairs, strict=False):  # only the rows compared, each measured beside predicted
-        what = "floor" if points[0].kind == "floor" else "prediction"
+        what = _against(points)
         at = range(len(points))
         ax.bar([i - 0.2 for i in at], [c.measured for c in points], width=0.4, label="measured", color="#3f51b5")
         ax.bar([i + 0.2 for i in at], [c.predicted for c in points], width=0.4, label=what, color="#9e9e9e")
@@ -254,13 +245,12 @@ def caption(receipt: Mapping[str, Any]) -> str:
     """
     spec = labs.spec(receipt["lab"])
     pairs, keys = _panels(receipt)
-    said = [
-        f"{p[0].quantity} measured beside the lesson's {'floor' if p[0].kind == 'floor' else 'prediction'}"
-        f" ({p[0].kind}) in {len(p)} row{'s' if len(p) > 1 else ''}, "
-        + ("all as predicted" if _all_exact(p) else f"measured / {'floor' if p[0].kind == 'floor' else 'predicted'}")
-        + (" above each pair" if not _all_exact(p) else "")
-        for p in pairs
-    ]
+    said = []
+    for p in pairs:
+        ratio = "floor" if p[0].kind == "floor" else "predicted"
+        how = "all as predicted" if _all_exact(p) else f"measured / {ratio} above each pair"
+        rows = f"{len(p)} row{'s' if len(p) > 1 else ''}"
+        said.append(f"{p[0].quantity} measured beside the lesson's {_against(p)} ({p[0].kind}) in {rows}, {how}")
     said += [f"{key} ({receipt['units'].get(key) or 'count'})" for key in keys]
     machine = receipt["machine"]
     drawn = "; ".join(said) if said else "no numeric column"
@@ -269,7 +259,12 @@ def caption(receipt: Mapping[str, Any]) -> str:
 
 def _all_exact(points: list[labs.Compared]) -> bool:
     """Whether every pair of a panel is an exact count measured as predicted (said once, not above each pair)."""
-    return all(c.kind == "exact" and c.measured == c.predicted for c in points)
+    return all(c.as_predicted for c in points)
+
+
+def _against(points: list[labs.Compared]) -> str:
+    """What a panel's measurements stand beside: "floor" or "prediction"."""
+    return "floor" if points[0].kind == "floor" else "prediction"
 
 
 SHOW = "show"

@@ -278,15 +278,13 @@ def report(receipt: Mapping[str, Any]) -> tuple[bool, str]:
         lines.append("  against the lesson's prediction for this machine:")
     for quantity in dict.fromkeys(c.quantity for c in pairs):
         these = [c for c in pairs if c.quantity == quantity]
-        if len(these) > 1 and all(c.kind == "exact" and c.measured == c.predicted for c in these):
+        if len(these) > 1 and all(c.as_predicted for c in these):
             lines.append(f"    {quantity}: all {len(these)} rows as predicted, exactly")
             continue
         for c in these:
             row = receipt["results"][c.row]
             name = " ".join(f"{k}={row[k]}" for k in lab_spec.key)
-            verdict = (
-                ("as predicted" if c.measured == c.predicted else "NOT as predicted") if c.kind == "exact" else c.kind
-            )
+            verdict = ("as predicted" if c.as_predicted else "NOT as predicted") if c.kind == "exact" else c.kind
             lines.append(
                 f"    {name}: {c.quantity} measured {fmt.number(c.measured)} {c.unit}, "
                 f"predicted {fmt.number(c.predicted)} {c.unit} ({verdict}; {c.ratio:.2f}x)"

@@ -256,6 +256,11 @@ class Compared:
             raise ValueError(f"kind must be one of {', '.join(COMPARED_KINDS)}, got {self.kind!r}")
 
     @property
+    def as_predicted(self) -> bool:
+        """An exact count measured as the lesson predicts it (a floor or an estimate never is, exactly)."""
+        return self.kind == "exact" and self.measured == self.predicted
+
+    @property
     def ratio(self) -> float:
         """measured / predicted; 1.0 for a count predicted and measured 0 (a cache miss), inf for any other / 0."""
         if self.predicted > 0:
